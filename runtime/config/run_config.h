@@ -1,0 +1,144 @@
+#pragma once
+// RunConfig: the typed form of one run's YAML file. Field names are the YAML keys (DESIGN.md "Run
+// config"); they are a contract with users, tests and scripts.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace trainer::config {
+
+// Bad user input: names the key, the bad value and what is allowed. The CLI exits with status 2.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RunSection {
+  std::string name = "tiny";
+  std::string out_dir = "runs/tiny";
+  uint64_t seed = 1234;
+  bool deterministic = false;  // fixed reduction order everywhere (bit-identical reruns)
+};
+
+struct MoeConfig {
+  int num_experts = 0;  // 0: dense MLP
+  int top_k = 2;
+  double capacity_factor = 1.25;
+  double aux_loss_coef = 0.01;
+};
+
+struct ModelConfig {
+  std::string arch = "gpt";
+  int vocab_size = 256;
+  int seq_len = 128;
+  int n_layer = 4;
+  int d_model = 128;
+  int n_head = 4;
+  int ffn_mult = 4;
+  MoeConfig moe;
+  std::string init_from;  // optional safetensors / llm.c file to start from
+};
+
+struct PipelineConfig {
+  std::string schedule = "1f1b";  // 1f1b | gpipe | interleaved
+  int microbatches = 4;
+  int virtual_stages = 1;
+};
+
+struct ParallelConfig {
+  int dp = 0;  // 0 means "auto": world / (pp*cp*tp)
+  int tp = 1, pp = 1, cp = 1, ep = 1;
+  int zero = 0;  // 0 | 1 | 2 | 3
+  bool sequence_parallel = false;
+  PipelineConfig pipeline;
+  double bucket_mb = 25;
+  bool overlap_grad_reduce = true;
+};
+
+struct TrainConfig {
+  int micro_batch = 8;
+  int grad_accum = 1;
+  int steps = 300;
+  int stop_after_steps = 0;  // 0: run all `steps`; N: checkpoint and stop at step N
+  double lr = 3.0e-3;
+  double min_lr_ratio = 0.1;
+  int warmup_steps = 30;
+  std::string schedule = "cosine";  // constant | cosine | linear | wsd
+  double decay_fraction = 0.2;      // wsd: fraction of steps spent decaying at the end
+  double weight_decay = 0.1;
+  double beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8;
+  double grad_clip = 1.0;  // 0 disables clipping
+  int eval_every = 100;    // 0 disables eval
+  int eval_batches = 8;
+  double spike_factor = 3.0;
+};
+
+struct PrecisionConfig {
+  std::string compute = "fp32";         // fp32 | bf16 | fp8
+  std::string master_weights = "fp32";  // fp32
+};
+
+struct CheckpointConfig {
+  std::string dir;  // empty -> <out_dir>/checkpoints
+  int every_steps = 0;
+  int keep = 2;
+};
+
+struct DataConfig {
+  std::string train = "synthetic:markov";
+  std::string val = "synthetic:markov";
+  uint64_t seed = 7;
+  bool shuffle = false;
+};
+
+struct HardwareConfig {
+  std::string device = "cpu";  // cpu | cuda
+  double peak_tflops = 0;      // 0 means "auto"
+};
+
+struct DistributedConfig {
+  std::string backend = "auto";  // auto | gloo | nccl
+  double timeout_s = 300;
+};
+
+struct LoggingConfig {
+  int every_steps = 10;
+  std::string level = "info";  // trace | debug | info | warn | error
+};
+
+struct RunConfig {
+  RunSection run;
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  PrecisionConfig precision;
+  std::string activation_checkpointing = "none";  // none | full | selective
+  CheckpointConfig checkpoint;
+  DataConfig data;
+  HardwareConfig hardware;
+  DistributedConfig distributed;
+  LoggingConfig logging;
+
+  std::string checkpoint_dir() const {
+    return checkpoint.dir.empty() ? run.out_dir + "/checkpoints" : checkpoint.dir;
+  }
+};
+
+// Parses YAML text (an empty string gives the defaults), applies `key.path=value` overrides in
+// order, and returns the typed config. Throws ConfigError on unknown keys (with a did-you-mean),
+// wrong types and out-of-range values.
+RunConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {});
+RunConfig load_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Checks values and divisibility against the world size (world_size 1 for single-process checks).
+// Also checks that data files exist. Throws ConfigError.
+void validate(RunConfig& cfg, int world_size);
+
+// Canonical YAML of the whole config (every key, resolved); its sha256 is the config hash.
+std::string to_yaml(const RunConfig& cfg);
+
+// The embedded default (configs/tiny.yaml compiled in).
+const char* embedded_default_yaml();
+
+}  // namespace trainer::config

@@ -1,0 +1,110 @@
+#pragma once
+// Backend: the table of ops every device implements (cpu reference, cuda). Everything above this
+// interface (model, parallelism, optimizer) is written once.
+//
+// Conventions (all ops):
+// - Activations are row-major [B*T, C]; "N" below is the number of rows (B*T).
+// - Linear weights are [out, in] (PyTorch / GPT-2 / llm.c layout), so y = x W^T + b.
+// - Every backward op ACCUMULATES (+=) into each gradient it writes, inputs and parameters
+//   alike, exactly like llm.c; callers zero the buffers they want fresh. This is what makes
+//   gradient accumulation and residual branches free.
+// - An empty Tensor (data == nullptr) for an optional argument (bias, a gradient not needed)
+//   means "absent".
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/core/tensor.h"
+
+namespace trainer {
+
+struct AdamWParams {
+  float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
+  int64_t step = 1;  // 1-based step count for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DeviceType device() const = 0;
+
+  // --- memory ---
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* p) = 0;
+  virtual void zero(Tensor t) = 0;
+  virtual void copy(Tensor dst, const Tensor& src) = 0;  // same numel and dtype
+  virtual void to_host(void* dst, const Tensor& src) = 0;
+  virtual void from_host(Tensor dst, const void* src) = 0;
+  virtual void synchronize() {}
+
+  // --- GEMM ---
+  // C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X or X^T. Batched with strides
+  // (elements) when batch > 1.
+  struct Gemm {
+    bool trans_a = false, trans_b = false;
+    int64_t m = 0, n = 0, k = 0;
+    float alpha = 1, beta = 0;
+    const float* a = nullptr;
+    const float* b = nullptr;
+    float* c = nullptr;
+    int64_t lda = 0, ldb = 0, ldc = 0;
+    int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  };
+  virtual void gemm(const Gemm& g) = 0;
+
+  // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC]
+  virtual void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
+                              const Tensor& bias) = 0;
+  // dinp[N,C] += dout weight; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout)
+  virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                               const Tensor& inp, const Tensor& weight) = 0;
+
+  // --- layers ---
+  // out[N,C] = (inp - mean) * rstd * weight + bias; mean[N], rstd[N] saved for backward. eps 1e-5.
+  virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
+                                 const Tensor& weight, const Tensor& bias) = 0;
+  virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                                  const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                                  const Tensor& rstd) = 0;
+  // GELU, tanh approximation (GPT-2).
+  virtual void gelu_forward(Tensor out, const Tensor& inp) = 0;
+  virtual void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) = 0;
+
+  // Causal self-attention over qkv[B,T,3*C] (q, k, v each [B,T,NH,HS], C = NH*HS) -> out[B,T,C].
+  // att[B,NH,T,T] holds the softmax probabilities for backward (cpu reference keeps them).
+  // Scaled by 1/sqrt(HS).
+  virtual void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) = 0;
+  virtual void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,
+                                  const Tensor& att, int n_head) = 0;
+
+  // out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]. wpe may be empty (no positions).
+  virtual void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,
+                                 const Tensor& wpe, int64_t pos_offset) = 0;
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout,
+                                  const Tensor& tokens, int64_t pos_offset) = 0;
+
+  // Fused softmax + cross-entropy over logits[N,V]. Writes losses[N] (natural log) and, when
+  // dloss_scale != 0, overwrites logits with dlogits = (softmax - onehot(target)) * dloss_scale.
+  // Targets < 0 are ignored (loss 0, gradient 0).
+  virtual void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
+                                     float dloss_scale) = 0;
+
+  // --- optimizer and utilities ---
+  // AdamW with decoupled weight decay on fp32 params/grads/moments (all same numel).
+  virtual void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
+                          const AdamWParams& p) = 0;
+  virtual void scale(Tensor x, float alpha) = 0;                 // x *= alpha
+  virtual void axpy(Tensor y, const Tensor& x, float alpha) = 0;  // y += alpha * x
+  virtual double sum_squares(const Tensor& x) = 0;                // sum x^2 in fp64 accumulation
+  virtual double sum(const Tensor& x) = 0;
+  // Round fp32 values to the nearest-even bfloat16 (stored in dst's dtype: f32 keeps the rounded
+  // value in fp32 storage, which is how the cpu backend emulates bf16 compute).
+  virtual void round_to_bf16(Tensor dst, const Tensor& src) = 0;
+};
+
+// Creates a backend by name ("cpu", "cuda"); throws with the list of available ones.
+std::unique_ptr<Backend> make_backend(const std::string& name, int local_rank);
+bool cuda_backend_available();
+
+}  // namespace trainer

@@ -1,0 +1,82 @@
+#pragma once
+// Comm: one communicator (a group of ranks). Implementations: GlooComm (cpu, TCP), NcclComm
+// (cuda). Buffers are device pointers of the backend in use. Each blocking op has an async twin
+// returning a Work handle; async ops of one communicator run in issue order on its own thread,
+// so communication overlaps compute on the cpu backend too.
+//
+// Failure: every op honours the communicator's timeout. A peer that died or timed out raises
+// CommError whose message names the rank(s) that failed or never arrived.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/dist/store.h"
+
+namespace trainer::dist {
+
+enum class ReduceOp { sum, avg, max };
+enum class CommDType { f32, f64, i32, i64, u8 };
+
+struct CommError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;  // rethrows the op's CommError, if any
+  virtual bool done() = 0;
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;  // e.g. "dp", "tp", "world": used in error messages
+  // Global rank of group member i (for error messages naming the failing rank).
+  virtual int global_rank(int group_rank) const = 0;
+
+  virtual void all_reduce(void* data, size_t count, CommDType t, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> all_reduce_async(void* data, size_t count, CommDType t,
+                                                 ReduceOp op) = 0;
+  // in: count*size() elements; out: count elements (this rank's chunk of the reduction).
+  virtual void reduce_scatter(const void* in, void* out, size_t count, CommDType t,
+                              ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> reduce_scatter_async(const void* in, void* out, size_t count,
+                                                     CommDType t, ReduceOp op) = 0;
+  // in: count elements; out: count*size() elements, rank-major.
+  virtual void all_gather(const void* in, void* out, size_t count, CommDType t) = 0;
+  virtual std::shared_ptr<Work> all_gather_async(const void* in, void* out, size_t count,
+                                                 CommDType t) = 0;
+  virtual void broadcast(void* data, size_t count, CommDType t, int root) = 0;
+  // in/out: count*size() elements; chunk j of `in` goes to rank j, chunk i of `out` came from i.
+  virtual void all_to_all(const void* in, void* out, size_t count, CommDType t) = 0;
+  virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;
+  virtual void recv(void* data, size_t bytes, int peer, int tag) = 0;
+  virtual void barrier() = 0;
+
+  // Convenience for scalars of statistics (loss, grad norm) in fp64.
+  double all_reduce_scalar(double v, ReduceOp op) {
+    all_reduce(&v, 1, CommDType::f64, op);
+    return v;
+  }
+};
+
+size_t comm_dtype_size(CommDType t);
+
+struct CommOptions {
+  std::string name = "world";
+  std::vector<int> global_ranks;  // member i's global rank; empty means identity
+  double timeout_s = 300;
+};
+
+// A Gloo communicator over TCP among `size` ranks, rendezvoused through `store` (callers pass a
+// prefix store unique to the group). size 1 works (ops are local copies).
+std::unique_ptr<Comm> make_gloo_comm(std::shared_ptr<Store> store, int rank, int size,
+                                     const CommOptions& opts);
+
+}  // namespace trainer::dist

@@ -1,0 +1,42 @@
+#pragma once
+// Store: the rendezvous key-value store (DESIGN.md "Launch and rendezvous"). Rank 0 serves a TCP
+// store (TcpStore), or all ranks share a directory (FileStore). Gloo contexts and NCCL ids are
+// exchanged through it; fault reports ("which rank failed") go through it too.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainer::dist {
+
+struct StoreTimeout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
+  // Blocks until the key exists or the timeout passes (throws StoreTimeout naming the key).
+  virtual std::vector<uint8_t> get(const std::string& key) = 0;
+  // Atomic add; returns the new value. A missing key counts as 0.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Blocks until all keys exist (throws StoreTimeout naming the missing ones).
+  virtual void wait(const std::vector<std::string>& keys) = 0;
+  virtual bool check(const std::vector<std::string>& keys) = 0;  // non-blocking: all exist?
+  virtual void set_timeout(std::chrono::milliseconds t) = 0;
+  virtual std::chrono::milliseconds timeout() const = 0;
+};
+
+// Keys are prefixed with "<prefix>/" (one namespace per communicator).
+std::shared_ptr<Store> make_prefix_store(std::shared_ptr<Store> base, const std::string& prefix);
+
+// TCP store: is_server starts the server in this process (on rank 0) on `port` (0 = any; the bound
+// port is then available from TcpStore::port()); every rank, the server included, is a client.
+// Clients connect with retry and exponential backoff until `timeout`.
+std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, bool is_server,
+                                      std::chrono::milliseconds timeout);
+std::shared_ptr<Store> make_file_store(const std::string& dir, std::chrono::milliseconds timeout);
+
+}  // namespace trainer::dist

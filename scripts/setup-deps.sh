@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trainer needs to build and test (skips apt when all are present).
+set -euo pipefail
+pkgs=(build-essential cmake git pkg-config libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
+      nlohmann-json3-dev catch2 libopenblas-dev libgloo-dev python3 procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi
