@@ -1,0 +1,80 @@
+#include "runtime/model/activations.h"
+
+namespace trainer::model {
+namespace {
+
+// Hands out consecutive, 64-byte aligned views of one allocation; a first pass (base == nullptr)
+// only measures.
+class Carver {
+ public:
+  Carver(char* base, DeviceType dev) : base_(base), dev_(dev) {}
+  Tensor take(Shape s, DType t = DType::f32) {
+    size_t bytes = (static_cast<size_t>(s.numel()) * dtype_size(t) + 63) / 64 * 64;
+    Tensor out(base_ ? base_ + used_ : nullptr, s, t, dev_);
+    used_ += bytes;
+    return out;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  DeviceType dev_;
+  size_t used_ = 0;
+};
+
+void carve(Carver& c, Activations& a, const ParamLayout& layout) {
+  const GptDims& d = layout.dims();
+  const GptShard& s = layout.shard();
+  const int64_t B = a.B, T = a.T, C = d.d_model, V = d.vocab;
+  const int64_t NH = d.n_head / s.tp_size, FC = d.ffn_hidden() / s.tp_size, CL = C / s.tp_size;
+  a.inputs = c.take({B, T}, DType::i32);
+  a.targets = c.take({B, T}, DType::i32);
+  a.encoded = c.take({B, T, C});
+  a.blocks.resize(static_cast<size_t>(s.num_layers));
+  for (auto& b : a.blocks) {
+    b.ln1 = c.take({B, T, C});
+    b.ln1_mean = c.take({B, T});
+    b.ln1_rstd = c.take({B, T});
+    b.qkv = c.take({B, T, 3 * CL});
+    b.atty = c.take({B, T, CL});
+    b.att = c.take({B, NH, T, T});
+    b.residual_mid = c.take({B, T, C});
+    b.ln2 = c.take({B, T, C});
+    b.ln2_mean = c.take({B, T});
+    b.ln2_rstd = c.take({B, T});
+    b.fch = c.take({B, T, FC});
+    b.fch_gelu = c.take({B, T, FC});
+    b.residual_out = c.take({B, T, C});
+  }
+  for (size_t l = 0; l < a.blocks.size(); ++l)
+    a.blocks[l].residual_in = l == 0 ? a.encoded : a.blocks[l - 1].residual_out;
+  if (s.has_head) {
+    a.lnf = c.take({B, T, C});
+    a.lnf_mean = c.take({B, T});
+    a.lnf_rstd = c.take({B, T});
+    a.logits = c.take({B, T, V});
+    a.losses = c.take({B, T});
+  }
+  a.grad.dresidual = c.take({B, T, C});
+  a.grad.dln = c.take({B, T, C});
+  a.grad.dqkv = c.take({B, T, 3 * CL});
+  a.grad.datty = c.take({B, T, CL});
+  a.grad.dfch = c.take({B, T, FC});
+  a.grad.dfch_gelu = c.take({B, T, FC});
+}
+
+}  // namespace
+
+Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t)
+    : B(b), T(t), be_(be) {
+  Carver measure(nullptr, be.device());
+  carve(measure, *this, layout);
+  bytes_ = measure.used();
+  memory_ = be_.alloc(bytes_);
+  Carver real(static_cast<char*>(memory_), be.device());
+  carve(real, *this, layout);
+}
+
+Activations::~Activations() { be_.free(memory_); }
+
+}  // namespace trainer::model

@@ -1,0 +1,249 @@
+#include "runtime/model/gpt.h"
+
+#include <cmath>
+#include <vector>
+
+#include "runtime/core/check.h"
+#include "runtime/core/rng.h"
+
+namespace trainer::model {
+namespace {
+
+// [.., C] -> [N, C]: the backend's row-wise ops take 2-D views.
+Tensor rows(const Tensor& t) {
+  const int64_t last = t.shape[t.shape.rank - 1];
+  return t.view({t.numel() / last, last});
+}
+
+Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+struct Gpt::BlockWeights {
+  Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+
+Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard)
+    : be_(be), layout_(dims, shard) {
+  const int64_t n = layout_.total_numel();
+  const DeviceType dev = be_.device();
+  params_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
+  grads_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
+  compute_params_ = params_;
+  be_.zero(params_);
+  be_.zero(grads_);
+}
+
+Gpt::~Gpt() {
+  if (compute_params_.data != params_.data) be_.free(compute_params_.data);
+  be_.free(params_.data);
+  be_.free(grads_.data);
+}
+
+Tensor Gpt::param(const ParamSpec& p) const {
+  Shape s;
+  for (int64_t d : p.local_shape) s.dims[static_cast<size_t>(s.rank++)] = d;
+  return Tensor(static_cast<float*>(params_.data) + p.offset, s, DType::f32, be_.device());
+}
+
+Tensor Gpt::grad(const ParamSpec& p) const {
+  Tensor t = param(p);
+  t.data = static_cast<float*>(grads_.data) + p.offset;
+  return t;
+}
+
+void Gpt::init_weights(uint64_t seed) {
+  const GptDims& d = layout_.dims();
+  const double residual_std = 0.02 / std::sqrt(2.0 * d.n_layer);
+  std::vector<float> global, local;
+  for (const ParamSpec& p : layout_.params()) {
+    int64_t gnumel = 1;
+    for (int64_t v : p.global_shape) gnumel *= v;
+    global.assign(static_cast<size_t>(gnumel), 0.0f);
+    if (p.is_norm_weight) {
+      std::fill(global.begin(), global.end(), 1.0f);
+    } else if (!p.is_bias_or_norm_bias) {
+      SplitMix64 rng(mix_seed(seed, name_hash(p.name)));
+      const double std = p.residual_proj ? residual_std : 0.02;
+      for (float& v : global) v = static_cast<float>(std * rng.normal());
+    }
+    local.resize(static_cast<size_t>(p.numel));
+    extract_local(p, global.data(), local.data());
+    be_.from_host(param(p), local.data());
+  }
+  refresh_compute_weights();
+}
+
+void Gpt::set_compute_bf16(bool on) {
+  if (on == bf16_) return;
+  bf16_ = on;
+  if (on) {
+    compute_params_ = Tensor(be_.alloc(params_.nbytes()), params_.shape, DType::f32, be_.device());
+  } else {
+    be_.free(compute_params_.data);
+    compute_params_ = params_;
+  }
+  refresh_compute_weights();
+}
+
+void Gpt::refresh_compute_weights() {
+  if (bf16_) be_.round_to_bf16(compute_params_, params_);
+}
+
+void Gpt::allocate_activations(int B, int T) {
+  if (acts_ && acts_->B == B && acts_->T == T) return;
+  TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
+  acts_.reset();
+  acts_ = std::make_unique<Activations>(be_, layout_, B, T);
+}
+
+Tensor Gpt::weight_view(const std::string& name, bool grad_view) const {
+  const ParamSpec& p = layout_.find(name);
+  Tensor t = param(p);
+  t.data = static_cast<float*>(grad_view ? grads_.data : compute_params_.data) + p.offset;
+  return t;
+}
+
+Gpt::BlockWeights Gpt::block_weights(int local_layer, bool g) const {
+  const std::string h = "h." + std::to_string(layout_.shard().first_layer + local_layer) + ".";
+  auto w = [&](const char* n) { return weight_view(h + n, g); };
+  return BlockWeights{w("ln_1.weight"),        w("ln_1.bias"),          w("attn.c_attn.weight"),
+                      w("attn.c_attn.bias"),   w("attn.c_proj.weight"), w("attn.c_proj.bias"),
+                      w("ln_2.weight"),        w("ln_2.bias"),          w("mlp.c_fc.weight"),
+                      w("mlp.c_fc.bias"),      w("mlp.c_proj.weight"),  w("mlp.c_proj.bias")};
+}
+
+void Gpt::call_before(int unit, bool backward) {
+  if (hooks_.before_unit) hooks_.before_unit(unit, backward);
+}
+
+void Gpt::call_ready(int unit) {
+  if (hooks_.unit_grads_ready) hooks_.unit_grads_ready(unit);
+}
+
+double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
+                    int64_t pos_offset) {
+  TRAINER_CHECK(acts_, "allocate_activations() before forward()");
+  const GptShard& s = layout_.shard();
+  TRAINER_CHECK(s.has_embedding && s.has_head, "pipeline stages are not supported yet");
+  Activations& a = *acts_;
+  dloss_scale_ = dloss_scale;
+  pos_offset_ = pos_offset;
+  be_.from_host(a.inputs, inputs);
+  be_.from_host(a.targets, targets);
+
+  call_before(0, false);
+  be_.embedding_forward(a.encoded, a.inputs, weight_view("wte.weight", false),
+                        weight_view("wpe.weight", false), pos_offset);
+  for (int l = 0; l < s.num_layers; ++l) {
+    call_before(1 + s.first_layer + l, false);
+    block_forward(l);
+  }
+  const int final_unit = layout_.dims().n_layer + 1;
+  call_before(final_unit, false);
+  const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
+  be_.layernorm_forward(rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd), rows(last),
+                        weight_view("ln_f.weight", false), weight_view("ln_f.bias", false));
+  be_.matmul_forward(rows(a.logits), rows(a.lnf), weight_view("wte.weight", false), Tensor());
+  be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale);
+  return be_.sum(a.losses) / static_cast<double>(a.losses.numel());
+}
+
+void Gpt::block_forward(int l) {
+  Activations& acts = *acts_;
+  BlockActivations& a = acts.blocks[static_cast<size_t>(l)];
+  const BlockWeights w = block_weights(l, false);
+  const GptShard& s = layout_.shard();
+  const int nh_local = layout_.dims().n_head / s.tp_size;
+  // Row-parallel layers add their bias once (tp rank 0) before the partial sums are reduced.
+  const bool add_row_bias = s.tp_rank == 0;
+
+  be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
+                        w.ln1w, w.ln1b);
+  be_.matmul_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb);
+  be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
+  be_.matmul_forward(rows(a.residual_mid), rows(a.atty), w.projw,
+                     add_row_bias ? w.projb : Tensor());
+  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_mid);
+  be_.axpy(a.residual_mid, a.residual_in, 1.0f);
+
+  be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
+                        w.ln2w, w.ln2b);
+  be_.matmul_forward(rows(a.fch), rows(a.ln2), w.fcw, w.fcb);
+  be_.gelu_forward(a.fch_gelu, a.fch);
+  be_.matmul_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw,
+                     add_row_bias ? w.fcprojb : Tensor());
+  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_out);
+  be_.axpy(a.residual_out, a.residual_mid, 1.0f);
+}
+
+void Gpt::backward() {
+  TRAINER_CHECK(dloss_scale_ != 0, "backward() needs a forward() with dloss_scale != 0");
+  Activations& a = *acts_;
+  const GptShard& s = layout_.shard();
+  GradScratch& g = a.grad;
+  const int final_unit = layout_.dims().n_layer + 1;
+
+  call_before(final_unit, true);
+  be_.zero(g.dresidual);
+  be_.zero(g.dln);
+  const Tensor wte = weight_view("wte.weight", false);
+  be_.matmul_backward(rows(g.dln), weight_view("wte.weight", true), Tensor(), rows(a.logits),
+                      rows(a.lnf), wte);
+  const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
+  be_.layernorm_backward(rows(g.dresidual), weight_view("ln_f.weight", true),
+                         weight_view("ln_f.bias", true), rows(g.dln), rows(last),
+                         weight_view("ln_f.weight", false), flat(a.lnf_mean), flat(a.lnf_rstd));
+  call_ready(final_unit);
+  for (int l = s.num_layers - 1; l >= 0; --l) {
+    const int unit = 1 + s.first_layer + l;
+    call_before(unit, true);
+    block_backward(l);
+    call_ready(unit);
+  }
+  call_before(0, true);
+  be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
+                         g.dresidual, a.inputs, pos_offset_);
+  call_ready(0);
+}
+
+void Gpt::block_backward(int l) {
+  Activations& acts = *acts_;
+  BlockActivations& a = acts.blocks[static_cast<size_t>(l)];
+  GradScratch& g = acts.grad;
+  const BlockWeights w = block_weights(l, false);
+  const BlockWeights dw = block_weights(l, true);
+  const int nh_local = layout_.dims().n_head / layout_.shard().tp_size;
+  const Tensor dres = rows(g.dresidual);  // holds d(residual_out) on entry, d(residual_in) on exit
+
+  // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
+  be_.zero(g.dfch_gelu);
+  be_.matmul_backward(rows(g.dfch_gelu), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu),
+                      w.fcprojw);
+  be_.zero(g.dfch);
+  be_.gelu_backward(g.dfch, a.fch, g.dfch_gelu);
+  be_.zero(g.dln);
+  be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(a.ln2), w.fcw);
+  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);
+  be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, rows(g.dln), rows(a.residual_mid), w.ln2w,
+                         flat(a.ln2_mean), flat(a.ln2_rstd));
+
+  // Attention: residual_mid = residual_in + proj(attn(qkv(ln1(residual_in))))
+  be_.zero(g.datty);
+  be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres, rows(a.atty), w.projw);
+  be_.zero(g.dqkv);
+  be_.attention_backward(g.dqkv, g.datty, a.qkv, a.att, nh_local);
+  be_.zero(g.dln);
+  be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(a.ln1), w.qkvw);
+  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);
+  be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, rows(g.dln), rows(a.residual_in), w.ln1w,
+                         flat(a.ln1_mean), flat(a.ln1_rstd));
+}
+
+}  // namespace trainer::model

@@ -1,0 +1,80 @@
+#pragma once
+// Gpt: a GPT-2 decoder with explicit forward and backward (no autograd graph), llm.c style.
+// It holds this rank's shard (ParamLayout): its blocks, its tensor-parallel part of each layer.
+// Parallelism is applied from outside through Hooks (tensor-parallel all-reduces, gradient
+// buckets, parameter gathering), so this file stays a plain model.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "runtime/core/backend.h"
+#include "runtime/model/activations.h"
+#include "runtime/model/param_layout.h"
+
+namespace trainer::model {
+
+struct Hooks {
+  // Sums a partial activation (or input gradient) over the tensor-parallel group. Null: tp = 1.
+  std::function<void(Tensor)> tp_all_reduce;
+  // Called when every gradient of `unit` (see ParamLayout) is final for this micro-batch.
+  std::function<void(int unit)> unit_grads_ready;
+  // Called before a unit's parameters are read (forward or backward): ZeRO-3 gathers them here.
+  std::function<void(int unit, bool backward)> before_unit;
+};
+
+class Gpt {
+ public:
+  Gpt(Backend& be, const GptDims& dims, const GptShard& shard);
+  ~Gpt();
+  Gpt(const Gpt&) = delete;
+  Gpt& operator=(const Gpt&) = delete;
+
+  // GPT-2 init from `seed`: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases zero,
+  // norms one. Each global tensor is drawn from its own stream and this rank keeps its slice, so
+  // the weights do not depend on the parallel layout.
+  void init_weights(uint64_t seed);
+
+  // Sets the micro-batch size the activations are allocated for.
+  void allocate_activations(int B, int T);
+
+  // Forward over inputs/targets [B*T] (host ints). Returns the mean loss over the B*T tokens.
+  // When dloss_scale != 0 the loss gradient (softmax - onehot) * dloss_scale is prepared for
+  // backward(). pos_offset shifts positions (context-parallel chunks).
+  double forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
+                 int64_t pos_offset = 0);
+  // Accumulates parameter gradients of the last forward into grads().
+  void backward();
+
+  const ParamLayout& layout() const { return layout_; }
+  Tensor params() const { return params_; }            // fp32 master weights
+  Tensor grads() const { return grads_; }              // fp32 gradients, same layout
+  Tensor param(const ParamSpec& p) const;              // view of one tensor in params()
+  Tensor grad(const ParamSpec& p) const;
+  // Weights the matmuls read: params() in fp32 compute; a bf16-rounded copy in bf16 compute.
+  void set_compute_bf16(bool on);
+  void refresh_compute_weights();  // call after every optimizer step
+  Activations& activations() { return *acts_; }
+  size_t activation_bytes() const { return acts_ ? acts_->bytes() : 0; }
+  Hooks& hooks() { return hooks_; }
+  Backend& backend() { return be_; }
+
+ private:
+  struct BlockWeights;
+  BlockWeights block_weights(int local_layer, bool grads) const;
+  void block_forward(int local_layer);
+  void block_backward(int local_layer);
+  Tensor weight_view(const std::string& name, bool grad) const;
+  void call_before(int unit, bool backward);
+  void call_ready(int unit);
+
+  Backend& be_;
+  ParamLayout layout_;
+  Tensor params_, grads_, compute_params_;
+  bool bf16_ = false;
+  std::unique_ptr<Activations> acts_;
+  Hooks hooks_;
+  float dloss_scale_ = 0;
+  int64_t pos_offset_ = 0;
+};
+
+}  // namespace trainer::model

@@ -1,0 +1,32 @@
+#pragma once
+// The GPT's global dimensions and which part of it this rank holds (its tensor-parallel shard of
+// heads and FFN columns, and its contiguous range of blocks for pipeline stages).
+#include <cstdint>
+
+#include "runtime/config/run_config.h"
+
+namespace trainer::model {
+
+struct GptDims {
+  int vocab = 256;    // V
+  int seq_len = 128;  // T (max positions)
+  int n_layer = 4;    // L
+  int d_model = 128;  // C
+  int n_head = 4;     // NH
+  int ffn_mult = 4;   // F: hidden = F*C
+
+  int head_dim() const { return d_model / n_head; }
+  int ffn_hidden() const { return ffn_mult * d_model; }
+  static GptDims from_config(const config::ModelConfig& m);
+};
+
+struct GptShard {
+  int tp_rank = 0, tp_size = 1;
+  int first_layer = 0, num_layers = 0;  // blocks [first_layer, first_layer + num_layers)
+  bool has_embedding = true;            // first pipeline stage
+  bool has_head = true;                 // last pipeline stage (final norm + tied output layer)
+
+  static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true}; }
+};
+
+}  // namespace trainer::model

@@ -1,0 +1,178 @@
+#include "runtime/model/param_layout.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "runtime/core/check.h"
+
+namespace trainer::model {
+namespace {
+
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  return n;
+}
+
+ParamSpec replicated(std::string name, std::vector<int64_t> shape) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.global_shape = shape;
+  p.local_shape = shape;
+  p.local_ranges = {{0, shape[0]}};
+  return p;
+}
+
+ParamSpec norm_weight(std::string name, int64_t c) {
+  ParamSpec p = replicated(std::move(name), {c});
+  p.is_norm_weight = true;
+  return p;
+}
+
+ParamSpec zero_bias(std::string name, int64_t c) {
+  ParamSpec p = replicated(std::move(name), {c});
+  p.is_bias_or_norm_bias = true;
+  return p;
+}
+
+// Column-parallel (output rows split): `parts` equal blocks of `rows_per_part` rows (q|k|v has
+// three), each cut into tp pieces; this rank takes piece tp_rank of every block.
+ParamSpec column_parallel(std::string name, std::vector<int64_t> global, int parts,
+                          const GptShard& s) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.global_shape = global;
+  int64_t rows_per_part = global[0] / parts;
+  int64_t local_part = rows_per_part / s.tp_size;
+  for (int i = 0; i < parts; ++i)
+    p.local_ranges.push_back({i * rows_per_part + s.tp_rank * local_part, local_part});
+  p.local_shape = global;
+  p.local_shape[0] = local_part * parts;
+  p.split_dim = 0;
+  p.tp_replicated = s.tp_size == 1;
+  return p;
+}
+
+// Row-parallel (input columns split, dim 1).
+ParamSpec row_parallel(std::string name, std::vector<int64_t> global, const GptShard& s) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.global_shape = global;
+  int64_t local = global[1] / s.tp_size;
+  p.local_ranges = {{s.tp_rank * local, local}};
+  p.local_shape = {global[0], local};
+  p.split_dim = 1;
+  p.tp_replicated = s.tp_size == 1;
+  return p;
+}
+
+}  // namespace
+
+ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_(s) {
+  TRAINER_CHECK(d.n_head % s.tp_size == 0 && d.ffn_hidden() % s.tp_size == 0,
+                "tp " << s.tp_size << " must divide n_head and the FFN width");
+  const int64_t C = d.d_model, V = d.vocab, T = d.seq_len, FC = d.ffn_hidden();
+  if (s.has_embedding || s.has_head) {
+    // The output layer is tied to wte, so a last stage without the embedding still holds it.
+    ParamSpec wte = replicated("wte.weight", {V, C});
+    wte.weight_decay = true;
+    add(wte, 0);
+  }
+  if (s.has_embedding) {
+    ParamSpec wpe = replicated("wpe.weight", {T, C});
+    wpe.weight_decay = true;
+    add(wpe, 0);
+  }
+  for (int l = s.first_layer; l < s.first_layer + s.num_layers; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    const int unit = 1 + l;
+    add(norm_weight(h + "ln_1.weight", C), unit);
+    add(zero_bias(h + "ln_1.bias", C), unit);
+    ParamSpec qkv = column_parallel(h + "attn.c_attn.weight", {3 * C, C}, 3, s);
+    qkv.weight_decay = true;
+    add(qkv, unit);
+    ParamSpec qkv_b = column_parallel(h + "attn.c_attn.bias", {3 * C}, 3, s);
+    qkv_b.is_bias_or_norm_bias = true;
+    add(qkv_b, unit);
+    ParamSpec proj = row_parallel(h + "attn.c_proj.weight", {C, C}, s);
+    proj.weight_decay = true;
+    proj.residual_proj = true;
+    add(proj, unit);
+    add(zero_bias(h + "attn.c_proj.bias", C), unit);
+    add(norm_weight(h + "ln_2.weight", C), unit);
+    add(zero_bias(h + "ln_2.bias", C), unit);
+    ParamSpec fc = column_parallel(h + "mlp.c_fc.weight", {FC, C}, 1, s);
+    fc.weight_decay = true;
+    add(fc, unit);
+    ParamSpec fc_b = column_parallel(h + "mlp.c_fc.bias", {FC}, 1, s);
+    fc_b.is_bias_or_norm_bias = true;
+    add(fc_b, unit);
+    ParamSpec fcproj = row_parallel(h + "mlp.c_proj.weight", {C, FC}, s);
+    fcproj.weight_decay = true;
+    fcproj.residual_proj = true;
+    add(fcproj, unit);
+    add(zero_bias(h + "mlp.c_proj.bias", C), unit);
+  }
+  if (s.has_head) {
+    add(norm_weight("ln_f.weight", C), d.n_layer + 1);
+    add(zero_bias("ln_f.bias", C), d.n_layer + 1);
+  }
+}
+
+void ParamLayout::add(ParamSpec spec, int unit) {
+  spec.unit = unit;
+  spec.offset = total_;
+  spec.numel = product(spec.local_shape);
+  total_ += spec.numel;
+  if (units_.empty() || params_.back().unit != unit) units_.push_back({spec.offset, 0});
+  units_.back().numel += spec.numel;
+  params_.push_back(std::move(spec));
+}
+
+const ParamSpec& ParamLayout::find(const std::string& name) const {
+  for (const auto& p : params_)
+    if (p.name == name) return p;
+  throw std::out_of_range("no parameter named '" + name + "'");
+}
+
+}  // namespace trainer::model
+
+namespace trainer::model {
+namespace {
+
+// Visits (global offset, local offset, count) runs of contiguous elements.
+template <class F>
+void for_each_run(const ParamSpec& s, F&& f) {
+  int64_t inner = 1;
+  for (size_t i = static_cast<size_t>(s.split_dim) + 1; i < s.global_shape.size(); ++i)
+    inner *= s.global_shape[i];
+  int64_t outer = 1;
+  for (int i = 0; i < s.split_dim; ++i) outer *= s.global_shape[static_cast<size_t>(i)];
+  const int64_t global_dim = s.global_shape[static_cast<size_t>(s.split_dim)];
+  int64_t local_dim = 0;
+  for (const auto& r : s.local_ranges) local_dim += r.length;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t local_pos = 0;
+    for (const auto& r : s.local_ranges) {
+      f((o * global_dim + r.global_start) * inner, (o * local_dim + local_pos) * inner,
+        r.length * inner);
+      local_pos += r.length;
+    }
+  }
+}
+
+}  // namespace
+
+void extract_local(const ParamSpec& spec, const float* global, float* local) {
+  for_each_run(spec, [&](int64_t g, int64_t l, int64_t n) {
+    std::copy(global + g, global + g + n, local + l);
+  });
+}
+
+void insert_local(const ParamSpec& spec, const float* local, float* global) {
+  for_each_run(spec, [&](int64_t g, int64_t l, int64_t n) {
+    std::copy(local + l, local + l + n, global + g);
+  });
+}
+
+}  // namespace trainer::model

@@ -1,0 +1,50 @@
+#include "runtime/optim/adamw.h"
+
+#include <algorithm>
+
+namespace trainer::optim {
+
+std::vector<DecayRun> decay_runs(const model::ParamLayout& layout, int64_t begin, int64_t end) {
+  std::vector<DecayRun> runs;
+  for (const auto& p : layout.params()) {
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi) continue;
+    if (!runs.empty() && runs.back().decay == p.weight_decay &&
+        runs.back().offset + runs.back().numel == lo) {
+      runs.back().numel += hi - lo;
+    } else {
+      runs.push_back({lo, hi - lo, p.weight_decay});
+    }
+  }
+  return runs;
+}
+
+AdamW::AdamW(Backend& be, const model::ParamLayout& layout, int64_t begin, int64_t end)
+    : be_(be), begin_(begin), end_(end), runs_(decay_runs(layout, begin, end)) {
+  const int64_t n = end - begin;
+  m_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, be_.device());
+  v_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, be_.device());
+  be_.zero(m_);
+  be_.zero(v_);
+}
+
+AdamW::~AdamW() {
+  be_.free(m_.data);
+  be_.free(v_.data);
+}
+
+void AdamW::step(Tensor params, const Tensor& grads, float lr, float beta1, float beta2,
+                 float eps, float weight_decay) {
+  ++t_;
+  auto slice = [](const Tensor& t, int64_t off, int64_t n) {
+    return Tensor(static_cast<float*>(t.data) + off, {n}, DType::f32, t.device);
+  };
+  for (const DecayRun& r : runs_) {
+    const int64_t off = r.offset - begin_;
+    AdamWParams p{lr, beta1, beta2, eps, r.decay ? weight_decay : 0.0f, t_};
+    be_.adamw_step(slice(params, off, r.numel), slice(grads, off, r.numel),
+                   slice(m_, off, r.numel), slice(v_, off, r.numel), p);
+  }
+}
+
+}  // namespace trainer::optim

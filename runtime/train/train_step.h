@@ -1,0 +1,57 @@
+#pragma once
+// TrainStep: one optimizer step over the global batch: grad_accum micro-batches of forward and
+// backward, gradient reduction over data-parallel ranks (buckets overlapped with the last
+// backward), global-norm clipping, AdamW. Also evaluation. Every layout that has the same
+// micro_batch x grad_accum x dp sees the same tokens and computes the same update.
+#include <functional>
+#include <memory>
+
+#include "runtime/config/run_config.h"
+#include "runtime/core/backend.h"
+#include "runtime/dist/comm.h"
+#include "runtime/model/gpt.h"
+#include "runtime/optim/adamw.h"
+#include "runtime/parallel/grad_buckets.h"
+
+namespace trainer::train {
+
+// Fills inputs[B*T] and targets[B*T] with the next micro-batch of this rank.
+using BatchSource = std::function<void(int32_t* inputs, int32_t* targets)>;
+
+struct StepResult {
+  double loss = 0;       // mean over the global batch
+  double grad_norm = 0;  // global L2 norm before clipping
+  double lr = 0;
+  bool clipped = false;
+  bool nonfinite = false;  // the update was skipped
+  double comm_wait_s = 0;  // time blocked on gradient reduction after backward
+};
+
+struct DataParallel {
+  dist::Comm* comm = nullptr;  // null or size 1: single replica
+  int rank() const { return comm ? comm->rank() : 0; }
+  int size() const { return comm ? comm->size() : 1; }
+};
+
+class TrainStep {
+ public:
+  TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp);
+
+  StepResult run(int step, const BatchSource& next_batch);
+  // Mean loss over `batches` micro-batches of every dp rank.
+  double evaluate(int batches, const BatchSource& next_batch);
+
+  optim::AdamW& optimizer() { return *opt_; }
+  size_t optimizer_bytes() const { return opt_->bytes(); }
+
+ private:
+  const config::RunConfig& cfg_;
+  Backend& be_;
+  model::Gpt& model_;
+  DataParallel dp_;
+  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<parallel::GradBuckets> buckets_;
+  std::vector<int32_t> inputs_, targets_;
+};
+
+}  // namespace trainer::train
