@@ -128,7 +128,8 @@ struct RunConfig {
 // Parses YAML text (an empty string gives the defaults), applies `key.path=value` overrides in
 // order, and returns the typed config. Throws ConfigError on unknown keys (with a did-you-mean),
 // wrong types and out-of-range values.
-RunConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides = {});
+RunConfig parse_config(const std::string& yaml_text,
+                       const std::vector<std::string>& overrides = {});
 RunConfig load_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Checks values and divisibility against the world size (world_size 1 for single-process checks).
@@ -137,6 +138,8 @@ void validate(RunConfig& cfg, int world_size);
 
 // Canonical YAML of the whole config (every key, resolved); its sha256 is the config hash.
 std::string to_yaml(const RunConfig& cfg);
+// sha256 hex of to_yaml(cfg): the config hash in checkpoints and reports.
+std::string config_sha256(const RunConfig& cfg);
 
 // The embedded default (configs/tiny.yaml compiled in).
 const char* embedded_default_yaml();

@@ -1,0 +1,101 @@
+#include "runtime/config/assign.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "runtime/config/field_value.h"
+
+namespace trainer::config {
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+
+// Whole-string parse with std::from_chars (which rejects a leading '+', so skip it here).
+template <class T>
+std::optional<T> parse_whole(const std::string& text) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  if (begin != end && *begin == '+') ++begin;
+  T value{};
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec != std::errc() || ptr != end || begin == end) return std::nullopt;
+  return value;
+}
+
+std::string expected_type(const Field& f) {
+  const std::string or_auto = f.special == Special::auto_is_zero ? " or auto" : "";
+  return std::visit(Overloaded{[&](IntField) { return "an integer" + or_auto; },
+                               [&](U64Field) { return std::string("a non-negative integer"); },
+                               [&](DoubleField) { return "a number" + or_auto; },
+                               [&](BoolField) { return std::string("true or false"); },
+                               [&](StringField) {
+                                 return std::string(f.special == Special::null_is_empty
+                                                        ? "a string or null"
+                                                        : "a string");
+                               }},
+                    f.ref);
+}
+
+[[noreturn]] void type_error(const Field& f, const YAML::Node& node) {
+  fail(f.key + " = " + describe_node(node) + ": expected " + expected_type(f));
+}
+
+// Stores a scalar's text into the field; false when it does not convert.
+bool store_scalar(RunConfig& cfg, const Field& f, const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  return std::visit(Overloaded{[&](IntField r) {
+                                 auto v = parse_whole<int>(text);
+                                 if (v) r(cfg) = *v;
+                                 return v.has_value();
+                               },
+                               [&](U64Field r) {
+                                 auto v = parse_whole<uint64_t>(text);
+                                 if (v) r(cfg) = *v;
+                                 return v.has_value();
+                               },
+                               [&](DoubleField r) {
+                                 auto v = parse_whole<double>(text);
+                                 if (v && std::isfinite(*v)) r(cfg) = *v;
+                                 return v && std::isfinite(*v);
+                               },
+                               [&](BoolField r) {
+                                 bool b = false;  // yaml-cpp accepts true/false/yes/no/on/off
+                                 const bool ok = YAML::convert<bool>::decode(node, b);
+                                 if (ok) r(cfg) = b;
+                                 return ok;
+                               },
+                               [&](StringField r) {
+                                 r(cfg) = text;
+                                 return true;
+                               }},
+                    f.ref);
+}
+
+void set_to_zero(RunConfig& cfg, const Field& f) {
+  std::visit(Overloaded{[&](IntField r) { r(cfg) = 0; }, [&](DoubleField r) { r(cfg) = 0; },
+                        [&](StringField r) { r(cfg).clear(); }, [](auto) {}},
+             f.ref);
+}
+
+}  // namespace
+
+std::string describe_node(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "null";
+  if (node.IsMap()) return "<mapping>";
+  if (node.IsSequence()) return "<sequence>";
+  return quote(node.Scalar());
+}
+
+void assign_field(RunConfig& cfg, const Field& f, const YAML::Node& node) {
+  if (f.special == Special::null_is_empty && node.IsNull()) return set_to_zero(cfg, f);
+  if (!node.IsScalar()) type_error(f, node);
+  if (f.special == Special::auto_is_zero && node.Scalar() == "auto") return set_to_zero(cfg, f);
+  if (!store_scalar(cfg, f, node)) type_error(f, node);
+}
+
+}  // namespace trainer::config

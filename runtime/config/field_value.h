@@ -1,0 +1,28 @@
+#pragma once
+// One field's current value as canonical YAML text, and the check of that value against the
+// field's enumeration and range.
+#include <string>
+
+#include "runtime/config/run_config.h"
+#include "runtime/config/schema.h"
+
+namespace trainer::config {
+
+// Throws ConfigError("config: " + message).
+[[noreturn]] void fail(const std::string& message);
+
+// Shortest text that reads back to the same double; always has a '.' or an exponent ("25.0").
+std::string format_number(double v);
+// YAML double-quoted string with escapes.
+std::string quote(const std::string& s);
+
+// The value as it appears in the canonical dump: quoted strings, `auto` / `null` for the
+// special zero / empty values.
+std::string field_text(const RunConfig& cfg, const Field& field);
+
+// Throws ConfigError naming the key, the value and what is allowed when the value is not one of
+// the field's choices or outside its range.
+void check_field(const RunConfig& cfg, const Field& field);
+void check_fields(const RunConfig& cfg);
+
+}  // namespace trainer::config

@@ -1,0 +1,115 @@
+// YAML text and --set overrides -> RunConfig, walking the key table in schema.h.
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/config/assign.h"
+#include "runtime/config/did_you_mean.h"
+#include "runtime/config/field_value.h"
+#include "runtime/config/run_config.h"
+#include "runtime/config/schema.h"
+
+namespace trainer::config {
+namespace {
+
+std::string join_path(const std::string& section, const std::string& key) {
+  return section.empty() ? key : section + "." + key;
+}
+
+[[noreturn]] void unknown_key(const std::string& section, const std::string& key) {
+  const std::vector<std::string> known = section_children(section);
+  std::string msg = "unknown key '" + join_path(section, key) + "'";
+  if (auto hint = closest_match(key, known))
+    msg += " (did you mean '" + join_path(section, *hint) + "'?)";
+  else
+    msg += " (" + (section.empty() ? "sections" : "keys of " + section) + ": " + join(known) + ")";
+  fail(msg);
+}
+
+// Applies `node` at `path`: a field takes a value, a section takes a mapping of its keys.
+void apply_node(RunConfig& cfg, const std::string& path, const YAML::Node& node) {
+  if (const Field* field = find_field(path)) return assign_field(cfg, *field, node);
+  if (node.IsNull()) return;  // an empty section keeps its defaults
+  if (!node.IsMap()) {
+    if (path.empty())
+      fail("the document must be a mapping of sections, got " + describe_node(node));
+    fail(path + " = " + describe_node(node) + ": expected a mapping of " + path + "'s keys (" +
+         join(section_children(path)) + ")");
+  }
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar())
+      fail((path.empty() ? "top level" : path) + ": keys must be plain names");
+    const std::string key = entry.first.Scalar();
+    const std::string child = join_path(path, key);
+    if (!find_field(child) && !is_section(child)) unknown_key(path, key);
+    apply_node(cfg, child, entry.second);
+  }
+}
+
+// A --set value is a YAML scalar; text YAML cannot read (e.g. "*.bin") is taken as a string.
+YAML::Node parse_override_value(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return YAML::Node(text);
+  }
+}
+
+// All keys and sections, for did-you-mean on a full dotted path.
+std::vector<std::string> all_paths() {
+  std::vector<std::string> paths;
+  for (const Field& f : config_fields()) {
+    paths.push_back(f.key);
+    for (size_t dot = f.key.find('.'); dot != std::string::npos; dot = f.key.find('.', dot + 1))
+      paths.push_back(f.key.substr(0, dot));
+  }
+  return paths;
+}
+
+void apply_override(RunConfig& cfg, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos)
+    fail("--set '" + assignment + "': expected key.path=value (e.g. train.lr=1e-3)");
+  const std::string key = assignment.substr(0, eq);
+  if (key.empty() || (!find_field(key) && !is_section(key))) {
+    std::string msg = "--set '" + assignment + "': unknown key '" + key + "'";
+    if (auto hint = closest_match(key, all_paths())) msg += " (did you mean '" + *hint + "'?)";
+    fail(msg);
+  }
+  apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)));
+}
+
+}  // namespace
+
+RunConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
+  RunConfig cfg;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    fail("YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
+         std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  apply_node(cfg, "", root);
+  for (const std::string& assignment : overrides) apply_override(cfg, assignment);
+  check_fields(cfg);
+  return cfg;
+}
+
+RunConfig load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read config file '" + path + "': " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return parse_config(text.str(), overrides);
+  } catch (const ConfigError& e) {
+    // Keep the "config: " prefix, add the file: "config: runs/a.yaml: train.lr = ...".
+    throw ConfigError("config: " + path + ": " + std::string(e.what()).substr(8));
+  }
+}
+
+}  // namespace trainer::config

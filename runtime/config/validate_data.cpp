@@ -1,0 +1,48 @@
+// Data sources: a built-in synthetic source or llm.c token shards by path or glob.
+#include <glob.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/config/did_you_mean.h"
+#include "runtime/config/field_value.h"
+#include "runtime/config/validate_internal.h"
+
+namespace trainer::config {
+namespace {
+
+const std::vector<std::string> kSyntheticSources = {"synthetic:markov", "synthetic:uniform"};
+
+// Number of existing paths the pattern matches (a plain path matches itself when it exists).
+size_t count_matches(const std::string& pattern) {
+  glob_t matches{};
+  const int rc = glob(pattern.c_str(), 0, nullptr, &matches);
+  const size_t n = rc == 0 ? matches.gl_pathc : 0;
+  globfree(&matches);
+  return n;
+}
+
+void check_source(const std::string& key, const std::string& source) {
+  if (source.empty()) fail(key + " = \"\": expected synthetic:markov or a token shard path / glob");
+  if (source.starts_with("synthetic:")) {
+    for (const std::string& s : kSyntheticSources)
+      if (source == s) return;
+    std::string msg = key + " = " + quote(source) +
+                      ": unknown synthetic source (allowed: " + join(kSyntheticSources) + ")";
+    if (auto hint = closest_match(source, kSyntheticSources))
+      msg += "; did you mean '" + *hint + "'?";
+    fail(msg);
+  }
+  if (count_matches(source) == 0)
+    fail(key + " = " + quote(source) + ": no file matches this path (expected llm.c token shards " +
+         "or one of " + join(kSyntheticSources) + ")");
+}
+
+}  // namespace
+
+void validate_data_sources(const RunConfig& cfg) {
+  check_source("data.train", cfg.data.train);
+  check_source("data.val", cfg.data.val);
+}
+
+}  // namespace trainer::config

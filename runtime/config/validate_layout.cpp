@@ -1,0 +1,103 @@
+// Divisibility of the model and batch by the process grid (DESIGN.md "Process grid").
+#include "runtime/config/field_value.h"
+#include "runtime/config/validate_internal.h"
+
+namespace trainer::config {
+namespace {
+
+// Fails with "config: <a> is not divisible by <b>" unless b divides a.
+void require_divisible(long long a, const std::string& a_text, long long b,
+                       const std::string& b_text, const std::string& why = "") {
+  if (b != 0 && a % b == 0) return;
+  fail(a_text + " is not divisible by " + b_text + (why.empty() ? "" : " (" + why + ")"));
+}
+
+void resolve_dp(ParallelConfig& p, int world_size) {
+  const long long model_ranks = 1LL * p.pp * p.cp * p.tp;
+  const std::string sizes =
+      std::to_string(p.pp) + " * " + std::to_string(p.cp) + " * " + std::to_string(p.tp);
+  if (p.dp == 0) {
+    require_divisible(
+        world_size, "world size " + std::to_string(world_size), model_ranks,
+        "parallel.pp * parallel.cp * parallel.tp = " + sizes + " = " + std::to_string(model_ranks),
+        "parallel.dp = auto is world / (pp * cp * tp)");
+    p.dp = static_cast<int>(world_size / model_ranks);
+  }
+  if (p.dp * model_ranks != world_size)
+    fail("parallel.dp * parallel.pp * parallel.cp * parallel.tp = " + std::to_string(p.dp) + " * " +
+         sizes + " = " + std::to_string(p.dp * model_ranks) + " does not match the world size " +
+         std::to_string(world_size) + " (parallel.dp: auto derives dp from it)");
+}
+
+void check_model_split(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  const ParallelConfig& p = c.parallel;
+  require_divisible(m.d_model, kv("model.d_model", m.d_model), m.n_head,
+                    kv("model.n_head", m.n_head));
+  require_divisible(m.n_head, kv("model.n_head", m.n_head), p.tp, kv("parallel.tp", p.tp));
+  require_divisible(1LL * m.d_model * m.ffn_mult,
+                    "the MLP width model.d_model * model.ffn_mult = " +
+                        std::to_string(1LL * m.d_model * m.ffn_mult),
+                    p.tp, kv("parallel.tp", p.tp));
+  const int stages = p.pp * p.pipeline.virtual_stages;
+  require_divisible(m.n_layer, kv("model.n_layer", m.n_layer), stages,
+                    "parallel.pp * parallel.pipeline.virtual_stages = " + std::to_string(stages));
+}
+
+void check_sequence_split(const RunConfig& c) {
+  const ModelConfig& m = c.model;
+  const ParallelConfig& p = c.parallel;
+  require_divisible(m.seq_len, kv("model.seq_len", m.seq_len), p.cp, kv("parallel.cp", p.cp));
+  if (p.cp > 1)
+    require_divisible(m.seq_len, kv("model.seq_len", m.seq_len), 2LL * p.cp,
+                      "2 * parallel.cp = " + std::to_string(2 * p.cp),
+                      "context parallelism splits the sequence into 2 * cp load-balanced chunks");
+  if (p.tp > 1 && p.sequence_parallel)
+    require_divisible(
+        m.seq_len / p.cp,
+        "the per-rank sequence model.seq_len / parallel.cp = " + std::to_string(m.seq_len / p.cp),
+        p.tp, kv("parallel.tp", p.tp), "parallel.sequence_parallel splits it over tp");
+}
+
+void check_experts(const RunConfig& c) {
+  const MoeConfig& moe = c.model.moe;
+  const ParallelConfig& p = c.parallel;
+  if (moe.num_experts == 0) {
+    if (p.ep > 1)
+      fail(kv("parallel.ep", p.ep) + " needs experts, but model.moe.num_experts = 0 (dense MLP)");
+    return;
+  }
+  if (moe.top_k > moe.num_experts)
+    fail(kv("model.moe.top_k", moe.top_k) + " exceeds " +
+         kv("model.moe.num_experts", moe.num_experts));
+  require_divisible(moe.num_experts, kv("model.moe.num_experts", moe.num_experts), p.ep,
+                    kv("parallel.ep", p.ep));
+  require_divisible(1LL * p.dp * p.cp,
+                    "parallel.dp * parallel.cp = " + std::to_string(1LL * p.dp * p.cp), p.ep,
+                    kv("parallel.ep", p.ep), "expert groups reuse the dp x cp ranks");
+}
+
+void check_pipeline(const RunConfig& c) {
+  const ParallelConfig& p = c.parallel;
+  if (p.pipeline.virtual_stages > 1 && p.pipeline.schedule != "interleaved")
+    fail(kv("parallel.pipeline.virtual_stages", p.pipeline.virtual_stages) +
+         " needs parallel.pipeline.schedule = interleaved, not " + p.pipeline.schedule);
+  if (p.pp > 1)
+    require_divisible(c.train.micro_batch, kv("train.micro_batch", c.train.micro_batch),
+                      p.pipeline.microbatches,
+                      kv("parallel.pipeline.microbatches", p.pipeline.microbatches),
+                      "with parallel.pp > 1 each micro batch is cut into pipeline microbatches");
+}
+
+}  // namespace
+
+void validate_layout(RunConfig& cfg, int world_size) {
+  if (world_size < 1) fail("world size " + std::to_string(world_size) + " must be >= 1");
+  resolve_dp(cfg.parallel, world_size);
+  check_model_split(cfg);
+  check_sequence_split(cfg);
+  check_experts(cfg);
+  check_pipeline(cfg);
+}
+
+}  // namespace trainer::config

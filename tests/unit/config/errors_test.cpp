@@ -1,0 +1,122 @@
+// Bad input gives a ConfigError naming the key, the value and what is allowed.
+#include <catch2/catch.hpp>
+
+#include "runtime/config/run_config.h"
+
+using namespace trainer::config;
+using Catch::Contains;
+
+TEST_CASE("unknown_key_in_a_section_suggests_the_nearest_key", "[config][errors]") {
+  REQUIRE_THROWS_WITH(parse_config("train: {lrr: 0.1}"),
+                      Contains("unknown key 'train.lrr'") && Contains("did you mean 'train.lr'?"));
+  REQUIRE_THROWS_WITH(parse_config("model:\n  moe: {num_expert: 4}"),
+                      Contains("unknown key 'model.moe.num_expert'") &&
+                          Contains("did you mean 'model.moe.num_experts'?"));
+  REQUIRE_THROWS_WITH(parse_config("parallel: {pipeline: {micro_batches: 2}}"),
+                      Contains("did you mean 'parallel.pipeline.microbatches'?"));
+}
+
+TEST_CASE("unknown_top_level_section_suggests_the_nearest_section", "[config][errors]") {
+  REQUIRE_THROWS_WITH(parse_config("trian: {lr: 0.1}"),
+                      Contains("unknown key 'trian'") && Contains("did you mean 'train'?"));
+}
+
+TEST_CASE("unknown_key_without_a_near_match_lists_the_known_keys", "[config][errors]") {
+  REQUIRE_THROWS_WITH(
+      parse_config("hardware: {accelerator_kind: gpu}"),
+      Contains("unknown key 'hardware.accelerator_kind'") && Contains("device, peak_tflops"));
+}
+
+TEST_CASE("wrong_types_name_key_value_and_expected_type", "[config][errors]") {
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: abc}"),
+                      Contains("train.lr = \"abc\"") && Contains("expected a number"));
+  REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 4.5}"),
+                      Contains("model.n_layer = \"4.5\"") && Contains("expected an integer"));
+  REQUIRE_THROWS_WITH(
+      parse_config("model: {n_layer: 99999999999}"),
+      Contains("model.n_layer = \"99999999999\"") && Contains("expected an integer"));
+  REQUIRE_THROWS_WITH(parse_config("run: {deterministic: maybe}"),
+                      Contains("run.deterministic = \"maybe\"") && Contains("true or false"));
+  REQUIRE_THROWS_WITH(parse_config("run: {seed: -1}"),
+                      Contains("run.seed = \"-1\"") && Contains("non-negative integer"));
+  REQUIRE_THROWS_WITH(parse_config("parallel: {dp: many}"),
+                      Contains("parallel.dp = \"many\"") && Contains("an integer or auto"));
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: [1, 2]}"),
+                      Contains("train.lr = <sequence>") && Contains("expected a number"));
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: }"),
+                      Contains("train.lr = null") && Contains("expected a number"));
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: .nan}"), Contains("train.lr = \".nan\""));
+}
+
+TEST_CASE("a_section_given_a_scalar_is_an_error", "[config][errors]") {
+  REQUIRE_THROWS_WITH(parse_config("train: 5"),
+                      Contains("train = \"5\"") && Contains("expected a mapping"));
+  REQUIRE_THROWS_WITH(parse_config("just a string"), Contains("mapping of sections"));
+}
+
+TEST_CASE("yaml_syntax_errors_give_the_line", "[config][errors]") {
+  REQUIRE_THROWS_AS(parse_config("train: {lr: 0.1\nmodel: ["), ConfigError);
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: 0.1\nmodel: ["),
+                      Contains("YAML syntax error at line"));
+}
+
+TEST_CASE("enumerations_list_the_allowed_values", "[config][errors]") {
+  struct Case {
+    const char* yaml;
+    const char* key_value;
+    const char* allowed;
+  };
+  const Case cases[] = {
+      {"train: {schedule: cosin}", "train.schedule = \"cosin\"", "constant, cosine, linear, wsd"},
+      {"precision: {compute: fp16}", "precision.compute = \"fp16\"", "fp32, bf16, fp8"},
+      {"activation_checkpointing: some", "activation_checkpointing = \"some\"",
+       "none, full, selective"},
+      {"parallel: {pipeline: {schedule: zb}}", "parallel.pipeline.schedule = \"zb\"",
+       "1f1b, gpipe, interleaved"},
+      {"hardware: {device: tpu}", "hardware.device = \"tpu\"", "cpu, cuda"},
+      {"distributed: {backend: mpi}", "distributed.backend = \"mpi\"", "auto, gloo, nccl"},
+      {"logging: {level: verbose}", "logging.level = \"verbose\"",
+       "trace, debug, info, warn, error"},
+      {"parallel: {zero: 4}", "parallel.zero = 4", "0, 1, 2, 3"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.yaml);
+    REQUIRE_THROWS_WITH(parse_config(c.yaml),
+                        Contains(c.key_value) && Contains(std::string("one of ") + c.allowed));
+  }
+  REQUIRE_THROWS_WITH(parse_config("train: {schedule: cosin}"), Contains("did you mean 'cosine'?"));
+}
+
+TEST_CASE("out_of_range_values_name_the_bound", "[config][errors]") {
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: 0}"), Contains("train.lr = 0.0: must be > 0"));
+  REQUIRE_THROWS_WITH(parse_config("train: {min_lr_ratio: 1.5}"),
+                      Contains("train.min_lr_ratio = 1.5: must be in [0, 1]"));
+  REQUIRE_THROWS_WITH(parse_config("train: {beta2: 1}"),
+                      Contains("train.beta2 = 1.0: must be in [0, 1)"));
+  REQUIRE_THROWS_WITH(parse_config("train: {spike_factor: 1}"),
+                      Contains("train.spike_factor = 1.0: must be > 1"));
+  REQUIRE_THROWS_WITH(parse_config("model: {vocab_size: 1}"),
+                      Contains("model.vocab_size = 1: must be >= 2"));
+  REQUIRE_THROWS_WITH(parse_config("checkpoint: {keep: 0}"), Contains("checkpoint.keep = 0"));
+  REQUIRE_THROWS_WITH(parse_config("parallel: {dp: -2}"), Contains("parallel.dp = -2"));
+  REQUIRE_THROWS_WITH(parse_config("distributed: {timeout_s: 0}"),
+                      Contains("distributed.timeout_s = 0.0: must be > 0"));
+  for (const char* key : {"model.seq_len", "model.n_layer", "model.d_model", "model.n_head",
+                          "train.micro_batch", "train.grad_accum", "train.steps"}) {
+    INFO(key);
+    REQUIRE_THROWS_WITH(parse_config("", {std::string(key) + "=0"}),
+                        Contains(std::string(key) + " = 0"));
+  }
+  REQUIRE_THROWS_WITH(parse_config("", {"train.warmup_steps=-1"}),
+                      Contains("train.warmup_steps = -1"));
+  REQUIRE_THROWS_WITH(parse_config("", {"train.eps=0"}), Contains("train.eps = 0.0"));
+  REQUIRE_THROWS_WITH(parse_config("", {"train.grad_clip=-1"}), Contains("train.grad_clip = -1.0"));
+  REQUIRE_THROWS_WITH(parse_config("", {"checkpoint.every_steps=-1"}),
+                      Contains("checkpoint.every_steps = -1"));
+  REQUIRE_THROWS_WITH(parse_config("", {"parallel.bucket_mb=0"}),
+                      Contains("parallel.bucket_mb = 0.0"));
+}
+
+TEST_CASE("missing_config_file_names_the_path", "[config][errors]") {
+  REQUIRE_THROWS_WITH(load_config_file("/nonexistent/run.yaml"), Contains("/nonexistent/run.yaml"));
+}

@@ -1,0 +1,174 @@
+// validate(): divisibility of the model and batch by the grid, dp auto, cross-key rules, data.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/config/run_config.h"
+
+using namespace trainer::config;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+RunConfig with(const std::vector<std::string>& overrides) {
+  return parse_config("", overrides);
+}
+
+void require_valid(std::vector<std::string> overrides, int world) {
+  RunConfig c = with(overrides);
+  INFO("world " << world << "\n" << to_yaml(c));
+  REQUIRE_NOTHROW(validate(c, world));
+}
+
+}  // namespace
+
+TEST_CASE("dp_auto_is_world_over_pp_cp_tp", "[config][validate]") {
+  struct Case {
+    int world, tp, pp, cp;
+  };
+  for (const Case& s : {Case{1, 1, 1, 1}, Case{8, 2, 2, 1}, Case{8, 1, 1, 2}, Case{12, 2, 1, 1},
+                        Case{4, 4, 1, 1}}) {
+    RunConfig c =
+        with({"parallel.tp=" + std::to_string(s.tp), "parallel.pp=" + std::to_string(s.pp),
+              "parallel.cp=" + std::to_string(s.cp)});
+    validate(c, s.world);
+    INFO("world " << s.world << " tp " << s.tp << " pp " << s.pp << " cp " << s.cp);
+    CHECK(c.parallel.dp == s.world / (s.tp * s.pp * s.cp));
+  }
+}
+
+TEST_CASE("dp_auto_fails_when_world_does_not_divide", "[config][validate]") {
+  RunConfig c = with({"parallel.tp=4"});
+  REQUIRE_THROWS_WITH(validate(c, 6),
+                      Contains("world size 6 is not divisible by") && Contains("= 4"));
+}
+
+TEST_CASE("explicit_dp_must_match_the_world", "[config][validate]") {
+  RunConfig c = with({"parallel.dp=2", "parallel.tp=2"});
+  REQUIRE_THROWS_WITH(validate(c, 8), Contains("= 4 does not match the world size 8"));
+  RunConfig ok = with({"parallel.dp=2", "parallel.tp=2"});
+  REQUIRE_NOTHROW(validate(ok, 4));
+}
+
+TEST_CASE("layouts_that_divide_are_valid", "[config][validate]") {
+  require_valid({"parallel.tp=2"}, 2);
+  require_valid({"parallel.tp=4", "parallel.sequence_parallel=true"}, 8);
+  require_valid({"parallel.pp=2", "parallel.pipeline.microbatches=4"}, 2);
+  require_valid({"parallel.pp=2", "parallel.pipeline.schedule=interleaved",
+                 "parallel.pipeline.virtual_stages=2"},
+                4);
+  require_valid({"parallel.cp=2"}, 2);
+  require_valid({"model.moe.num_experts=4", "parallel.ep=2"}, 2);
+  require_valid({"model.moe.num_experts=4", "parallel.ep=4", "parallel.cp=2"}, 4);
+}
+
+TEST_CASE("sizes_that_do_not_divide_name_both_keys", "[config][validate]") {
+  struct Case {
+    std::vector<std::string> overrides;
+    int world;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"model.n_head=6"}, 1, "model.d_model = 128 is not divisible by model.n_head = 6"},
+      {{"model.n_head=8", "model.d_model=64", "parallel.tp=16"},
+       16,
+       "model.n_head = 8 is not divisible by parallel.tp = 16"},
+      {{"model.n_head=6", "model.d_model=96", "parallel.tp=4"},
+       4,
+       "model.n_head = 6 is not divisible by parallel.tp = 4"},
+      {{"model.n_head=2", "model.d_model=2", "model.ffn_mult=1", "parallel.tp=2"}, 2, ""},
+      {{"model.n_head=3", "model.d_model=3", "model.ffn_mult=1", "parallel.tp=3"}, 3, ""},
+      {{"model.n_layer=3", "parallel.pp=2"},
+       2,
+       "model.n_layer = 3 is not divisible by parallel.pp * parallel.pipeline.virtual_stages = 2"},
+      {{"model.n_layer=4", "parallel.pp=2", "parallel.pipeline.schedule=interleaved",
+        "parallel.pipeline.virtual_stages=4"},
+       2,
+       "model.n_layer = 4 is not divisible by parallel.pp * parallel.pipeline.virtual_stages = 8"},
+      {{"model.seq_len=100", "parallel.cp=3"},
+       3,
+       "model.seq_len = 100 is not divisible by parallel.cp = 3"},
+      {{"model.seq_len=6", "parallel.cp=2"},
+       2,
+       "model.seq_len = 6 is not divisible by 2 * parallel.cp = 4"},
+      {{"model.moe.num_experts=3", "parallel.ep=2"},
+       2,
+       "model.moe.num_experts = 3 is not divisible by parallel.ep = 2"},
+      {{"model.moe.num_experts=4", "parallel.ep=4", "parallel.tp=2"},
+       4,
+       "parallel.dp * parallel.cp = 2 is not divisible by parallel.ep = 4"},
+      {{"parallel.ep=2"}, 2, "parallel.ep = 2 needs experts"},
+      {{"parallel.pp=2", "train.micro_batch=6", "parallel.pipeline.microbatches=4"},
+       2,
+       "train.micro_batch = 6 is not divisible by parallel.pipeline.microbatches = 4"},
+      {{"parallel.tp=2", "parallel.sequence_parallel=true", "model.seq_len=9"},
+       2,
+       "model.seq_len / parallel.cp = 9 is not divisible by parallel.tp = 2"},
+      {{"parallel.pipeline.virtual_stages=2"}, 1, "needs parallel.pipeline.schedule = interleaved"},
+      {{"model.moe.num_experts=2", "model.moe.top_k=3"},
+       1,
+       "model.moe.top_k = 3 exceeds model.moe.num_experts = 2"},
+  };
+  for (const Case& c : cases) {
+    RunConfig cfg = with(c.overrides);
+    INFO("world " << c.world << "\n" << to_yaml(cfg));
+    if (std::string(c.message).empty())
+      REQUIRE_NOTHROW(validate(cfg, c.world));
+    else
+      REQUIRE_THROWS_WITH(validate(cfg, c.world), Contains(c.message));
+  }
+}
+
+TEST_CASE("micro_batch_need_not_divide_microbatches_without_pipeline", "[config][validate]") {
+  require_valid({"train.micro_batch=6", "parallel.pipeline.microbatches=4"}, 1);
+}
+
+TEST_CASE("fp8_and_nccl_need_cuda", "[config][validate]") {
+  RunConfig fp8 = with({"precision.compute=fp8"});
+  REQUIRE_THROWS_WITH(validate(fp8, 1),
+                      Contains("precision.compute = fp8 needs hardware.device = cuda"));
+  RunConfig fp8_cuda = with({"precision.compute=fp8", "hardware.device=cuda"});
+  REQUIRE_NOTHROW(validate(fp8_cuda, 1));
+  RunConfig nccl = with({"distributed.backend=nccl"});
+  REQUIRE_THROWS_WITH(validate(nccl, 1),
+                      Contains("distributed.backend = nccl needs hardware.device = cuda"));
+}
+
+TEST_CASE("data_path_matching_no_file_names_key_and_path", "[config][validate]") {
+  RunConfig c = with({"data.train=/nonexistent/shards/train_*.bin"});
+  REQUIRE_THROWS_WITH(
+      validate(c, 1),
+      Contains("data.train = \"/nonexistent/shards/train_*.bin\"") && Contains("no file matches"));
+  RunConfig v = with({"data.val=/nonexistent/val.bin"});
+  REQUIRE_THROWS_WITH(validate(v, 1), Contains("data.val = \"/nonexistent/val.bin\""));
+  RunConfig s = with({"data.train=synthetic:markof"});
+  REQUIRE_THROWS_WITH(validate(s, 1), Contains("data.train = \"synthetic:markof\"") &&
+                                          Contains("did you mean 'synthetic:markov'?"));
+  RunConfig u = with({"data.val=synthetic:uniform"});
+  REQUIRE_NOTHROW(validate(u, 1));
+}
+
+TEST_CASE("data_glob_matching_shards_is_valid", "[config][validate]") {
+  const fs::path dir = fs::temp_directory_path() / "trainer_config_glob_test";
+  fs::create_directories(dir);
+  std::ofstream(dir / "train_000.bin") << "x";
+  std::ofstream(dir / "train_001.bin") << "x";
+  RunConfig c = with({"data.train=" + (dir / "train_*.bin").string(),
+                      "data.val=" + (dir / "train_001.bin").string()});
+  CHECK_NOTHROW(validate(c, 1));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("init_from_must_exist", "[config][validate]") {
+  RunConfig c = with({"model.init_from=/nonexistent/gpt2.bin"});
+  REQUIRE_THROWS_WITH(validate(c, 1), Contains("model.init_from = \"/nonexistent/gpt2.bin\""));
+}
+
+TEST_CASE("validation_creates_no_files", "[config][validate]") {
+  const fs::path out = fs::temp_directory_path() / "trainer_config_no_files_test";
+  fs::remove_all(out);
+  RunConfig c = with({"run.out_dir=" + out.string(), "checkpoint.dir=" + (out / "ck").string()});
+  validate(c, 1);
+  CHECK_FALSE(fs::exists(out));
+}
