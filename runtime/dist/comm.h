@@ -74,6 +74,11 @@ struct CommOptions {
   double timeout_s = 300;
 };
 
+// Records in the (unprefixed) store that `global_rank` is dying of `what`, as key
+// "failed/<global_rank>". The runtime calls it in its top-level catch; communicators that fail
+// afterwards name this rank and its reason. Never throws (the store may be gone too).
+void report_failure(Store& store, int global_rank, const std::string& what);
+
 // A Gloo communicator over TCP among `size` ranks, rendezvoused through `store` (callers pass a
 // prefix store unique to the group). size 1 works (ops are local copies).
 std::unique_ptr<Comm> make_gloo_comm(std::shared_ptr<Store> store, int rank, int size,

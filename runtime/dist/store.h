@@ -5,13 +5,20 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace trainer::dist {
 
-struct StoreTimeout : std::runtime_error {
+// Any store failure: unreachable server, broken connection, bad reply, unusable directory.
+struct StoreError : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+// A get/wait/connect that ran past the store's timeout; the message names the missing key(s).
+struct StoreTimeout : StoreError {
+  using StoreError::StoreError;
 };
 
 class Store {

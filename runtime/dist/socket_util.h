@@ -1,0 +1,24 @@
+#pragma once
+// Thin POSIX socket helpers for the TcpStore (IPv4, blocking client sockets).
+#include <cstddef>
+#include <string>
+
+namespace trainer::dist::net {
+
+// Listens on 0.0.0.0:port (0 = any) with SO_REUSEADDR; returns the fd and sets *bound_port.
+// Throws StoreError naming host:port when the port cannot be bound (e.g. already in use).
+int listen_tcp(const std::string& host_for_message, int port, int* bound_port);
+
+// One connection attempt; returns the fd, or -1 with *error set.
+int connect_tcp(const std::string& host, int port, std::string* error);
+
+// Blocking full write / read; return false when the peer closed or the socket failed.
+bool write_all(int fd, const void* data, size_t n);
+bool read_exact(int fd, void* data, size_t n);
+
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+void set_recv_timeout(int fd, double seconds);
+void close_fd(int fd);
+
+}  // namespace trainer::dist::net

@@ -1,0 +1,155 @@
+#include "runtime/dist/tcp_store.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "runtime/dist/socket_util.h"
+#include "runtime/dist/tcp_store_server.h"
+
+namespace trainer::dist {
+namespace {
+
+std::string join(const std::vector<std::string>& keys) {
+  std::string s;
+  for (const auto& k : keys) s += (s.empty() ? "" : ", ") + ("'" + k + "'");
+  return s;
+}
+
+uint8_t status_byte(wire::Status s) {
+  return static_cast<uint8_t>(s);
+}
+
+}  // namespace
+
+TcpStore::TcpStore(const std::string& host, int port, bool is_server,
+                   std::chrono::milliseconds timeout)
+    : host_(host), port_(port), timeout_(timeout) {
+  if (is_server) {
+    server_ = std::make_unique<TcpStoreServer>(host, port);
+    port_ = server_->port();
+  }
+  release(connect_with_backoff());  // fail early when the server is unreachable
+}
+
+TcpStore::~TcpStore() {
+  for (int fd : idle_) net::close_fd(fd);
+}
+
+int TcpStore::connect_with_backoff() {
+  auto deadline = std::chrono::steady_clock::now() + timeout();
+  auto delay = std::chrono::milliseconds(10);
+  std::string error;
+  while (true) {
+    int fd = net::connect_tcp(host_, port_, &error);
+    if (fd >= 0) return fd;
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
+    delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+  }
+  throw StoreTimeout("TcpStore: could not connect to " + host_ + ":" + std::to_string(port_) +
+                     " within " + std::to_string(timeout().count()) + " ms (" + error + ")");
+}
+
+int TcpStore::acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      int fd = idle_.back();
+      idle_.pop_back();
+      return fd;
+    }
+  }
+  return connect_with_backoff();
+}
+
+void TcpStore::release(int fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.push_back(fd);
+}
+
+std::vector<uint8_t> TcpStore::call(const wire::Writer& request) {
+  int fd = acquire();
+  // The server answers a blocked get/wait by its deadline; the margin only guards a hung server.
+  net::set_recv_timeout(fd, static_cast<double>(timeout().count()) / 1000.0 + 30.0);
+  auto frame = request.frame();
+  uint8_t len_bytes[4];
+  std::vector<uint8_t> body;
+  bool ok = net::write_all(fd, frame.data(), frame.size()) && net::read_exact(fd, len_bytes, 4);
+  if (ok) {
+    uint32_t len = wire::decode_u32(len_bytes);
+    ok = len > 0 && len <= wire::kMaxFrameBytes;
+    if (ok) body.resize(len);
+    ok = ok && net::read_exact(fd, body.data(), len);
+  }
+  if (!ok) {
+    net::close_fd(fd);
+    throw StoreError("TcpStore: connection to " + host_ + ":" + std::to_string(port_) +
+                     " lost (server gone or reply malformed)");
+  }
+  release(fd);
+  return body;
+}
+
+void TcpStore::throw_timeout(const char* what, const std::vector<std::string>& keys) const {
+  throw StoreTimeout(std::string("TcpStore ") + what + ": timed out after " +
+                     std::to_string(timeout().count()) + " ms waiting for key(s) " + join(keys) +
+                     " at " + host_ + ":" + std::to_string(port_));
+}
+
+void TcpStore::set(const std::string& key, const std::vector<uint8_t>& value) {
+  auto body = call(wire::Writer()
+                       .u8(static_cast<uint8_t>(wire::Cmd::set))
+                       .str(key)
+                       .bytes(value.data(), value.size()));
+  if (body.empty() || body[0] != status_byte(wire::Status::ok))
+    throw StoreError("TcpStore set: bad reply");
+}
+
+std::vector<uint8_t> TcpStore::get(const std::string& key) {
+  auto body =
+      call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::get)).str(key).i64(timeout().count()));
+  wire::Reader r(body.data(), body.size());
+  auto status = r.u8();
+  if (status == status_byte(wire::Status::timeout)) throw_timeout("get", r.strs());
+  return r.bytes();
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  auto body = call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::add)).str(key).i64(delta));
+  wire::Reader r(body.data(), body.size());
+  r.u8();
+  return r.i64();
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys) {
+  auto body = call(
+      wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::wait)).strs(keys).i64(timeout().count()));
+  wire::Reader r(body.data(), body.size());
+  if (r.u8() == status_byte(wire::Status::timeout)) throw_timeout("wait", r.strs());
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  auto body = call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::check)).strs(keys));
+  wire::Reader r(body.data(), body.size());
+  r.u8();
+  return r.u8() != 0;
+}
+
+void TcpStore::set_timeout(std::chrono::milliseconds t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timeout_ = t;
+}
+
+std::chrono::milliseconds TcpStore::timeout() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timeout_;
+}
+
+std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, bool is_server,
+                                      std::chrono::milliseconds timeout) {
+  return std::make_shared<TcpStore>(host, port, is_server, timeout);
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,236 @@
+#include "runtime/dist/tcp_store_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <limits>
+
+#include "runtime/dist/socket_util.h"
+#include "runtime/dist/store.h"
+
+namespace trainer::dist {
+namespace {
+
+int64_t parse_int(const std::vector<uint8_t>& v) {
+  size_t used = 0;
+  std::string s(v.begin(), v.end());
+  int64_t x = std::stoll(s, &used);
+  if (used != s.size()) throw std::invalid_argument("store add: value is not an integer");
+  return x;
+}
+
+}  // namespace
+
+TcpStoreServer::TcpStoreServer(const std::string& host, int port) {
+  listen_fd_ = net::listen_tcp(host, port, &port_);
+  if (::pipe(wake_pipe_) != 0) {
+    net::close_fd(listen_fd_);
+    throw StoreError("TcpStore: pipe() failed");
+  }
+  net::set_nonblocking(listen_fd_);
+  thread_ = std::thread([this] { run(); });
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  stop_ = true;
+  char b = 1;
+  [[maybe_unused]] ssize_t k = ::write(wake_pipe_[1], &b, 1);
+  thread_.join();
+  for (auto& c : conns_) net::close_fd(c->fd);
+  net::close_fd(listen_fd_);
+  net::close_fd(wake_pipe_[0]);
+  net::close_fd(wake_pipe_[1]);
+}
+
+void TcpStoreServer::run() {
+  while (!stop_) {
+    std::vector<pollfd> fds = {{wake_pipe_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    for (auto& c : conns_) {
+      short events = c->parked ? 0 : POLLIN;  // a parked request is answered before the next
+      if (!c->out.empty()) events |= POLLOUT;
+      fds.push_back({c->fd, events, 0});
+    }
+    int n = ::poll(fds.data(), fds.size(), poll_timeout_ms());
+    if (n < 0 && errno != EINTR) break;
+    if (stop_) break;
+    if (fds[1].revents & POLLIN) accept_all();
+    for (size_t i = 0; i < conns_.size() && i + 2 < fds.size(); ++i) {
+      Conn& c = *conns_[i];
+      short re = fds[i + 2].revents;
+      if (re & (POLLERR | POLLNVAL)) c.dead = true;
+      if (!c.dead && (re & (POLLIN | POLLHUP))) read_from(c);
+      if (!c.dead && (re & POLLOUT)) write_to(c);
+    }
+    for (auto& c : conns_)
+      if (c->parked && !c->dead) try_finish(*c, Clock::now() >= c->parked->deadline);
+    for (size_t i = 0; i < conns_.size(); ++i) {  // requests queued behind a finished one
+      Conn& c = *conns_[i];
+      if (c.resume && !c.dead && !c.parked) process_input(c);
+    }
+    for (auto& c : conns_)
+      if (!c->dead && !c->out.empty()) write_to(*c);
+    auto dead = std::remove_if(conns_.begin(), conns_.end(), [this](auto& c) {
+      if (!c->dead) return false;
+      net::close_fd(c->fd);
+      ++dropped_;
+      return true;
+    });
+    conns_.erase(dead, conns_.end());
+  }
+}
+
+int TcpStoreServer::poll_timeout_ms() const {
+  auto now = Clock::now();
+  int64_t best = 1000;
+  for (auto& c : conns_) {
+    if (c->resume && !c->parked) return 0;
+    if (!c->parked) continue;
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(c->parked->deadline - now);
+    best = std::min<int64_t>(best, std::max<int64_t>(0, ms.count() + 1));
+  }
+  return static_cast<int>(best);
+}
+
+void TcpStoreServer::accept_all() {
+  while (true) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    net::set_nodelay(fd);
+    auto c = std::make_unique<Conn>();
+    c->fd = fd;
+    conns_.push_back(std::move(c));
+  }
+}
+
+void TcpStoreServer::read_from(Conn& c) {
+  uint8_t buf[65536];
+  while (true) {
+    ssize_t k = ::recv(c.fd, buf, sizeof(buf), 0);
+    if (k > 0) {
+      c.in.insert(c.in.end(), buf, buf + k);
+      continue;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (k < 0 && errno == EINTR) continue;
+    c.dead = true;  // closed by the peer or failed
+    return;
+  }
+  process_input(c);
+}
+
+void TcpStoreServer::write_to(Conn& c) {
+  while (!c.out.empty()) {
+    ssize_t k = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      c.dead = true;
+      return;
+    }
+    c.out.erase(c.out.begin(), c.out.begin() + k);
+  }
+}
+
+// Handles every complete frame in c.in, stopping at a parked request.
+void TcpStoreServer::process_input(Conn& c) {
+  c.resume = false;
+  size_t pos = 0;
+  while (!c.dead && !c.parked && c.in.size() - pos >= 4) {
+    uint32_t len = wire::decode_u32(c.in.data() + pos);
+    if (len == 0 || len > wire::kMaxFrameBytes) {
+      c.dead = true;
+      break;
+    }
+    if (c.in.size() - pos - 4 < len) break;
+    wire::Reader r(c.in.data() + pos + 4, len);
+    try {
+      handle(c, r);
+      if (!r.at_end()) c.dead = true;  // trailing bytes: not our protocol
+    } catch (const std::exception&) {  // malformed frame, or add on a non-number
+      c.dead = true;
+    }
+    pos += 4 + len;
+  }
+  c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(pos));
+  write_to(c);
+}
+
+void TcpStoreServer::handle(Conn& c, wire::Reader& r) {
+  auto cmd = static_cast<wire::Cmd>(r.u8());
+  switch (cmd) {
+    case wire::Cmd::set: {
+      std::string key = r.str();
+      data_[key] = r.bytes();
+      reply(c, wire::Writer().u8(static_cast<uint8_t>(wire::Status::ok)));
+      wake_parked();
+      return;
+    }
+    case wire::Cmd::add: {
+      std::string key = r.str();
+      int64_t delta = r.i64();
+      auto it = data_.find(key);
+      int64_t v = it == data_.end() ? 0 : parse_int(it->second);
+      std::string s = std::to_string(v + delta);
+      data_[key] = std::vector<uint8_t>(s.begin(), s.end());
+      reply(c, wire::Writer().u8(static_cast<uint8_t>(wire::Status::ok)).i64(v + delta));
+      wake_parked();
+      return;
+    }
+    case wire::Cmd::check: {
+      bool all = missing(r.strs()).empty();
+      reply(c, wire::Writer().u8(static_cast<uint8_t>(wire::Status::ok)).u8(all ? 1 : 0));
+      return;
+    }
+    case wire::Cmd::get:
+    case wire::Cmd::wait: {
+      auto keys = cmd == wire::Cmd::get ? std::vector<std::string>{r.str()} : r.strs();
+      int64_t timeout_ms = std::max<int64_t>(0, r.i64());
+      c.parked = Parked{cmd, std::move(keys), Clock::now() + std::chrono::milliseconds(timeout_ms)};
+      try_finish(c, false);
+      return;
+    }
+  }
+  throw wire::WireError("unknown store command");
+}
+
+// Answers a parked get/wait when its keys exist, or with a timeout when `expired`.
+bool TcpStoreServer::try_finish(Conn& c, bool expired) {
+  auto miss = missing(c.parked->keys);
+  if (!miss.empty() && !expired) return false;
+  wire::Writer w;
+  if (!miss.empty()) {
+    w.u8(static_cast<uint8_t>(wire::Status::timeout)).strs(miss);
+  } else {
+    w.u8(static_cast<uint8_t>(wire::Status::ok));
+    if (c.parked->cmd == wire::Cmd::get) {
+      const auto& v = data_.at(c.parked->keys[0]);
+      w.bytes(v.data(), v.size());
+    }
+  }
+  c.parked.reset();
+  c.resume = true;  // the run loop handles requests that arrived behind this one
+  reply(c, w);
+  return true;
+}
+
+void TcpStoreServer::wake_parked() {
+  for (auto& c : conns_)
+    if (c->parked && !c->dead) try_finish(*c, false);
+}
+
+std::vector<std::string> TcpStoreServer::missing(const std::vector<std::string>& keys) const {
+  std::vector<std::string> out;
+  for (const auto& k : keys)
+    if (!data_.count(k)) out.push_back(k);
+  return out;
+}
+
+void TcpStoreServer::reply(Conn& c, const wire::Writer& w) {
+  auto f = w.frame();
+  c.out.insert(c.out.end(), f.begin(), f.end());
+}
+
+}  // namespace trainer::dist

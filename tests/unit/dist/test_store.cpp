@@ -1,0 +1,143 @@
+// Store behaviour shared by TcpStore and FileStore: set/get/add/wait/check, timeouts that name
+// the missing keys, and counters that stay exact under concurrent adds.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <thread>
+
+#include "runtime/dist/prefix_store.h"
+#include "runtime/dist/store.h"
+#include "runtime/dist/tcp_store.h"
+
+using namespace trainer::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<uint8_t> bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+std::string text(const std::vector<uint8_t>& v) {
+  return {v.begin(), v.end()};
+}
+
+std::string fresh_dir(const std::string& name) {
+  auto base = std::filesystem::temp_directory_path() /
+              ("trainer_store_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  return base.string();
+}
+
+// A server store plus a way to open further clients (another "rank") on the same data.
+struct Fixture {
+  std::shared_ptr<Store> server;
+  std::function<std::shared_ptr<Store>()> client;
+};
+
+Fixture tcp_fixture(std::chrono::milliseconds timeout) {
+  auto s = std::make_shared<TcpStore>("127.0.0.1", 0, true, timeout);
+  int port = s->port();
+  return {s, [port, timeout] { return make_tcp_store("127.0.0.1", port, false, timeout); }};
+}
+
+Fixture file_fixture(std::chrono::milliseconds timeout) {
+  std::string dir = fresh_dir("kv");
+  return {make_file_store(dir, timeout), [dir, timeout] { return make_file_store(dir, timeout); }};
+}
+
+void check_store_semantics(const Fixture& f) {
+  auto a = f.server;
+  auto b = f.client();
+  SECTION("a value set by one client is read by another, byte for byte") {
+    std::vector<uint8_t> v = {0, 1, 2, 255, 0, 7};
+    a->set("x/y", v);
+    CHECK(b->get("x/y") == v);
+    a->set("x/y", bytes("second"));
+    CHECK(text(b->get("x/y")) == "second");
+  }
+  SECTION("get blocks until another client sets the key") {
+    std::thread setter([&] {
+      std::this_thread::sleep_for(100ms);
+      b->set("late", bytes("here"));
+    });
+    CHECK(text(a->get("late")) == "here");
+    setter.join();
+  }
+  SECTION("add counts from zero and returns the running total under concurrency") {
+    constexpr int kThreads = 4, kAdds = 25;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+      ts.emplace_back([&] {
+        auto c = f.client();
+        for (int i = 0; i < kAdds; ++i) c->add("n", 1);
+      });
+    for (auto& t : ts) t.join();
+    CHECK(a->add("n", 0) == kThreads * kAdds);
+    CHECK(a->add("n", -5) == kThreads * kAdds - 5);
+  }
+  SECTION("check is non-blocking and wait returns once all keys exist") {
+    CHECK_FALSE(a->check({"k1", "k2"}));
+    a->set("k1", bytes("1"));
+    CHECK_FALSE(b->check({"k1", "k2"}));
+    b->set("k2", bytes("2"));
+    CHECK(a->check({"k1", "k2"}));
+    a->wait({"k1", "k2"});
+  }
+  SECTION("get and wait time out naming the missing keys only") {
+    a->set("present", bytes("p"));
+    b->set_timeout(200ms);
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      b->wait({"present", "absent_one", "absent_two"});
+      FAIL("wait returned without the keys");
+    } catch (const StoreTimeout& e) {
+      std::string msg = e.what();
+      INFO(msg);
+      CHECK(msg.find("absent_one") != std::string::npos);
+      CHECK(msg.find("absent_two") != std::string::npos);
+      CHECK(msg.find("'present'") == std::string::npos);
+    }
+    auto waited = std::chrono::steady_clock::now() - t0;
+    CHECK(waited >= 190ms);
+    CHECK(waited < 2s);
+    CHECK_THROWS_AS(b->get("never"), StoreTimeout);
+  }
+  SECTION("a prefix store keeps its keys apart and reaches the same data") {
+    auto pa = make_prefix_store(a, "grp");
+    pa->set("k", bytes("inner"));
+    CHECK(text(b->get("grp/k")) == "inner");
+    CHECK_FALSE(a->check({"k"}));
+    CHECK(root_store(make_prefix_store(pa, "sub")) == a);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tcp_store_set_get_add_wait_and_timeouts", "[store]") {
+  check_store_semantics(tcp_fixture(5000ms));
+}
+
+TEST_CASE("file_store_set_get_add_wait_and_timeouts", "[store]") {
+  check_store_semantics(file_fixture(5000ms));
+}
+
+TEST_CASE("file_store_readers_never_see_partial_values", "[store]") {
+  auto f = file_fixture(5000ms);
+  auto reader = f.client();
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (int i = 0; i < 200; ++i)
+      f.server->set("big",
+                    std::vector<uint8_t>(i % 2 ? 100000 : 50000, static_cast<uint8_t>(i % 2)));
+    stop = true;
+  });
+  size_t bad = 0;
+  while (!stop) {
+    if (!reader->check({"big"})) continue;
+    auto v = reader->get("big");
+    bool whole = (v.size() == 100000 && v[0] == 1) || (v.size() == 50000 && v[0] == 0);
+    if (!whole) ++bad;
+  }
+  writer.join();
+  CHECK(bad == 0);
+}

@@ -1,0 +1,109 @@
+// TcpStore faults: a peer writing garbage or hanging up must not take the server down, a port in
+// use gives an error naming host:port, and an absent server makes clients give up at the timeout.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <thread>
+
+#include "runtime/dist/socket_util.h"
+#include "runtime/dist/store_wire.h"
+#include "runtime/dist/tcp_store.h"
+
+using namespace trainer::dist;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<uint8_t> bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+
+int raw_connect(int port) {
+  std::string err;
+  int fd = net::connect_tcp("127.0.0.1", port, &err);
+  INFO(err);
+  REQUIRE(fd >= 0);
+  return fd;
+}
+
+// The server answered, so it is alive: a fresh client can still set and get.
+void require_server_alive(int port) {
+  auto c = make_tcp_store("127.0.0.1", port, false, 2000ms);
+  c->set("alive", bytes("yes"));
+  CHECK(c->get("alive") == bytes("yes"));
+}
+
+}  // namespace
+
+TEST_CASE("tcp_store_server_survives_garbage_bytes_and_drops_that_connection", "[store]") {
+  TcpStore server("127.0.0.1", 0, true, 2000ms);
+  server.set("before", bytes("1"));
+  const char* payloads[] = {"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "\xff\xff\xff\xff garbage",
+                            "\x05\x00\x00\x00\x63zzzz", "\x01\x00\x00"};
+  for (const char* p : payloads) {
+    int fd = raw_connect(server.port());
+    REQUIRE(net::write_all(fd, p, std::strlen(p)));
+    if (std::strlen(p) > 4) {  // a complete bad frame: the server hangs up on us
+      char c;
+      net::set_recv_timeout(fd, 2.0);
+      CHECK_FALSE(net::read_exact(fd, &c, 1));
+    }
+    net::close_fd(fd);
+  }
+  require_server_alive(server.port());
+  CHECK(server.get("before") == bytes("1"));
+}
+
+TEST_CASE("tcp_store_server_survives_a_client_that_closes_while_blocked", "[store]") {
+  TcpStore server("127.0.0.1", 0, true, 2000ms);
+  for (int i = 0; i < 3; ++i) {
+    int fd = raw_connect(server.port());
+    auto frame =
+        wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::get)).str("never_set").i64(60000).frame();
+    REQUIRE(net::write_all(fd, frame.data(), frame.size()));
+    std::this_thread::sleep_for(50ms);  // parked on the server now
+    net::close_fd(fd);                  // the peer dies mid-get
+  }
+  server.set("never_set", bytes("now"));  // wakes the parked requests of dead connections
+  require_server_alive(server.port());
+}
+
+TEST_CASE("tcp_store_port_in_use_names_host_and_port", "[store]") {
+  TcpStore first("127.0.0.1", 0, true, 1000ms);
+  try {
+    TcpStore second("127.0.0.1", first.port(), true, 1000ms);
+    FAIL("second server bound the same port");
+  } catch (const StoreError& e) {
+    std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find("127.0.0.1:" + std::to_string(first.port())) != std::string::npos);
+    CHECK(msg.find("in use") != std::string::npos);
+  }
+}
+
+TEST_CASE("tcp_store_client_gives_up_connecting_at_its_timeout", "[store]") {
+  int port;
+  {
+    TcpStore probe("127.0.0.1", 0, true, 1000ms);
+    port = probe.port();
+  }  // now free
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(make_tcp_store("127.0.0.1", port, false, 300ms), StoreTimeout);
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 250ms);
+  CHECK(took < 3s);
+}
+
+TEST_CASE("tcp_store_client_that_starts_first_connects_once_the_server_is_up", "[store]") {
+  int port;
+  {
+    TcpStore probe("127.0.0.1", 0, true, 1000ms);
+    port = probe.port();
+  }
+  std::shared_ptr<Store> client;
+  std::thread t([&] { client = make_tcp_store("127.0.0.1", port, false, 5000ms); });
+  std::this_thread::sleep_for(200ms);
+  TcpStore server("127.0.0.1", port, true, 5000ms);
+  t.join();
+  client->set("k", bytes("v"));
+  CHECK(server.get("k") == bytes("v"));
+}
