@@ -1,0 +1,104 @@
+#include "runtime/dist/failure_report.h"
+
+#include <algorithm>
+#include <sstream>
+#include <thread>
+
+#include "runtime/dist/comm.h"
+
+namespace trainer::dist {
+namespace {
+
+std::vector<uint8_t> bytes(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+std::string text(const std::vector<uint8_t>& v) {
+  return {v.begin(), v.end()};
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+// 1. Ranks that said why they died.
+std::string reported_failures(const FailureScope& s) {
+  std::string out;
+  for (int j = 0; j < s.size; ++j) {
+    if (j == s.rank) continue;
+    std::string key = "failed/" + std::to_string(s.global_rank(j));
+    if (!s.root_store->check({key})) continue;
+    out += (out.empty() ? "" : "; ") + ("rank " + std::to_string(s.global_rank(j)) +
+                                        " failed: " + text(s.root_store->get(key)));
+  }
+  return out;
+}
+
+// 2. The peer whose pair address appears in the transport's error message.
+std::string broken_peer(const FailureScope& s, const std::string& cause) {
+  for (int j = 0; j < s.size; ++j) {
+    std::string key = "addr/" + std::to_string(j);
+    if (j == s.rank || !s.group_store->check({key})) continue;
+    std::istringstream lines(text(s.group_store->get(key)));
+    std::string line;
+    while (std::getline(lines, line)) {
+      auto eq = line.find('=');
+      if (eq == std::string::npos || line.substr(0, eq) != std::to_string(s.rank)) continue;
+      std::string addr = line.substr(eq + 1);
+      if (!addr.empty() && cause.find(addr) != std::string::npos)
+        return "lost the connection to rank " + std::to_string(s.global_rank(j)) + " (" + addr +
+               "; it died or closed its communicator)";
+    }
+  }
+  return "";
+}
+
+// 3. Ranks without an arrival mark for this op after a grace period.
+std::string missing_ranks(const FailureScope& s, uint64_t seq) {
+  auto key = [seq](int j) { return "arrived/" + std::to_string(seq) + "/" + std::to_string(j); };
+  s.group_store->set(key(s.rank), bytes("1"));
+  double grace_s = std::clamp(s.timeout_s / 10.0, 0.2, 2.0);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  std::vector<int> missing;
+  do {
+    missing.clear();
+    for (int j = 0; j < s.size; ++j)
+      if (!s.group_store->check({key(j)})) missing.push_back(s.global_rank(j));
+    if (missing.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (std::chrono::steady_clock::now() < deadline);
+  if (missing.empty()) return "";
+  return "ranks that did not arrive: " + rank_list(missing);
+}
+
+}  // namespace
+
+void publish_pair_addresses(Store& group_store, int rank, const std::vector<std::string>& addrs) {
+  std::string lines;
+  for (size_t j = 0; j < addrs.size(); ++j)
+    if (!addrs[j].empty()) lines += std::to_string(j) + "=" + addrs[j] + "\n";
+  group_store.set("addr/" + std::to_string(rank), bytes(lines));
+}
+
+std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
+                              bool timed_out) {
+  try {
+    std::string found = reported_failures(scope);
+    if (found.empty() && !timed_out) found = broken_peer(scope, cause);
+    std::string missing = missing_ranks(scope, op_seq);  // also marks our own arrival
+    if (found.empty()) found = missing;
+    return found;
+  } catch (const std::exception& e) {  // the store may be gone with the failed rank 0
+    return std::string("could not ask the store which rank failed (") + e.what() + ")";
+  }
+}
+
+void report_failure(Store& store, int global_rank, const std::string& what) {
+  try {
+    store.set("failed/" + std::to_string(global_rank), bytes(what));
+  } catch (...) {
+  }
+}
+
+}  // namespace trainer::dist

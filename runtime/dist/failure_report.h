@@ -1,0 +1,32 @@
+#pragma once
+// Naming the rank behind a communicator failure, through the store. In order of preference:
+//  1. ranks that reported their own death (report_failure: root key "failed/<global rank>");
+//  2. the peer whose connection broke (gloo's message holds the peer's pair address, which every
+//     rank published as "addr/<rank>" in the group store after connecting);
+//  3. after a timeout: ranks that did not reach the op. Each failing rank marks
+//     "arrived/<op seq>/<rank>"; members without the mark after a short grace did not arrive.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/dist/store.h"
+
+namespace trainer::dist {
+
+struct FailureScope {
+  Store* group_store;  // the communicator's (prefixed) store
+  Store* root_store;   // unprefixed: where "failed/<global rank>" lives
+  int rank;
+  int size;
+  std::function<int(int)> global_rank;
+  double timeout_s;
+};
+
+// addrs[j]: the address of this rank's end of its connection to member j (empty for itself).
+void publish_pair_addresses(Store& group_store, int rank, const std::vector<std::string>& addrs);
+
+// A sentence naming the failed or missing global rank(s), or "" when none can be named.
+std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
+                              bool timed_out);
+
+}  // namespace trainer::dist

@@ -1,0 +1,184 @@
+#include "runtime/dist/gloo_comm.h"
+
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/dist/failure_report.h"
+#include "runtime/dist/gloo_store_adapter.h"
+#include "runtime/dist/prefix_store.h"
+
+namespace trainer::dist {
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0;
+}
+
+// The interface gloo listens on: GLOO_SOCKET_IFNAME or TRAINER_GLOO_HOST when set; loopback for
+// a single-node run (MASTER_ADDR local or unset); otherwise this machine's hostname.
+gloo::transport::tcp::attr device_attr() {
+  gloo::transport::tcp::attr attr;
+  const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
+  const char* host = std::getenv("TRAINER_GLOO_HOST");
+  const char* master = std::getenv("MASTER_ADDR");
+  if (iface && *iface) {
+    attr.iface = iface;
+  } else if (host && *host) {
+    attr.hostname = host;
+  } else if (is_loopback(master ? master : "")) {
+    attr.hostname = "127.0.0.1";
+  } else {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    attr.hostname = name;
+  }
+  return attr;
+}
+
+bool looks_like_timeout(const std::string& what) {
+  return what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+}
+
+}  // namespace
+
+GlooComm::GlooComm(std::shared_ptr<Store> store, int rank, int size, const CommOptions& opts)
+    : store_(std::move(store)),
+      root_store_(root_store(store_)),
+      rank_(rank),
+      size_(size),
+      opts_(opts) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw CommError("comm '" + opts_.name + "': rank " + std::to_string(rank) + " of size " +
+                    std::to_string(size) + " is out of range");
+  if (!opts_.global_ranks.empty() && static_cast<int>(opts_.global_ranks.size()) != size)
+    throw CommError("comm '" + opts_.name + "': global_ranks has " +
+                    std::to_string(opts_.global_ranks.size()) + " entries for size " +
+                    std::to_string(size));
+  if (size > 1) connect();
+  queue_ = std::make_unique<WorkQueue>();
+}
+
+GlooComm::~GlooComm() {
+  queue_.reset();
+}
+
+int GlooComm::global_rank(int group_rank) const {
+  return opts_.global_ranks.empty() ? group_rank
+                                    : opts_.global_ranks.at(static_cast<size_t>(group_rank));
+}
+
+std::chrono::milliseconds GlooComm::timeout() const {
+  return std::chrono::milliseconds(static_cast<int64_t>(opts_.timeout_s * 1000.0));
+}
+
+void GlooComm::connect() {
+  try {
+    auto dev = gloo::transport::tcp::CreateDevice(device_attr());
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+    ctx->setTimeout(timeout());
+    GlooStoreAdapter adapter(store_);
+    ctx->connectFullMesh(adapter, dev);
+    ctx_ = ctx;
+    std::vector<std::string> addrs(static_cast<size_t>(size_));
+    for (int j = 0; j < size_; ++j)
+      if (j != rank_) addrs[static_cast<size_t>(j)] = ctx_->getPair(j)->address().str();
+    publish_pair_addresses(*store_, rank_, addrs);
+  } catch (const std::exception& e) {
+    std::string missing;
+    for (int j = 0; j < size_; ++j) {
+      bool arrived = false;
+      try {
+        arrived = store_->check({std::string(GlooStoreAdapter::kPrefix) + std::to_string(j)});
+      } catch (...) {
+      }
+      if (!arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(global_rank(j));
+    }
+    throw CommError("comm '" + opts_.name + "' (global rank " + std::to_string(global_rank(rank_)) +
+                    "): connecting failed" +
+                    (missing.empty() ? "" : "; ranks that did not arrive: " + missing) + " [" +
+                    e.what() + "]");
+  }
+}
+
+std::shared_ptr<Work> GlooComm::submit(const char* op, std::function<void()> body) {
+  return queue_->enqueue([this, op, body = std::move(body)] {
+    uint64_t seq = next_seq_++;
+    try {
+      body();
+    } catch (const CommError&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(op, seq, e.what(), looks_like_timeout(e.what()));
+    }
+  });
+}
+
+void GlooComm::fail(const char* op, uint64_t seq, const std::string& cause, bool timed_out) {
+  FailureScope scope{
+      store_.get(),   root_store_.get(), rank_, size_, [this](int j) { return global_rank(j); },
+      opts_.timeout_s};
+  std::string who = size_ > 1 ? name_failed_ranks(scope, seq, cause, timed_out) : "";
+  throw CommError("comm '" + opts_.name + "' " + op + " (op #" + std::to_string(seq) +
+                  ") failed on global rank " + std::to_string(global_rank(rank_)) +
+                  (timed_out ? " after timeout " + std::to_string(opts_.timeout_s) + " s" : "") +
+                  (who.empty() ? "" : ": " + who) + " [" + cause + "]");
+}
+
+void GlooComm::all_reduce(void* data, size_t count, CommDType t, ReduceOp op) {
+  all_reduce_async(data, count, t, op)->wait();
+}
+
+std::shared_ptr<Work> GlooComm::all_reduce_async(void* data, size_t count, CommDType t,
+                                                 ReduceOp op) {
+  return submit("all_reduce", [=, this] { do_all_reduce(data, count, t, op); });
+}
+
+void GlooComm::reduce_scatter(const void* in, void* out, size_t count, CommDType t, ReduceOp op) {
+  reduce_scatter_async(in, out, count, t, op)->wait();
+}
+
+std::shared_ptr<Work> GlooComm::reduce_scatter_async(const void* in, void* out, size_t count,
+                                                     CommDType t, ReduceOp op) {
+  return submit("reduce_scatter", [=, this] { do_reduce_scatter(in, out, count, t, op); });
+}
+
+void GlooComm::all_gather(const void* in, void* out, size_t count, CommDType t) {
+  all_gather_async(in, out, count, t)->wait();
+}
+
+std::shared_ptr<Work> GlooComm::all_gather_async(const void* in, void* out, size_t count,
+                                                 CommDType t) {
+  return submit("all_gather", [=, this] { do_all_gather(in, out, count, t); });
+}
+
+void GlooComm::broadcast(void* data, size_t count, CommDType t, int root) {
+  submit("broadcast", [=, this] { do_broadcast(data, count, t, root); })->wait();
+}
+
+void GlooComm::all_to_all(const void* in, void* out, size_t count, CommDType t) {
+  submit("all_to_all", [=, this] { do_all_to_all(in, out, count, t); })->wait();
+}
+
+void GlooComm::send(const void* data, size_t bytes, int peer, int tag) {
+  submit("send", [=, this] { do_send(data, bytes, peer, tag); })->wait();
+}
+
+void GlooComm::recv(void* data, size_t bytes, int peer, int tag) {
+  submit("recv", [=, this] { do_recv(data, bytes, peer, tag); })->wait();
+}
+
+void GlooComm::barrier() {
+  submit("barrier", [this] { do_barrier(); })->wait();
+}
+
+std::unique_ptr<Comm> make_gloo_comm(std::shared_ptr<Store> store, int rank, int size,
+                                     const CommOptions& opts) {
+  return std::make_unique<GlooComm>(std::move(store), rank, size, opts);
+}
+
+}  // namespace trainer::dist

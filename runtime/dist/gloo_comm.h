@@ -1,0 +1,73 @@
+#pragma once
+// GlooComm: Comm over gloo's TCP transport. Every op, blocking or async, is a job on the
+// communicator's own WorkQueue, so ops run in issue order. World size 1 never touches gloo
+// (gloo cannot send to itself): collectives are local copies and self-sends go to a mailbox.
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "runtime/dist/comm.h"
+#include "runtime/dist/work_queue.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace trainer::dist {
+
+class GlooComm : public Comm {
+ public:
+  // Connects to all `size` members (blocking); throws CommError naming ranks that never came.
+  GlooComm(std::shared_ptr<Store> store, int rank, int size, const CommOptions& opts);
+  ~GlooComm() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return opts_.name; }
+  int global_rank(int group_rank) const override;
+
+  void all_reduce(void* data, size_t count, CommDType t, ReduceOp op) override;
+  std::shared_ptr<Work> all_reduce_async(void* data, size_t count, CommDType t,
+                                         ReduceOp op) override;
+  void reduce_scatter(const void* in, void* out, size_t count, CommDType t, ReduceOp op) override;
+  std::shared_ptr<Work> reduce_scatter_async(const void* in, void* out, size_t count, CommDType t,
+                                             ReduceOp op) override;
+  void all_gather(const void* in, void* out, size_t count, CommDType t) override;
+  std::shared_ptr<Work> all_gather_async(const void* in, void* out, size_t count,
+                                         CommDType t) override;
+  void broadcast(void* data, size_t count, CommDType t, int root) override;
+  void all_to_all(const void* in, void* out, size_t count, CommDType t) override;
+  void send(const void* data, size_t bytes, int peer, int tag) override;
+  void recv(void* data, size_t bytes, int peer, int tag) override;
+  void barrier() override;
+
+ private:
+  // Queues `body` as op `op`; its failures come out of Work::wait() as CommError.
+  std::shared_ptr<Work> submit(const char* op, std::function<void()> body);
+  [[noreturn]] void fail(const char* op, uint64_t seq, const std::string& cause, bool timed_out);
+  void connect();
+  std::chrono::milliseconds timeout() const;
+
+  void do_all_reduce(void* data, size_t count, CommDType t, ReduceOp op);
+  void do_reduce_scatter(const void* in, void* out, size_t count, CommDType t, ReduceOp op);
+  void do_all_gather(const void* in, void* out, size_t count, CommDType t);
+  void do_broadcast(void* data, size_t count, CommDType t, int root);
+  void do_all_to_all(const void* in, void* out, size_t count, CommDType t);
+  void do_send(const void* data, size_t bytes, int peer, int tag);
+  void do_recv(void* data, size_t bytes, int peer, int tag);
+  void do_barrier();
+
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> root_store_;
+  int rank_;
+  int size_;
+  CommOptions opts_;
+  std::shared_ptr<gloo::Context> ctx_;                            // null for size 1
+  std::map<int, std::deque<std::vector<uint8_t>>> self_mailbox_;  // tag -> messages to self
+  uint64_t next_seq_ = 0;                                         // worker thread only
+  std::unique_ptr<WorkQueue> queue_;  // last: joined before the context goes away
+};
+
+}  // namespace trainer::dist
