@@ -1,0 +1,71 @@
+// trainer launch --nproc-per-node N [--nnodes N --node-rank R --master-addr H --master-port P]
+//                RUN.yaml [train args...]
+// Runs N local ranks of `trainer train RUN.yaml [train args...]` (this same binary) and watches
+// them as a group (runtime/launch/supervisor.h). Everything from RUN.yaml on goes to the ranks
+// verbatim, so train options never clash with launch options.
+#include <unistd.h>
+
+#include <climits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "app/verbs.h"
+#include "runtime/config/run_config.h"
+#include "runtime/launch/launch_plan.h"
+#include "runtime/launch/supervisor.h"
+
+namespace trainer::app {
+namespace {
+
+std::string self_executable() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "/proc/self/exe";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+struct LaunchArgs {
+  launch::LaunchOptions opts;
+  double grace_s = 10;
+};
+
+int run_launch(CLI::App& cmd, LaunchArgs& args) {
+  std::vector<std::string> rest = cmd.remaining();  // RUN.yaml and the train arguments
+  if (rest.empty()) throw config::ConfigError("trainer launch: missing RUN.yaml");
+  if (rest.front().rfind("-", 0) == 0)
+    throw config::ConfigError("trainer launch: unknown option '" + rest.front() +
+                              "' before RUN.yaml (train options go after RUN.yaml)");
+  launch::LaunchOptions o = args.opts;
+  o.run_yaml = rest.front();
+  o.train_args.assign(rest.begin() + 1, rest.end());
+  o.exe = self_executable();
+  auto children =
+      launch::plan_children(o, launch::current_environment(), std::thread::hardware_concurrency());
+  launch::SuperviseOptions sup;
+  sup.grace_s = args.grace_s;
+  return launch::supervise(children, sup, o.node_rank * o.nproc_per_node);
+}
+
+}  // namespace
+
+void register_launch(CLI::App& app) {
+  auto args = std::make_shared<LaunchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "run N local ranks of `trainer train RUN.yaml [train args]` as one group");
+  cmd->add_option("--nproc-per-node", args->opts.nproc_per_node, "ranks on this node")->required();
+  cmd->add_option("--nnodes", args->opts.nnodes, "nodes in the job");
+  cmd->add_option("--node-rank", args->opts.node_rank, "this node's index in [0, nnodes)");
+  cmd->add_option("--master-addr", args->opts.master_addr, "rank 0's host (default 127.0.0.1)");
+  cmd->add_option("--master-port", args->opts.master_port,
+                  "rendezvous port (default: a free port; required with --nnodes > 1)");
+  cmd->add_option("--grace-s", args->grace_s,
+                  "seconds between SIGTERM and SIGKILL after a failure");
+  // The first positional (RUN.yaml) and everything after it are left for the ranks.
+  cmd->prefix_command();
+  cmd->footer("RUN.yaml [train args...] follow the options and are passed to `trainer train`.");
+  cmd->callback([cmd, args] { g_exit_code = run_launch(*cmd, *args); });
+}
+
+}  // namespace trainer::app

@@ -1,0 +1,109 @@
+#include "runtime/launch/launch_plan.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/config/run_config.h"
+
+extern char** environ;
+
+namespace trainer::launch {
+namespace {
+
+[[noreturn]] void bad_option(const std::string& msg) {
+  throw config::ConfigError("trainer launch: " + msg);
+}
+
+void validate(const LaunchOptions& o) {
+  if (o.nproc_per_node < 1) bad_option("--nproc-per-node must be >= 1");
+  if (o.nnodes < 1) bad_option("--nnodes must be >= 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
+    bad_option("--node-rank " + std::to_string(o.node_rank) + " must be in [0, --nnodes " +
+               std::to_string(o.nnodes) + ")");
+  if (o.nnodes > 1 && (o.master_addr.empty() || o.master_port == 0))
+    bad_option("--nnodes > 1 needs --master-addr and --master-port (the same on every node)");
+  if (o.master_port < 0 || o.master_port > 65535) bad_option("--master-port must be in [1, 65535]");
+  if (o.run_yaml.empty()) bad_option("missing RUN.yaml");
+}
+
+bool is_rank_variable(const std::string& kv) {
+  static const char* kOurs[] = {
+      "RANK=",      "WORLD_SIZE=", "LOCAL_RANK=",  "LOCAL_WORLD_SIZE=", "GROUP_RANK=",
+      "NODE_RANK=", "ROLE_RANK=",  "MASTER_ADDR=", "MASTER_PORT=",      "TRAINER_LAUNCH="};
+  for (const char* p : kOurs)
+    if (kv.rfind(p, 0) == 0) return true;
+  return kv.rfind("TORCHELASTIC_", 0) == 0;
+}
+
+bool has_variable(const std::vector<std::string>& env, const std::string& key) {
+  return std::any_of(env.begin(), env.end(),
+                     [&](const std::string& kv) { return kv.rfind(key + "=", 0) == 0; });
+}
+
+}  // namespace
+
+std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank,
+                                          const std::vector<std::string>& parent_env,
+                                          unsigned cores) {
+  std::vector<std::string> env;
+  for (const auto& kv : parent_env)
+    if (!is_rank_variable(kv)) env.push_back(kv);
+  const int rank = o.node_rank * o.nproc_per_node + local_rank;
+  auto set = [&](const std::string& k, const std::string& v) { env.push_back(k + "=" + v); };
+  set("RANK", std::to_string(rank));
+  set("WORLD_SIZE", std::to_string(o.nnodes * o.nproc_per_node));
+  set("LOCAL_RANK", std::to_string(local_rank));
+  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+  set("GROUP_RANK", std::to_string(o.node_rank));
+  set("NODE_RANK", std::to_string(o.node_rank));
+  set("ROLE_RANK", std::to_string(rank));
+  set("MASTER_ADDR", o.master_addr.empty() ? "127.0.0.1" : o.master_addr);
+  set("MASTER_PORT", std::to_string(o.master_port));
+  set("TRAINER_LAUNCH", "1");
+  if (!has_variable(parent_env, "OMP_NUM_THREADS"))
+    set("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / o.nproc_per_node)));
+  return env;
+}
+
+std::vector<ChildSpec> plan_children(const LaunchOptions& opts,
+                                     const std::vector<std::string>& parent_env, unsigned cores) {
+  validate(opts);
+  LaunchOptions o = opts;
+  if (o.master_port == 0) o.master_port = pick_free_port();
+  std::vector<std::string> argv{o.exe, "train", o.run_yaml};
+  argv.insert(argv.end(), o.train_args.begin(), o.train_args.end());
+  std::vector<ChildSpec> children;
+  for (int local = 0; local < o.nproc_per_node; ++local)
+    children.push_back({argv, rank_environment(o, local, parent_env, cores)});
+  return children;
+}
+
+int pick_free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error(std::string("launch: socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error(std::string("launch: free port: ") + std::strerror(err));
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::string> current_environment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace trainer::launch

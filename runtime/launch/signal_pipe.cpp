@@ -1,0 +1,64 @@
+#include "runtime/launch/signal_pipe.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/core/check.h"
+
+namespace trainer::launch {
+namespace {
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGCHLD};
+int g_write_fd = -1;
+struct sigaction g_previous[3];
+
+void on_signal(int sig) {
+  const int saved = errno;
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t ignored = ::write(g_write_fd, &b, 1);  // a full pipe already holds a wake-up
+  (void)ignored;
+  errno = saved;
+}
+
+}  // namespace
+
+SignalPipe::SignalPipe() {
+  TRAINER_CHECK(g_write_fd < 0, "only one SignalPipe at a time");
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(std::string("launch: pipe: ") + std::strerror(errno));
+  read_fd_ = fds[0];
+  g_write_fd = fds[1];
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int i = 0; i < 3; ++i) {
+    sa.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+    ::sigaction(kSignals[i], &sa, &g_previous[i]);
+  }
+}
+
+SignalPipe::~SignalPipe() {
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+  ::close(g_write_fd);
+  ::close(read_fd_);
+  g_write_fd = -1;
+}
+
+std::vector<int> SignalPipe::drain() {
+  std::vector<int> sigs;
+  unsigned char buf[64];
+  ssize_t n;
+  while ((n = ::read(read_fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+    for (ssize_t i = 0; i < n; ++i) sigs.push_back(buf[i]);
+  return sigs;
+}
+
+}  // namespace trainer::launch

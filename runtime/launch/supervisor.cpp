@@ -1,0 +1,185 @@
+#include "runtime/launch/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "runtime/launch/line_prefixer.h"
+#include "runtime/launch/signal_pipe.h"
+
+namespace trainer::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Stream {
+  int fd = -1;
+  LinePrefixer prefixer;
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = true;
+  Stream out, err;
+};
+
+// Reads what is available now; closes the stream at end of file.
+void pump(Stream& s) {
+  char buf[65536];
+  while (s.fd >= 0) {
+    ssize_t n = ::read(s.fd, buf, sizeof buf);
+    if (n > 0) {
+      s.prefixer.feed(buf, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {  // EOF or a broken pipe
+      s.prefixer.finish();
+      ::close(s.fd);
+      s.fd = -1;
+    }
+  }
+}
+
+std::string describe_failure(int rank, int status) {
+  if (WIFSIGNALED(status))
+    return "launch: rank " + std::to_string(rank) + " killed by signal " +
+           std::to_string(WTERMSIG(status)) + "\n";
+  return "launch: rank " + std::to_string(rank) + " exited with code " +
+         std::to_string(WEXITSTATUS(status)) + "\n";
+}
+
+class Supervisor {
+ public:
+  Supervisor(const SuperviseOptions& opts) : opts_(opts) {}
+
+  void start(const std::vector<ChildSpec>& children, int first_rank) {
+    for (size_t i = 0; i < children.size(); ++i) {
+      const int rank = first_rank + static_cast<int>(i);
+      const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+      SpawnedChild c = spawn_child(children[i]);  // throws: the destructor cleans up
+      ranks_.push_back(Rank{rank,
+                            c.pid,
+                            true,
+                            {c.out_fd, LinePrefixer(prefix, opts_.out_fd)},
+                            {c.err_fd, LinePrefixer(prefix, opts_.err_fd)}});
+    }
+  }
+
+  int run() {
+    while (busy()) {
+      wait_for_events();
+      for (int sig : signals_.drain())
+        if (sig == SIGINT || sig == SIGTERM) signal_running(sig);
+      for (Rank& r : ranks_) pump(r.out), pump(r.err);
+      reap();
+      enforce_deadlines();
+    }
+    return first_failure_code_.value_or(0);
+  }
+
+  ~Supervisor() {
+    for (Rank& r : ranks_) {
+      signal_group(r.pid, SIGKILL);
+      if (r.running) ::waitpid(r.pid, nullptr, 0);
+      for (int fd : {r.out.fd, r.err.fd})
+        if (fd >= 0) ::close(fd);
+    }
+  }
+
+ private:
+  bool busy() const {
+    for (const Rank& r : ranks_)
+      if (r.running || r.out.fd >= 0 || r.err.fd >= 0) return true;
+    return false;
+  }
+
+  void wait_for_events() {
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+    for (const Rank& r : ranks_)
+      for (int fd : {r.out.fd, r.err.fd})
+        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+    int timeout_ms = -1;
+    if (deadline_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ - Clock::now());
+      timeout_ms = static_cast<int>(std::max<long long>(0, left.count()) + 1);
+    }
+    ::poll(fds.data(), fds.size(), timeout_ms);  // EINTR: a signal, handled by the caller
+  }
+
+  void signal_running(int sig) {
+    for (const Rank& r : ranks_)
+      if (r.running) signal_group(r.pid, sig);
+  }
+
+  void reap() {
+    for (Rank& r : ranks_) {
+      int status = 0;
+      if (!r.running || ::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
+      r.running = false;
+      pump(r.out), pump(r.err);  // its last lines come before any message about it
+      // Whatever the rank left behind in its group goes with it; then its pipes reach EOF.
+      signal_group(r.pid, SIGKILL);
+      if (status != 0 && !first_failure_code_) on_first_failure(r, status);
+    }
+  }
+
+  void on_first_failure(const Rank& r, int status) {
+    first_failure_code_ = exit_code_of(status);
+    write_all(opts_.err_fd, describe_failure(r.rank, status));
+    signal_running(SIGTERM);
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(opts_.grace_s));
+  }
+
+  void enforce_deadlines() {
+    if (!any_running() && !drain_deadline_) {
+      // A process that left its rank's group may hold a pipe open; do not wait on it forever.
+      drain_deadline_ = true;
+      deadline_ = Clock::now() + std::chrono::seconds(2);
+    }
+    if (!deadline_ || Clock::now() < *deadline_) return;
+    deadline_.reset();
+    if (any_running()) return signal_running(SIGKILL);
+    for (Rank& r : ranks_)
+      for (Stream* s : {&r.out, &r.err})
+        if (s->fd >= 0) s->prefixer.finish(), ::close(s->fd), s->fd = -1;
+  }
+
+  bool any_running() const {
+    for (const Rank& r : ranks_)
+      if (r.running) return true;
+    return false;
+  }
+
+  SuperviseOptions opts_;
+  SignalPipe signals_;  // installed before the first spawn, so no SIGCHLD is missed
+  std::vector<Rank> ranks_;
+  std::optional<int> first_failure_code_;
+  std::optional<Clock::time_point> deadline_;  // SIGKILL (ranks running) or stop draining
+  bool drain_deadline_ = false;
+};
+
+}  // namespace
+
+int exit_code_of(int wait_status) {
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  return 1;
+}
+
+int supervise(const std::vector<ChildSpec>& children, const SuperviseOptions& opts,
+              int first_rank) {
+  Supervisor s(opts);
+  s.start(children, first_rank);
+  return s.run();
+}
+
+}  // namespace trainer::launch

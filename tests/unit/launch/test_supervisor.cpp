@@ -1,0 +1,179 @@
+// supervise(): exit codes, group abort, signal forwarding, prefixed output and cleanup, with
+// /bin/sh children standing in for ranks.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "launch_test_util.h"
+#include "runtime/launch/supervisor.h"
+
+using launch_test::Capture;
+using launch_test::lines;
+using launch_test::seconds_since;
+using launch_test::sh;
+using trainer::launch::ChildSpec;
+using trainer::launch::supervise;
+using trainer::launch::SuperviseOptions;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+  double seconds;
+};
+
+Result run(const std::vector<ChildSpec>& kids, double grace_s = 10) {
+  Capture out, err;
+  SuperviseOptions o;
+  o.grace_s = grace_s;
+  o.out_fd = out.fd();
+  o.err_fd = err.fd();
+  auto t0 = Clock::now();
+  int code = supervise(kids, o);
+  return {code, out.text(), err.text(), seconds_since(t0)};
+}
+
+// Sends `sig` to this process after `delay_s`, from another thread.
+std::thread signal_self_later(int sig, double delay_s) {
+  return std::thread([sig, delay_s] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
+    ::kill(::getpid(), sig);
+  });
+}
+
+bool process_gone(pid_t pid) {
+  for (int i = 0; i < 200; ++i) {  // up to 2 s for the reparented process to be reaped
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string s;
+    if (!std::getline(stat, s)) return true;
+    auto close_paren = s.rfind(')');
+    if (close_paren != std::string::npos && s.substr(close_paren + 2, 1) == "Z") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("all_ranks_exiting_zero_gives_zero", "[launch]") {
+  Result r = run({sh("exit 0"), sh("true"), sh("exit 0")});
+  INFO("stderr: " << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("first_failing_rank_sets_the_code_and_the_others_are_killed_quickly", "[launch]") {
+  Result r = run({sh("sleep 30"), sh("exit 3"), sh("sleep 30")});
+  INFO("stderr: " << r.err << " seconds " << r.seconds);
+  CHECK(r.code == 3);
+  CHECK(r.err.find("launch: rank 1 exited with code 3\n") != std::string::npos);
+  CHECK(r.err.find("rank 0 ") == std::string::npos);  // only the first failure is reported
+  CHECK(r.seconds < 5);
+}
+
+TEST_CASE("a_rank_killed_by_a_signal_exits_128_plus_the_signal", "[launch]") {
+  Result r = run({sh("sleep 30"), sh("kill -9 $$")});
+  INFO("stderr: " << r.err);
+  CHECK(r.code == 128 + 9);
+  CHECK(r.err.find("launch: rank 1 killed by signal 9\n") != std::string::npos);
+}
+
+TEST_CASE("ranks_ignoring_sigterm_get_sigkill_after_the_grace_period", "[launch]") {
+  const double grace = 0.5;
+  // The trap's "ignore" is inherited by sleep across exec.
+  Result r = run({sh("trap '' TERM; sleep 30"), sh("sleep 0.2; exit 5")}, grace);
+  INFO("stderr: " << r.err << " seconds " << r.seconds);
+  CHECK(r.code == 5);
+  CHECK(r.seconds >= grace);
+  CHECK(r.seconds < grace + 5);
+}
+
+TEST_CASE("sigterm_to_the_launcher_is_forwarded_and_clean_exits_give_zero", "[launch]") {
+  const std::string graceful = "trap 'echo checkpointed; exit 0' TERM; sleep 30 & wait";
+  std::thread killer = signal_self_later(SIGTERM, 0.5);
+  Result r = run({sh(graceful), sh(graceful)});
+  killer.join();
+  INFO("stdout: " << r.out << "stderr: " << r.err << " seconds " << r.seconds);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("[rank 0] checkpointed\n") != std::string::npos);
+  CHECK(r.out.find("[rank 1] checkpointed\n") != std::string::npos);
+  CHECK(r.seconds < 5);
+}
+
+TEST_CASE("sigint_forwarded_to_plain_sleepers_ends_them_by_that_signal", "[launch]") {
+  std::thread killer = signal_self_later(SIGINT, 0.3);
+  // exec sleep: the shell's own non-interactive handling of SIGINT is not in the way.
+  Result r = run({sh("exec sleep 30"), sh("exec sleep 30")});
+  killer.join();
+  INFO("stderr: " << r.err);
+  CHECK(r.code == 128 + SIGINT);
+  CHECK(r.seconds < 5);
+}
+
+TEST_CASE("every_output_line_is_whole_and_prefixed_with_its_rank", "[launch]") {
+  const int n_lines = 300;
+  const std::string payload(200, 'x');
+  std::vector<ChildSpec> kids;
+  for (int k = 0; k < 3; ++k)
+    kids.push_back(sh("i=0; while [ $i -lt " + std::to_string(n_lines) + " ]; do echo " +
+                      std::to_string(k) + payload + "; echo err" + std::to_string(k) +
+                      " >&2; i=$((i+1)); done; printf 'tail-no-newline'"));
+  Result r = run(kids);
+  REQUIRE(r.code == 0);
+  std::vector<int> per_rank(3, 0);
+  for (const auto& line : lines(r.out)) {
+    bool ok = false;
+    for (int k = 0; k < 3; ++k) {
+      std::string pre = "[rank " + std::to_string(k) + "] ";
+      if (line == pre + std::to_string(k) + payload) ++per_rank[k], ok = true;
+      if (line == pre + "tail-no-newline") ok = true;
+    }
+    INFO("stdout line: '" << line << "'");
+    CHECK(ok);
+  }
+  for (int k = 0; k < 3; ++k) CHECK(per_rank[k] == n_lines);
+  for (const auto& line : lines(r.err)) {
+    INFO("stderr line: '" << line << "'");
+    CHECK((line.rfind("[rank ", 0) == 0 && line.find("] err") == 7));
+  }
+  CHECK(lines(r.err).size() == 3u * n_lines);
+}
+
+TEST_CASE("children_see_their_own_environment", "[launch]") {
+  std::vector<ChildSpec> kids;
+  for (int k = 0; k < 2; ++k) {
+    ChildSpec c = sh("echo rank=$RANK world=$WORLD_SIZE");
+    c.env = {"PATH=/usr/bin:/bin", "RANK=" + std::to_string(k), "WORLD_SIZE=2"};
+    kids.push_back(c);
+  }
+  Result r = run(kids);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("[rank 0] rank=0 world=2\n") != std::string::npos);
+  CHECK(r.out.find("[rank 1] rank=1 world=2\n") != std::string::npos);
+}
+
+TEST_CASE("processes_left_behind_by_a_rank_do_not_survive", "[launch]") {
+  // The rank starts a background sleep that holds its stdout, prints its pid, and exits 0.
+  Result r = run({sh("sleep 30 & echo $!; exit 0")});
+  REQUIRE(r.code == 0);
+  auto out = lines(r.out);
+  REQUIRE(out.size() == 1);
+  pid_t pid = std::stoi(out[0].substr(std::string("[rank 0] ").size()));
+  INFO("left-behind pid " << pid << " seconds " << r.seconds);
+  CHECK(process_gone(pid));
+  CHECK(r.seconds < 1.5);  // the group kill closed the pipe, not the 2 s drain limit
+}
+
+TEST_CASE("a_program_that_cannot_start_is_an_error_naming_it", "[launch]") {
+  ChildSpec bad{{"/nonexistent/trainer-xyz", "train"}, {}};
+  CHECK_THROWS_WITH(run({sh("sleep 30"), bad}), Catch::Contains("/nonexistent/trainer-xyz"));
+  ChildSpec not_in_path{{"no-such-program-xyz"}, {"PATH=/bin"}};
+  CHECK_THROWS_WITH(run({not_in_path}), Catch::Contains("no-such-program-xyz"));
+}
