@@ -34,6 +34,11 @@ std::string other_value(const Field& field, const RunConfig& defaults) {
       field.ref);
 }
 
+// Exact equality of one field's value in two configs.
+bool same_value(RunConfig& a, RunConfig& b, const Field& field) {
+  return std::visit([&](auto ref) { return ref(a) == ref(b); }, field.ref);
+}
+
 }  // namespace
 
 TEST_CASE("to_yaml_round_trips_the_defaults", "[config]") {
@@ -49,8 +54,9 @@ TEST_CASE("to_yaml_round_trips_a_change_to_every_key", "[config]") {
     const std::string text = to_yaml(changed);
     INFO("key " << f.key << " = " << field_text(changed, f) << "\n" << text);
     if (f.choices.size() != 1) CHECK(text != to_yaml(defaults));
-    const RunConfig reparsed = parse_config(text);
+    RunConfig reparsed = parse_config(text);
     CHECK(field_text(reparsed, f) == field_text(changed, f));
+    CHECK(same_value(reparsed, changed, f));  // the value itself, not only its text
     CHECK(to_yaml(reparsed) == text);
   }
 }
@@ -73,4 +79,14 @@ TEST_CASE("config_sha256_is_the_hash_of_to_yaml_and_tracks_changes", "[config]")
   CHECK(config_sha256(parse_config(to_yaml(a))) == config_sha256(a));
   const RunConfig b = parse_config("", {"train.lr=1e-3"});
   CHECK(config_sha256(b) != config_sha256(a));
+}
+
+TEST_CASE("to_yaml_keeps_doubles_bit_exact", "[config]") {
+  for (double v : {0.1 + 0.2, 1.0 / 3.0, 1e-8, 3.0e-3, 6.02214076e23, 4.9e-324}) {
+    RunConfig c;
+    c.train.lr = v;
+    const double back = parse_config(to_yaml(c)).train.lr;
+    INFO("lr " << format_number(v) << " read back as " << format_number(back));
+    CHECK(back == v);
+  }
 }
