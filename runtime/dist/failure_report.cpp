@@ -55,10 +55,9 @@ std::string broken_peer(const FailureScope& s, const std::string& cause) {
 }
 
 // 3. Ranks without an arrival mark for this op after a grace period.
-std::string missing_ranks(const FailureScope& s, uint64_t seq) {
+std::string missing_ranks(const FailureScope& s, uint64_t seq, double grace_s) {
   auto key = [seq](int j) { return "arrived/" + std::to_string(seq) + "/" + std::to_string(j); };
   s.group_store->set(key(s.rank), bytes("1"));
-  double grace_s = std::clamp(s.timeout_s / 10.0, 0.2, 2.0);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   std::vector<int> missing;
   do {
@@ -86,7 +85,11 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
   try {
     std::string found = reported_failures(scope);
     if (found.empty() && !timed_out) found = broken_peer(scope, cause);
-    std::string missing = missing_ranks(scope, op_seq);  // also marks our own arrival
+    // A short grace after a timeout: the others time out about when we did. After a broken
+    // connection we could not map to a rank, the live ranks only report once they time out.
+    double grace_s = timed_out || !found.empty() ? std::clamp(scope.timeout_s / 10.0, 0.2, 2.0)
+                                                 : scope.timeout_s + 0.5;
+    std::string missing = missing_ranks(scope, op_seq, grace_s);  // also marks our arrival
     if (found.empty()) found = missing;
     return found;
   } catch (const std::exception& e) {  // the store may be gone with the failed rank 0

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "runtime/dist/failure_report.h"
 #include "runtime/dist/gloo_store_adapter.h"
@@ -42,6 +43,12 @@ gloo::transport::tcp::attr device_attr() {
 
 bool looks_like_timeout(const std::string& what) {
   return what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+}
+
+std::string seconds_text(double s) {
+  std::ostringstream os;
+  os << s << " s";
+  return os.str();
 }
 
 }  // namespace
@@ -125,7 +132,7 @@ void GlooComm::fail(const char* op, uint64_t seq, const std::string& cause, bool
   std::string who = size_ > 1 ? name_failed_ranks(scope, seq, cause, timed_out) : "";
   throw CommError("comm '" + opts_.name + "' " + op + " (op #" + std::to_string(seq) +
                   ") failed on global rank " + std::to_string(global_rank(rank_)) +
-                  (timed_out ? " after timeout " + std::to_string(opts_.timeout_s) + " s" : "") +
+                  (timed_out ? " after timeout " + seconds_text(opts_.timeout_s) : "") +
                   (who.empty() ? "" : ": " + who) + " [" + cause + "]");
 }
 

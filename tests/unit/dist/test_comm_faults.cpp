@@ -1,0 +1,141 @@
+// Failures: a rank that dies, leaves, hangs or never connects makes the others raise CommError
+// within the timeout, and the message names the group, the op and that rank.
+#include <catch2/catch.hpp>
+#include <chrono>
+
+#include "comm_harness.h"
+
+using namespace trainer::dist;
+using namespace trainer::dist::testing;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr double kTimeoutS = 2.0;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Runs n ranks; rank `leaver` runs `leave` instead of the all_reduce the others attempt.
+// Returns each rank's error text and how long the survivors took to fail.
+struct FaultRun {
+  std::vector<std::string> errors;
+  std::vector<double> fail_after_s;
+};
+
+FaultRun run_with_leaver(int n, int leaver, const std::function<void(RankContext&, Comm&)>& leave) {
+  FaultRun run;
+  run.fail_after_s.assign(static_cast<size_t>(n), 0.0);
+  std::atomic<int> survivors_done{0};
+  const int n_survivors = n - 1;
+  run.errors = run_ranks(n, [&](RankContext& ctx) {
+    auto comm = make_comm(ctx, kTimeoutS, "dp");
+    comm->barrier();  // everyone connected and alive up to here
+    if (ctx.rank == leaver) {
+      leave(ctx, *comm);
+      while (survivors_done < n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    std::vector<float> v(1 << 12, 1.0f);
+    auto t0 = Clock::now();
+    std::string error;
+    try {
+      comm->all_reduce(v.data(), v.size(), CommDType::f32, ReduceOp::sum);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    run.fail_after_s[static_cast<size_t>(ctx.rank)] = seconds_since(t0);
+    ++survivors_done;
+    // Keep the communicator open until every survivor failed, or its closing sockets would be
+    // blamed by the slower ones.
+    while (survivors_done < n_survivors) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!error.empty()) throw std::runtime_error(error);
+  });
+  return run;
+}
+
+void check_survivors_name(const FaultRun& run, int leaver, const std::string& rank_phrase) {
+  for (size_t r = 0; r < run.errors.size(); ++r) {
+    if (static_cast<int>(r) == leaver) continue;
+    const std::string& e = run.errors[r];
+    INFO("rank " << r << " after " << run.fail_after_s[r] << " s: " << e);
+    CHECK(has(e, "comm 'dp' all_reduce"));
+    CHECK(has(e, rank_phrase));
+    CHECK(run.fail_after_s[r] < kTimeoutS + 3.0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a_rank_that_reports_its_failure_is_named_with_its_reason", "[comm][fault]") {
+  auto run = run_with_leaver(3, 2, [](RankContext& ctx, Comm&) {
+    report_failure(*ctx.store, 2, "simulated out-of-memory in step 7");
+  });
+  check_survivors_name(run, 2, "rank 2 failed: simulated out-of-memory in step 7");
+}
+
+TEST_CASE("a_rank_that_closes_its_communicator_is_named_by_the_others", "[comm][fault]") {
+  // Leaving = destroying the communicator, as a dying process would (its sockets close).
+  FaultRun run;
+  const int n_survivors = 3;
+  run.fail_after_s.assign(4, 0.0);
+  std::atomic<int> survivors_done{0};
+  run.errors = run_ranks(4, [&](RankContext& ctx) {
+    auto comm = make_comm(ctx, kTimeoutS, "dp");
+    comm->barrier();
+    if (ctx.rank == 3) {
+      comm.reset();
+      while (survivors_done < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 3 is gone by now
+    std::vector<float> v(1 << 12, 1.0f);
+    auto t0 = Clock::now();
+    std::string error;
+    try {
+      comm->all_reduce(v.data(), v.size(), CommDType::f32, ReduceOp::sum);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    run.fail_after_s[static_cast<size_t>(ctx.rank)] = seconds_since(t0);
+    ++survivors_done;
+    // Keep the communicator open until every survivor failed, or its closing sockets would be
+    // blamed by the slower ones.
+    while (survivors_done < n_survivors) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!error.empty()) throw std::runtime_error(error);
+  });
+  for (size_t r = 0; r < 3; ++r) {
+    INFO("rank " << r << " after " << run.fail_after_s[r] << " s: " << run.errors[r]);
+    CHECK(has(run.errors[r], "comm 'dp' all_reduce"));
+    CHECK((has(run.errors[r], "connection to rank 3 ") ||
+           has(run.errors[r], "ranks that did not arrive: 3 ")));
+    CHECK(run.fail_after_s[r] < kTimeoutS + 3.0);
+  }
+}
+
+TEST_CASE("a_rank_that_hangs_is_named_as_not_arrived_after_the_timeout", "[comm][fault]") {
+  auto run = run_with_leaver(3, 1, [](RankContext&, Comm&) {});  // alive, never calls the op
+  check_survivors_name(run, 1, "ranks that did not arrive: 1 [");
+  for (size_t r : {size_t{0}, size_t{2}}) CHECK(run.fail_after_s[r] >= kTimeoutS * 0.9);
+}
+
+TEST_CASE("a_rank_that_never_connects_is_named_when_the_others_give_up", "[comm][fault]") {
+  auto t0 = Clock::now();
+  auto errors = run_ranks(3, [](RankContext& ctx) {
+    if (ctx.rank == 2) return;  // never creates its communicator
+    ctx.store->set_timeout(std::chrono::milliseconds(1000));
+    auto comm = make_comm(ctx, 1.0, "tp");
+  });
+  double took = seconds_since(t0);
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<size_t>(r)]);
+    CHECK(has(errors[static_cast<size_t>(r)], "comm 'tp'"));
+    CHECK(has(errors[static_cast<size_t>(r)], "ranks that did not arrive: 2"));
+  }
+  CHECK(took < 6.0);
+}
