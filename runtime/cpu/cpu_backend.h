@@ -1,0 +1,55 @@
+#pragma once
+// CpuBackend: the reference Backend. fp32 on host memory, the math of runtime/cpu/ops.h, GEMM
+// through OpenBLAS, the other loops threaded with OpenMP. Results do not depend on the number
+// of threads (no reductions whose order changes between runs).
+#include <string>
+
+#include "runtime/core/backend.h"
+
+namespace trainer::cpu {
+
+class CpuBackend : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+  DeviceType device() const override { return DeviceType::cpu; }
+
+  void* alloc(size_t bytes) override;  // 64-byte aligned, never null (throws std::bad_alloc)
+  void free(void* p) override;
+  void zero(Tensor t) override;
+  void copy(Tensor dst, const Tensor& src) override;
+  void to_host(void* dst, const Tensor& src) override;
+  void from_host(Tensor dst, const void* src) override;
+
+  void gemm(const Gemm& g) override;
+  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
+                      const Tensor& bias) override;
+  void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                       const Tensor& inp, const Tensor& weight) override;
+
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
+                         const Tensor& weight, const Tensor& bias) override;
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                          const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override;
+  void gelu_forward(Tensor out, const Tensor& inp) override;
+  void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
+  void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
+  void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                          int n_head) override;
+  void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                         int64_t pos_offset) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,
+                          int64_t pos_offset) override;
+  void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
+                             float dloss_scale) override;
+
+  void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
+                  const AdamWParams& p) override;
+  void scale(Tensor x, float alpha) override;
+  void axpy(Tensor y, const Tensor& x, float alpha) override;
+  double sum_squares(const Tensor& x) override;
+  double sum(const Tensor& x) override;
+  void round_to_bf16(Tensor dst, const Tensor& src) override;
+};
+
+}  // namespace trainer::cpu
