@@ -1,0 +1,240 @@
+#include "runtime/report/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "runtime/report/metrics.h"
+#include "runtime/report/run_report.h"
+
+namespace trainer::report {
+namespace {
+
+using json = nlohmann::json;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double number_at(const json& r, const std::string& pointer) {
+  const json::json_pointer p(pointer);
+  if (!r.contains(p)) return kNaN;
+  const json& v = r.at(p);
+  return v.is_number() ? v.get<double>() : kNaN;
+}
+
+std::string string_at(const json& r, const std::string& pointer) {
+  const json::json_pointer p(pointer);
+  if (!r.contains(p)) return "-";
+  const json& v = r.at(p);
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_null()) return "-";
+  return v.dump();
+}
+
+std::string printf_cell(const char* fmt, double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string bytes_cell(double bytes) {
+  if (!std::isfinite(bytes) || bytes <= 0) return "-";
+  return printf_cell("%.2f GiB", bytes / double(1LL << 30));
+}
+
+// A numeric row: value extractor, its text, and whether a ratio to the first column is shown.
+struct NumericRow {
+  std::string name;
+  std::function<double(const json&)> value;
+  std::function<std::string(const json&)> text;
+};
+
+std::vector<NumericRow> numeric_rows() {
+  auto at = [](std::string p) { return [p](const json& r) { return number_at(r, p); }; };
+  auto count = [](std::string p) {
+    return [p](const json& r) {
+      const double v = number_at(r, p);
+      return std::isfinite(v) ? human_count(v) : std::string("-");
+    };
+  };
+  return {
+      {"tokens/step", at("/batch/tokens_per_step"), count("/batch/tokens_per_step")},
+      {"tokens/s", at("/throughput/tokens_per_second"), count("/throughput/tokens_per_second")},
+      {"tokens/s/device", at("/throughput/tokens_per_second_per_device"),
+       count("/throughput/tokens_per_second_per_device")},
+      {"MFU", at("/throughput/mfu"),
+       [](const json& r) { return printf_cell("%.2f%%", 100 * number_at(r, "/throughput/mfu")); }},
+      {"step time p50", at("/throughput/step_time_s/p50"),
+       [](const json& r) {
+         return printf_cell("%.1f ms", 1e3 * number_at(r, "/throughput/step_time_s/p50"));
+       }},
+      {"loss @ tokens seen", at("/loss/final_train_loss"),
+       [](const json& r) {
+         return printf_cell("%.4f", number_at(r, "/loss/final_train_loss")) + " @ " +
+                human_count(number_at(r, "/loss/tokens_seen"));
+       }},
+      {"val loss", at("/loss/val_loss"),
+       [](const json& r) { return printf_cell("%.4f", number_at(r, "/loss/val_loss")); }},
+      {"peak memory/rank", at("/memory/peak_bytes_per_rank/max"),
+       [](const json& r) { return bytes_cell(number_at(r, "/memory/peak_bytes_per_rank/max")); }},
+  };
+}
+
+std::string layout_cell(const json& r) {
+  std::string s;
+  for (const char* key : {"world_size", "dp", "tp", "pp", "cp", "ep", "zero_stage"})
+    s += (s.empty() ? "" : "/") + string_at(r, std::string("/parallel/") + key);
+  return s;
+}
+
+using Table = std::vector<std::vector<std::string>>;  // rows of cells; row 0 is the header
+
+void add_numeric_row(Table& t, const std::vector<LoadedReport>& reports, const NumericRow& row) {
+  std::vector<std::string> cells{row.name};
+  const double first = row.value(reports.front().json);
+  for (const LoadedReport& r : reports) {
+    std::string cell = row.text(r.json);
+    const double v = row.value(r.json);
+    if (std::isfinite(v) && std::isfinite(first) && first != 0)
+      cell += " (" + format_ratio(v / first) + ")";
+    cells.push_back(cell);
+  }
+  t.push_back(cells);
+}
+
+std::string render(const Table& t) {
+  std::vector<size_t> width(t.front().size(), 0);
+  for (const auto& row : t)
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  std::ostringstream os;
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string text;
+    for (size_t c = 0; c < row.size(); ++c) {
+      text += (c ? " | " : "") + row[c] + std::string(width[c] - row[c].size(), ' ');
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    os << text << "\n";
+  };
+  line(t.front());
+  std::string rule;
+  for (size_t c = 0; c < width.size(); ++c) rule += (c ? "-+-" : "") + std::string(width[c], '-');
+  os << rule << "\n";
+  for (size_t i = 1; i < t.size(); ++i) line(t[i]);
+  return os.str();
+}
+
+bool same_token_counts(const std::vector<LoadedReport>& reports) {
+  const double first = number_at(reports.front().json, "/loss/tokens_seen");
+  for (const LoadedReport& r : reports)
+    if (number_at(r.json, "/loss/tokens_seen") != first) return false;
+  return true;
+}
+
+std::string token_warning(const std::vector<LoadedReport>& reports, std::optional<double> common) {
+  std::string w = "warning: reports are at different token counts (";
+  for (size_t i = 0; i < reports.size(); ++i)
+    w += (i ? ", " : "") + reports[i].label + ": " +
+         human_count(number_at(reports[i].json, "/loss/tokens_seen"));
+  w += "); ";
+  if (common)
+    w += "loss is also compared at " + human_count(*common) +
+         " tokens, the largest count every loss curve reaches, by linear interpolation\n";
+  else
+    w += "their loss curves share no token range, so loss is not comparable\n";
+  return w;
+}
+
+void add_common_loss_row(Table& t, const std::vector<LoadedReport>& reports, double tokens) {
+  NumericRow row{"loss @ " + human_count(tokens) + " tokens (interpolated)",
+                 [tokens](const json& r) { return loss_at_tokens(r, tokens).value_or(kNaN); },
+                 [tokens](const json& r) {
+                   return printf_cell("%.4f", loss_at_tokens(r, tokens).value_or(kNaN));
+                 }};
+  add_numeric_row(t, reports, row);
+}
+
+std::vector<std::pair<double, double>> curve_of(const json& r) {
+  std::vector<std::pair<double, double>> pts;
+  const json::json_pointer p("/loss/curve");
+  if (!r.contains(p) || !r.at(p).is_array()) return pts;
+  for (const json& pt : r.at(p))
+    if (pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number())
+      pts.emplace_back(pt[0].get<double>(), pt[1].get<double>());
+  std::sort(pts.begin(), pts.end());
+  return pts;
+}
+
+}  // namespace
+
+std::string format_ratio(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", ratio);
+  return buf;
+}
+
+std::optional<double> loss_at_tokens(const json& report, double tokens) {
+  const auto pts = curve_of(report);
+  if (pts.empty() || tokens < pts.front().first || tokens > pts.back().first) return std::nullopt;
+  for (size_t i = 0; i + 1 < pts.size(); ++i) {
+    const auto& [x0, y0] = pts[i];
+    const auto& [x1, y1] = pts[i + 1];
+    if (tokens >= x0 && tokens <= x1)
+      return x1 == x0 ? y1 : y0 + (y1 - y0) * (tokens - x0) / (x1 - x0);
+  }
+  return pts.back().second;  // a one-point curve at exactly `tokens`
+}
+
+std::optional<double> largest_common_tokens(const std::vector<LoadedReport>& reports) {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  for (const LoadedReport& r : reports) {
+    const auto pts = curve_of(r.json);
+    if (pts.empty()) return std::nullopt;
+    lo = std::max(lo, pts.front().first);
+    hi = std::min(hi, pts.back().first);
+  }
+  if (reports.empty() || hi < lo) return std::nullopt;
+  return hi;
+}
+
+std::vector<LoadedReport> load_reports(const std::vector<std::string>& paths) {
+  std::vector<LoadedReport> out;
+  std::map<std::string, int> uses;
+  for (const std::string& path : paths) {
+    json j = load_report(path);
+    std::string name = string_at(j, "/run/name");
+    out.push_back({name, path, std::move(j)});
+    ++uses[name];
+  }
+  for (LoadedReport& r : out)
+    if (uses[r.label] > 1) r.label += " (" + r.path + ")";
+  return out;
+}
+
+std::string compare_reports(const std::vector<LoadedReport>& reports) {
+  if (reports.empty()) return "";
+  Table t;
+  t.push_back({"run"});
+  for (const LoadedReport& r : reports) t.front().push_back(r.label);
+  std::vector<std::string> layout{"world/dp/tp/pp/cp/ep/zero"}, precision{"precision"};
+  for (const LoadedReport& r : reports) {
+    layout.push_back(layout_cell(r.json));
+    precision.push_back(string_at(r.json, "/parallel/precision"));
+  }
+  t.push_back(layout);
+  t.push_back(precision);
+  for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
+
+  std::string warning;
+  if (!same_token_counts(reports)) {
+    const std::optional<double> common = largest_common_tokens(reports);
+    warning = token_warning(reports, common);
+    if (common) add_common_loss_row(t, reports, *common);
+  }
+  return warning + render(t);
+}
+
+}  // namespace trainer::report

@@ -1,0 +1,107 @@
+#include "runtime/report/metrics.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "runtime/report/flops.h"
+
+namespace trainer::report {
+
+StepRates step_rates(int64_t tokens_per_step, double step_time_s, double flops_per_token,
+                     double peak_tflops_per_device, int device_count) {
+  StepRates r;
+  r.tokens_per_second = step_time_s > 0 ? double(tokens_per_step) / step_time_s : 0;
+  r.mfu = mfu(flops_per_token, r.tokens_per_second, peak_tflops_per_device, device_count);
+  return r;
+}
+
+std::string metrics_line(const StepRecord& rec, const StepRates& rates,
+                         std::optional<double> val_loss) {
+  nlohmann::ordered_json j;  // NaN/inf values are written as null
+  j["step"] = rec.step;
+  j["tokens"] = rec.tokens;
+  j["loss"] = rec.loss;
+  j["grad_norm"] = rec.grad_norm;
+  j["lr"] = rec.lr;
+  j["step_time_s"] = rec.step_time_s;
+  j["tokens_per_second"] = rates.tokens_per_second;
+  j["mfu"] = rates.mfu;
+  if (val_loss) j["val_loss"] = *val_loss;
+  return j.dump();
+}
+
+MetricsWriter::MetricsWriter(const std::string& out_dir)
+    : path_((std::filesystem::path(out_dir) / "metrics.jsonl").string()) {
+  std::filesystem::create_directories(out_dir);
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_)
+    throw std::runtime_error("cannot open " + path_ + " for appending: " + std::strerror(errno));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void MetricsWriter::write(const StepRecord& rec, const StepRates& rates,
+                          std::optional<double> val_loss) {
+  const std::string line = metrics_line(rec, rates, val_loss) + "\n";
+  if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0)
+    throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
+}
+
+std::string human_count(double value) {
+  char buf[32];
+  const double a = std::fabs(value);
+  const char* suffix = "";
+  double scaled = value;
+  if (a >= 1e9) {
+    scaled = value / 1e9, suffix = "G";
+  } else if (a >= 1e6) {
+    scaled = value / 1e6, suffix = "M";
+  } else if (a >= 1e3) {
+    scaled = value / 1e3, suffix = "k";
+  }
+  const double s = std::fabs(scaled);
+  const int decimals = s >= 100 ? 0 : s >= 10 ? 1 : 2;
+  std::snprintf(buf, sizeof buf, "%.*f%s", decimals, scaled, suffix);
+  return buf;
+}
+
+std::string hms(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--:--";
+  const long total = std::lround(seconds);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02ld:%02ld:%02ld", total / 3600, (total / 60) % 60, total % 60);
+  return buf;
+}
+
+std::string progress_line(const StepRecord& rec, int64_t total_steps, const StepRates& rates,
+                          std::optional<double> val_loss) {
+  const int width = std::max<int>(4, int(std::to_string(total_steps).size()));
+  char mfu_text[32];
+  if (std::isfinite(rates.mfu))
+    std::snprintf(mfu_text, sizeof mfu_text, "mfu %.1f%%", 100.0 * rates.mfu);
+  else
+    std::snprintf(mfu_text, sizeof mfu_text, "mfu n/a");
+  const double eta_s = double(std::max<int64_t>(0, total_steps - rec.step)) * rec.step_time_s;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "step %*lld/%lld | loss %.4f | grad_norm %.2f | lr %.2e | %s tok/s | %s | %.0f "
+                "ms/step | eta %s",
+                width, (long long)rec.step, (long long)total_steps, rec.loss, rec.grad_norm, rec.lr,
+                human_count(rates.tokens_per_second).c_str(), mfu_text, 1e3 * rec.step_time_s,
+                hms(eta_s).c_str());
+  std::string line = buf;
+  if (val_loss) {
+    std::snprintf(buf, sizeof buf, " | val_loss %.4f", *val_loss);
+    line += buf;
+  }
+  return line;
+}
+
+}  // namespace trainer::report

@@ -1,0 +1,52 @@
+#pragma once
+// metrics.jsonl (one JSON object per logged step, flushed per line) and the console progress line.
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "runtime/report/records.h"
+
+namespace trainer::report {
+
+// Per-step throughput as logged: tokens_per_second = tokens_per_step / step_time_s.
+struct StepRates {
+  double tokens_per_second = 0;
+  double mfu = 0;  // fraction; NaN when the peak is unknown (written as null)
+};
+
+StepRates step_rates(int64_t tokens_per_step, double step_time_s, double flops_per_token,
+                     double peak_tflops_per_device, int device_count);
+
+// Appends to <out_dir>/metrics.jsonl (creating out_dir), so a resumed run continues the file.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& out_dir);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+
+  // Fields: step, tokens, loss, grad_norm, lr, step_time_s, tokens_per_second, mfu [, val_loss].
+  void write(const StepRecord& rec, const StepRates& rates,
+             std::optional<double> val_loss = std::nullopt);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+};
+
+// The JSON text of one metrics line (no newline).
+std::string metrics_line(const StepRecord& rec, const StepRates& rates,
+                         std::optional<double> val_loss = std::nullopt);
+
+// "step   10/300 | loss 4.1234 | grad_norm 1.23 | lr 3.00e-04 | 12.3k tok/s | mfu 1.2% |
+//  45 ms/step | eta 00:12:34"; eta = (total_steps - step) * step_time_s.
+std::string progress_line(const StepRecord& rec, int64_t total_steps, const StepRates& rates,
+                          std::optional<double> val_loss = std::nullopt);
+
+// 12345 -> "12.3k", 2.5e6 -> "2.50M"; 3 significant digits.
+std::string human_count(double value);
+// 754 s -> "00:12:34"; hours grow past 99 as needed.
+std::string hms(double seconds);
+
+}  // namespace trainer::report

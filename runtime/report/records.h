@@ -1,0 +1,25 @@
+#pragma once
+// Raw observations the training loop records on rank 0 (global values), one per step or eval.
+// Everything in report.json's throughput/loss/stability sections is derived from these.
+#include <cstdint>
+
+namespace trainer::report {
+
+struct StepRecord {
+  int64_t step = 0;      // 1-based optimizer step
+  int64_t tokens = 0;    // tokens seen so far, including this step
+  double loss = 0;       // mean over the global batch
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+  double step_time_s = 0;
+  bool clipped = false;    // grad_norm exceeded train.grad_clip
+  bool nonfinite = false;  // loss or grad_norm was NaN/inf (the step was skipped)
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  int64_t tokens = 0;
+  double val_loss = 0;
+};
+
+}  // namespace trainer::report

@@ -1,0 +1,163 @@
+#include "runtime/report/report_builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "runtime/report/flops.h"
+#include "runtime/report/stats.h"
+
+namespace trainer::report {
+namespace {
+
+std::vector<double> kept(const std::vector<double>& times, int exclude) {
+  const size_t skip = std::min(times.size(), size_t(std::max(0, exclude)));
+  return std::vector<double>(times.begin() + long(skip), times.end());
+}
+
+std::vector<double> step_times(const std::vector<StepRecord>& steps) {
+  std::vector<double> t;
+  t.reserve(steps.size());
+  for (const StepRecord& s : steps) t.push_back(s.step_time_s);
+  return t;
+}
+
+}  // namespace
+
+int warmup_steps_to_exclude(size_t n_steps) {
+  return n_steps == 0 ? 0 : int(std::min<size_t>(3, n_steps - 1));
+}
+
+StepTimeStats step_time_stats(const std::vector<double>& times, int exclude) {
+  const std::vector<double> k = kept(times, exclude);
+  StepTimeStats s;
+  if (k.empty()) return s;
+  s.p50 = percentile(k, 0.5);
+  s.p90 = percentile(k, 0.9);
+  s.max = *std::max_element(k.begin(), k.end());
+  return s;
+}
+
+StragglerInfo find_straggler(const std::vector<std::vector<double>>& rank_times, int exclude) {
+  StragglerInfo info;
+  std::vector<double> medians;
+  for (const auto& times : rank_times) medians.push_back(median(kept(times, exclude)));
+  if (medians.empty()) return info;
+  const auto slowest = std::max_element(medians.begin(), medians.end());
+  const double typical = median(medians);
+  info.slowest_rank = int(slowest - medians.begin());
+  info.slowest_over_median_step_time = typical > 0 ? *slowest / typical : 1.0;
+  return info;
+}
+
+ThroughputInfo compute_throughput(const std::vector<StepRecord>& steps, const BatchInfo& batch,
+                                  const ModelInfo& model, const HardwareInfo& hardware) {
+  ThroughputInfo t;
+  t.warmup_steps_excluded = warmup_steps_to_exclude(steps.size());
+  const std::vector<double> times = step_times(steps);
+  t.step_time_s = step_time_stats(times, t.warmup_steps_excluded);
+  const std::vector<double> k = kept(times, t.warmup_steps_excluded);
+  const double total_s = std::accumulate(k.begin(), k.end(), 0.0);
+  if (k.empty() || total_s <= 0) return t;
+  const int devices = std::max(1, hardware.device_count);
+  t.tokens_per_second = double(batch.tokens_per_step) * double(k.size()) / total_s;
+  t.tokens_per_second_per_device = t.tokens_per_second / devices;
+  t.tflops_per_device =
+      report::tflops_per_device(model.flops_per_token, t.tokens_per_second, devices);
+  t.mfu = report::mfu(model.flops_per_token, t.tokens_per_second, hardware.peak_tflops_per_device,
+                      devices);
+  return t;
+}
+
+LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals,
+                        int curve_every) {
+  LossInfo l;
+  const int every = std::max(1, curve_every);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepRecord& s = steps[i];
+    const bool logged = s.step % every == 0 || i == 0 || i + 1 == steps.size();
+    if (logged && std::isfinite(s.loss)) l.curve.emplace_back(s.tokens, s.loss);
+  }
+  if (!steps.empty()) {
+    l.final_train_loss = steps.back().loss;
+    l.tokens_seen = steps.back().tokens;
+  }
+  if (!evals.empty()) {
+    l.val_loss = evals.back().val_loss;
+    l.val_at_tokens = evals.back().tokens;
+  }
+  return l;
+}
+
+StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
+                                  const std::vector<LossSpike>& spikes) {
+  StabilityInfo s;
+  s.loss_spikes = spikes;
+  for (const StepRecord& r : steps) {
+    s.clipped_steps += r.clipped ? 1 : 0;
+    s.nonfinite_steps += r.nonfinite ? 1 : 0;
+    if (std::isfinite(r.grad_norm))
+      s.grad_norm_max =
+          std::isnan(s.grad_norm_max) ? r.grad_norm : std::max(s.grad_norm_max, r.grad_norm);
+  }
+  if (!steps.empty()) s.grad_norm_last = steps.back().grad_norm;
+  return s;
+}
+
+MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
+                            const MemoryBreakdown& breakdown) {
+  MemoryInfo m;
+  m.breakdown = breakdown;
+  if (peak_bytes_per_rank.empty()) return m;
+  m.peak_bytes_per_rank_max =
+      *std::max_element(peak_bytes_per_rank.begin(), peak_bytes_per_rank.end());
+  const double sum = std::accumulate(peak_bytes_per_rank.begin(), peak_bytes_per_rank.end(), 0.0);
+  m.peak_bytes_per_rank_mean = int64_t(std::llround(sum / double(peak_bytes_per_rank.size())));
+  return m;
+}
+
+void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
+  report.run.steps_completed = int64_t(obs.steps.size());
+  report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
+  report.loss = summarize_loss(obs.steps, obs.evals, curve_every);
+  report.stability = summarize_stability(obs.steps, obs.spikes);
+  report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown);
+  const int exclude = report.throughput.warmup_steps_excluded;
+  report.stragglers = obs.rank_step_times.empty() ? find_straggler({step_times(obs.steps)}, exclude)
+                                                  : find_straggler(obs.rank_step_times, exclude);
+}
+
+ReportBuilder::ReportBuilder(RunReport base, double spike_factor, int curve_every)
+    : base_(std::move(base)), spikes_(spike_factor), curve_every_(curve_every) {}
+
+std::optional<LossSpike> ReportBuilder::record_step(const StepRecord& rec) {
+  obs_.steps.push_back(rec);
+  std::optional<LossSpike> spike = spikes_.observe(rec.step, rec.loss);
+  if (spike) obs_.spikes.push_back(*spike);
+  return spike;
+}
+
+void ReportBuilder::record_eval(const EvalRecord& rec) {
+  obs_.evals.push_back(rec);
+}
+
+void ReportBuilder::set_rank_step_times(std::vector<std::vector<double>> per_rank) {
+  obs_.rank_step_times = std::move(per_rank);
+}
+
+void ReportBuilder::set_memory(std::vector<int64_t> peak_bytes_per_rank,
+                               const MemoryBreakdown& breakdown) {
+  obs_.peak_bytes_per_rank = std::move(peak_bytes_per_rank);
+  obs_.memory_breakdown = breakdown;
+}
+
+RunReport ReportBuilder::finish(const std::string& status, const std::string& error) const {
+  RunReport r = base_;
+  fill_derived(r, obs_, curve_every_);
+  r.run.status = status;
+  r.run.error = error;
+  r.run.finished_at = now_iso8601();
+  return r;
+}
+
+}  // namespace trainer::report

@@ -1,0 +1,81 @@
+#pragma once
+// From raw observations to report.json's derived fields. The free functions are the rules (each
+// unit-tested); ReportBuilder collects observations during the run and applies them at the end.
+//
+//   report::ReportBuilder builder(report::report_skeleton(cfg, ...), cfg.train.spike_factor);
+//   per step:  if (auto spike = builder.record_step(rec)) spdlog::warn(...);
+//   per eval:  builder.record_eval({step, tokens, val_loss});
+//   at end:    builder.set_rank_step_times(gathered); builder.set_memory(peaks, breakdown);
+//              report::write_report(builder.finish("completed"), cfg.run.out_dir);
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/report/records.h"
+#include "runtime/report/run_report.h"
+#include "runtime/report/spike.h"
+
+namespace trainer::report {
+
+struct Observations {
+  std::vector<StepRecord> steps;  // every step this process ran, in order
+  std::vector<EvalRecord> evals;
+  std::vector<std::vector<double>> rank_step_times;  // [rank][step]; empty: rank 0 = steps
+  std::vector<int64_t> peak_bytes_per_rank;
+  MemoryBreakdown memory_breakdown;
+  std::vector<LossSpike> spikes;  // as the online SpikeDetector found them
+};
+
+// First steps left out of timing statistics (start-up, allocation): min(3, n_steps - 1).
+int warmup_steps_to_exclude(size_t n_steps);
+
+// p50/p90/max over times[exclude:].
+StepTimeStats step_time_stats(const std::vector<double>& times, int exclude);
+
+// The rank with the largest median step time (over times[exclude:]), and its median divided by
+// the median of all ranks' medians.
+StragglerInfo find_straggler(const std::vector<std::vector<double>>& rank_times, int exclude);
+
+// tokens_per_second = tokens_per_step / mean(step_time_s of the kept steps); per device, TFLOP/s
+// and MFU follow from hardware and model (DESIGN.md's MFU formula).
+ThroughputInfo compute_throughput(const std::vector<StepRecord>& steps, const BatchInfo& batch,
+                                  const ModelInfo& model, const HardwareInfo& hardware);
+
+// Curve: steps with step % curve_every == 0, plus the first and last (non-finite losses left out).
+LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals,
+                        int curve_every);
+
+StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
+                                  const std::vector<LossSpike>& spikes);
+
+MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
+                            const MemoryBreakdown& breakdown);
+
+// Fills throughput, loss, stability, stragglers, memory and run.steps_completed of `report`
+// from `obs`; the static sections (batch, model, hardware) must already be set.
+void fill_derived(RunReport& report, const Observations& obs, int curve_every);
+
+class ReportBuilder {
+ public:
+  ReportBuilder(RunReport base, double spike_factor, int curve_every = 1);
+
+  // Returns the spike when this step's loss is one, so the loop can log a warning now.
+  std::optional<LossSpike> record_step(const StepRecord& rec);
+  void record_eval(const EvalRecord& rec);
+  void set_rank_step_times(std::vector<std::vector<double>> per_rank);
+  void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);
+
+  RunReport& base() { return base_; }
+  const Observations& observations() const { return obs_; }
+
+  // The full report: derived fields filled, status set, finished_at now, error if given.
+  RunReport finish(const std::string& status, const std::string& error = "") const;
+
+ private:
+  RunReport base_;
+  Observations obs_;
+  SpikeDetector spikes_;
+  int curve_every_;
+};
+
+}  // namespace trainer::report

@@ -1,0 +1,69 @@
+#include "runtime/report/report_from_config.h"
+
+#include <algorithm>
+
+namespace trainer::report {
+
+ModelDims model_dims(const config::ModelConfig& m) {
+  return {m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
+}
+
+namespace {
+
+ParallelInfo parallel_info(const config::RunConfig& cfg, int world_size) {
+  const config::ParallelConfig& p = cfg.parallel;
+  ParallelInfo info;
+  info.world_size = world_size;
+  info.tp = p.tp, info.pp = p.pp, info.cp = p.cp, info.ep = p.ep;
+  info.dp = p.dp > 0 ? p.dp : std::max(1, world_size / std::max(1, p.pp * p.cp * p.tp));
+  info.zero_stage = p.zero;
+  info.sequence_parallel = p.sequence_parallel;
+  info.pipeline_schedule = p.pipeline.schedule;
+  info.microbatches = p.pipeline.microbatches;
+  info.activation_checkpointing = cfg.activation_checkpointing;
+  info.precision = cfg.precision.compute;
+  return info;
+}
+
+}  // namespace
+
+RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
+  RunReport r;
+  r.run.name = cfg.run.name;
+  r.run.config_sha256 = ctx.config_sha256;
+  r.run.git_rev = build_git_rev();
+  r.run.started_at = now_iso8601();
+  r.run.resumed_from_step = ctx.resumed_from_step;
+
+  r.hardware.device_type = cfg.hardware.device;
+  r.hardware.device_name = ctx.device_name.empty() ? cfg.hardware.device : ctx.device_name;
+  r.hardware.device_count = ctx.world_size;
+  r.hardware.nodes = ctx.nodes;
+  r.hardware.peak_tflops_per_device = ctx.peak.tflops;
+  r.hardware.peak_source = ctx.peak.source;
+
+  r.parallel = parallel_info(cfg, ctx.world_size);
+
+  r.batch.micro_batch = cfg.train.micro_batch;
+  r.batch.grad_accum = cfg.train.grad_accum;
+  r.batch.seq_len = cfg.model.seq_len;
+  r.batch.global_batch_sequences =
+      int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * r.parallel.dp;
+  r.batch.tokens_per_step = r.batch.global_batch_sequences * cfg.model.seq_len;
+
+  const ModelDims dims = model_dims(cfg.model);
+  const ParamCounts params = count_params(dims);
+  r.model.arch = cfg.model.arch;
+  r.model.params = params.total;
+  r.model.non_embedding_params = params.non_embedding;
+  r.model.n_layer = cfg.model.n_layer;
+  r.model.d_model = cfg.model.d_model;
+  r.model.n_head = cfg.model.n_head;
+  r.model.vocab_size = cfg.model.vocab_size;
+  r.model.flops_per_token = flops_per_token(dims);
+
+  r.data.train = cfg.data.train;
+  return r;
+}
+
+}  // namespace trainer::report

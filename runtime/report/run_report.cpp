@@ -1,0 +1,206 @@
+#include "runtime/report/run_report.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "runtime/config/run_config.h"
+
+#ifndef TRAINER_GIT_REV
+#define TRAINER_GIT_REV "unknown"
+#endif
+
+namespace trainer::report {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+template <typename T>
+ojson or_null(const std::optional<T>& v) {
+  return v ? ojson(*v) : ojson(nullptr);
+}
+
+ojson run_json(const RunInfo& r) {
+  ojson j{{"name", r.name},
+          {"config_sha256", r.config_sha256},
+          {"git_rev", r.git_rev.empty() ? build_git_rev() : r.git_rev},
+          {"started_at", r.started_at},
+          {"finished_at", r.finished_at},
+          {"status", r.status},
+          {"resumed_from_step", or_null(r.resumed_from_step)},
+          {"steps_completed", r.steps_completed}};
+  if (!r.error.empty()) j["error"] = r.error;
+  return j;
+}
+
+ojson hardware_json(const HardwareInfo& h) {
+  return {{"device_type", h.device_type},
+          {"device_name", h.device_name},
+          {"device_count", h.device_count},
+          {"nodes", h.nodes},
+          {"peak_tflops_per_device", h.peak_tflops_per_device},
+          {"peak_source", h.peak_source}};
+}
+
+ojson parallel_json(const ParallelInfo& p) {
+  return {{"world_size", p.world_size},
+          {"dp", p.dp},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"cp", p.cp},
+          {"ep", p.ep},
+          {"zero_stage", p.zero_stage},
+          {"sequence_parallel", p.sequence_parallel},
+          {"pipeline_schedule", p.pipeline_schedule},
+          {"microbatches", p.microbatches},
+          {"activation_checkpointing", p.activation_checkpointing},
+          {"precision", p.precision}};
+}
+
+ojson batch_json(const BatchInfo& b) {
+  return {{"micro_batch", b.micro_batch},
+          {"grad_accum", b.grad_accum},
+          {"seq_len", b.seq_len},
+          {"global_batch_sequences", b.global_batch_sequences},
+          {"tokens_per_step", b.tokens_per_step}};
+}
+
+ojson model_json(const ModelInfo& m) {
+  return {{"arch", m.arch},
+          {"params", m.params},
+          {"non_embedding_params", m.non_embedding_params},
+          {"n_layer", m.n_layer},
+          {"d_model", m.d_model},
+          {"n_head", m.n_head},
+          {"vocab_size", m.vocab_size},
+          {"flops_per_token", m.flops_per_token}};
+}
+
+ojson throughput_json(const ThroughputInfo& t) {
+  return {{"tokens_per_second", t.tokens_per_second},
+          {"tokens_per_second_per_device", t.tokens_per_second_per_device},
+          {"tflops_per_device", t.tflops_per_device},
+          {"mfu", t.mfu},
+          {"step_time_s",
+           {{"p50", t.step_time_s.p50}, {"p90", t.step_time_s.p90}, {"max", t.step_time_s.max}}},
+          {"warmup_steps_excluded", t.warmup_steps_excluded},
+          {"tokens_per_second_basis", t.tokens_per_second_basis}};
+}
+
+ojson memory_json(const MemoryInfo& m) {
+  const MemoryBreakdown& b = m.breakdown;
+  return {{"peak_bytes_per_rank",
+           {{"max", m.peak_bytes_per_rank_max}, {"mean", m.peak_bytes_per_rank_mean}}},
+          {"breakdown",
+           {{"params", b.params},
+            {"grads", b.grads},
+            {"optimizer", b.optimizer},
+            {"activations", b.activations}}}};
+}
+
+ojson loss_json(const LossInfo& l) {
+  ojson curve = ojson::array();
+  for (const auto& [tokens, loss] : l.curve) curve.push_back(ojson::array({tokens, loss}));
+  return {{"final_train_loss", l.final_train_loss},
+          {"tokens_seen", l.tokens_seen},
+          {"val_loss", or_null(l.val_loss)},
+          {"val_at_tokens", or_null(l.val_at_tokens)},
+          {"curve", curve}};
+}
+
+ojson stability_json(const StabilityInfo& s) {
+  ojson spikes = ojson::array();
+  for (const LossSpike& sp : s.loss_spikes)
+    spikes.push_back({{"step", sp.step}, {"loss", sp.loss}, {"ratio", sp.ratio}});
+  return {{"grad_norm", {{"last", s.grad_norm_last}, {"max", s.grad_norm_max}}},
+          {"clipped_steps", s.clipped_steps},
+          {"loss_spikes", spikes},
+          {"nonfinite_steps", s.nonfinite_steps}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const RunReport& r) {
+  ojson j;
+  j["schema"] = kReportSchema;
+  j["run"] = run_json(r.run);
+  j["hardware"] = hardware_json(r.hardware);
+  j["parallel"] = parallel_json(r.parallel);
+  j["batch"] = batch_json(r.batch);
+  j["model"] = model_json(r.model);
+  j["throughput"] = throughput_json(r.throughput);
+  j["memory"] = memory_json(r.memory);
+  j["loss"] = loss_json(r.loss);
+  j["stability"] = stability_json(r.stability);
+  j["stragglers"] = {{"slowest_rank", r.stragglers.slowest_rank},
+                     {"slowest_over_median_step_time", r.stragglers.slowest_over_median_step_time}};
+  j["data"] = {{"train", r.data.train}, {"entropy_floor", or_null(r.data.entropy_floor)}};
+  return j;
+}
+
+void write_json_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error("cannot write " + tmp + ": " + why);
+    }
+    done += size_t(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + why);
+  }
+}
+
+std::string write_report(const RunReport& report, const std::string& out_dir) {
+  std::filesystem::create_directories(out_dir);
+  const std::string path = (std::filesystem::path(out_dir) / "report.json").string();
+  write_json_atomic(path, to_json(report).dump(2) + "\n");
+  return path;
+}
+
+nlohmann::json load_report(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw config::ConfigError("report " + path + ": cannot open file");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw config::ConfigError("report " + path + ": not valid JSON");
+  if (!j.is_object() || !j.contains("schema") || j["schema"] != kReportSchema)
+    throw config::ConfigError("report " + path + ": schema is not " + std::string(kReportSchema));
+  return j;
+}
+
+std::string build_git_rev() {
+  return TRAINER_GIT_REV;
+}
+
+std::string now_iso8601() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+}  // namespace trainer::report

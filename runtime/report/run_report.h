@@ -1,0 +1,143 @@
+#pragma once
+// RunReport: the typed form of <out_dir>/report.json (DESIGN.md "Run report"; schema
+// "trainer.report/1"). Field names are the JSON keys and are a contract with users and scripts.
+// Derived fields (throughput, loss, stability, stragglers) are filled by report_builder.h.
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/report/spike.h"
+
+namespace trainer::report {
+
+inline constexpr const char* kReportSchema = "trainer.report/1";
+inline constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();  // -> JSON null
+
+struct RunInfo {
+  std::string name;
+  std::string config_sha256;
+  std::string git_rev;                       // defaults to the build's revision (build_git_rev())
+  std::string started_at, finished_at;       // ISO 8601 UTC, see now_iso8601()
+  std::string status = "completed";          // completed | failed
+  std::optional<int64_t> resumed_from_step;  // null for a fresh start
+  int64_t steps_completed = 0;
+  std::string error;  // why a failed run died; omitted when empty
+};
+
+struct HardwareInfo {
+  std::string device_type = "cpu";  // cpu | cuda
+  std::string device_name;
+  int device_count = 1;  // devices in the run (one per rank)
+  int nodes = 1;
+  double peak_tflops_per_device = 0;
+  std::string peak_source = "unknown";  // config | measured-sgemm | table | unknown
+};
+
+struct ParallelInfo {
+  int world_size = 1, dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
+  int zero_stage = 0;
+  bool sequence_parallel = false;
+  std::string pipeline_schedule = "1f1b";
+  int microbatches = 1;
+  std::string activation_checkpointing = "none";
+  std::string precision = "fp32";  // compute precision: fp32 | bf16 | fp8
+};
+
+struct BatchInfo {
+  int micro_batch = 0, grad_accum = 1, seq_len = 0;
+  int64_t global_batch_sequences = 0;  // micro_batch * grad_accum * dp
+  int64_t tokens_per_step = 0;         // global_batch_sequences * seq_len
+};
+
+struct ModelInfo {
+  std::string arch = "gpt";
+  int64_t params = 0;
+  int64_t non_embedding_params = 0;
+  int n_layer = 0, d_model = 0, n_head = 0, vocab_size = 0;
+  double flops_per_token = 0;
+};
+
+struct StepTimeStats {
+  double p50 = kUnknown, p90 = kUnknown, max = kUnknown;
+};
+
+struct ThroughputInfo {
+  double tokens_per_second = 0;  // tokens_per_step / mean step time of the kept steps
+  double tokens_per_second_per_device = 0;
+  double tflops_per_device = 0;
+  double mfu = kUnknown;  // fraction; null when the peak is unknown
+  StepTimeStats step_time_s;
+  int warmup_steps_excluded = 0;
+  std::string tokens_per_second_basis = "mean_step_time_after_warmup";
+};
+
+struct MemoryBreakdown {
+  int64_t params = 0, grads = 0, optimizer = 0, activations = 0;  // bytes on rank 0
+};
+
+struct MemoryInfo {
+  int64_t peak_bytes_per_rank_max = 0;
+  int64_t peak_bytes_per_rank_mean = 0;
+  MemoryBreakdown breakdown;
+};
+
+struct LossInfo {
+  double final_train_loss = kUnknown;
+  int64_t tokens_seen = 0;
+  std::optional<double> val_loss;
+  std::optional<int64_t> val_at_tokens;
+  std::vector<std::pair<int64_t, double>> curve;  // [tokens, loss]
+};
+
+struct StabilityInfo {
+  double grad_norm_last = kUnknown, grad_norm_max = kUnknown;
+  int64_t clipped_steps = 0;
+  std::vector<LossSpike> loss_spikes;
+  int64_t nonfinite_steps = 0;
+};
+
+struct StragglerInfo {
+  int slowest_rank = 0;
+  double slowest_over_median_step_time = 1.0;
+};
+
+struct DataInfo {
+  std::string train;
+  std::optional<double> entropy_floor;  // nats/token, synthetic sources only
+};
+
+struct RunReport {
+  RunInfo run;
+  HardwareInfo hardware;
+  ParallelInfo parallel;
+  BatchInfo batch;
+  ModelInfo model;
+  ThroughputInfo throughput;
+  MemoryInfo memory;
+  LossInfo loss;
+  StabilityInfo stability;
+  StragglerInfo stragglers;
+  DataInfo data;
+};
+
+nlohmann::ordered_json to_json(const RunReport& report);
+
+// Writes <out_dir>/report.json through a temporary file, fsync and rename, so a reader never sees
+// half a report. Returns the path written.
+std::string write_report(const RunReport& report, const std::string& out_dir);
+void write_json_atomic(const std::string& path, const std::string& text);
+
+// Reads a report.json. Throws config::ConfigError naming the file when it is missing, is not
+// JSON, or its schema is not trainer.report/1.
+nlohmann::json load_report(const std::string& path);
+
+// The git revision the binary was built from ("unknown" outside a git checkout).
+std::string build_git_rev();
+// Current UTC time, e.g. "2024-05-20T12:34:56Z".
+std::string now_iso8601();
+
+}  // namespace trainer::report

@@ -1,0 +1,31 @@
+#pragma once
+// Online loss-spike detection: a step's loss is a spike when it exceeds spike_factor times the
+// median of the previous `window` finite losses, once at least `min_history` have been seen.
+// The training loop feeds every step and logs a warning when observe() returns a spike.
+#include <cstdint>
+#include <deque>
+#include <optional>
+
+namespace trainer::report {
+
+struct LossSpike {
+  int64_t step = 0;
+  double loss = 0;
+  double ratio = 0;  // loss / running median
+};
+
+class SpikeDetector {
+ public:
+  explicit SpikeDetector(double spike_factor = 3.0, int window = 50, int min_history = 10);
+
+  // Non-finite losses are ignored here (they are counted as nonfinite steps elsewhere).
+  std::optional<LossSpike> observe(int64_t step, double loss);
+
+ private:
+  double spike_factor_;
+  size_t window_;
+  size_t min_history_;
+  std::deque<double> history_;
+};
+
+}  // namespace trainer::report

@@ -1,0 +1,81 @@
+// `trainer compare` on hand-built reports: ratios to the first column, and the token-count warning.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/report/compare.h"
+#include "runtime/report/metrics.h"
+#include "sample_report.h"
+
+using namespace trainer::report;
+using trainer::report::testing::SampleRun;
+
+namespace {
+
+LoadedReport loaded(const SampleRun& s) {
+  return {s.name, s.name + ".json",
+          nlohmann::json::parse(to_json(testing::sample_report(s)).dump())};
+}
+
+std::string row_of(const std::string& table, const std::string& name) {
+  const size_t at = table.find("\n" + name + " ");
+  if (at == std::string::npos) return "";
+  return table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+}
+
+}  // namespace
+
+TEST_CASE("compare_shows_ratios_to_the_first_report", "[compare]") {
+  SampleRun a, b;
+  a.name = "base";
+  b.name = "fast";
+  b.world = 4;
+  b.step_time_s = 0.0535;  // same tokens per step, faster steps
+  const auto ra = loaded(a), rb = loaded(b);
+  const std::string table = compare_reports({ra, rb});
+  INFO(table);
+  const double tps_a = ra.json["throughput"]["tokens_per_second"];
+  const double tps_b = rb.json["throughput"]["tokens_per_second"];
+  const double per_dev_a = ra.json["throughput"]["tokens_per_second_per_device"];
+  const double per_dev_b = rb.json["throughput"]["tokens_per_second_per_device"];
+  const double p50_a = ra.json["throughput"]["step_time_s"]["p50"];
+  const double p50_b = rb.json["throughput"]["step_time_s"]["p50"];
+  CHECK_THAT(row_of(table, "tokens/s"), Catch::Contains(format_ratio(tps_b / tps_a)));
+  CHECK_THAT(row_of(table, "tokens/s/device"),
+             Catch::Contains(format_ratio(per_dev_b / per_dev_a)));
+  CHECK_THAT(row_of(table, "step time p50"), Catch::Contains(format_ratio(p50_b / p50_a)));
+  CHECK_THAT(row_of(table, "tokens/s"), Catch::Contains("(1.00x)"));
+  CHECK_THAT(row_of(table, "world/dp/tp/pp/cp/ep/zero"), Catch::Contains("4/4/1/1/1/1/0"));
+  CHECK_THAT(table, Catch::Contains("base") && Catch::Contains("fast"));
+  CHECK_THAT(table, !Catch::Contains("warning"));  // same token counts
+}
+
+TEST_CASE("compare_warns_at_different_token_counts_and_interpolates_loss", "[compare]") {
+  SampleRun a, b;
+  a.name = "short";
+  a.steps = 25;
+  b.name = "long";
+  b.steps = 40;
+  const auto ra = loaded(a), rb = loaded(b);
+  const std::string table = compare_reports({ra, rb});
+  INFO(table);
+  CHECK_THAT(table, Catch::Contains("warning: reports are at different token counts"));
+  // The short run's curve ends at its last step, inside the long run's curve.
+  const auto common = largest_common_tokens({ra, rb});
+  REQUIRE(common);
+  CHECK(*common == Approx(25.0 * a.tokens_per_step));
+  // The long run logged steps 20 and 30 only: its loss at step 25 is their midpoint.
+  const double expected_b = (testing::sample_loss(20) + testing::sample_loss(30)) / 2;
+  const auto got_b = loss_at_tokens(rb.json, *common);
+  REQUIRE(got_b);
+  CHECK(*got_b == Approx(expected_b));
+  const std::string row =
+      row_of(table, "loss @ " + human_count(*common) + " tokens (interpolated)");
+  CHECK_THAT(row, Catch::Contains(format_ratio(expected_b / testing::sample_loss(25))));
+}
+
+TEST_CASE("loss_at_tokens_is_empty_outside_the_curve", "[compare]") {
+  const auto r = loaded({});
+  CHECK_FALSE(loss_at_tokens(r.json, 1.0));
+  CHECK_FALSE(loss_at_tokens(r.json, 1e12));
+}

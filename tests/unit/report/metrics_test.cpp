@@ -1,0 +1,72 @@
+// metrics.jsonl lines parse back with the fields written; the console line's pieces.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/report/metrics.h"
+
+using namespace trainer::report;
+namespace fs = std::filesystem;
+
+TEST_CASE("metrics_jsonl_lines_parse_back", "[metrics]") {
+  const char* env = std::getenv("TRAINER_TEST_TMP");
+  const fs::path dir = fs::path(env ? env : fs::temp_directory_path().string()) /
+                       ("unit_report_metrics_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::vector<StepRecord> written;
+  {
+    MetricsWriter w(dir.string());
+    for (int step = 1; step <= 5; ++step) {
+      StepRecord rec{step,  step * 512, 5.0 - step * 0.5, 1.0 / step, 3e-4, 0.01 * step,
+                     false, false};
+      const StepRates rates = step_rates(512, rec.step_time_s, 1e6, 1.0, 2);
+      w.write(rec, rates, step == 5 ? std::optional<double>(2.75) : std::nullopt);
+      written.push_back(rec);
+    }
+  }
+  std::ifstream in(dir / "metrics.jsonl");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    INFO("line " << line);
+    const auto j = nlohmann::json::parse(line);
+    const StepRecord& rec = written.at(n++);
+    CHECK(j["step"] == rec.step);
+    CHECK(j["tokens"] == rec.tokens);
+    CHECK(j["loss"].get<double>() == Approx(rec.loss));
+    CHECK(j["grad_norm"].get<double>() == Approx(rec.grad_norm));
+    CHECK(j["lr"].get<double>() == Approx(rec.lr));
+    CHECK(j["step_time_s"].get<double>() == Approx(rec.step_time_s));
+    CHECK(j["tokens_per_second"].get<double>() == Approx(512 / rec.step_time_s));
+    CHECK(j["mfu"].get<double>() == Approx(1e6 * 512 / rec.step_time_s / (1e12 * 2)));
+    CHECK(j.contains("val_loss") == (rec.step == 5));
+  }
+  CHECK(n == written.size());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("nonfinite_values_are_written_as_null", "[metrics]") {
+  StepRecord rec{1, 10, std::nan(""), INFINITY, 1e-3, 0.1, false, true};
+  const auto j = nlohmann::json::parse(metrics_line(rec, step_rates(10, 0.1, 1e6, 0, 1)));
+  CHECK(j["loss"].is_null());
+  CHECK(j["grad_norm"].is_null());
+  CHECK(j["mfu"].is_null());  // unknown peak
+}
+
+TEST_CASE("progress_line_shows_each_quantity", "[metrics]") {
+  StepRecord rec{10, 40960, 4.1234, 1.23, 3e-4, 0.045, false, false};
+  StepRates rates{12300, 0.012};
+  const std::string line = progress_line(rec, 300, rates);
+  INFO(line);
+  CHECK(line ==
+        "step   10/300 | loss 4.1234 | grad_norm 1.23 | lr 3.00e-04 | 12.3k tok/s | mfu 1.2% | "
+        "45 ms/step | eta " +
+            hms(290 * 0.045));
+  CHECK(hms(754) == "00:12:34");
+  CHECK(human_count(2.5e6) == "2.50M");
+  CHECK(human_count(950) == "950");
+}

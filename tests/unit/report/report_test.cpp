@@ -1,0 +1,204 @@
+// report.json: every DESIGN.md field present, derived fields computed from the observations,
+// atomic write and load errors.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "runtime/config/run_config.h"
+#include "runtime/report/report_from_config.h"
+#include "runtime/report/run_report.h"
+#include "sample_report.h"
+
+using namespace trainer::report;
+using trainer::report::testing::SampleRun;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch_dir(const std::string& name) {
+  const char* env = std::getenv("TRAINER_TEST_TMP");
+  fs::path dir = fs::path(env ? env : fs::temp_directory_path().string()) /
+                 ("unit_report_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// DESIGN.md "Run report", transcribed: section -> fields (a/b means nested object b in a).
+const std::vector<std::string> kDesignFields = {
+    "schema",
+    "run/name",
+    "run/config_sha256",
+    "run/git_rev",
+    "run/started_at",
+    "run/finished_at",
+    "run/status",
+    "run/resumed_from_step",
+    "hardware/device_type",
+    "hardware/device_name",
+    "hardware/device_count",
+    "hardware/nodes",
+    "hardware/peak_tflops_per_device",
+    "hardware/peak_source",
+    "parallel/world_size",
+    "parallel/dp",
+    "parallel/tp",
+    "parallel/pp",
+    "parallel/cp",
+    "parallel/ep",
+    "parallel/zero_stage",
+    "parallel/sequence_parallel",
+    "parallel/pipeline_schedule",
+    "parallel/microbatches",
+    "parallel/activation_checkpointing",
+    "parallel/precision",
+    "batch/micro_batch",
+    "batch/grad_accum",
+    "batch/seq_len",
+    "batch/global_batch_sequences",
+    "batch/tokens_per_step",
+    "model/arch",
+    "model/params",
+    "model/n_layer",
+    "model/d_model",
+    "model/n_head",
+    "model/vocab_size",
+    "model/flops_per_token",
+    "throughput/tokens_per_second",
+    "throughput/tokens_per_second_per_device",
+    "throughput/tflops_per_device",
+    "throughput/mfu",
+    "throughput/step_time_s/p50",
+    "throughput/step_time_s/p90",
+    "throughput/step_time_s/max",
+    "throughput/warmup_steps_excluded",
+    "memory/peak_bytes_per_rank/max",
+    "memory/peak_bytes_per_rank/mean",
+    "memory/breakdown/params",
+    "memory/breakdown/grads",
+    "memory/breakdown/optimizer",
+    "memory/breakdown/activations",
+    "loss/final_train_loss",
+    "loss/tokens_seen",
+    "loss/val_loss",
+    "loss/val_at_tokens",
+    "loss/curve",
+    "stability/grad_norm/last",
+    "stability/grad_norm/max",
+    "stability/clipped_steps",
+    "stability/loss_spikes",
+    "stability/nonfinite_steps",
+    "stragglers/slowest_rank",
+    "stragglers/slowest_over_median_step_time",
+    "data/train",
+    "data/entropy_floor",
+};
+
+}  // namespace
+
+TEST_CASE("report_json_has_every_design_field", "[report]") {
+  const nlohmann::json j = nlohmann::json::parse(to_json(testing::sample_report({})).dump());
+  std::vector<std::string> missing;
+  for (const std::string& f : kDesignFields)
+    if (!j.contains(nlohmann::json::json_pointer("/" + f))) missing.push_back(f);
+  INFO("missing: " << nlohmann::json(missing).dump());
+  CHECK(missing.empty());
+  CHECK(j["schema"] == "trainer.report/1");
+  CHECK(j["run"]["status"] == "completed");
+}
+
+TEST_CASE("derived_fields_follow_from_the_observations", "[report]") {
+  SampleRun s;
+  s.world = 4;
+  const RunReport r = testing::sample_report(s);
+  // warm-up steps (10x slower) are excluded, so throughput is tokens_per_step / step_time.
+  const double tps = double(s.tokens_per_step) / s.step_time_s;
+  CHECK(r.throughput.warmup_steps_excluded == 3);
+  CHECK(r.throughput.tokens_per_second == Approx(tps));
+  CHECK(r.throughput.tokens_per_second_per_device == Approx(tps / s.world));
+  CHECK(r.throughput.mfu == Approx(6e6 * tps / (s.peak_tflops * 1e12 * s.world)));
+  CHECK(r.throughput.step_time_s.max == Approx(s.step_time_s));
+  CHECK(r.loss.final_train_loss == Approx(testing::sample_loss(s.steps)));
+  CHECK(r.loss.tokens_seen == s.steps * s.tokens_per_step);
+  REQUIRE(r.loss.val_loss);
+  CHECK(*r.loss.val_loss == Approx(testing::sample_loss(40) + 0.1));
+  CHECK(*r.loss.val_at_tokens == 40 * s.tokens_per_step);
+  // curve: first step, every 10th, and the last
+  REQUIRE(r.loss.curve.size() == 5);
+  CHECK(r.loss.curve.front().first == s.tokens_per_step);
+  CHECK(r.loss.curve.back().second == Approx(testing::sample_loss(40)));
+  CHECK(r.stability.grad_norm_max == Approx(2.0));
+  CHECK(r.stability.grad_norm_last == Approx(2.0 / 40));
+  CHECK(r.stability.clipped_steps == 1);  // only step 1 has grad_norm 2 > 1
+  CHECK(r.stability.loss_spikes.empty());
+  CHECK(r.memory.peak_bytes_per_rank_max == (int64_t(1) << 30));
+  CHECK(r.run.steps_completed == s.steps);
+}
+
+TEST_CASE("nonfinite_steps_and_spikes_are_counted", "[report]") {
+  ReportBuilder b(testing::sample_base({}), 3.0);
+  for (int step = 1; step <= 30; ++step) {
+    StepRecord rec{step, step * 100, 2.0, 1.0, 1e-3, 0.1, false, false};
+    if (step == 20) rec.loss = 9.0;
+    if (step == 25) rec.loss = std::nan(""), rec.nonfinite = true;
+    const auto spike = b.record_step(rec);
+    CHECK(bool(spike) == (step == 20));
+  }
+  const RunReport r = b.finish("failed", "loss diverged");
+  CHECK(r.stability.nonfinite_steps == 1);
+  REQUIRE(r.stability.loss_spikes.size() == 1);
+  CHECK(r.stability.loss_spikes[0].ratio == Approx(4.5));
+  const auto j = to_json(r);
+  CHECK(j["run"]["status"] == "failed");
+  CHECK(j["run"]["error"] == "loss diverged");
+}
+
+TEST_CASE("report_is_written_atomically_and_loads_back", "[report]") {
+  const fs::path dir = scratch_dir("write");
+  const RunReport r = testing::sample_report({});
+  const std::string path = write_report(r, dir.string());
+  CHECK(path == (dir / "report.json").string());
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  INFO("files: " << nlohmann::json(names).dump());
+  CHECK(names == std::vector<std::string>{"report.json"});  // no temp file left behind
+  const nlohmann::json back = load_report(path);
+  CHECK(back["loss"]["tokens_seen"] == r.loss.tokens_seen);
+  CHECK(back["throughput"]["tokens_per_second"].get<double>() ==
+        Approx(r.throughput.tokens_per_second));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("load_report_rejects_missing_bad_and_foreign_files_naming_them", "[report]") {
+  const fs::path dir = scratch_dir("load");
+  const std::string missing = (dir / "nope.json").string();
+  const std::string bad = (dir / "bad.json").string();
+  const std::string foreign = (dir / "foreign.json").string();
+  std::ofstream(bad) << "{ not json";
+  std::ofstream(foreign) << R"({"schema": "other/2"})";
+  for (const std::string& p : {missing, bad, foreign}) {
+    INFO("file " << p);
+    CHECK_THROWS_AS(load_report(p), trainer::config::ConfigError);
+    CHECK_THROWS_WITH(load_report(p), Catch::Contains(p));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("skeleton_resolves_dp_auto_and_batch_from_config", "[report]") {
+  trainer::config::RunConfig cfg;
+  cfg.parallel.dp = 0;
+  cfg.parallel.tp = 2;
+  RunContext ctx;
+  ctx.world_size = 8;
+  ctx.peak = {100, "config"};
+  const RunReport r = report_skeleton(cfg, ctx);
+  CHECK(r.parallel.dp == 4);
+  CHECK(r.batch.global_batch_sequences ==
+        int64_t(cfg.train.micro_batch) * cfg.train.grad_accum * 4);
+  CHECK(r.batch.tokens_per_step == r.batch.global_batch_sequences * cfg.model.seq_len);
+  CHECK(r.model.params == count_params(model_dims(cfg.model)).total);
+  CHECK(r.hardware.peak_source == "config");
+  CHECK(r.hardware.device_count == 8);
+}

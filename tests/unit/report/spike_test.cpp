@@ -1,0 +1,59 @@
+// The online spike detector: quiet on a smooth noisy curve, loud on an injected jump.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "runtime/report/spike.h"
+
+using namespace trainer::report;
+
+namespace {
+double smooth_loss(int step, std::mt19937& rng) {
+  std::normal_distribution<double> noise(0.0, 0.05);
+  return 1.5 + 4.0 * std::exp(-step / 60.0) + noise(rng);
+}
+}  // namespace
+
+TEST_CASE("no_spike_on_a_smooth_decreasing_curve", "[spike]") {
+  SpikeDetector det(3.0);
+  std::mt19937 rng(1);
+  int spikes = 0;
+  for (int step = 1; step <= 500; ++step)
+    spikes += det.observe(step, smooth_loss(step, rng)) ? 1 : 0;
+  CHECK(spikes == 0);
+}
+
+TEST_CASE("spike_detected_at_an_injected_jump", "[spike]") {
+  SpikeDetector det(3.0);
+  std::mt19937 rng(2);
+  std::vector<double> history;
+  std::optional<LossSpike> found;
+  for (int step = 1; step <= 120; ++step) {
+    double loss = smooth_loss(step, rng);
+    if (step == 100) loss = 5.0 * history.back();
+    auto spike = det.observe(step, loss);
+    if (spike) {
+      REQUIRE_FALSE(found);
+      found = spike;
+    }
+    history.push_back(loss);
+  }
+  REQUIRE(found);
+  CHECK(found->step == 100);
+  CHECK(found->loss == Approx(history[99]));
+  // ratio = loss / median of the previous 50 losses
+  std::vector<double> prev(history.begin() + 49, history.begin() + 99);
+  std::sort(prev.begin(), prev.end());
+  const double med = (prev[24] + prev[25]) / 2;
+  CHECK(found->ratio == Approx(history[99] / med));
+}
+
+TEST_CASE("no_spike_before_min_history_and_nonfinite_is_ignored", "[spike]") {
+  SpikeDetector det(3.0, 50, 10);
+  for (int step = 1; step <= 10; ++step) CHECK_FALSE(det.observe(step, step == 5 ? 100.0 : 1.0));
+  CHECK_FALSE(det.observe(11, std::nan("")));  // not a spike, and not part of the median
+  CHECK(det.observe(12, 1000.0));
+}
