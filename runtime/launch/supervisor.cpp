@@ -177,6 +177,16 @@ int exit_code_of(int wait_status) {
 
 int supervise(const std::vector<ChildSpec>& children, const SuperviseOptions& opts,
               int first_rank) {
+  // A reader of our output that goes away (`| head`) must not kill the launcher and, through
+  // it, the ranks: writes then fail quietly instead. Children get SIGPIPE back (child_process).
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  struct RestoreSigpipe {
+    struct sigaction* previous;
+    ~RestoreSigpipe() { ::sigaction(SIGPIPE, previous, nullptr); }
+  } restore{&previous};
   Supervisor s(opts);
   s.start(children, first_rank);
   return s.run();

@@ -177,3 +177,27 @@ TEST_CASE("a_program_that_cannot_start_is_an_error_naming_it", "[launch]") {
   ChildSpec not_in_path{{"no-such-program-xyz"}, {"PATH=/bin"}};
   CHECK_THROWS_WITH(run({not_in_path}), Catch::Contains("no-such-program-xyz"));
 }
+
+TEST_CASE("a_closed_output_pipe_does_not_stop_the_launcher", "[launch]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  ::close(fds[0]);  // nobody reads the ranks' output
+  SuperviseOptions o;
+  o.out_fd = fds[1];
+  Capture err;
+  o.err_fd = err.fd();
+  int code = supervise({sh("echo lost; exit 4")}, o);
+  ::close(fds[1]);
+  CHECK(code == 4);  // we survived the write and still report the rank's code
+  CHECK(err.text().find("launch: rank 0 exited with code 4") != std::string::npos);
+}
+
+TEST_CASE("ranks_get_default_sigpipe_even_though_the_launcher_ignores_it", "[launch]") {
+  Result r = run({sh("exec grep SigIgn /proc/self/status")});
+  REQUIRE(r.code == 0);
+  auto pos = r.out.find("SigIgn:");
+  REQUIRE(pos != std::string::npos);
+  unsigned long long ignored = std::stoull(r.out.substr(pos + 7), nullptr, 16);
+  INFO("rank's ignored-signal mask " << std::hex << ignored);
+  CHECK((ignored & (1ull << (SIGPIPE - 1))) == 0);
+}
