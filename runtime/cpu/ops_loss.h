@@ -25,15 +25,19 @@ void softmax_cross_entropy(Real* logits, Real* losses, const int32_t* targets, i
     }
     Real maxv = z[0];
     for (int64_t j = 1; j < V; ++j) maxv = std::max(maxv, z[j]);
+    const Real z_target = z[target];
+    const bool write_grad = dloss_scale != Real(0);
     Real sum = 0;
-    for (int64_t j = 0; j < V; ++j) sum += std::exp(z[j] - maxv);
-    const Real log_sum = std::log(sum);
-    losses[i] = log_sum + maxv - z[target];
-    if (dloss_scale == Real(0)) continue;
     for (int64_t j = 0; j < V; ++j) {
-      const Real p = std::exp(z[j] - maxv - log_sum);
-      z[j] = (p - (j == target ? Real(1) : Real(0))) * dloss_scale;
+      const Real e = std::exp(z[j] - maxv);
+      sum += e;
+      if (write_grad) z[j] = e;  // reused below: one exp per logit
     }
+    losses[i] = std::log(sum) + maxv - z_target;
+    if (!write_grad) continue;
+    const Real inv_sum = Real(1) / sum;
+    for (int64_t j = 0; j < V; ++j)
+      z[j] = (z[j] * inv_sum - (j == target ? Real(1) : Real(0))) * dloss_scale;
   }
 }
 
