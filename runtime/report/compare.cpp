@@ -42,6 +42,7 @@ std::string printf_cell(const char* fmt, double v) {
 
 std::string bytes_cell(double bytes) {
   if (!std::isfinite(bytes) || bytes <= 0) return "-";
+  if (bytes < double(1LL << 30)) return printf_cell("%.1f MiB", bytes / double(1LL << 20));
   return printf_cell("%.2f GiB", bytes / double(1LL << 30));
 }
 
