@@ -1,6 +1,8 @@
 // Every backward of the fp32 CpuBackend against float64 central differences of
 // loss = sum(forward(x) * w), computed with the double instantiation of runtime/cpu/ops.h.
 // Gradient buffers start from a random prior, so each check also proves += semantics.
+// The double instantiation's analytic backward (what the model's float64 tests use) is checked
+// against the same references at a tolerance float64 can meet.
 #include <catch2/catch.hpp>
 
 #include "runtime/cpu/cpu_backend.h"
@@ -9,6 +11,8 @@
 
 namespace trainer::cpu::test {
 namespace {
+
+constexpr double kFloat64Tol = 1e-7;  // central differences with h = 1e-6 are good to ~1e-9
 
 TEST_CASE("matmul_backward_matches_float64_finite_differences", "[cpu][grad]") {
   const bool with_bias = GENERATE(true, false);
@@ -31,7 +35,15 @@ TEST_CASE("matmul_backward_matches_float64_finite_differences", "[cpu][grad]") {
   INFO("with_bias = " << with_bias);
   check_gradient("dinp", dinp.added(), ref_inp);
   check_gradient("dweight", dw.added(), ref_w);
-  if (with_bias) check_gradient("dbias", db.added(), fd_gradient(b64, loss));
+  const auto ref_b = fd_gradient(b64, loss);
+  if (with_bias) check_gradient("dbias", db.added(), ref_b);
+
+  std::vector<double> dinp64(inp.size()), dw64(w.size()), db64(b.size());
+  matmul_backward(dinp64.data(), dw64.data(), with_bias ? db64.data() : nullptr, wout64.data(),
+                  inp64.data(), w64.data(), N, C, OC);
+  check_gradient("float64 dinp", dinp64, ref_inp, kFloat64Tol);
+  check_gradient("float64 dweight", dw64, ref_w, kFloat64Tol);
+  if (with_bias) check_gradient("float64 dbias", db64, ref_b, kFloat64Tol);
 }
 
 TEST_CASE("layernorm_backward_matches_float64_finite_differences", "[cpu][grad]") {
@@ -53,9 +65,21 @@ TEST_CASE("layernorm_backward_matches_float64_finite_differences", "[cpu][grad]"
   GradBuf dinp(inp.size(), 24), dw(w.size(), 25), db(b.size(), 26);
   be.layernorm_backward(dinp.t({N, C}), dw.t({C}), db.t({C}), tensor(wout, {N, C}),
                         tensor(inp, {N, C}), tensor(w, {C}), tensor(mean, {N}), tensor(rstd, {N}));
-  check_gradient("dinp", dinp.added(), fd_gradient(inp64, loss));
-  check_gradient("dweight", dw.added(), fd_gradient(w64, loss));
-  check_gradient("dbias", db.added(), fd_gradient(b64, loss));
+  const auto ref_inp = fd_gradient(inp64, loss), ref_w = fd_gradient(w64, loss);
+  const auto ref_b = fd_gradient(b64, loss);
+  check_gradient("dinp", dinp.added(), ref_inp);
+  check_gradient("dweight", dw.added(), ref_w);
+  check_gradient("dbias", db.added(), ref_b);
+
+  std::vector<double> out64(out.size()), mean64(mean.size()), rstd64(rstd.size());
+  std::vector<double> dinp64(inp.size()), dw64(w.size()), db64(b.size());
+  layernorm_forward(out64.data(), mean64.data(), rstd64.data(), inp64.data(), w64.data(),
+                    b64.data(), N, C);
+  layernorm_backward(dinp64.data(), dw64.data(), db64.data(), wout64.data(), inp64.data(),
+                     w64.data(), mean64.data(), rstd64.data(), N, C);
+  check_gradient("float64 dinp", dinp64, ref_inp, kFloat64Tol);
+  check_gradient("float64 dweight", dw64, ref_w, kFloat64Tol);
+  check_gradient("float64 dbias", db64, ref_b, kFloat64Tol);
 }
 
 TEST_CASE("gelu_backward_matches_float64_finite_differences", "[cpu][grad]") {
@@ -70,7 +94,12 @@ TEST_CASE("gelu_backward_matches_float64_finite_differences", "[cpu][grad]") {
   CpuBackend be;
   GradBuf dinp(inp.size(), 32);
   be.gelu_backward(dinp.t({n}), tensor(inp, {n}), tensor(wout, {n}));
-  check_gradient("dinp", dinp.added(), fd_gradient(inp64, loss));
+  const auto ref = fd_gradient(inp64, loss);
+  check_gradient("dinp", dinp.added(), ref);
+
+  std::vector<double> dinp64(inp.size());
+  gelu_backward(dinp64.data(), inp64.data(), wout64.data(), n);
+  check_gradient("float64 dinp", dinp64, ref, kFloat64Tol);
 }
 
 TEST_CASE("attention_backward_matches_float64_finite_differences", "[cpu][grad]") {
@@ -90,7 +119,13 @@ TEST_CASE("attention_backward_matches_float64_finite_differences", "[cpu][grad]"
   GradBuf dqkv(qkv.size(), 42);
   be.attention_backward(dqkv.t({B, T, 3 * C}), tensor(wout, {B, T, C}), tensor(qkv, {B, T, 3 * C}),
                         tensor(att, {B, NH, T, T}), int(NH));
-  check_gradient("dqkv", dqkv.added(), fd_gradient(qkv64, loss));
+  const auto ref = fd_gradient(qkv64, loss);
+  check_gradient("dqkv", dqkv.added(), ref);
+
+  std::vector<double> out64(out.size()), att64(att.size()), dqkv64(qkv.size());
+  attention_forward(out64.data(), att64.data(), qkv64.data(), B, T, C, NH);
+  attention_backward(dqkv64.data(), wout64.data(), qkv64.data(), att64.data(), B, T, C, NH);
+  check_gradient("float64 dqkv", dqkv64, ref, kFloat64Tol);
 }
 
 TEST_CASE("embedding_backward_matches_float64_finite_differences", "[cpu][grad]") {
@@ -108,8 +143,15 @@ TEST_CASE("embedding_backward_matches_float64_finite_differences", "[cpu][grad]"
   GradBuf dwte(wte.size(), 53), dwpe(wpe.size(), 54);
   be.embedding_backward(dwte.t({V, C}), dwpe.t({maxT, C}), tensor(wout, {B, T, C}),
                         tensor(tokens, {B, T}), pos_offset);
-  check_gradient("dwte", dwte.added(), fd_gradient(wte64, loss));
-  check_gradient("dwpe", dwpe.added(), fd_gradient(wpe64, loss));
+  const auto ref_wte = fd_gradient(wte64, loss), ref_wpe = fd_gradient(wpe64, loss);
+  check_gradient("dwte", dwte.added(), ref_wte);
+  check_gradient("dwpe", dwpe.added(), ref_wpe);
+
+  std::vector<double> dwte64(wte.size()), dwpe64(wpe.size());
+  embedding_backward(dwte64.data(), dwpe64.data(), wout64.data(), tokens.data(), pos_offset, B, T,
+                     C);
+  check_gradient("float64 dwte", dwte64, ref_wte, kFloat64Tol);
+  check_gradient("float64 dwpe", dwpe64, ref_wpe, kFloat64Tol);
 }
 
 TEST_CASE("softmax_cross_entropy_gradient_matches_float64_finite_differences", "[cpu][grad]") {
@@ -129,7 +171,13 @@ TEST_CASE("softmax_cross_entropy_gradient_matches_float64_finite_differences", "
   std::vector<float> dlogits = logits, losses(sz(N), -7.0f);
   be.softmax_cross_entropy(tensor(dlogits, {N, V}), tensor(losses, {N}), tensor(targets, {N}),
                            dloss_scale);
-  check_gradient("dlogits", to_double(dlogits), fd_gradient(logits64, loss));
+  const auto ref = fd_gradient(logits64, loss);
+  check_gradient("dlogits", to_double(dlogits), ref);
+
+  std::vector<double> dlogits64 = logits64, losses64(sz(N));
+  softmax_cross_entropy(dlogits64.data(), losses64.data(), targets.data(), N, V,
+                        double(dloss_scale));
+  check_gradient("float64 dlogits", dlogits64, ref, kFloat64Tol);
   INFO("ignored row 2: loss " << losses[2]);
   CHECK(losses[2] == 0.0f);
   for (int64_t j = 0; j < V; ++j) CHECK(dlogits[sz(2 * V + j)] == 0.0f);

@@ -32,6 +32,13 @@ TEST_CASE("adamw_step_matches_hand_formula_in_double", "[cpu][optim]") {
     ep[i] = p[i] - double(hp.lr) *
                        (mhat / (std::sqrt(vhat) + double(hp.eps)) + double(hp.weight_decay) * p[i]);
   }
+  auto p64 = to_double(p), g64 = to_double(g), m64 = to_double(m), v64 = to_double(v);
+  adamw_step<double>(p64.data(), g64.data(), m64.data(), v64.data(), n, hp.lr, hp.beta1, hp.beta2,
+                     hp.eps, hp.weight_decay, hp.step);
+  check_close("float64 params", p64, ep, 1e-14, 1e-15);
+  check_close("float64 m", m64, em, 1e-14, 1e-15);
+  check_close("float64 v", v64, ev, 1e-14, 1e-15);
+
   CpuBackend().adamw_step(tensor(p, {n}), tensor(g, {n}), tensor(m, {n}), tensor(v, {n}), hp);
   check_close("params", p, ep, 1e-6, 1e-7);
   check_close("m", m, em, 1e-6, 1e-8);
@@ -111,6 +118,8 @@ TEST_CASE("sum_squares_and_sum_match_long_double_reference", "[cpu][reduce]") {
   INFO("sum_squares " << got2 << " vs " << double(s2) << "; sum " << got1 << " vs " << double(s1));
   CHECK(std::abs(got2 - double(s2)) <= 1e-12 * double(s2));
   CHECK(std::abs(got1 - double(s1)) <= 1e-9);
+  const auto x64 = to_double(x);
+  CHECK(std::abs(sum_squares(x64.data(), n) - double(s2)) <= 1e-12 * double(s2));
 }
 
 TEST_CASE("scale_and_axpy_match_elementwise_formula", "[cpu][reduce]") {
