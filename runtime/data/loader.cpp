@@ -1,0 +1,187 @@
+#include "runtime/data/loader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "runtime/core/check.h"
+#include "runtime/data/data_error.h"
+#include "runtime/data/rng.h"
+
+namespace trainer::data {
+namespace {
+
+constexpr uint64_t kShardOrderTag = 0x7368617264;     // "shard"
+constexpr uint64_t kSampleOrderTag = 0x73616d706c65;  // "sample"
+constexpr int64_t kVocabCheckChunk = 1 << 20;
+
+void check_options(const LoaderOptions& o) {
+  auto bad = [&](const std::string& what) {
+    throw DataError("data loader for '" + o.source + "': " + what);
+  };
+  if (o.micro_batch < 1) bad("micro_batch " + std::to_string(o.micro_batch) + " must be >= 1");
+  if (o.seq_len < 1) bad("seq_len " + std::to_string(o.seq_len) + " must be >= 1");
+  if (o.dp_size < 1 || o.dp_rank < 0 || o.dp_rank >= o.dp_size) {
+    bad("dp rank " + std::to_string(o.dp_rank) + " of " + std::to_string(o.dp_size) +
+        " is not a valid rank");
+  }
+}
+
+}  // namespace
+
+DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
+  check_options(options_);
+  sources_ = open_token_sources(
+      options_.source, SourceOptions{.vocab_size = options_.vocab_size,
+                                     .seed = options_.seed,
+                                     .stream = options_.is_val ? uint64_t{1} : uint64_t{0}});
+  vocab_checked_.assign(sources_.size(), false);
+  buffer_.resize(static_cast<size_t>(tokens_per_rank() + 1));
+  reset();
+}
+
+DataLoader::~DataLoader() = default;
+
+bool DataLoader::shuffled() const {
+  return options_.shuffle && !options_.is_val && sources_.front()->size() != TokenSource::kInfinite;
+}
+
+void DataLoader::start_epoch(int64_t epoch) {
+  state_.epoch = epoch;
+  const auto n = static_cast<int64_t>(sources_.size());
+  if (shuffled()) {
+    Rng rng(derive_seed({options_.seed, kShardOrderTag, static_cast<uint64_t>(epoch)}));
+    shard_order_ = random_permutation(n, rng);
+  } else {
+    shard_order_.resize(static_cast<size_t>(n));
+    std::iota(shard_order_.begin(), shard_order_.end(), int64_t{0});
+  }
+}
+
+void DataLoader::enter_shard(int64_t order_index) {
+  state_.shard = order_index;
+  state_.offset = 0;
+  const int64_t index = shard_order_[static_cast<size_t>(order_index)];
+  const TokenSource& source = *sources_[static_cast<size_t>(index)];
+  check_tokens_in_vocab(index);
+  shard_samples_ = source.size() == TokenSource::kInfinite
+                       ? std::numeric_limits<int64_t>::max() / tokens_per_sample() - 1
+                       : (source.size() - 1) / tokens_per_sample();
+  if (shard_samples_ < 1) {
+    throw DataError("data: shard " + source.name() + " has " + std::to_string(source.size()) +
+                    " tokens, fewer than one global batch of dp*B*T+1 = " +
+                    std::to_string(tokens_per_sample() + 1));
+  }
+  sample_order_.clear();
+  if (shuffled()) {
+    Rng rng(derive_seed({options_.seed, kSampleOrderTag, static_cast<uint64_t>(state_.epoch),
+                         static_cast<uint64_t>(index)}));
+    sample_order_ = random_permutation(shard_samples_, rng);
+  }
+}
+
+void DataLoader::advance_shard() {
+  if (state_.shard + 1 >= num_shards()) {
+    start_epoch(state_.epoch + 1);
+    enter_shard(0);
+  } else {
+    enter_shard(state_.shard + 1);
+  }
+}
+
+// Each file is scanned once per loader, when the loader first enters it (as llm.c loads a shard).
+void DataLoader::check_tokens_in_vocab(int64_t source_index) {
+  const auto i = static_cast<size_t>(source_index);
+  if (vocab_checked_[i]) return;
+  const TokenSource& source = *sources_[i];
+  if (source.size() != TokenSource::kInfinite) {  // generated streams are in range by construction
+    std::vector<int32_t> chunk;
+    for (int64_t pos = 0; pos < source.size(); pos += kVocabCheckChunk) {
+      const int64_t n = std::min(kVocabCheckChunk, source.size() - pos);
+      chunk.resize(static_cast<size_t>(n));
+      source.read(pos, n, chunk.data());
+      const auto bad = std::find_if(chunk.begin(), chunk.end(),
+                                    [&](int32_t t) { return t >= options_.vocab_size; });
+      if (bad != chunk.end()) {
+        throw DataError("data: shard " + source.name() + " has token " + std::to_string(*bad) +
+                        " at position " + std::to_string(pos + (bad - chunk.begin())) +
+                        ", expected tokens below vocab_size " +
+                        std::to_string(options_.vocab_size));
+      }
+    }
+  }
+  vocab_checked_[i] = true;
+}
+
+void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
+  if (state_.offset / tokens_per_sample() >= shard_samples_) advance_shard();
+  const int64_t sample = state_.offset / tokens_per_sample();
+  const int64_t picked = shuffled() ? sample_order_[static_cast<size_t>(sample)] : sample;
+  const int64_t pos = picked * tokens_per_sample() + options_.dp_rank * tokens_per_rank();
+  const TokenSource& source =
+      *sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(state_.shard)])];
+  source.read(pos, tokens_per_rank() + 1, buffer_.data());
+  std::copy_n(buffer_.begin(), tokens_per_rank(), inputs);
+  std::copy_n(buffer_.begin() + 1, tokens_per_rank(), targets);
+  state_.offset += tokens_per_sample();
+}
+
+void DataLoader::restore(const LoaderState& state) {
+  auto bad = [&](const std::string& what) {
+    throw DataError("data loader for '" + options_.source + "': cannot restore state (shard " +
+                    std::to_string(state.shard) + ", offset " + std::to_string(state.offset) +
+                    ", epoch " + std::to_string(state.epoch) + "): " + what);
+  };
+  if (state.epoch < 0) bad("negative epoch");
+  if (state.shard < 0 || state.shard >= num_shards()) {
+    bad("expected a shard in [0, " + std::to_string(num_shards()) + ")");
+  }
+  if (state.offset < 0 || state.offset % tokens_per_sample() != 0) {
+    bad("expected an offset that is a multiple of dp*B*T = " + std::to_string(tokens_per_sample()));
+  }
+  start_epoch(state.epoch);
+  enter_shard(state.shard);
+  if (state.offset / tokens_per_sample() > shard_samples_) {
+    bad("the shard holds only " + std::to_string(shard_samples_) + " global batches");
+  }
+  state_.offset = state.offset;
+}
+
+double DataLoader::entropy_floor() const {
+  if (!is_synthetic_spec(options_.source)) return std::numeric_limits<double>::quiet_NaN();
+  return sources_.front()->entropy_rate();
+}
+
+std::string DataLoader::describe() const {
+  std::ostringstream os;
+  os << (options_.is_val ? "val" : "train") << " data " << options_.source;
+  if (is_synthetic_spec(options_.source)) {
+    os << " (vocab " << options_.vocab_size << ", seed " << options_.seed << ", entropy rate "
+       << entropy_floor() << " nats/token)";
+  } else {
+    int64_t tokens = 0;
+    for (const auto& s : sources_) tokens += s->size();
+    os << " (" << num_shards() << " shard" << (num_shards() == 1 ? "" : "s") << ", " << tokens
+       << " tokens" << (shuffled() ? ", shuffled with seed " + std::to_string(options_.seed) : "")
+       << ")";
+  }
+  os << ", rank " << options_.dp_rank << "/" << options_.dp_size << ", B=" << options_.micro_batch
+     << " T=" << options_.seq_len;
+  return os.str();
+}
+
+LoaderOptions loader_options(const config::RunConfig& cfg, int dp_rank, int dp_size, bool is_val) {
+  return LoaderOptions{.source = is_val ? cfg.data.val : cfg.data.train,
+                       .micro_batch = cfg.train.micro_batch,
+                       .seq_len = cfg.model.seq_len,
+                       .dp_rank = dp_rank,
+                       .dp_size = dp_size,
+                       .vocab_size = cfg.model.vocab_size,
+                       .seed = cfg.data.seed,
+                       .shuffle = cfg.data.shuffle,
+                       .is_val = is_val};
+}
+
+}  // namespace trainer::data

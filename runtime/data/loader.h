@@ -1,0 +1,90 @@
+#pragma once
+// DataLoader: the resumable per-rank loader, with llm.c's DataLoader semantics.
+//
+// A "sample" is one global batch: dp_size * B * T + 1 consecutive tokens of the current shard;
+// rank r reads its B*T + 1 tokens at sample_start + r*B*T (inputs, and targets shifted by one).
+// Without shuffle, sample s of a shard starts at s * dp_size*B*T; a shard holds
+// (tokens - 1) / (dp_size*B*T) samples, and after the last one every rank moves to the next shard
+// together (after the last shard: shard 0 again, epoch + 1). With shuffle, the shard order is
+// permuted per epoch and the sample order per (epoch, shard), with the data seed, identically on
+// every rank, so ranks still read disjoint tokens. The global tokens of a step do not depend on
+// dp_size: R ranks with batch B read what one rank with batch R*B reads.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/config/run_config.h"
+#include "runtime/data/token_source.h"
+
+namespace trainer::data {
+
+// Where a loader stands; saved in every checkpoint.
+struct LoaderState {
+  int64_t shard = 0;   // position in this epoch's shard order
+  int64_t offset = 0;  // tokens the dp group has consumed in that shard: samples * dp_size*B*T
+  int64_t epoch = 0;   // completed passes over all shards
+  bool operator==(const LoaderState&) const = default;
+};
+
+struct LoaderOptions {
+  std::string source = "synthetic:markov";  // synthetic:markov | synthetic:uniform | path | glob
+  int64_t micro_batch = 1;                  // B
+  int64_t seq_len = 1;                      // T
+  int dp_rank = 0;
+  int dp_size = 1;
+  int64_t vocab_size = 256;
+  uint64_t seed = 7;     // data.seed
+  bool shuffle = false;  // ignored for val loaders and for (stationary) synthetic streams
+  bool is_val = false;   // val: its own synthetic sampling stream, never shuffled
+};
+
+// The options of a train or val loader for one dp rank, from a run config.
+LoaderOptions loader_options(const config::RunConfig& cfg, int dp_rank, int dp_size, bool is_val);
+
+class DataLoader {
+ public:
+  // Opens the source and enters its first shard. Throws DataError for bad sources, a shard too
+  // small for one global batch, or tokens >= vocab_size.
+  explicit DataLoader(LoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Fills B*T inputs and B*T targets (the inputs shifted by one token).
+  void next_batch(int32_t* inputs, int32_t* targets);
+
+  LoaderState state() const { return state_; }
+  // Continues exactly where a loader with the same options stood. Throws DataError if the state
+  // does not fit this data (shard out of range, offset not on a sample boundary or past the end).
+  void restore(const LoaderState& state);
+  // Back to the start of the stream (each eval starts at the beginning of the val data).
+  void reset() { restore(LoaderState{}); }
+
+  // Entropy rate of a synthetic source in nats/token (the loss floor), NaN for files.
+  double entropy_floor() const;
+  std::string describe() const;
+
+  int64_t num_shards() const { return static_cast<int64_t>(sources_.size()); }
+  // Tokens one rank consumes per batch (B*T) and the whole dp group per batch (dp*B*T).
+  int64_t tokens_per_rank() const { return options_.micro_batch * options_.seq_len; }
+  int64_t tokens_per_sample() const { return tokens_per_rank() * options_.dp_size; }
+
+ private:
+  bool shuffled() const;
+  void start_epoch(int64_t epoch);
+  void enter_shard(int64_t order_index);
+  void advance_shard();
+  void check_tokens_in_vocab(int64_t source_index);
+
+  LoaderOptions options_;
+  std::vector<std::unique_ptr<TokenSource>> sources_;
+  std::vector<bool> vocab_checked_;
+  std::vector<int64_t> shard_order_;   // source index for each position of this epoch
+  std::vector<int64_t> sample_order_;  // shuffled sample order of the current shard
+  int64_t shard_samples_ = 0;          // samples in the current shard
+  LoaderState state_;
+  std::vector<int32_t> buffer_;  // B*T + 1 tokens
+};
+
+}  // namespace trainer::data

@@ -1,0 +1,148 @@
+#include "runtime/data/prepare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/config/run_config.h"
+#include "runtime/data/shard_file.h"
+
+namespace fs = std::filesystem;
+
+namespace trainer::data {
+namespace {
+
+using config::ConfigError;
+
+std::string shard_path(const std::string& dir, const std::string& split, int64_t index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%s_%06lld.bin", split.c_str(), static_cast<long long>(index));
+  return (fs::path(dir) / name).string();
+}
+
+// Collects one split's tokens and writes a shard whenever max_tokens are buffered.
+class ShardSink {
+ public:
+  ShardSink(std::string dir, std::string split, int64_t max_tokens)
+      : dir_(std::move(dir)), split_(std::move(split)), max_tokens_(max_tokens) {}
+
+  void push(uint16_t token) {
+    buffer_.push_back(token);
+    if (static_cast<int64_t>(buffer_.size()) == max_tokens_) flush();
+  }
+  void flush() {
+    if (buffer_.empty()) return;
+    written_.push_back(shard_path(dir_, split_, static_cast<int64_t>(written_.size())));
+    write_shard(written_.back(), buffer_);
+    buffer_.clear();
+  }
+  const std::vector<std::string>& written() const { return written_; }
+
+ private:
+  std::string dir_, split_;
+  int64_t max_tokens_;
+  std::vector<uint16_t> buffer_;
+  std::vector<std::string> written_;
+};
+
+void check_options(const PrepareOptions& o) {
+  if (o.tokenizer != "byte") {
+    throw ConfigError("data prepare: unknown tokenizer '" + o.tokenizer + "': expected byte");
+  }
+  if (!(o.val_fraction >= 0 && o.val_fraction < 1)) {
+    std::ostringstream os;
+    os << "data prepare: --val-fraction " << o.val_fraction << " outside [0, 1)";
+    throw ConfigError(os.str());
+  }
+  if (o.inputs.empty()) throw ConfigError("data prepare: no --input files given");
+  if (o.output_dir.empty()) throw ConfigError("data prepare: no --output directory given");
+  if (o.max_shard_tokens < 1) throw ConfigError("data prepare: max_shard_tokens must be >= 1");
+  for (const auto& input : o.inputs) {
+    if (!fs::is_regular_file(input)) {
+      throw ConfigError("data prepare: --input " + input + ": no such file");
+    }
+  }
+}
+
+// Token counts of the val split: the last val_fraction, at least 2 tokens when requested.
+int64_t val_token_count(int64_t total, double val_fraction) {
+  if (val_fraction == 0) return 0;
+  return std::max<int64_t>(2, std::llround(static_cast<double>(total) * val_fraction));
+}
+
+// Removes train_/val_ shards numbered at or past `kept` (left by an earlier, larger prepare), so a
+// glob over the directory sees only this run's shards.
+void remove_stale(const std::string& dir, const std::string& split, int64_t kept,
+                  std::vector<std::string>& removed) {
+  for (int64_t i = kept;; ++i) {
+    const std::string path = shard_path(dir, split, i);
+    if (!fs::exists(path)) return;
+    fs::remove(path);
+    removed.push_back(path);
+  }
+}
+
+}  // namespace
+
+PrepareSummary prepare_data(const PrepareOptions& options) {
+  check_options(options);
+  PrepareSummary summary;
+  for (const auto& input : options.inputs)
+    summary.total_tokens += static_cast<int64_t>(fs::file_size(input));
+  summary.val_tokens = val_token_count(summary.total_tokens, options.val_fraction);
+  summary.train_tokens = summary.total_tokens - summary.val_tokens;
+  if (summary.train_tokens < 2) {
+    throw ConfigError("data prepare: the inputs hold " + std::to_string(summary.total_tokens) +
+                      " tokens; train needs at least 2 and val " +
+                      std::to_string(summary.val_tokens));
+  }
+
+  fs::create_directories(options.output_dir);
+  ShardSink train(options.output_dir, "train", options.max_shard_tokens);
+  ShardSink val(options.output_dir, "val", options.max_shard_tokens);
+  int64_t seen = 0;
+  std::vector<char> chunk(1 << 20);
+  for (const auto& input : options.inputs) {
+    std::ifstream in(input, std::ios::binary);
+    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+      for (std::streamsize i = 0; i < in.gcount(); ++i, ++seen) {
+        const auto token =
+            static_cast<uint16_t>(static_cast<unsigned char>(chunk[static_cast<size_t>(i)]));
+        (seen < summary.train_tokens ? train : val).push(token);
+      }
+    }
+    if (in.bad()) throw std::runtime_error("data prepare: error reading " + input);
+  }
+  if (seen != summary.total_tokens) {
+    throw std::runtime_error("data prepare: inputs changed while reading: expected " +
+                             std::to_string(summary.total_tokens) + " bytes, read " +
+                             std::to_string(seen));
+  }
+  train.flush();
+  val.flush();
+  summary.train_shards = train.written();
+  summary.val_shards = val.written();
+  remove_stale(options.output_dir, "train", static_cast<int64_t>(summary.train_shards.size()),
+               summary.removed_stale);
+  remove_stale(options.output_dir, "val", static_cast<int64_t>(summary.val_shards.size()),
+               summary.removed_stale);
+  return summary;
+}
+
+std::string PrepareSummary::describe() const {
+  std::ostringstream os;
+  os << "prepared " << total_tokens << " tokens (byte tokenizer, vocab " << vocab_size << ")\n"
+     << "  train: " << train_tokens << " tokens in " << train_shards.size() << " shard(s)";
+  if (!train_shards.empty())
+    os << ": " << train_shards.front() << (train_shards.size() > 1 ? " ..." : "");
+  os << "\n  val:   " << val_tokens << " tokens in " << val_shards.size() << " shard(s)";
+  if (!val_shards.empty())
+    os << ": " << val_shards.front() << (val_shards.size() > 1 ? " ..." : "");
+  for (const auto& path : removed_stale) os << "\n  removed stale shard " << path;
+  return os.str();
+}
+
+}  // namespace trainer::data
