@@ -94,7 +94,7 @@ class Backend {
   // AdamW with decoupled weight decay on fp32 params/grads/moments (all same numel).
   virtual void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
                           const AdamWParams& p) = 0;
-  virtual void scale(Tensor x, float alpha) = 0;                 // x *= alpha
+  virtual void scale(Tensor x, float alpha) = 0;                  // x *= alpha
   virtual void axpy(Tensor y, const Tensor& x, float alpha) = 0;  // y += alpha * x
   virtual double sum_squares(const Tensor& x) = 0;                // sum x^2 in fp64 accumulation
   virtual double sum(const Tensor& x) = 0;

@@ -12,12 +12,11 @@ struct CheckError : std::runtime_error {
 
 }  // namespace trainer
 
-#define TRAINER_CHECK(cond, msg)                                                     \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::ostringstream trainer_check_os_;                                          \
-      trainer_check_os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": " \
-                        << msg;                                                      \
-      throw ::trainer::CheckError(trainer_check_os_.str());                          \
-    }                                                                                \
+#define TRAINER_CHECK(cond, msg)                                                                \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      std::ostringstream trainer_check_os_;                                                     \
+      trainer_check_os_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond ": " << msg; \
+      throw ::trainer::CheckError(trainer_check_os_.str());                                     \
+    }                                                                                           \
   } while (0)

@@ -42,8 +42,8 @@ struct Tensor {
   int64_t numel() const { return shape.numel(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   bool empty() const { return data == nullptr; }
-  float* f32() const;   // checked access for fp32 tensors
-  int32_t* i32() const; // checked access for int32 tensors
+  float* f32() const;    // checked access for fp32 tensors
+  int32_t* i32() const;  // checked access for int32 tensors
   // Same memory, new shape of equal element count.
   Tensor view(Shape s) const;
 };

@@ -75,6 +75,8 @@ Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t)
   carve(real, *this, layout);
 }
 
-Activations::~Activations() { be_.free(memory_); }
+Activations::~Activations() {
+  be_.free(memory_);
+}
 
 }  // namespace trainer::model

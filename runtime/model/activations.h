@@ -10,19 +10,19 @@
 namespace trainer::model {
 
 struct BlockActivations {
-  Tensor residual_in;            // [B,T,C] block input (points into the previous block's output)
+  Tensor residual_in;              // [B,T,C] block input (points into the previous block's output)
   Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
-  Tensor qkv;                    // [B,T,3C/tp]
-  Tensor atty;                   // [B,T,C/tp] attention output before projection
-  Tensor att;                    // [B,NH/tp,T,T] softmax probabilities
-  Tensor residual_mid;           // [B,T,C] x + attn(x)
+  Tensor qkv;                      // [B,T,3C/tp]
+  Tensor atty;                     // [B,T,C/tp] attention output before projection
+  Tensor att;                      // [B,NH/tp,T,T] softmax probabilities
+  Tensor residual_mid;             // [B,T,C] x + attn(x)
   Tensor ln2, ln2_mean, ln2_rstd;
-  Tensor fch, fch_gelu;          // [B,T,4C/tp]
-  Tensor residual_out;           // [B,T,C]
+  Tensor fch, fch_gelu;  // [B,T,4C/tp]
+  Tensor residual_out;   // [B,T,C]
 };
 
 struct GradScratch {
-  Tensor dresidual;                       // [B,T,C] running gradient of the residual stream
+  Tensor dresidual;                          // [B,T,C] running gradient of the residual stream
   Tensor dln, dqkv, datty, dfch, dfch_gelu;  // per-block temporaries, reused by every block
 };
 

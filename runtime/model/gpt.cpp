@@ -15,7 +15,9 @@ Tensor rows(const Tensor& t) {
   return t.view({t.numel() / last, last});
 }
 
-Tensor flat(const Tensor& t) { return t.view({t.numel()}); }
+Tensor flat(const Tensor& t) {
+  return t.view({t.numel()});
+}
 
 uint64_t name_hash(const std::string& s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -29,8 +31,7 @@ struct Gpt::BlockWeights {
   Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
-Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard)
-    : be_(be), layout_(dims, shard) {
+Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard) : be_(be), layout_(dims, shard) {
   const int64_t n = layout_.total_numel();
   const DeviceType dev = be_.device();
   params_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
@@ -113,10 +114,10 @@ Tensor Gpt::weight_view(const std::string& name, bool grad_view) const {
 Gpt::BlockWeights Gpt::block_weights(int local_layer, bool g) const {
   const std::string h = "h." + std::to_string(layout_.shard().first_layer + local_layer) + ".";
   auto w = [&](const char* n) { return weight_view(h + n, g); };
-  return BlockWeights{w("ln_1.weight"),        w("ln_1.bias"),          w("attn.c_attn.weight"),
-                      w("attn.c_attn.bias"),   w("attn.c_proj.weight"), w("attn.c_proj.bias"),
-                      w("ln_2.weight"),        w("ln_2.bias"),          w("mlp.c_fc.weight"),
-                      w("mlp.c_fc.bias"),      w("mlp.c_proj.weight"),  w("mlp.c_proj.bias")};
+  return BlockWeights{w("ln_1.weight"),      w("ln_1.bias"),          w("attn.c_attn.weight"),
+                      w("attn.c_attn.bias"), w("attn.c_proj.weight"), w("attn.c_proj.bias"),
+                      w("ln_2.weight"),      w("ln_2.bias"),          w("mlp.c_fc.weight"),
+                      w("mlp.c_fc.bias"),    w("mlp.c_proj.weight"),  w("mlp.c_proj.bias")};
 }
 
 void Gpt::call_before(int unit, bool backward) {
@@ -224,8 +225,7 @@ void Gpt::block_backward(int l) {
 
   // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
   be_.zero(g.dfch_gelu);
-  be_.matmul_backward(rows(g.dfch_gelu), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu),
-                      w.fcprojw);
+  be_.matmul_backward(rows(g.dfch_gelu), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu), w.fcprojw);
   be_.zero(g.dfch);
   be_.gelu_backward(g.dfch, a.fch, g.dfch_gelu);
   be_.zero(g.dln);

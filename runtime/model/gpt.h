@@ -46,9 +46,9 @@ class Gpt {
   void backward();
 
   const ParamLayout& layout() const { return layout_; }
-  Tensor params() const { return params_; }            // fp32 master weights
-  Tensor grads() const { return grads_; }              // fp32 gradients, same layout
-  Tensor param(const ParamSpec& p) const;              // view of one tensor in params()
+  Tensor params() const { return params_; }  // fp32 master weights
+  Tensor grads() const { return grads_; }    // fp32 gradients, same layout
+  Tensor param(const ParamSpec& p) const;    // view of one tensor in params()
   Tensor grad(const ParamSpec& p) const;
   // Weights the matmuls read: params() in fp32 compute; a bf16-rounded copy in bf16 compute.
   void set_compute_bf16(bool on);

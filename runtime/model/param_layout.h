@@ -19,19 +19,19 @@ struct SliceRange {
 };
 
 struct ParamSpec {
-  std::string name;                    // Hugging Face GPT-2 name, e.g. "h.3.attn.c_attn.weight"
-  std::vector<int64_t> global_shape;   // full tensor, [out, in] for linear weights
-  std::vector<int64_t> local_shape;    // what this rank holds
-  int split_dim = 0;                   // dimension along which local_ranges cut the global tensor
+  std::string name;                      // Hugging Face GPT-2 name, e.g. "h.3.attn.c_attn.weight"
+  std::vector<int64_t> global_shape;     // full tensor, [out, in] for linear weights
+  std::vector<int64_t> local_shape;      // what this rank holds
+  int split_dim = 0;                     // dimension along which local_ranges cut the global tensor
   std::vector<SliceRange> local_ranges;  // where the local part sits, concatenated in order
-  int64_t offset = 0;                  // element offset in the flat buffer
-  int64_t numel = 0;                   // local elements
-  int unit = 0;                        // 0: embeddings, 1+l: block l, L+1: final norm
-  bool weight_decay = false;           // matrices and embeddings decay; norms and biases do not
-  bool residual_proj = false;          // init std scaled by 1/sqrt(2L)
-  bool is_bias_or_norm_bias = false;   // init zero
-  bool is_norm_weight = false;         // init one
-  bool tp_replicated = true;           // same values on every tp rank (norms, row-parallel bias)
+  int64_t offset = 0;                    // element offset in the flat buffer
+  int64_t numel = 0;                     // local elements
+  int unit = 0;                          // 0: embeddings, 1+l: block l, L+1: final norm
+  bool weight_decay = false;             // matrices and embeddings decay; norms and biases do not
+  bool residual_proj = false;            // init std scaled by 1/sqrt(2L)
+  bool is_bias_or_norm_bias = false;     // init zero
+  bool is_norm_weight = false;           // init one
+  bool tp_replicated = true;             // same values on every tp rank (norms, row-parallel bias)
 };
 
 struct UnitRange {

@@ -33,8 +33,8 @@ AdamW::~AdamW() {
   be_.free(v_.data);
 }
 
-void AdamW::step(Tensor params, const Tensor& grads, float lr, float beta1, float beta2,
-                 float eps, float weight_decay) {
+void AdamW::step(Tensor params, const Tensor& grads, float lr, float beta1, float beta2, float eps,
+                 float weight_decay) {
   ++t_;
   auto slice = [](const Tensor& t, int64_t off, int64_t n) {
     return Tensor(static_cast<float*>(t.data) + off, {n}, DType::f32, t.device);
@@ -42,8 +42,8 @@ void AdamW::step(Tensor params, const Tensor& grads, float lr, float beta1, floa
   for (const DecayRun& r : runs_) {
     const int64_t off = r.offset - begin_;
     AdamWParams p{lr, beta1, beta2, eps, r.decay ? weight_decay : 0.0f, t_};
-    be_.adamw_step(slice(params, off, r.numel), slice(grads, off, r.numel),
-                   slice(m_, off, r.numel), slice(v_, off, r.numel), p);
+    be_.adamw_step(slice(params, off, r.numel), slice(grads, off, r.numel), slice(m_, off, r.numel),
+                   slice(v_, off, r.numel), p);
   }
 }
 

@@ -6,8 +6,7 @@
 
 namespace trainer::train {
 
-TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model,
-                     DataParallel dp)
+TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp)
     : cfg_(cfg), be_(be), model_(model), dp_(dp) {
   const int64_t n = model_.layout().total_numel();
   opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), 0, n);
@@ -52,8 +51,8 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
     be_.scale(model_.grads(), static_cast<float>(t.grad_clip / (r.grad_norm + 1e-6)));
     r.clipped = true;
   }
-  opt_->step(model_.params(), model_.grads(), static_cast<float>(r.lr),
-             static_cast<float>(t.beta1), static_cast<float>(t.beta2), static_cast<float>(t.eps),
+  opt_->step(model_.params(), model_.grads(), static_cast<float>(r.lr), static_cast<float>(t.beta1),
+             static_cast<float>(t.beta2), static_cast<float>(t.eps),
              static_cast<float>(t.weight_decay));
   model_.refresh_compute_weights();
   return r;

@@ -1,0 +1,204 @@
+#include "runtime/train/run.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "runtime/core/backend.h"
+#include "runtime/core/sha256.h"
+#include "runtime/data/loader.h"
+#include "runtime/dist/launch_env.h"
+#include "runtime/dist/mesh.h"
+#include "runtime/dist/rendezvous.h"
+#include "runtime/model/gpt.h"
+#include "runtime/report/flops.h"
+#include "runtime/report/metrics.h"
+#include "runtime/report/peak.h"
+#include "runtime/report/report_builder.h"
+#include "runtime/report/report_from_config.h"
+#include "runtime/report/run_report.h"
+#include "runtime/train/process_stats.h"
+#include "runtime/train/train_step.h"
+
+namespace trainer::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void setup_logging(const config::RunConfig& cfg, int rank) {
+  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %v" : "[%H:%M:%S] %l: %v");
+  spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
+  if (rank != 0 && spdlog::get_level() < spdlog::level::warn)
+    spdlog::set_level(spdlog::level::warn);
+}
+
+std::unique_ptr<data::DataLoader> make_loader(const config::RunConfig& cfg, int dp_rank,
+                                              int dp_size, bool val) {
+  return std::make_unique<data::DataLoader>(data::loader_options(cfg, dp_rank, dp_size, val));
+}
+
+// Gathers every rank's step times on the world comm ([rank][step]).
+std::vector<std::vector<double>> gather_step_times(dist::Comm* world,
+                                                   const std::vector<double>& mine) {
+  if (world == nullptr || world->size() == 1) return {mine};
+  std::vector<double> all(mine.size() * static_cast<size_t>(world->size()));
+  world->all_gather(mine.data(), all.data(), mine.size(), dist::CommDType::f64);
+  std::vector<std::vector<double>> out(static_cast<size_t>(world->size()));
+  for (size_t r = 0; r < out.size(); ++r)
+    out[r].assign(all.begin() + static_cast<long>(r * mine.size()),
+                  all.begin() + static_cast<long>((r + 1) * mine.size()));
+  return out;
+}
+
+std::vector<int64_t> gather_peak_rss(dist::Comm* world) {
+  int64_t mine = peak_rss_bytes();
+  if (world == nullptr || world->size() == 1) return {mine};
+  std::vector<int64_t> all(static_cast<size_t>(world->size()));
+  world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);
+  return all;
+}
+
+}  // namespace
+
+int run_training(config::RunConfig cfg, const RunOptions& opts) {
+  (void)opts;  // resume lands with checkpoints
+  // 1. Where this process sits; the config is checked against it before anything is written.
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  config::validate(cfg, env.world_size);
+  setup_logging(cfg, env.rank);
+  const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
+  if (shape.pp > 1 || shape.tp > 1 || shape.cp > 1 || shape.ep > 1 || cfg.parallel.zero > 0)
+    throw config::ConfigError(
+        "config: this build trains data-parallel layouts only (parallel.tp/pp/cp/ep = 1, "
+        "parallel.zero = 0); got tp=" +
+        std::to_string(shape.tp) + " pp=" + std::to_string(shape.pp) +
+        " cp=" + std::to_string(shape.cp) + " ep=" + std::to_string(shape.ep) +
+        " zero=" + std::to_string(cfg.parallel.zero));
+  if (cfg.activation_checkpointing != "none")
+    throw config::ConfigError("config: activation_checkpointing = " + cfg.activation_checkpointing +
+                              ": only 'none' is implemented");
+
+  // 2. Process grid and communicators.
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(cfg.distributed.timeout_s * 1000));
+  std::shared_ptr<dist::Store> store;
+  dist::Mesh mesh(env.rank, env.world_size, shape);
+  if (env.world_size > 1) {
+    store = dist::make_rendezvous_store(env, timeout);
+    mesh.create_comms(store, cfg.distributed.timeout_s);
+  }
+  dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
+  DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
+  const bool lead = env.rank == 0;
+  std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
+
+  try {
+    // 3. Backend and model.
+    auto backend = make_backend(cfg.hardware.device, env.local_rank);
+    const model::GptDims dims = model::GptDims::from_config(cfg.model);
+    model::Gpt gpt(*backend, dims, model::GptShard::whole(dims));
+    gpt.init_weights(cfg.run.seed);
+    gpt.set_compute_bf16(cfg.precision.compute == "bf16");
+    TrainStep trainer(cfg, *backend, gpt, dp);
+
+    // 4. Data: each dp rank reads its own slice of the stream.
+    auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);
+    auto val_loader = make_loader(cfg, dp.rank(), dp.size(), true);
+    BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
+    BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
+
+    // 5. Report skeleton (hardware peak, model size, batch).
+    report::RunContext ctx;
+    ctx.world_size = env.world_size;
+    ctx.nodes = std::max(1, env.world_size / std::max(1, env.local_world_size));
+    ctx.device_name = backend->name();
+    ctx.peak = report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);
+    ctx.config_sha256 = config::config_sha256(cfg);
+    report::RunReport base = report::report_skeleton(cfg, ctx);
+    base.data.entropy_floor = std::isnan(train_loader->entropy_floor())
+                                  ? std::nullopt
+                                  : std::optional<double>(train_loader->entropy_floor());
+    builder.emplace(base, cfg.train.spike_factor);
+    const int64_t tokens_per_step = base.batch.tokens_per_step;
+    const double flops_per_token = base.model.flops_per_token;
+    std::unique_ptr<report::MetricsWriter> metrics;
+    if (lead) {
+      std::filesystem::create_directories(cfg.run.out_dir);
+      metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir);
+      spdlog::info("model: {} params ({} non-embedding), {:.3g} flops/token", base.model.params,
+                   base.model.non_embedding_params, flops_per_token);
+      spdlog::info(
+          "grid: world {} = dp {} x pp {} x cp {} x tp {}; global batch {} sequences "
+          "({} tokens/step); data {}",
+          env.world_size, shape.dp, shape.pp, shape.cp, shape.tp, base.batch.global_batch_sequences,
+          tokens_per_step, train_loader->describe());
+      spdlog::info("peak {:.3f} TFLOP/s per device ({})", ctx.peak.tflops, ctx.peak.source);
+    }
+
+    // 6. The loop.
+    std::vector<double> step_times;
+    const int total = cfg.train.steps;
+    const int last =
+        cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
+    for (int step = 0; step < last; ++step) {
+      const auto t0 = Clock::now();
+      const StepResult r = trainer.run(step, next_train);
+      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      step_times.push_back(dt);
+
+      report::StepRecord rec{
+          step + 1,   (step + 1) * tokens_per_step, r.loss, r.grad_norm, r.lr, dt, r.clipped,
+          r.nonfinite};
+      std::optional<double> val;
+      const bool eval_now =
+          cfg.train.eval_every > 0 && ((step + 1) % cfg.train.eval_every == 0 || step + 1 == last);
+      if (eval_now) {
+        val_loader->reset();
+        val = trainer.evaluate(cfg.train.eval_batches, next_val);
+        builder->record_eval({rec.step, rec.tokens, *val});
+      }
+      if (!lead) continue;
+      if (auto spike = builder->record_step(rec))
+        spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
+                     rec.loss, spike->ratio);
+      if (r.nonfinite)
+        spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
+      const bool log_now =
+          (step + 1) % cfg.logging.every_steps == 0 || step == 0 || step + 1 == last || eval_now;
+      if (log_now) {
+        const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
+                                                           ctx.peak.tflops, env.world_size);
+        metrics->write(rec, rates, val);
+        spdlog::info("{}", report::progress_line(rec, total, rates, val));
+      }
+    }
+
+    // 7. Report: gathered step times and memory of every rank.
+    const auto all_times = gather_step_times(world, step_times);
+    const auto peaks = gather_peak_rss(world);
+    if (lead) {
+      report::MemoryBreakdown mem;
+      mem.params = static_cast<int64_t>(gpt.params().nbytes());
+      mem.grads = static_cast<int64_t>(gpt.grads().nbytes());
+      mem.optimizer = static_cast<int64_t>(trainer.optimizer_bytes());
+      mem.activations = static_cast<int64_t>(gpt.activation_bytes());
+      builder->set_rank_step_times(all_times);
+      builder->set_memory(peaks, mem);
+      const std::string path = report::write_report(builder->finish("completed"), cfg.run.out_dir);
+      spdlog::info("report: {}", path);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    if (store) dist::report_failure(*store, env.rank, e.what());
+    if (lead && builder) {
+      builder->set_rank_step_times({});
+      report::write_report(builder->finish("failed", e.what()), cfg.run.out_dir);
+    }
+    throw;
+  }
+}
+
+}  // namespace trainer::train

@@ -1,0 +1,28 @@
+# Bad input stops the run with exit status 2 and one message naming the key, the value and what
+# is allowed, before any output file is created.
+source "$2/tests/lib/common.sh"
+cp "$src/configs/tiny.yaml" run.yaml
+expect_error() {  # expect_error "message part" train args...
+  local want=$1; shift
+  set +e
+  "$bin" train run.yaml --set run.out_dir=out "$@" >log 2>&1
+  local rc=$?
+  set -e
+  [ "$rc" = 2 ] || { cat log; fail "$* exited $rc, not 2"; }
+  grep -qF -- "$want" log || { cat log; fail "$* did not say '$want'"; }
+  [ ! -e out ] || fail "$* created the output directory"
+  echo "ok: $* -> $(head -c 200 log)"
+}
+expect_error "train.lrr" --set train.lrr=1
+expect_error "did you mean 'train.lr'" --set train.lrr=1
+expect_error "train.lr" --set train.lr=-1
+expect_error "abc" --set train.lr=abc
+expect_error "model.seq_len" --set model.seq_len=0
+expect_error "model.n_head" --set model.n_head=5
+expect_error "train.schedule" --set train.schedule=cosin
+expect_error "no_such_shard" --set data.train=no_such_shard_*.bin
+expect_error "parallel" --set parallel.dp=3
+printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml
+set +e; "$bin" train bad.yaml >log 2>&1; rc=$?; set -e
+[ "$rc" = 2 ] && grep -q bogus_section log || { cat log; fail "unknown section not refused"; }
+echo "bad configs refused"

@@ -1,0 +1,63 @@
+#!/usr/bin/python3
+"""Compares the loss and grad-norm curves of two metrics.jsonl files.
+
+usage: compare_metrics.py REFERENCE.jsonl CANDIDATE.jsonl --rtol 1e-5 [--min-steps 30] [--exact]
+Exits 1, printing both curves side by side, when any logged step differs by more than rtol
+(relative) or when the files do not log the same steps.
+"""
+import argparse
+import json
+import sys
+
+
+def load(path):
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                rows[r["step"]] = r
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("reference")
+    ap.add_argument("candidate")
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--min-steps", type=int, default=1)
+    ap.add_argument("--exact", action="store_true", help="losses must be bit-identical")
+    ap.add_argument("--fields", default="loss,grad_norm")
+    a = ap.parse_args()
+    ref, cand = load(a.reference), load(a.candidate)
+    fields = a.fields.split(",")
+    ok = sorted(ref) == sorted(cand) and len(ref) >= a.min_steps
+    worst = 0.0
+    lines = []
+    for step in sorted(set(ref) | set(cand)):
+        r, c = ref.get(step), cand.get(step)
+        cells = []
+        for k in fields:
+            rv = r.get(k) if r else None
+            cv = c.get(k) if c else None
+            if rv is None or cv is None:
+                ok = False
+                cells.append(f"{k} {rv} | {cv}")
+                continue
+            rel = abs(rv - cv) / max(abs(rv), 1e-30)
+            worst = max(worst, rel)
+            bad = (rv != cv) if a.exact else (rel > a.rtol)
+            ok = ok and not bad
+            cells.append(f"{k} {rv:.9g} | {cv:.9g} (rel {rel:.2e}){' <-- ' if bad else ''}")
+        lines.append(f"step {step:5d}: " + "; ".join(cells))
+    if not ok:
+        print(f"curves differ (rtol {a.rtol}, exact {a.exact}, steps {len(ref)} vs {len(cand)}, "
+              f"need >= {a.min_steps}): reference {a.reference} | candidate {a.candidate}")
+        print("\n".join(lines))
+        return 1
+    print(f"curves match over {len(ref)} steps: worst relative difference {worst:.3e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
