@@ -58,6 +58,35 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   return r;
 }
 
+OwnedState TrainStep::owned_state() {
+  // Without ZeRO every replica updates all elements; dp rank 0 is the one that owns them.
+  OwnedState s;
+  if (dp_.rank() != 0) return s;
+  s.begin = opt_->begin();
+  s.end = opt_->end();
+  s.params = static_cast<float*>(model_.params().data) + s.begin;
+  s.m = static_cast<float*>(opt_->m().data);
+  s.v = static_cast<float*>(opt_->v().data);
+  s.adam_step = opt_->step_count();
+  return s;
+}
+
+void TrainStep::sync_params_from_owners() {
+  if (dp_.size() > 1) {
+    Tensor p = model_.params();
+    dp_.comm->broadcast(p.data, static_cast<size_t>(p.numel()), dist::CommDType::f32, 0);
+    // Replicas keep their own moments in zero 0: give them the owner's too.
+    dp_.comm->broadcast(opt_->m().data, static_cast<size_t>(opt_->m().numel()),
+                        dist::CommDType::f32, 0);
+    dp_.comm->broadcast(opt_->v().data, static_cast<size_t>(opt_->v().numel()),
+                        dist::CommDType::f32, 0);
+    int64_t t = opt_->step_count();
+    dp_.comm->broadcast(&t, 1, dist::CommDType::i64, 0);
+    opt_->set_step_count(t);
+  }
+  model_.refresh_compute_weights();
+}
+
 double TrainStep::evaluate(int batches, const BatchSource& next_batch) {
   double sum = 0;
   for (int i = 0; i < batches; ++i) {

@@ -33,6 +33,18 @@ struct DataParallel {
   int size() const { return comm ? comm->size() : 1; }
 };
 
+// The training state this rank owns: master weights and Adam moments of the flat elements
+// [begin, end) of the model's parameter buffer (its optimizer shard: everything on dp rank 0 and
+// nothing elsewhere without ZeRO; a 1/dp slice with ZeRO). Checkpoints save and load exactly this;
+// after loading, TrainStep::sync_params_from_owners() makes every rank's working weights whole.
+struct OwnedState {
+  int64_t begin = 0, end = 0;
+  float* params = nullptr;  // master weights of element `begin` (host-visible on cpu)
+  float* m = nullptr;
+  float* v = nullptr;
+  int64_t adam_step = 0;
+};
+
 class TrainStep {
  public:
   TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp);
@@ -40,6 +52,11 @@ class TrainStep {
   StepResult run(int step, const BatchSource& next_batch);
   // Mean loss over `batches` micro-batches of every dp rank.
   double evaluate(int batches, const BatchSource& next_batch);
+
+  OwnedState owned_state();
+  void set_adam_step(int64_t t) { opt_->set_step_count(t); }
+  // Every rank's working weights from the owners' master weights (after a checkpoint load).
+  void sync_params_from_owners();
 
   optim::AdamW& optimizer() { return *opt_; }
   size_t optimizer_bytes() const { return opt_->bytes(); }
