@@ -20,6 +20,8 @@
 #include "runtime/report/report_builder.h"
 #include "runtime/report/report_from_config.h"
 #include "runtime/report/run_report.h"
+#include "runtime/train/fault_injection.h"
+#include "runtime/train/checkpointing.h"
 #include "runtime/train/process_stats.h"
 #include "runtime/train/train_step.h"
 
@@ -64,19 +66,20 @@ std::vector<int64_t> gather_peak_rss(dist::Comm* world) {
 }  // namespace
 
 int run_training(config::RunConfig cfg, const RunOptions& opts) {
-  (void)opts;  // resume lands with checkpoints
   // 1. Where this process sits; the config is checked against it before anything is written.
   const dist::LaunchEnv env = dist::detect_launch_env();
   config::validate(cfg, env.world_size);
   setup_logging(cfg, env.rank);
   const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
-  if (shape.pp > 1 || shape.tp > 1 || shape.cp > 1 || shape.ep > 1 || cfg.parallel.zero > 0)
+  if (shape.pp > 1 || shape.tp > 1 || shape.cp > 1 || shape.ep > 1)
     throw config::ConfigError(
-        "config: this build trains data-parallel layouts only (parallel.tp/pp/cp/ep = 1, "
-        "parallel.zero = 0); got tp=" +
+        "config: this build trains data-parallel layouts only (parallel.tp/pp/cp/ep = 1); got "
+        "tp=" +
         std::to_string(shape.tp) + " pp=" + std::to_string(shape.pp) +
-        " cp=" + std::to_string(shape.cp) + " ep=" + std::to_string(shape.ep) +
-        " zero=" + std::to_string(cfg.parallel.zero));
+        " cp=" + std::to_string(shape.cp) + " ep=" + std::to_string(shape.ep));
+  if (cfg.parallel.zero == 3 && cfg.precision.compute != "fp32")
+    throw config::ConfigError("config: parallel.zero = 3 needs precision.compute = fp32 (got " +
+                              cfg.precision.compute + ")");
   if (cfg.activation_checkpointing != "none")
     throw config::ConfigError("config: activation_checkpointing = " + cfg.activation_checkpointing +
                               ": only 'none' is implemented");
@@ -110,6 +113,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
     BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
 
+    // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
+    Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
+                              dp.size());
+    const int first_step = checkpoints.restore();
+
     // 5. Report skeleton (hardware peak, model size, batch).
     report::RunContext ctx;
     ctx.world_size = env.world_size;
@@ -117,6 +125,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     ctx.device_name = backend->name();
     ctx.peak = report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);
     ctx.config_sha256 = config::config_sha256(cfg);
+    if (first_step > 0) ctx.resumed_from_step = first_step;
     report::RunReport base = report::report_skeleton(cfg, ctx);
     base.data.entropy_floor = std::isnan(train_loader->entropy_floor())
                                   ? std::nullopt
@@ -143,7 +152,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     const int total = cfg.train.steps;
     const int last =
         cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
-    for (int step = 0; step < last; ++step) {
+    const FaultInjector faults(env.rank);
+    bool stop = false;
+    for (int step = first_step; step < last && !stop; ++step) {
+      faults.at_step(step + 1);
       const auto t0 = Clock::now();
       const StepResult r = trainer.run(step, next_train);
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -160,6 +172,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         val = trainer.evaluate(cfg.train.eval_batches, next_val);
         builder->record_eval({rec.step, rec.tokens, *val});
       }
+      stop = checkpoints.after_step(step + 1);
       if (!lead) continue;
       if (auto spike = builder->record_step(rec))
         spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
@@ -167,7 +180,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       if (r.nonfinite)
         spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
       const bool log_now =
-          (step + 1) % cfg.logging.every_steps == 0 || step == 0 || step + 1 == last || eval_now;
+          (step + 1) % cfg.logging.every_steps == 0 || step == 0 || step + 1 == last || eval_now || stop;
       if (log_now) {
         const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
                                                            ctx.peak.tflops, env.world_size);
@@ -181,9 +194,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     const auto peaks = gather_peak_rss(world);
     if (lead) {
       report::MemoryBreakdown mem;
-      mem.params = static_cast<int64_t>(gpt.params().nbytes());
-      mem.grads = static_cast<int64_t>(gpt.grads().nbytes());
-      mem.optimizer = static_cast<int64_t>(trainer.optimizer_bytes());
+      const parallel::ZeroMemory state = trainer.state_bytes();
+      mem.params = state.params;
+      mem.grads = state.grads;
+      mem.optimizer = state.optimizer;
       mem.activations = static_cast<int64_t>(gpt.activation_bytes());
       builder->set_rank_step_times(all_times);
       builder->set_memory(peaks, mem);

@@ -1,0 +1,32 @@
+#include "runtime/train/fault_injection.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace trainer::train {
+
+FaultInjector::FaultInjector(int rank) {
+  const char* spec = std::getenv("TRAINER_TEST_FAULT");
+  if (spec == nullptr || *spec == 0) return;
+  int r = -1, s = -1;
+  char kind[16] = {0};
+  if (std::sscanf(spec, "rank=%d,step=%d,kind=%15s", &r, &s, kind) != 3)
+    throw std::runtime_error(std::string("TRAINER_TEST_FAULT = '") + spec +
+                             "': expected rank=R,step=S,kind=throw|exit|segv");
+  if (r == rank) {
+    step_ = s;
+    kind_ = kind[0];
+  }
+}
+
+void FaultInjector::at_step(int step) const {
+  if (step != step_) return;
+  if (kind_ == 'e') std::_Exit(3);
+  if (kind_ == 's') std::raise(SIGSEGV);
+  throw std::runtime_error("injected fault (TRAINER_TEST_FAULT) at step " + std::to_string(step));
+}
+
+}  // namespace trainer::train
