@@ -92,7 +92,8 @@ ojson throughput_json(const ThroughputInfo& t) {
           {"step_time_s",
            {{"p50", t.step_time_s.p50}, {"p90", t.step_time_s.p90}, {"max", t.step_time_s.max}}},
           {"warmup_steps_excluded", t.warmup_steps_excluded},
-          {"tokens_per_second_basis", t.tokens_per_second_basis}};
+          {"tokens_per_second_basis", t.tokens_per_second_basis},
+          {"grad_sync_wait_s", t.grad_sync_wait_s}};
 }
 
 ojson memory_json(const MemoryInfo& m) {

@@ -73,6 +73,9 @@ struct ThroughputInfo {
   StepTimeStats step_time_s;
   int warmup_steps_excluded = 0;
   std::string tokens_per_second_basis = "mean_step_time_after_warmup";
+  // Mean seconds per step (after warm-up, rank 0) blocked on the gradient reduction after
+  // backward: the part of communication that overlap did not hide.
+  double grad_sync_wait_s = kUnknown;
 };
 
 struct MemoryBreakdown {

@@ -63,6 +63,13 @@ std::vector<int64_t> gather_peak_rss(dist::Comm* world) {
   return all;
 }
 
+double mean_after(const std::vector<double>& v, int skip) {
+  double sum = 0;
+  size_t n = 0;
+  for (size_t i = static_cast<size_t>(std::max(0, skip)); i < v.size(); ++i, ++n) sum += v[i];
+  return n ? sum / static_cast<double>(n) : std::nan("");
+}
+
 }  // namespace
 
 int run_training(config::RunConfig cfg, const RunOptions& opts) {
@@ -148,7 +155,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     }
 
     // 6. The loop.
-    std::vector<double> step_times;
+    std::vector<double> step_times, sync_waits;
     const int total = cfg.train.steps;
     const int last =
         cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
@@ -160,6 +167,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const StepResult r = trainer.run(step, next_train);
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       step_times.push_back(dt);
+      sync_waits.push_back(r.comm_wait_s);
 
       report::StepRecord rec{
           step + 1,   (step + 1) * tokens_per_step, r.loss, r.grad_norm, r.lr, dt, r.clipped,
@@ -201,7 +209,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       mem.activations = static_cast<int64_t>(gpt.activation_bytes());
       builder->set_rank_step_times(all_times);
       builder->set_memory(peaks, mem);
-      const std::string path = report::write_report(builder->finish("completed"), cfg.run.out_dir);
+      report::RunReport final_report = builder->finish("completed");
+      final_report.throughput.grad_sync_wait_s =
+          mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
+      const std::string path = report::write_report(final_report, cfg.run.out_dir);
       spdlog::info("report: {}", path);
     }
     return 0;
