@@ -1,5 +1,6 @@
 #include "runtime/train/train_step.h"
 
+#include <chrono>
 #include <cmath>
 
 #include "runtime/optim/lr_schedule.h"
@@ -9,11 +10,15 @@ namespace trainer::train {
 TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp)
     : cfg_(cfg), be_(be), model_(model), dp_(dp) {
   const int64_t n = model_.layout().total_numel();
-  opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), 0, n);
-  buckets_ = std::make_unique<parallel::GradBuckets>(model_.layout(), model_.grads(), dp_.comm,
-                                                     cfg.parallel.bucket_mb,
-                                                     cfg.parallel.overlap_grad_reduce);
-  model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
+  if (cfg.parallel.zero > 0 && dp_.size() > 1) {
+    zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm);
+  } else {  // zero 0, or a single replica (nothing to shard)
+    opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), 0, n);
+    buckets_ = std::make_unique<parallel::GradBuckets>(model_.layout(), model_.grads(), dp_.comm,
+                                                       cfg.parallel.bucket_mb,
+                                                       cfg.parallel.overlap_grad_reduce);
+    model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
+  }
   const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * cfg.model.seq_len;
   inputs_.resize(bt);
   targets_.resize(bt);
@@ -29,36 +34,72 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   const float dloss_scale = static_cast<float>(1.0 / tokens_global);
 
   be_.zero(model_.grads());
+  if (zero_) zero_->begin_step();
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
     next_batch(inputs_.data(), targets_.data());
-    if (micro == accum - 1) buckets_->begin_final_backward();
+    if (buckets_ && micro == accum - 1) buckets_->begin_final_backward();
     loss_sum += model_.forward(inputs_.data(), targets_.data(), dloss_scale);
     model_.backward();
   }
-  buckets_->finish();
 
   StepResult r;
-  r.comm_wait_s = buckets_->last_wait_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  r.grad_norm = reduce_and_norm();
+  r.comm_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.loss = loss_sum / accum;
   if (dp_.size() > 1) r.loss = dp_.comm->all_reduce_scalar(r.loss, dist::ReduceOp::avg);
-  // Gradients are replicated after the all-reduce, so the local norm is the global one.
-  r.grad_norm = std::sqrt(be_.sum_squares(model_.grads()));
   r.lr = optim::learning_rate(t, step);
   r.nonfinite = !std::isfinite(r.grad_norm) || !std::isfinite(r.loss);
   if (r.nonfinite) return r;  // skip the update: the weights stay finite
-  if (t.grad_clip > 0 && r.grad_norm > t.grad_clip) {
-    be_.scale(model_.grads(), static_cast<float>(t.grad_clip / (r.grad_norm + 1e-6)));
-    r.clipped = true;
-  }
-  opt_->step(model_.params(), model_.grads(), static_cast<float>(r.lr), static_cast<float>(t.beta1),
-             static_cast<float>(t.beta2), static_cast<float>(t.eps),
-             static_cast<float>(t.weight_decay));
-  model_.refresh_compute_weights();
+  clip_and_update(r.grad_norm, r.lr, r);
   return r;
 }
 
+double TrainStep::reduce_and_norm() {
+  if (zero_) {  // the norm is summed over the shards, never taken on one rank's part
+    zero_->reduce_gradients();
+    return zero_->grad_norm();
+  }
+  buckets_->finish();
+  // Gradients are replicated after the all-reduce, so the local norm is the global one.
+  return std::sqrt(be_.sum_squares(model_.grads()));
+}
+
+void TrainStep::clip_and_update(double grad_norm, double lr, StepResult& r) {
+  const config::TrainConfig& t = cfg_.train;
+  if (t.grad_clip > 0 && grad_norm > t.grad_clip) {
+    const float alpha = static_cast<float>(t.grad_clip / (grad_norm + 1e-6));
+    zero_ ? zero_->scale_grads(alpha) : be_.scale(model_.grads(), alpha);
+    r.clipped = true;
+  }
+  const float lr_f = static_cast<float>(lr), b1 = static_cast<float>(t.beta1),
+              b2 = static_cast<float>(t.beta2), eps = static_cast<float>(t.eps),
+              wd = static_cast<float>(t.weight_decay);
+  if (zero_) {
+    zero_->step(lr_f, b1, b2, eps, wd);  // updates the shard, then gathers or releases params
+    return;
+  }
+  opt_->step(model_.params(), model_.grads(), lr_f, b1, b2, eps, wd);
+  model_.refresh_compute_weights();
+}
+
+parallel::ZeroMemory TrainStep::state_bytes() const {
+  if (zero_) return zero_->memory();
+  return {static_cast<int64_t>(model_.params().nbytes()),
+          static_cast<int64_t>(model_.grads().nbytes()), static_cast<int64_t>(opt_->bytes())};
+}
+
 OwnedState TrainStep::owned_state() {
+  if (zero_) {  // every rank owns its contiguous shard
+    optim::AdamW& a = zero_->adam();
+    return OwnedState{a.begin(),
+                      a.end(),
+                      static_cast<float*>(model_.params().data) + a.begin(),
+                      static_cast<float*>(a.m().data),
+                      static_cast<float*>(a.v().data),
+                      a.step_count()};
+  }
   // Without ZeRO every replica updates all elements; dp rank 0 is the one that owns them.
   OwnedState s;
   if (dp_.rank() != 0) return s;
@@ -72,6 +113,10 @@ OwnedState TrainStep::owned_state() {
 }
 
 void TrainStep::sync_params_from_owners() {
+  if (zero_) {  // each rank loaded its own shard and moments: make the working params whole
+    zero_->publish_params();
+    return;
+  }
   if (dp_.size() > 1) {
     Tensor p = model_.params();
     dp_.comm->broadcast(p.data, static_cast<size_t>(p.numel()), dist::CommDType::f32, 0);

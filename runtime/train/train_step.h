@@ -12,6 +12,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/parallel/grad_buckets.h"
+#include "runtime/parallel/zero_optimizer.h"
 
 namespace trainer::train {
 
@@ -54,12 +55,14 @@ class TrainStep {
   double evaluate(int batches, const BatchSource& next_batch);
 
   OwnedState owned_state();
-  void set_adam_step(int64_t t) { opt_->set_step_count(t); }
+  void set_adam_step(int64_t t) { optimizer().set_step_count(t); }
   // Every rank's working weights from the owners' master weights (after a checkpoint load).
   void sync_params_from_owners();
 
-  optim::AdamW& optimizer() { return *opt_; }
-  size_t optimizer_bytes() const { return opt_->bytes(); }
+  optim::AdamW& optimizer() { return zero_ ? zero_->adam() : *opt_; }
+  size_t optimizer_bytes() const { return static_cast<size_t>(state_bytes().optimizer); }
+  // Bytes of params, grads and optimizer state allocated on this rank (ZeRO shards included).
+  parallel::ZeroMemory state_bytes() const;
 
  private:
   const config::RunConfig& cfg_;
@@ -67,7 +70,10 @@ class TrainStep {
   model::Gpt& model_;
   DataParallel dp_;
   std::unique_ptr<optim::AdamW> opt_;
-  std::unique_ptr<parallel::GradBuckets> buckets_;
+  std::unique_ptr<parallel::GradBuckets> buckets_;  // zero 0
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;   // zero 1-3 with dp > 1 (owns the AdamW)
+  double reduce_and_norm();                         // grads -> global norm, per zero stage
+  void clip_and_update(double grad_norm, double lr, StepResult& r);
   std::vector<int32_t> inputs_, targets_;
 };
 

@@ -1,0 +1,50 @@
+#pragma once
+// The collectives ZeRO runs over the flat fp32 buffer, cut by ZeroShards. Buffers are host
+// pointers of the cpu backend; `staging` is host scratch the caller keeps between calls.
+//
+// Whole buffer (ZeRO-1 after backward, ZeRO-1/2 after the update): one reduce-scatter /
+// all-gather over the equal part, in place (chunk r of the buffer is rank r's shard), plus the
+// sub-dp tail summed/broadcast apart.
+//
+// A range [lo, hi) (one bucket or unit, ZeRO-2/3): its pieces per owner are unequal, so each is
+// padded to the largest piece k; a reduce-scatter / all-gather of count k moves them. Traffic is
+// dp*k (<= dp * min(range, chunk)), the price of keeping every rank's shard contiguous.
+#include <memory>
+#include <vector>
+
+#include "runtime/dist/comm.h"
+#include "runtime/parallel/zero_shard.h"
+
+namespace trainer::parallel {
+
+// buf[n] := the group sum on this rank's shard (other elements are left as they were).
+void reduce_scatter_in_place(dist::Comm& comm, const ZeroShards& s, float* buf);
+// Every rank's shard of buf (in place on its owner) to every rank.
+void all_gather_in_place(dist::Comm& comm, const ZeroShards& s, float* buf,
+                         std::vector<float>& staging);
+
+// Adds this rank's piece of the group sum of buf[r] into shard_acc (element 0 = shard begin).
+void reduce_scatter_range_add(dist::Comm& comm, const ZeroShards& s, const float* buf, Range r,
+                              float* shard_acc, std::vector<float>& staging);
+
+// Gathers buf[r] from the owners' pieces (in place in buf). start() posts the all-gather on the
+// communicator's thread; finish() waits and unpacks. One gather in flight per object.
+class RangeGather {
+ public:
+  RangeGather(dist::Comm& comm, const ZeroShards& s) : comm_(comm), s_(s) {}
+  void start(float* buf, Range r);
+  void finish();
+  bool pending() const { return work_ != nullptr; }
+  Range range() const { return r_; }
+
+ private:
+  dist::Comm& comm_;
+  const ZeroShards& s_;
+  float* buf_ = nullptr;
+  Range r_;
+  int64_t k_ = 0;
+  std::vector<float> send_, recv_;
+  std::shared_ptr<dist::Work> work_;
+};
+
+}  // namespace trainer::parallel

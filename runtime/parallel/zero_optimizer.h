@@ -1,0 +1,75 @@
+#pragma once
+// ZeroOptimizer: ZeRO stages 1-3 over the model's flat fp32 buffers for one dp group.
+//   stage 1: after the last backward the full gradient buffer is reduce-scattered (in place);
+//            each rank runs AdamW on its shard; the updated params are all-gathered.
+//   stage 2: as each unit's gradients are final (every micro-batch), the unit's range is
+//            reduce-scattered into a shard-sized accumulator and its full-size range is zeroed.
+//   stage 3: stage 2, and parameters outside the shard are only valid while their unit is
+//            gathered: before_unit gathers a unit (prefetching the next one on the comm thread),
+//            the unit before it is released (poisoned with NaN, so a read of a released unit
+//            shows up in the loss). wte (unit 0) stays gathered from the embedding to the tied
+//            head's backward. After the update only the shard is valid.
+// The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
+// (1-3) and the gradient accumulator (2-3); see memory() for what is allocated.
+#include <memory>
+#include <vector>
+
+#include "runtime/core/backend.h"
+#include "runtime/dist/comm.h"
+#include "runtime/model/gpt.h"
+#include "runtime/optim/adamw.h"
+#include "runtime/parallel/zero_comm.h"
+#include "runtime/parallel/zero_shard.h"
+
+namespace trainer::parallel {
+
+struct ZeroMemory {
+  int64_t params = 0, grads = 0, optimizer = 0;  // bytes allocated on this rank
+};
+
+class ZeroOptimizer {
+ public:
+  // comm: the dp group (non-null, any size). Installs the model hooks it needs (stage 2, 3).
+  ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm);
+  ~ZeroOptimizer();
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+
+  void begin_step();        // zeroes the gradient accumulator
+  void reduce_gradients();  // after the last backward: the shard holds the global sum
+  double grad_norm();       // global L2 norm over all shards
+  void scale_grads(float alpha);
+  void step(float lr, float beta1, float beta2, float eps, float weight_decay);
+  // Makes the working params consistent with the shards' master weights: all-gather (1, 2),
+  // release every unit (3). Called by step() and after a checkpoint load.
+  void publish_params();
+
+  int stage() const { return stage_; }
+  Range shard() const { return shards_.shard(comm_.rank()); }
+  optim::AdamW& adam() { return *opt_; }
+  ZeroMemory memory() const;
+
+ private:
+  Tensor shard_grads() const;
+  void on_unit_grads_ready(int unit);
+  void before_unit(int unit, bool backward);
+  void ensure_gathered(int unit);
+  void prefetch(int unit);
+  void release(int unit);
+  float* params() const { return static_cast<float*>(model_.params().data); }
+
+  int stage_;
+  Backend& be_;
+  model::Gpt& model_;
+  dist::Comm& comm_;
+  ZeroShards shards_;
+  std::vector<Range> unit_range_;  // by unit id
+  std::unique_ptr<optim::AdamW> opt_;
+  Tensor grad_acc_;  // stage >= 2: shard-sized gradient accumulator
+  std::vector<float> staging_;
+  RangeGather sync_gather_, prefetch_;
+  int prefetch_unit_ = -1;
+  std::vector<bool> live_;  // stage 3: unit gathered
+};
+
+}  // namespace trainer::parallel
