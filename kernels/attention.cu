@@ -1,0 +1,135 @@
+// Causal self-attention, the reference kernels: att[B,NH,T,T] is materialised exactly as the cpu
+// backend keeps it (runtime/cpu/ops_attention.h), so backward reads the saved probabilities.
+// One block per query row (b, h, t); no atomics, so results are deterministic.
+#include <cmath>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace trainer::kernels {
+namespace {
+
+struct Dims {
+  int64_t T, C, NH, HS;
+  float scale;
+};
+
+// Row (b, h, t) of the grid: base offsets of q (in qkv), out, and the att row.
+struct Row {
+  int64_t b, h, t, bh;
+  __device__ Row(const Dims& d, int64_t row)
+      : b(row / d.T / d.NH), h(row / d.T % d.NH), t(row % d.T), bh(row / d.T) {}
+  __device__ int64_t q(const Dims& d, int64_t tt) const {
+    return (b * d.T + tt) * 3 * d.C + h * d.HS;
+  }
+  __device__ int64_t k(const Dims& d, int64_t tt) const { return q(d, tt) + d.C; }
+  __device__ int64_t v(const Dims& d, int64_t tt) const { return q(d, tt) + 2 * d.C; }
+  __device__ int64_t o(const Dims& d, int64_t tt) const { return (b * d.T + tt) * d.C + h * d.HS; }
+};
+
+__device__ float dot(const float* a, const float* b, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+__global__ void attention_forward_kernel(float* out, float* att, const float* qkv, Dims d) {
+  __shared__ float red[32];
+  const Row r(d, blockIdx.x);
+  float* a = att + int64_t{blockIdx.x} * d.T;
+  const float* q = qkv + r.q(d, r.t);
+  float maxv = -INFINITY;
+  for (int64_t t2 = threadIdx.x; t2 <= r.t; t2 += blockDim.x) {
+    a[t2] = dot(q, qkv + r.k(d, t2), d.HS) * d.scale;
+    maxv = fmaxf(maxv, a[t2]);
+  }
+  maxv = block_reduce(maxv, red, MaxOp{}, -INFINITY);
+  float sum = 0;
+  for (int64_t t2 = threadIdx.x; t2 <= r.t; t2 += blockDim.x) sum += (a[t2] = expf(a[t2] - maxv));
+  const float inv = 1.0f / block_reduce(sum, red, SumOp{}, 0.0f);
+  for (int64_t t2 = threadIdx.x; t2 < d.T; t2 += blockDim.x) a[t2] = t2 <= r.t ? a[t2] * inv : 0.0f;
+  __syncthreads();  // the whole row of probabilities is needed below
+  for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
+    float o = 0;
+    for (int64_t t2 = 0; t2 <= r.t; ++t2) o += a[t2] * qkv[r.v(d, t2) + i];
+    out[r.o(d, r.t) + i] = o;
+  }
+}
+
+// Per query row: dpre[t2] = att (datt - <datt, att>) scale, then dq[t] += dpre k.
+__global__ void attention_backward_query_kernel(float* dqkv, float* dpre, const float* dout,
+                                                const float* qkv, const float* att, Dims d) {
+  __shared__ float red[32];
+  const Row r(d, blockIdx.x);
+  const float* a = att + int64_t{blockIdx.x} * d.T;
+  float* dp = dpre + int64_t{blockIdx.x} * d.T;
+  const float* dy = dout + r.o(d, r.t);
+  float local = 0;
+  for (int64_t t2 = threadIdx.x; t2 <= r.t; t2 += blockDim.x) {
+    dp[t2] = dot(dy, qkv + r.v(d, t2), d.HS);  // datt for now
+    local += dp[t2] * a[t2];
+  }
+  const float datt_dot_att = block_reduce(local, red, SumOp{}, 0.0f);
+  for (int64_t t2 = threadIdx.x; t2 <= r.t; t2 += blockDim.x)
+    dp[t2] = a[t2] * (dp[t2] - datt_dot_att) * d.scale;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
+    float g = 0;
+    for (int64_t t2 = 0; t2 <= r.t; ++t2) g += dp[t2] * qkv[r.k(d, t2) + i];
+    dqkv[r.q(d, r.t) + i] += g;
+  }
+}
+
+// Per key row t2: dk[t2] += sum_{t >= t2} dpre[t, t2] q[t]; dv[t2] += sum_{t >= t2} att[t, t2]
+// dy[t].
+__global__ void attention_backward_key_kernel(float* dqkv, const float* dpre, const float* dout,
+                                              const float* qkv, const float* att, Dims d) {
+  const Row r(d, blockIdx.x);  // r.t is the key position t2
+  const int64_t rows = r.bh * d.T * d.T;
+  for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
+    float gk = 0, gv = 0;
+    for (int64_t t = r.t; t < d.T; ++t) {
+      const int64_t idx = rows + t * d.T + r.t;
+      gk += dpre[idx] * qkv[r.q(d, t) + i];
+      gv += att[idx] * dout[r.o(d, t) + i];
+    }
+    dqkv[r.k(d, r.t) + i] += gk;
+    dqkv[r.v(d, r.t) + i] += gv;
+  }
+}
+
+Dims dims(int64_t T, int64_t C, int64_t NH) {
+  const int64_t HS = C / NH;
+  return Dims{T, C, NH, HS, 1.0f / std::sqrt(float(HS))};
+}
+
+int threads_for(int64_t n) {
+  const int64_t w = (n + 31) / 32 * 32;
+  return static_cast<int>(w < 64 ? 64 : (w > 256 ? 256 : w));
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                       int64_t NH, cudaStream_t stream) {
+  if (B * T == 0) return;
+  const unsigned rows = static_cast<unsigned>(B * NH * T);
+  attention_forward_kernel<<<rows, threads_for(T), 0, stream>>>(out, att, qkv, dims(T, C, NH));
+  CUDA_CHECK_LAUNCH("attention_forward_kernel");
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                        float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        cudaStream_t stream) {
+  if (B * T == 0) return;
+  const unsigned rows = static_cast<unsigned>(B * NH * T);
+  const Dims d = dims(T, C, NH);
+  attention_backward_query_kernel<<<rows, threads_for(T), 0, stream>>>(dqkv, dpre_scratch, dout,
+                                                                       qkv, att, d);
+  CUDA_CHECK_LAUNCH("attention_backward_query_kernel");
+  attention_backward_key_kernel<<<rows, threads_for(d.HS), 0, stream>>>(dqkv, dpre_scratch, dout,
+                                                                        qkv, att, d);
+  CUDA_CHECK_LAUNCH("attention_backward_key_kernel");
+}
+
+}  // namespace trainer::kernels

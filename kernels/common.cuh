@@ -1,0 +1,51 @@
+#pragma once
+// Helpers shared by the kernels: grid sizes, warp and block reductions.
+#include <cstdint>
+
+#include "runtime/cuda/cuda_check.h"
+
+namespace trainer::kernels {
+
+inline constexpr int kThreads = 256;
+
+inline unsigned grid_for(int64_t n, int threads = kThreads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 64 ? 65535 * 64 : blocks));
+}
+
+template <class T>
+__device__ inline T warp_sum(T v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ inline float warp_max(float v) {
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Reduction over a block of up to 1024 threads (blockDim.x a multiple of 32); every thread gets
+// the result. `shared` holds 32 values. Fixed order: deterministic.
+template <class T, class Op>
+__device__ inline T block_reduce(T v, T* shared, Op op, T identity) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  __syncthreads();  // `shared` may still be read by a previous reduction
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  v = lane < warps ? shared[lane] : identity;
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+struct SumOp {
+  template <class T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+}  // namespace trainer::kernels

@@ -1,0 +1,48 @@
+// Fused softmax + cross-entropy (runtime/cpu/ops_loss.h): one block per row of logits.
+#include <cmath>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace trainer::kernels {
+namespace {
+
+__global__ void softmax_cross_entropy_kernel(float* logits, float* losses, const int32_t* targets,
+                                             int64_t V, float dloss_scale) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  float* z = logits + row * V;
+  const int64_t target = targets[row];
+  const bool write_grad = dloss_scale != 0.0f;
+  if (target < 0 || target >= V) {  // ignored row (or a bad target: NaN loss, no OOB read)
+    if (threadIdx.x == 0) losses[row] = target < 0 ? 0.0f : NAN;
+    if (write_grad)
+      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) z[j] = 0.0f;
+    return;
+  }
+  const float z_target = z[target];
+  float maxv = -INFINITY;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) maxv = fmaxf(maxv, z[j]);
+  maxv = block_reduce(maxv, red, MaxOp{}, -INFINITY);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(z[j] - maxv);
+  sum = block_reduce(sum, red, SumOp{}, 0.0f);
+  if (threadIdx.x == 0) losses[row] = logf(sum) + maxv - z_target;
+  if (!write_grad) return;
+  const float inv_sum = 1.0f / sum;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+    z[j] = (expf(z[j] - maxv) * inv_sum - (j == target ? 1.0f : 0.0f)) * dloss_scale;
+}
+
+}  // namespace
+
+void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t N,
+                           int64_t V, float dloss_scale, cudaStream_t stream) {
+  if (N == 0) return;
+  const int threads = V >= 1024 ? 1024 : (V >= 256 ? 256 : 64);
+  softmax_cross_entropy_kernel<<<static_cast<unsigned>(N), threads, 0, stream>>>(
+      logits, losses, targets, V, dloss_scale);
+  CUDA_CHECK_LAUNCH("softmax_cross_entropy_kernel");
+}
+
+}  // namespace trainer::kernels

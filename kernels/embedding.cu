@@ -1,0 +1,129 @@
+// Token + position embedding, forward and a deterministic backward (no float atomics): the
+// positions are counting-sorted by token, then each (token, column) sums its rows in position
+// order, the same order as the cpu reference.
+#include <cmath>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace trainer::kernels {
+namespace {
+
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* wte,
+                                         const float* wpe, int64_t pos_offset, int64_t BT,
+                                         int64_t T, int64_t C, int64_t V) {
+  for (int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; idx < BT * C;
+       idx += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = idx / C, c = idx % C;
+    const int64_t tok = tokens[i];
+    if (tok < 0 || tok >= V) {
+      out[idx] = NAN;  // visible downstream as a non-finite loss, never an out-of-bounds read
+      continue;
+    }
+    out[idx] = wte[tok * C + c] + (wpe ? wpe[(pos_offset + i % T) * C + c] : 0.0f);
+  }
+}
+
+// counts[v] = number of positions holding token v.
+__global__ void count_tokens_kernel(int32_t* counts, const int32_t* tokens, int64_t BT, int64_t V) {
+  const int64_t v = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (v >= V) return;
+  int32_t n = 0;
+  for (int64_t i = 0; i < BT; ++i) n += tokens[i] == v;
+  counts[v] = n;
+}
+
+// offsets[0] = 0, offsets[v+1] = offsets[v] + counts[v]; one block of kScanThreads.
+constexpr int kScanThreads = 1024;
+__global__ void exclusive_scan_kernel(int32_t* offsets, const int32_t* counts, int64_t V) {
+  __shared__ int32_t partial[kScanThreads];
+  const int64_t chunk = (V + kScanThreads - 1) / kScanThreads;
+  const int64_t begin = threadIdx.x * chunk, end = begin + chunk < V ? begin + chunk : V;
+  int32_t s = 0;
+  for (int64_t v = begin; v < end; ++v) s += counts[v];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t run = 0;
+    for (int j = 0; j < kScanThreads; ++j) {
+      const int32_t p = partial[j];
+      partial[j] = run;
+      run += p;
+    }
+    offsets[0] = 0;
+  }
+  __syncthreads();
+  int32_t run = partial[threadIdx.x];
+  for (int64_t v = begin; v < end; ++v) offsets[v + 1] = (run += counts[v]);
+}
+
+// positions[offsets[v] ...] = the positions of token v, ascending.
+__global__ void fill_positions_kernel(int32_t* positions, const int32_t* offsets,
+                                      const int32_t* tokens, int64_t BT, int64_t V) {
+  const int64_t v = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (v >= V) return;
+  int32_t next = offsets[v];
+  for (int64_t i = 0; i < BT; ++i)
+    if (tokens[i] == v) positions[next++] = static_cast<int32_t>(i);
+}
+
+__global__ void accumulate_dwte_kernel(float* dwte, const float* dout, const int32_t* offsets,
+                                       const int32_t* positions, int64_t C) {
+  const int64_t v = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
+  const int32_t begin = offsets[v], end = offsets[v + 1];
+  if (c >= C || begin == end) return;
+  float g = 0;
+  for (int32_t j = begin; j < end; ++j) g += dout[int64_t{positions[j]} * C + c];
+  dwte[v * C + c] += g;
+}
+
+__global__ void accumulate_dwpe_kernel(float* dwpe, const float* dout, int64_t pos_offset,
+                                       int64_t B, int64_t T, int64_t C) {
+  const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (idx >= T * C) return;
+  const int64_t t = idx / C, c = idx % C;
+  float g = 0;
+  for (int64_t b = 0; b < B; ++b) g += dout[(b * T + t) * C + c];
+  dwpe[(pos_offset + t) * C + c] += g;
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int64_t pos_offset, int64_t B, int64_t T, int64_t C, int64_t V,
+                       cudaStream_t stream) {
+  if (B * T * C == 0) return;
+  embedding_forward_kernel<<<grid_for(B * T * C), kThreads, 0, stream>>>(
+      out, tokens, wte, wpe, pos_offset, B * T, T, C, V);
+  CUDA_CHECK_LAUNCH("embedding_forward_kernel");
+}
+
+int64_t embedding_backward_scratch_ints(int64_t BT, int64_t V) {
+  return 2 * V + 1 + BT;  // counts[V] | offsets[V+1] | positions[BT]
+}
+
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int32_t* scratch, int64_t pos_offset, int64_t B, int64_t T, int64_t C,
+                        int64_t V, cudaStream_t stream) {
+  const int64_t BT = B * T;
+  if (BT * C == 0) return;
+  if (dwte) {
+    int32_t *counts = scratch, *offsets = scratch + V, *positions = scratch + 2 * V + 1;
+    count_tokens_kernel<<<grid_for(V), kThreads, 0, stream>>>(counts, tokens, BT, V);
+    CUDA_CHECK_LAUNCH("count_tokens_kernel");
+    exclusive_scan_kernel<<<1, kScanThreads, 0, stream>>>(offsets, counts, V);
+    CUDA_CHECK_LAUNCH("exclusive_scan_kernel");
+    fill_positions_kernel<<<grid_for(V), kThreads, 0, stream>>>(positions, offsets, tokens, BT, V);
+    CUDA_CHECK_LAUNCH("fill_positions_kernel");
+    const dim3 grid(static_cast<unsigned>(V), static_cast<unsigned>((C + 127) / 128));
+    accumulate_dwte_kernel<<<grid, 128, 0, stream>>>(dwte, dout, offsets, positions, C);
+    CUDA_CHECK_LAUNCH("accumulate_dwte_kernel");
+  }
+  if (dwpe) {
+    accumulate_dwpe_kernel<<<grid_for(T * C), kThreads, 0, stream>>>(dwpe, dout, pos_offset, B, T,
+                                                                     C);
+    CUDA_CHECK_LAUNCH("accumulate_dwpe_kernel");
+  }
+}
+
+}  // namespace trainer::kernels

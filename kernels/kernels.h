@@ -1,0 +1,71 @@
+#pragma once
+// Declarations of the CUDA kernels' host launchers (definitions in kernels/*.cu). Every launcher
+// enqueues on `stream`, checks the launch (CUDA_CHECK_LAUNCH) and returns without syncing.
+// Pointers are device pointers; shapes and semantics match runtime/core/backend.h (row-major,
+// backward ops ACCUMULATE, null gradient = not needed). Sizes are int64_t like the Backend's.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace trainer::kernels {
+
+// --- layers (layernorm_gelu.cu) ---
+// out[N,C] = (inp - mean) * rstd * weight + bias (bias may be null); mean/rstd[N] may be null.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int64_t N, int64_t C, cudaStream_t stream);
+// dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...; the column sums are deterministic.
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        int64_t N, int64_t C, cudaStream_t stream);
+void gelu_forward(float* out, const float* inp, int64_t n, cudaStream_t stream);
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
+                   cudaStream_t stream);  // dinp += gelu'(inp) * dout
+// dbias[OC] += sum over rows of dout[N,OC] (fixed order), and out[N,OC] += bias[OC].
+void bias_backward(float* dbias, const float* dout, int64_t N, int64_t OC, cudaStream_t stream);
+void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream);
+
+// --- attention (attention.cu): the reference kernels, att[B,NH,T,T] materialised ---
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                       int64_t NH, cudaStream_t stream);
+// dpre_scratch: B*NH*T*T floats of workspace (the pre-softmax gradient).
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                        float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
+                        cudaStream_t stream);
+
+// --- embedding (embedding.cu) ---
+// A token outside [0, V) writes a NaN row instead of reading out of bounds.
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int64_t pos_offset, int64_t B, int64_t T, int64_t C, int64_t V,
+                       cudaStream_t stream);
+// Deterministic dwte without float atomics: a counting sort of positions by token, then each
+// (token, column) sums its rows in position order. scratch: embedding_backward_scratch_ints().
+int64_t embedding_backward_scratch_ints(int64_t BT, int64_t V);
+void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int32_t* scratch, int64_t pos_offset, int64_t B, int64_t T, int64_t C,
+                        int64_t V, cudaStream_t stream);
+
+// --- loss (cross_entropy.cu) ---
+// losses[N]; logits overwritten by dlogits * dloss_scale when dloss_scale != 0. target < 0:
+// ignored; target >= V: loss NaN.
+void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t N,
+                           int64_t V, float dloss_scale, cudaStream_t stream);
+
+// --- optimizer and utilities (optim_util.cu) ---
+// bias_correction1/2 = 1 - beta^step, computed by the caller in double like the cpu reference.
+void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n, float lr,
+                float beta1, float beta2, float eps, float weight_decay, float bias_correction1,
+                float bias_correction2, cudaStream_t stream);
+void scale(float* x, float alpha, int64_t n, cudaStream_t stream);
+void axpy(float* y, const float* x, float alpha, int64_t n, cudaStream_t stream);
+// Sum of x^2 (squares=true) or of x in fp64 over a fixed grid: the same bits on every run.
+// partials: kReducePartials doubles of workspace; result: one double on the device.
+inline constexpr int kReducePartials = 256;
+void sum_fp64(double* result, double* partials, const float* x, int64_t n, bool squares,
+              cudaStream_t stream);
+// fp32 -> bf16 round to nearest even (bits identical to the cpu backend's), kept in fp32 or
+// stored as bf16 bits; and bf16 bits -> fp32.
+void round_to_bf16_f32(float* dst, const float* src, int64_t n, cudaStream_t stream);
+void cast_f32_to_bf16(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream);
+void cast_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream);
+
+}  // namespace trainer::kernels

@@ -1,0 +1,166 @@
+// LtGemm: row-major C = op(A) op(B) mapped onto column-major cuBLASLt as C^T = op(B)^T op(A)^T,
+// i.e. the operands swap places and keep their transposes.
+#include "runtime/cuda/cublaslt_gemm.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/core/check.h"
+#include "runtime/cuda/cuda_check.h"
+
+#define CUBLAS_CHECK(call)                                                                        \
+  do {                                                                                            \
+    const cublasStatus_t st_ = (call);                                                            \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
+      ::trainer::cuda::throw_cuda_error(#call, cublasLtGetStatusString(st_), __FILE__, __LINE__); \
+  } while (0)
+
+namespace trainer::cuda {
+
+struct LtGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool has_algo = false;
+  ~Plan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+namespace {
+
+cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
+                              int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows),
+                                          static_cast<uint64_t>(cols), ld));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                  sizeof(count)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+// Largest power-of-two byte alignment (up to 256) shared by the pointers: heuristics depend on it.
+int common_alignment(const LtGemmArgs& g) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b) |
+                   reinterpret_cast<uintptr_t>(g.c) | reinterpret_cast<uintptr_t>(g.bias);
+  int align = 256;
+  while (align > 1 && (bits % static_cast<uintptr_t>(align)) != 0) align /= 2;
+  return align;
+}
+
+LtGemmArgs packed(LtGemmArgs g) {
+  TRAINER_CHECK(
+      g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1,
+      "gemm: bad sizes m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch);
+  const int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
+  if (g.lda == 0) g.lda = std::max<int64_t>(1, a_cols);
+  if (g.ldb == 0) g.ldb = std::max<int64_t>(1, b_cols);
+  if (g.ldc == 0) g.ldc = std::max<int64_t>(1, g.n);
+  TRAINER_CHECK(
+      g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n,
+      "gemm: leading dimension too small: lda=" << g.lda << " ldb=" << g.ldb << " ldc=" << g.ldc);
+  TRAINER_CHECK(g.batch == 1 || g.stride_c != 0, "gemm: batch " << g.batch << " with stride_c 0");
+  TRAINER_CHECK(g.c != nullptr && (g.k == 0 || (g.a != nullptr && g.b != nullptr)),
+                "gemm: null matrix pointer");
+  return g;
+}
+
+}  // namespace
+
+LtGemm::LtGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
+  CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+LtGemm::~LtGemm() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
+  const Key key{g.trans_a,
+                g.trans_b,
+                g.m,
+                g.n,
+                g.k,
+                g.lda,
+                g.ldb,
+                g.ldc,
+                g.batch,
+                g.stride_a,
+                g.stride_b,
+                g.stride_c,
+                g.bias != nullptr,
+                g.bf16_inputs,
+                alignment};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+  auto plan = std::make_unique<Plan>();
+  // Column-major view: D'[n x m] = op(B)' [n x k] * op(A)' [k x m].
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                              sizeof(op_first)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                              sizeof(op_second)));
+  if (g.bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                sizeof(epi)));
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                &bias_type, sizeof(bias_type)));
+  }
+  const cudaDataType_t in_type = g.bf16_inputs ? CUDA_R_16BF : CUDA_R_32F;
+  // Stored shapes (column-major rows x cols) of the row-major operands.
+  plan->a =
+      layout(in_type, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb, g.batch, g.stride_b);
+  plan->b =
+      layout(in_type, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda, g.batch, g.stride_a);
+  plan->c = layout(CUDA_R_32F, g.n, g.m, g.ldc, g.batch, g.stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes_;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
+    plan->algo = result.algo;
+    plan->has_algo = true;
+  } else if (!g.bias) {
+    throw CudaError("cuBLASLt has no algorithm for gemm m=" + std::to_string(g.m) +
+                    " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " (" +
+                    cublasLtGetStatusString(st) + ")");
+  }
+  return (plans_[key] = std::move(plan)).get();
+}
+
+bool LtGemm::run(const LtGemmArgs& args) {
+  const LtGemmArgs g = packed(args);
+  if (g.m == 0 || g.n == 0) return true;
+  TRAINER_CHECK(g.k > 0, "LtGemm: k == 0 is handled by the caller");
+  Plan* plan = plan_for(g, common_alignment(g));
+  if (!plan->has_algo) return false;  // only for bias epilogues
+  if (g.bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &g.bias, sizeof(g.bias)));
+  CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta,
+                              g.c, plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_,
+                              stream_));
+  return true;
+}
+
+}  // namespace trainer::cuda

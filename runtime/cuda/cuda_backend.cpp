@@ -1,0 +1,205 @@
+// CudaBackend: device selection, memory, GEMM, optimizer and reductions.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernels.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_tensor_checks.h"
+
+namespace trainer::cuda {
+
+namespace {
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+}
+
+int device_count(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return 0;
+  }
+  if (n == 0 && why) *why = "cudaGetDeviceCount returned 0 devices";
+  return n;
+}
+
+CudaBackend::CudaBackend(int local_rank) {
+  std::string why;
+  const int n = device_count(&why);
+  if (n == 0) throw CudaError("cuda backend: no CUDA device (" + why + ")");
+  TRAINER_CHECK(local_rank >= 0 && local_rank < n,
+                "cuda backend: LOCAL_RANK " << local_rank << " but only " << n
+                                            << " visible device(s) (CUDA_VISIBLE_DEVICES?)");
+  device_ = local_rank;
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  device_name_ = prop.name;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  lt_workspace_ = arena_.alloc(kLtWorkspaceBytes);
+  lt_ = std::make_unique<LtGemm>(stream_, lt_workspace_, kLtWorkspaceBytes);
+  reduce_buf_ = static_cast<double*>(arena_.alloc(sizeof(double) * (1 + kernels::kReducePartials)));
+}
+
+CudaBackend::~CudaBackend() {
+  lt_.reset();
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+void* CudaBackend::alloc(size_t bytes) {
+  return arena_.alloc(bytes);
+}
+
+void CudaBackend::free(void* p) {
+  arena_.free(p);
+}
+
+void CudaBackend::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::zero(Tensor t) {
+  if (t.empty()) return;
+  check_device(t, "zero", "t");
+  CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
+}
+
+void CudaBackend::copy(Tensor dst, const Tensor& src) {
+  check_device(dst, "copy", "dst");
+  check_device(src, "copy", "src");
+  TRAINER_CHECK(dst.numel() == src.numel() && dst.dtype == src.dtype,
+                "copy: dst " << dst.shape.str() << " " << dtype_name(dst.dtype) << " vs src "
+                             << src.shape.str() << " " << dtype_name(src.dtype));
+  if (src.nbytes())
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::to_host(void* dst, const Tensor& src) {
+  check_device(src, "to_host", "src");
+  if (!src.nbytes()) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::from_host(Tensor dst, const void* src) {
+  check_device(dst, "from_host", "dst");
+  if (!dst.nbytes()) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst.data, src, dst.nbytes(), cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller may reuse `src` right away
+}
+
+void* CudaBackend::scratch(void*& buf, size_t& have, size_t need) {
+  if (need > have) {
+    arena_.free(buf);
+    buf = arena_.alloc(need);
+    have = need;
+  }
+  return buf;
+}
+
+void CudaBackend::run_gemm(LtGemmArgs a) {
+  if (a.k == 0) {  // C = beta C: cuBLASLt needs k > 0
+    TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias,
+                  "gemm: k == 0 supported for a packed single fp32 matrix only");
+    kernels::scale(static_cast<float*>(a.c), a.beta, a.m * a.n, stream_);
+    return;
+  }
+  const float* bias = a.bias;
+  if (lt_->run(a)) return;
+  a.bias = nullptr;  // no bias epilogue for this shape: plain GEMM, then the bias kernel
+  lt_->run(a);
+  kernels::add_bias(static_cast<float*>(a.c), bias, a.m, a.n, stream_);
+}
+
+namespace {
+LtGemmArgs lt_args(const Backend::Gemm& g) {
+  LtGemmArgs a;
+  a.trans_a = g.trans_a, a.trans_b = g.trans_b, a.m = g.m, a.n = g.n, a.k = g.k;
+  a.alpha = g.alpha, a.beta = g.beta, a.a = g.a, a.b = g.b, a.c = g.c;
+  a.lda = g.lda, a.ldb = g.ldb, a.ldc = g.ldc;
+  a.batch = g.batch, a.stride_a = g.stride_a, a.stride_b = g.stride_b, a.stride_c = g.stride_c;
+  return a;
+}
+}  // namespace
+
+void CudaBackend::gemm(const Gemm& g) {
+  run_gemm(lt_args(g));
+}
+
+void CudaBackend::gemm_bf16(const Gemm& g) {
+  LtGemmArgs a = lt_args(g);
+  a.bf16_inputs = true;
+  run_gemm(a);
+}
+
+void CudaBackend::adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
+                             const AdamWParams& p) {
+  const char* op = "adamw_step";
+  const int64_t n = params.numel();
+  check_numel(grads, n, op, "grads");
+  check_numel(m, n, op, "m");
+  check_numel(v, n, op, "v");
+  TRAINER_CHECK(p.step >= 1, op << ": step " << p.step << " must be >= 1");
+  const float bc1 = float(1 - std::pow(double(p.beta1), double(p.step)));
+  const float bc2 = float(1 - std::pow(double(p.beta2), double(p.step)));
+  kernels::adamw_step(need_f32(params, op, "params"), need_f32(grads, op, "grads"),
+                      need_f32(m, op, "m"), need_f32(v, op, "v"), n, p.lr, p.beta1, p.beta2, p.eps,
+                      p.weight_decay, bc1, bc2, stream_);
+}
+
+void CudaBackend::scale(Tensor x, float alpha) {
+  kernels::scale(need_f32(x, "scale", "x"), alpha, x.numel(), stream_);
+}
+
+void CudaBackend::axpy(Tensor y, const Tensor& x, float alpha) {
+  check_numel(x, y.numel(), "axpy", "x");
+  kernels::axpy(need_f32(y, "axpy", "y"), need_f32(x, "axpy", "x"), alpha, y.numel(), stream_);
+}
+
+double CudaBackend::reduce(const Tensor& x, bool squares, const char* op) {
+  if (x.numel() == 0) return 0;
+  kernels::sum_fp64(reduce_buf_, reduce_buf_ + 1, need_f32(x, op, "x"), x.numel(), squares,
+                    stream_);
+  double result = 0;
+  CUDA_CHECK(
+      cudaMemcpyAsync(&result, reduce_buf_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return result;
+}
+
+double CudaBackend::sum_squares(const Tensor& x) {
+  return reduce(x, true, "sum_squares");
+}
+
+double CudaBackend::sum(const Tensor& x) {
+  return reduce(x, false, "sum");
+}
+
+void CudaBackend::round_to_bf16(Tensor dst, const Tensor& src) {
+  const char* op = "round_to_bf16";
+  const float* ps = need_f32(src, op, "src");
+  check_numel(dst, src.numel(), op, "dst");
+  check_device(dst, op, "dst");
+  if (dst.dtype == DType::bf16)
+    kernels::cast_f32_to_bf16(static_cast<uint16_t*>(dst.data), ps, src.numel(), stream_);
+  else
+    kernels::round_to_bf16_f32(need_f32(dst, op, "dst"), ps, src.numel(), stream_);
+}
+
+void CudaBackend::cast_bf16_to_f32(Tensor dst, const Tensor& src) {
+  const char* op = "cast_bf16_to_f32";
+  TRAINER_CHECK(src.dtype == DType::bf16, op << ": src must be bf16");
+  check_device(src, op, "src");
+  check_numel(dst, src.numel(), op, "dst");
+  kernels::cast_bf16_to_f32(need_f32(dst, op, "dst"), static_cast<const uint16_t*>(src.data),
+                            src.numel(), stream_);
+}
+
+}  // namespace trainer::cuda

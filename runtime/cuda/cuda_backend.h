@@ -1,0 +1,91 @@
+#pragma once
+// CudaBackend: the Backend on one GPU. Device memory from a DeviceArena, all work on one compute
+// stream (ops return without syncing; to_host, sum and sum_squares sync), GEMMs through cuBLASLt
+// in strict fp32, the other ops in kernels/. Same numbers as the cpu backend within fp32 rounding.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "runtime/core/backend.h"
+#include "runtime/cuda/cublaslt_gemm.h"
+#include "runtime/cuda/device_arena.h"
+
+namespace trainer::cuda {
+
+// Number of visible devices, or 0 with the reason (driver missing, no device) in *why.
+int device_count(std::string* why = nullptr);
+
+class CudaBackend : public Backend {
+ public:
+  // Uses device local_rank (throws when it does not exist); cudaSetDevice for this thread.
+  explicit CudaBackend(int local_rank);
+  ~CudaBackend() override;
+
+  std::string name() const override { return device_name_; }  // e.g. "NVIDIA H200"
+  DeviceType device() const override { return DeviceType::cuda; }
+  int device_index() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+
+  void* alloc(size_t bytes) override;
+  void free(void* p) override;
+  void zero(Tensor t) override;
+  void copy(Tensor dst, const Tensor& src) override;
+  void to_host(void* dst, const Tensor& src) override;
+  void from_host(Tensor dst, const void* src) override;
+  void synchronize() override;
+
+  void gemm(const Gemm& g) override;
+  // bf16 inputs (uint16 bits, device), fp32 accumulate and fp32 output; same layout as gemm().
+  void gemm_bf16(const Gemm& g_with_bf16_pointers);
+  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
+                      const Tensor& bias) override;
+  void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                       const Tensor& inp, const Tensor& weight) override;
+
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
+                         const Tensor& weight, const Tensor& bias) override;
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                          const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override;
+  void gelu_forward(Tensor out, const Tensor& inp) override;
+  void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
+  void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
+  void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att,
+                          int n_head) override;
+  void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                         int64_t pos_offset) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,
+                          int64_t pos_offset) override;
+  void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
+                             float dloss_scale) override;
+
+  void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
+                  const AdamWParams& p) override;
+  void scale(Tensor x, float alpha) override;
+  void axpy(Tensor y, const Tensor& x, float alpha) override;
+  double sum_squares(const Tensor& x) override;
+  double sum(const Tensor& x) override;
+  void round_to_bf16(Tensor dst, const Tensor& src) override;
+  void cast_bf16_to_f32(Tensor dst, const Tensor& src);  // bf16 bits -> fp32
+
+ private:
+  // A scratch buffer that only grows (attention's dpre, embedding's sort); stream-ordered reuse.
+  void* scratch(void*& buf, size_t& have, size_t need);
+  double reduce(const Tensor& x, bool squares, const char* op);
+  void run_gemm(LtGemmArgs a);
+
+  int device_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  DeviceArena arena_;
+  void* lt_workspace_ = nullptr;
+  std::unique_ptr<LtGemm> lt_;
+  double* reduce_buf_ = nullptr;  // [0] result, [1..] partials
+  void* attn_scratch_ = nullptr;
+  size_t attn_scratch_bytes_ = 0;
+  void* emb_scratch_ = nullptr;
+  size_t emb_scratch_bytes_ = 0;
+};
+
+}  // namespace trainer::cuda

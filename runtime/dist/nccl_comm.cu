@@ -1,0 +1,285 @@
+// NcclComm (see nccl_comm.h). Compiled by nvcc into trainer_cuda only (a .cu file, so the
+// trainer_dist glob of runtime/dist/*.cpp does not pick it up on machines without CUDA).
+#include <nccl.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/dist/nccl_comm.h"
+
+namespace trainer::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t nccl_type(CommDType t) {
+  switch (t) {
+    case CommDType::f32:
+      return ncclFloat32;
+    case CommDType::f64:
+      return ncclFloat64;
+    case CommDType::i32:
+      return ncclInt32;
+    case CommDType::i64:
+      return ncclInt64;
+    case CommDType::u8:
+      return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;
+    case ReduceOp::max:
+      return ncclMax;
+  }
+  return ncclSum;
+}
+
+bool is_device_pointer(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+class NcclComm;
+
+class NcclWork : public Work {
+ public:
+  NcclWork(NcclComm* comm, cudaEvent_t done, std::string what)
+      : comm_(comm), done_(done), what_(std::move(what)) {}
+  ~NcclWork() override { cudaEventDestroy(done_); }
+  void wait() override;
+  bool done() override { return cudaEventQuery(done_) == cudaSuccess; }
+
+ private:
+  NcclComm* comm_;
+  cudaEvent_t done_;
+  std::string what_;
+};
+
+class NcclComm : public Comm {
+ public:
+  NcclComm(std::shared_ptr<Store> store, int rank, int size, const CommOptions& opts,
+           cudaStream_t compute)
+      : rank_(rank), size_(size), opts_(opts), compute_(compute) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMalloc(&staging_, kStagingBytes));
+    init(*store);
+  }
+  ~NcclComm() override {
+    if (comm_) {
+      if (aborted_)
+        ncclCommAbort(comm_);
+      else
+        ncclCommDestroy(comm_);
+    }
+    cudaFree(staging_);
+    cudaStreamDestroy(stream_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return opts_.name; }
+  int global_rank(int i) const override {
+    return opts_.global_ranks.empty() ? i : opts_.global_ranks.at(static_cast<size_t>(i));
+  }
+
+  void all_reduce(void* data, size_t count, CommDType t, ReduceOp op) override {
+    const size_t bytes = count * comm_dtype_size(t);
+    if (!is_device_pointer(data)) {  // a host scalar: stage through the device buffer
+      check_staging(bytes);
+      CUDA_CHECK(cudaMemcpy(staging_, data, bytes, cudaMemcpyHostToDevice));
+      all_reduce(staging_, count, t, op);
+      CUDA_CHECK(cudaMemcpy(data, staging_, bytes, cudaMemcpyDeviceToHost));
+      return;
+    }
+    all_reduce_async(data, count, t, op)->wait();
+  }
+  std::shared_ptr<Work> all_reduce_async(void* data, size_t count, CommDType t,
+                                         ReduceOp op) override {
+    return enqueue("all_reduce", [&] {
+      return ncclAllReduce(data, data, count, nccl_type(t), nccl_op(op), comm_, stream_);
+    });
+  }
+  void reduce_scatter(const void* in, void* out, size_t count, CommDType t, ReduceOp op) override {
+    reduce_scatter_async(in, out, count, t, op)->wait();
+  }
+  std::shared_ptr<Work> reduce_scatter_async(const void* in, void* out, size_t count, CommDType t,
+                                             ReduceOp op) override {
+    return enqueue("reduce_scatter", [&] {
+      return ncclReduceScatter(in, out, count, nccl_type(t), nccl_op(op), comm_, stream_);
+    });
+  }
+  void all_gather(const void* in, void* out, size_t count, CommDType t) override {
+    all_gather_async(in, out, count, t)->wait();
+  }
+  std::shared_ptr<Work> all_gather_async(const void* in, void* out, size_t count,
+                                         CommDType t) override {
+    return enqueue("all_gather",
+                   [&] { return ncclAllGather(in, out, count, nccl_type(t), comm_, stream_); });
+  }
+  void broadcast(void* data, size_t count, CommDType t, int root) override {
+    enqueue("broadcast", [&] {
+      return ncclBroadcast(data, data, count, nccl_type(t), root, comm_, stream_);
+    })->wait();
+  }
+  void all_to_all(const void* in, void* out, size_t count, CommDType t) override {
+    const size_t chunk = count * comm_dtype_size(t);
+    enqueue("all_to_all", [&] {
+      ncclResult_t r = ncclGroupStart();
+      for (int p = 0; p < size_ && (r == ncclSuccess || r == ncclInProgress); ++p) {
+        r = ncclSend(static_cast<const char*>(in) + p * chunk, count, nccl_type(t), p, comm_,
+                     stream_);
+        if (r == ncclSuccess || r == ncclInProgress)
+          r = ncclRecv(static_cast<char*>(out) + p * chunk, count, nccl_type(t), p, comm_, stream_);
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      return r == ncclSuccess || r == ncclInProgress ? end : r;
+    })->wait();
+  }
+  void send(const void* data, size_t bytes, int peer, int /*tag*/) override {
+    enqueue("send", [&] { return ncclSend(data, bytes, ncclUint8, peer, comm_, stream_); })->wait();
+  }
+  void recv(void* data, size_t bytes, int peer, int /*tag*/) override {
+    enqueue("recv", [&] { return ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_); })->wait();
+  }
+  void barrier() override {
+    enqueue("barrier", [&] {
+      return ncclAllReduce(staging_, staging_, 1, ncclInt32, ncclSum, comm_, stream_);
+    })->wait();
+  }
+
+  // Polls until `ready()` or the timeout; on timeout or an NCCL async error, aborts and throws.
+  template <class Ready>
+  void watch(const std::string& what, Ready ready) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(opts_.timeout_s);
+    for (;;) {
+      ncclResult_t async = ncclSuccess;
+      if (comm_) ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess && async != ncclInProgress)
+        fail(what + ": " + ncclGetErrorString(async) + " (" + ncclGetLastError(comm_) + ")");
+      if (ready()) return;
+      if (Clock::now() > deadline)
+        fail(what + " timed out after " + std::to_string(opts_.timeout_s) + " s" + missing_ranks());
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  static constexpr size_t kStagingBytes = 1 << 16;
+  void check_staging(size_t bytes) const {
+    if (bytes > kStagingBytes)
+      throw CommError("nccl group '" + opts_.name + "': host buffer of " + std::to_string(bytes) +
+                      " bytes is too large to stage; use device memory");
+  }
+
+  [[noreturn]] void fail(const std::string& msg) {
+    if (comm_ && !aborted_) {
+      ncclCommAbort(comm_);  // frees the peers' kernels too, so nobody hangs on us
+      aborted_ = true;
+      comm_ = nullptr;
+    }
+    throw CommError("nccl group '" + opts_.name + "' (rank " + std::to_string(rank_) + " of " +
+                    std::to_string(size_) + ", global rank " + std::to_string(global_rank(rank_)) +
+                    "): " + msg);
+  }
+
+  void init(Store& store) {
+    ncclUniqueId id{};
+    if (rank_ == 0) {
+      const ncclResult_t r = ncclGetUniqueId(&id);
+      if (r != ncclSuccess) fail(std::string("ncclGetUniqueId: ") + ncclGetErrorString(r));
+      store.set("nccl_id", std::vector<uint8_t>(id.internal, id.internal + sizeof(id.internal)));
+    } else {
+      const std::vector<uint8_t> bytes = store.get("nccl_id");
+      if (bytes.size() != sizeof(id.internal)) fail("bad nccl_id in the store");
+      std::memcpy(id.internal, bytes.data(), bytes.size());
+    }
+    store.set("nccl_arrived/" + std::to_string(rank_), {1});
+    store_ = &store;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+    if (r != ncclSuccess && r != ncclInProgress)
+      fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
+    watch("init", [&] {
+      ncclResult_t state = ncclInProgress;
+      ncclCommGetAsyncError(comm_, &state);
+      return state == ncclSuccess;
+    });
+    store_ = nullptr;  // the store is only consulted during init
+  }
+
+  // " (never arrived: ranks 2, 3)" from the arrival keys, during init only.
+  std::string missing_ranks() {
+    if (!store_) return "";
+    std::ostringstream os;
+    int missing = 0;
+    try {
+      for (int r = 0; r < size_; ++r)
+        if (!store_->check({"nccl_arrived/" + std::to_string(r)}))
+          os << (missing++ ? ", " : "") << global_rank(r);
+    } catch (const std::exception&) {
+      return "";
+    }
+    return missing ? " (never arrived: global ranks " + os.str() + ")" : "";
+  }
+
+  template <class Launch>
+  std::shared_ptr<Work> enqueue(const char* what, Launch launch) {
+    if (!comm_) fail(std::string(what) + " on an aborted communicator");
+    cudaEvent_t ready = nullptr, done = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(ready, compute_));  // after the work that produced the inputs
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+    CUDA_CHECK(cudaEventDestroy(ready));
+    const ncclResult_t r = launch();
+    if (r != ncclSuccess && r != ncclInProgress)
+      fail(std::string(what) + ": " + ncclGetErrorString(r));
+    watch(std::string(what) + " (enqueue)", [&] {
+      ncclResult_t state = ncclInProgress;
+      ncclCommGetAsyncError(comm_, &state);
+      return state != ncclInProgress;
+    });
+    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(done, stream_));
+    return std::make_shared<NcclWork>(this, done, what);
+  }
+
+  friend class NcclWork;
+  int rank_, size_;
+  CommOptions opts_;
+  cudaStream_t compute_, stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+  void* staging_ = nullptr;
+  Store* store_ = nullptr;
+};
+
+void NcclWork::wait() {
+  comm_->watch(what_, [&] { return cudaEventQuery(done_) != cudaErrorNotReady; });
+  CUDA_CHECK(cudaEventSynchronize(done_));  // surfaces a kernel error, if any
+  CUDA_CHECK(cudaStreamWaitEvent(comm_->compute_, done_, 0));
+}
+
+}  // namespace
+
+std::unique_ptr<Comm> make_nccl_comm(std::shared_ptr<Store> store, int rank, int size,
+                                     const CommOptions& opts, cudaStream_t compute_stream) {
+  return std::make_unique<NcclComm>(std::move(store), rank, size, opts, compute_stream);
+}
+
+}  // namespace trainer::dist

@@ -1,0 +1,20 @@
+#pragma once
+// NcclComm: dist::Comm on NCCL for device buffers (the cuda backend's). The unique id goes
+// through the Store; init is non-blocking and watched: past opts.timeout_s the communicator is
+// aborted (ncclCommAbort) and CommError names the group and the ranks that never arrived.
+// Ops run on the communicator's own stream after the work already queued on `compute_stream`;
+// blocking ops and Work::wait() return once the result is in place. Host pointers (e.g.
+// all_reduce_scalar) are staged through a device buffer. send/recv ignore `tag` (NCCL has none:
+// pairs must be issued in the same order on both sides). Built only into trainer_cuda.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "runtime/dist/comm.h"
+
+namespace trainer::dist {
+
+std::unique_ptr<Comm> make_nccl_comm(std::shared_ptr<Store> store, int rank, int size,
+                                     const CommOptions& opts, cudaStream_t compute_stream);
+
+}  // namespace trainer::dist

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# gpu-check.sh: on a machine with an NVIDIA GPU, in under 8 minutes: build with the detected
+# arch (sm_90 when unknown), run the cuda op tests (each op vs the cpu backend), train
+# configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, compare the loss
+# curves (loose tolerance: reduction orders differ), and print a table last.
+# usage: scripts/gpu-check.sh [BUILD_DIR]     env: STEPS (default 40), RTOL (default 2e-2)
+set -euo pipefail
+src="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$src/build-gpu}"
+steps="${STEPS:-40}"
+rtol="${RTOL:-2e-2}"
+out="$build/gpu-check"
+deadline=$((SECONDS + 480))
+left() { echo $((deadline - SECONDS)); }
+
+command -v nvidia-smi >/dev/null || { echo "gpu-check: nvidia-smi not found: no GPU here" >&2; exit 2; }
+arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')"
+arch="${arch:-90}"
+gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+echo "gpu-check: $gpu_name, sm_$arch, build dir $build"
+
+cmake -S "$src" -B "$build" -DTRAINER_CUDA=ON -DTRAINER_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+timeout "$(left)" cmake --build "$build" -j"$(nproc)" --target trainer unit_cuda unit_cpu
+rm -rf "$out" && mkdir -p "$out"
+
+echo "== cuda op tests"
+timeout "$(left)" "$build/tests/unit_cuda" -s -r compact >"$out/unit_cuda.txt" 2>&1 || {
+  cat "$out/unit_cuda.txt"; echo "gpu-check: cuda op tests FAILED" >&2; exit 1; }
+if grep -q "SKIPPED: no CUDA device" "$out/unit_cuda.txt"; then
+  grep -m1 "SKIPPED" "$out/unit_cuda.txt"; echo "gpu-check: tests skipped on a GPU machine" >&2; exit 1
+fi
+tail -1 "$out/unit_cuda.txt"
+
+train() {  # device -> $out/<device>/metrics.jsonl
+  timeout "$(left)" "$build/trainer" train "$src/configs/tiny.yaml" --out "$out/$1" \
+    --set hardware.device="$1" --set train.steps="$steps" --set train.eval_every=0 \
+    --set logging.every_steps=1 --set run.seed=1234 >"$out/$1.log" 2>&1 ||
+    { tail -20 "$out/$1.log"; echo "gpu-check: training on $1 FAILED" >&2; exit 1; }
+}
+echo "== tiny.yaml, $steps steps on cuda and cpu"
+train cuda
+train cpu
+curve_ok=PASS
+/usr/bin/python3 "$src/tests/lib/compare_metrics.py" "$out/cpu/metrics.jsonl" \
+  "$out/cuda/metrics.jsonl" --rtol "$rtol" --min-steps "$steps" --fields loss >"$out/curve.txt" 2>&1 ||
+  curve_ok=FAIL
+
+# The table: each op's worst error (from the test output), then throughput from report.json.
+echo
+echo "== gpu-check summary ($gpu_name, sm_$arch, $((SECONDS)) s)"
+printf '%-58s %s\n' "check" "result"
+grep -E "^.*(passed|failed)" "$out/unit_cuda.txt" | sed -E 's/^.*: (passed|failed): (.*)$/\1 \2/' |
+  awk '{ printf "%-58s %s\n", substr($0, index($0, " ") + 1, 58), $1 }' | head -40
+/usr/bin/python3 - "$out" "$curve_ok" <<'PY'
+import json, sys
+out, curve = sys.argv[1], sys.argv[2]
+for dev in ("cuda", "cpu"):
+    r = json.load(open(f"{out}/{dev}/report.json"))
+    t, l = r["throughput"], r["loss"]
+    print(f"{'train ' + dev + ' (' + r['hardware']['device_name'] + ')':58} "
+          f"tokens/s {t['tokens_per_second']:.0f}  MFU {100 * t['mfu']:.2f}%  "
+          f"step p50 {t['step_time_s']['p50'] * 1e3:.1f} ms  final loss {l['final_train_loss']:.4f}")
+print(f"{'loss curve cuda vs cpu (same seed)':58} {curve}")
+PY
+[ "$curve_ok" = PASS ] || { cat "$out/curve.txt"; exit 1; }

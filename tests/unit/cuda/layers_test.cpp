@@ -1,0 +1,162 @@
+// Every layer op of the cuda backend against the cpu backend on the same random inputs.
+#include "tests/unit/cuda/cuda_test_util.h"
+
+using namespace trainer;
+using namespace trainer::cuda::test;
+
+TEST_CASE("cuda_gemm_matches_cpu_for_every_transpose_and_batch", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t M = 37, N = 53, K = 29, batch = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      auto a = randoms(batch * M * K, 1), b = randoms(batch * K * N, 2),
+           c = randoms(batch * M * N, 3);
+      Backend::Gemm g;
+      g.trans_a = ta, g.trans_b = tb, g.m = M, g.n = N, g.k = K, g.alpha = 0.5f, g.beta = 0.25f;
+      g.batch = batch, g.stride_a = M * K, g.stride_b = K * N, g.stride_c = M * N;
+      Tensor da = upload(*gpu, a, {batch * M * K}), db = upload(*gpu, b, {batch * K * N});
+      Tensor dc = upload(*gpu, c, {batch * M * N});
+      Backend::Gemm gd = g;
+      gd.a = da.f32(), gd.b = db.f32(), gd.c = dc.f32();
+      gpu->gemm(gd);
+      g.a = a.data(), g.b = b.data(), g.c = c.data();
+      ref.gemm(g);
+      check_close(download(*gpu, dc), c, kF32Tol,
+                  "gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb));
+    }
+}
+
+TEST_CASE("cuda_matmul_forward_and_backward_match_cpu", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t N = 24, C = 40, OC = 72;
+  auto x = randoms(N * C, 1), w = randoms(OC * C, 2), bias = randoms(OC, 3),
+       dy = randoms(N * OC, 4);
+  auto dx = randoms(N * C, 5), dw = randoms(OC * C, 6), db = randoms(OC, 7);
+  std::vector<float> y(static_cast<size_t>(N * OC));
+  Tensor gx = upload(*gpu, x, {N, C}), gw = upload(*gpu, w, {OC, C}), gb = upload(*gpu, bias, {OC});
+  Tensor gy = poisoned(*gpu, {N, OC}), gdy = upload(*gpu, dy, {N, OC});
+  Tensor gdx = upload(*gpu, dx, {N, C}), gdw = upload(*gpu, dw, {OC, C}),
+         gdb = upload(*gpu, db, {OC});
+  gpu->matmul_forward(gy, gx, gw, gb);
+  gpu->matmul_backward(gdx, gdw, gdb, gdy, gx, gw);
+  ref.matmul_forward(host(y, {N, OC}), host(x, {N, C}), host(w, {OC, C}), host(bias, {OC}));
+  ref.matmul_backward(host(dx, {N, C}), host(dw, {OC, C}), host(db, {OC}), host(dy, {N, OC}),
+                      host(x, {N, C}), host(w, {OC, C}));
+  check_close(download(*gpu, gy), y, kF32Tol, "matmul out");
+  check_close(download(*gpu, gdx), dx, kF32Tol, "matmul dinp");
+  check_close(download(*gpu, gdw), dw, kF32Tol, "matmul dweight");
+  check_close(download(*gpu, gdb), db, kF32Tol, "matmul dbias");
+}
+
+TEST_CASE("cuda_layernorm_forward_and_backward_match_cpu", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t N = 33, C = 96;
+  auto x = randoms(N * C, 1, -2, 3), w = randoms(C, 2), b = randoms(C, 3), dy = randoms(N * C, 4);
+  auto dx = randoms(N * C, 5), dw = randoms(C, 6), db = randoms(C, 7);
+  std::vector<float> y(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(mean);
+  Tensor gx = upload(*gpu, x, {N, C}), gw = upload(*gpu, w, {C}), gb = upload(*gpu, b, {C});
+  Tensor gy = poisoned(*gpu, {N, C}), gm = poisoned(*gpu, {N}), gr = poisoned(*gpu, {N});
+  Tensor gdy = upload(*gpu, dy, {N, C}), gdx = upload(*gpu, dx, {N, C});
+  Tensor gdw = upload(*gpu, dw, {C}), gdb = upload(*gpu, db, {C});
+  gpu->layernorm_forward(gy, gm, gr, gx, gw, gb);
+  gpu->layernorm_backward(gdx, gdw, gdb, gdy, gx, gw, gm, gr);
+  ref.layernorm_forward(host(y, {N, C}), host(mean, {N}), host(rstd, {N}), host(x, {N, C}),
+                        host(w, {C}), host(b, {C}));
+  ref.layernorm_backward(host(dx, {N, C}), host(dw, {C}), host(db, {C}), host(dy, {N, C}),
+                         host(x, {N, C}), host(w, {C}), host(mean, {N}), host(rstd, {N}));
+  check_close(download(*gpu, gy), y, kF32Tol, "layernorm out");
+  check_close(download(*gpu, gm), mean, kF32Tol, "layernorm mean");
+  check_close(download(*gpu, gr), rstd, kF32Tol, "layernorm rstd");
+  check_close(download(*gpu, gdx), dx, kF32Tol, "layernorm dinp");
+  check_close(download(*gpu, gdw), dw, kF32Tol, "layernorm dweight");
+  check_close(download(*gpu, gdb), db, kF32Tol, "layernorm dbias");
+}
+
+TEST_CASE("cuda_gelu_forward_and_backward_match_cpu", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t n = 5000;
+  auto x = randoms(n, 1, -5, 5), dy = randoms(n, 2), dx = randoms(n, 3);
+  std::vector<float> y(static_cast<size_t>(n));
+  Tensor gx = upload(*gpu, x, {n}), gy = poisoned(*gpu, {n}), gdy = upload(*gpu, dy, {n});
+  Tensor gdx = upload(*gpu, dx, {n});
+  gpu->gelu_forward(gy, gx);
+  gpu->gelu_backward(gdx, gx, gdy);
+  ref.gelu_forward(host(y, {n}), host(x, {n}));
+  ref.gelu_backward(host(dx, {n}), host(x, {n}), host(dy, {n}));
+  check_close(download(*gpu, gy), y, kF32Tol, "gelu out");
+  check_close(download(*gpu, gdx), dx, kF32Tol, "gelu dinp");
+}
+
+TEST_CASE("cuda_attention_forward_and_backward_match_cpu", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t B = 2, T = 37, NH = 3, HS = 16, C = NH * HS;
+  auto qkv = randoms(B * T * 3 * C, 1), dy = randoms(B * T * C, 2),
+       dqkv = randoms(B * T * 3 * C, 3);
+  std::vector<float> out(static_cast<size_t>(B * T * C)), att(static_cast<size_t>(B * NH * T * T));
+  Tensor gq = upload(*gpu, qkv, {B, T, 3 * C}), gout = poisoned(*gpu, {B, T, C});
+  Tensor gatt = poisoned(*gpu, {B, NH, T, T}), gdy = upload(*gpu, dy, {B, T, C});
+  Tensor gdq = upload(*gpu, dqkv, {B, T, 3 * C});
+  gpu->attention_forward(gout, gatt, gq, int(NH));
+  gpu->attention_backward(gdq, gdy, gq, gatt, int(NH));
+  ref.attention_forward(host(out, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
+                        int(NH));
+  ref.attention_backward(host(dqkv, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
+                         host(att, {B, NH, T, T}), int(NH));
+  check_close(download(*gpu, gout), out, kF32Tol, "attention out");
+  check_close(download(*gpu, gatt), att, kF32Tol, "attention att");
+  check_close(download(*gpu, gdq), dqkv, kF32Tol, "attention dqkv");
+}
+
+TEST_CASE("cuda_embedding_forward_and_backward_match_cpu_with_repeated_tokens", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t B = 3, T = 17, C = 40, V = 11, maxT = 24, off = 5;
+  std::vector<int32_t> tok(static_cast<size_t>(B * T));
+  std::mt19937 gen(9);
+  for (auto& t : tok) t = static_cast<int32_t>(gen() % V);
+  auto wte = randoms(V * C, 1), wpe = randoms(maxT * C, 2), dy = randoms(B * T * C, 3);
+  auto dwte = randoms(V * C, 4), dwpe = randoms(maxT * C, 5);
+  std::vector<float> out(static_cast<size_t>(B * T * C));
+  Tensor gt = upload(*gpu, tok, {B, T}), gwte = upload(*gpu, wte, {V, C}),
+         gwpe = upload(*gpu, wpe, {maxT, C});
+  Tensor gout = poisoned(*gpu, {B, T, C}), gdy = upload(*gpu, dy, {B, T, C});
+  Tensor gdwte = upload(*gpu, dwte, {V, C}), gdwpe = upload(*gpu, dwpe, {maxT, C});
+  gpu->embedding_forward(gout, gt, gwte, gwpe, off);
+  gpu->embedding_backward(gdwte, gdwpe, gdy, gt, off);
+  ref.embedding_forward(host(out, {B, T, C}), host(tok, {B, T}), host(wte, {V, C}),
+                        host(wpe, {maxT, C}), off);
+  ref.embedding_backward(host(dwte, {V, C}), host(dwpe, {maxT, C}), host(dy, {B, T, C}),
+                         host(tok, {B, T}), off);
+  check_close(download(*gpu, gout), out, kF32Tol, "embedding out");
+  check_close(download(*gpu, gdwte), dwte, kF32Tol, "embedding dwte");
+  check_close(download(*gpu, gdwpe), dwpe, kF32Tol, "embedding dwpe");
+}
+
+TEST_CASE("cuda_softmax_cross_entropy_matches_cpu_with_ignored_targets", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t N = 19, V = 300;
+  auto logits = randoms(N * V, 1, -4, 4);
+  std::vector<int32_t> tgt(static_cast<size_t>(N));
+  for (size_t i = 0; i < tgt.size(); ++i)
+    tgt[i] = i % 7 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
+  std::vector<float> losses(static_cast<size_t>(N));
+  Tensor gl = upload(*gpu, logits, {N, V}), gloss = poisoned(*gpu, {N}),
+         gt = upload(*gpu, tgt, {N});
+  gpu->softmax_cross_entropy(gl, gloss, gt, 0.125f);
+  ref.softmax_cross_entropy(host(logits, {N, V}), host(losses, {N}), host(tgt, {N}), 0.125f);
+  check_close(download(*gpu, gloss), losses, kF32Tol, "cross-entropy losses");
+  check_close(download(*gpu, gl), logits, kF32Tol, "cross-entropy dlogits");
+}

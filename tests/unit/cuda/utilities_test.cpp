@@ -1,0 +1,65 @@
+// AdamW, scale/axpy, reductions and bf16 rounding of the cuda backend against the cpu backend.
+#include <cstring>
+
+#include "tests/unit/cuda/cuda_test_util.h"
+
+using namespace trainer;
+using namespace trainer::cuda::test;
+
+TEST_CASE("cuda_adamw_scale_axpy_match_cpu", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t n = 3001;
+  auto p = randoms(n, 1), g = randoms(n, 2), m = randoms(n, 3, -0.1f, 0.1f),
+       v = randoms(n, 4, 0, 0.1f);
+  Tensor gp = upload(*gpu, p, {n}), gg = upload(*gpu, g, {n}), gm = upload(*gpu, m, {n}),
+         gv = upload(*gpu, v, {n});
+  AdamWParams hp;
+  hp.lr = 1e-3f, hp.weight_decay = 0.1f, hp.step = 7;
+  gpu->adamw_step(gp, gg, gm, gv, hp);
+  gpu->scale(gg, 0.75f);
+  gpu->axpy(gp, gg, -0.5f);
+  ref.adamw_step(host(p, {n}), host(g, {n}), host(m, {n}), host(v, {n}), hp);
+  ref.scale(host(g, {n}), 0.75f);
+  ref.axpy(host(p, {n}), host(g, {n}), -0.5f);
+  check_close(download(*gpu, gp), p, kF32Tol, "adamw+axpy params");
+  check_close(download(*gpu, gm), m, kF32Tol, "adamw m");
+  check_close(download(*gpu, gv), v, kF32Tol, "adamw v");
+  check_close(download(*gpu, gg), g, kF32Tol, "scale");
+}
+
+TEST_CASE("cuda_sum_and_sum_squares_match_cpu_in_fp64", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t n = 1'000'003;
+  auto x = randoms(n, 1);
+  Tensor gx = upload(*gpu, x, {n});
+  const double ss = gpu->sum_squares(gx), want_ss = ref.sum_squares(host(x, {n}));
+  const double s = gpu->sum(gx), want_s = ref.sum(host(x, {n}));
+  INFO("sum_squares cuda " << ss << " cpu " << want_ss << "; sum cuda " << s << " cpu " << want_s);
+  CHECK(std::fabs(ss - want_ss) <= 1e-12 * want_ss);
+  CHECK(std::fabs(s - want_s) <= 1e-9 * want_ss);
+  CHECK(gpu->sum_squares(gx) == ss);  // deterministic: same bits again
+}
+
+TEST_CASE("cuda_round_to_bf16_is_bit_identical_to_cpu", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t n = 4099;
+  auto x = randoms(n, 1, -1e4f, 1e4f);
+  x[0] = std::nanf(""), x[1] = INFINITY, x[2] = 3.4e38f, x[3] = -0.0f, x[4] = 1e-40f;
+  std::vector<float> want(static_cast<size_t>(n));
+  ref.round_to_bf16(host(want, {n}), host(x, {n}));
+  Tensor gx = upload(*gpu, x, {n}), gy = poisoned(*gpu, {n});
+  gpu->round_to_bf16(gy, gx);
+  const auto got = download(*gpu, gy);
+  size_t mismatches = 0, first = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && !mismatches++) first = i;
+  INFO(mismatches << " bit mismatches; first at [" << first << "]: cuda " << got[first] << " cpu "
+                  << want[first] << " (input " << x[first] << ")");
+  CHECK(mismatches == 0);
+}
