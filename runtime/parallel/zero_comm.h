@@ -36,6 +36,7 @@ class RangeGather {
   void finish();
   bool pending() const { return work_ != nullptr; }
   Range range() const { return r_; }
+  size_t capacity() const { return send_.capacity() + recv_.capacity(); }
 
  private:
   dist::Comm& comm_;

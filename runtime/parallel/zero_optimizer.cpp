@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/core/check.h"
+#include "runtime/parallel/host_pages.h"
 
 namespace trainer::parallel {
 namespace {
@@ -63,14 +64,32 @@ Tensor ZeroOptimizer::shard_grads() const {
 }
 
 void ZeroOptimizer::begin_step() {
-  if (stage_ >= 2) be_.zero(grad_acc_);
+  if (stage_ == 1) {
+    be_.zero(model_.grads());
+    return;
+  }
+  release_range(grads(), 0, shards_.numel(), 0.0f);  // pages come back as backward writes them
+  be_.zero(grad_acc_);
+}
+
+void ZeroOptimizer::sample_residency() {
+  const size_t n = static_cast<size_t>(shards_.numel()) * 4;
+  peak_params_ = std::max(peak_params_, resident_bytes(params(), n));
+  peak_grads_ = std::max(peak_grads_, resident_bytes(grads(), n));
+  peak_scratch_ = std::max(peak_scratch_, scratch_bytes());
+}
+
+int64_t ZeroOptimizer::scratch_bytes() const {
+  return static_cast<int64_t>(
+      (staging_.capacity() + sync_gather_.capacity() + prefetch_.capacity()) * sizeof(float));
 }
 
 void ZeroOptimizer::on_unit_grads_ready(int unit) {
   const Range r = unit_range_.at(static_cast<size_t>(unit));
   reduce_scatter_range_add(comm_, shards_, static_cast<float*>(model_.grads().data), r,
                            static_cast<float*>(grad_acc_.data), staging_);
-  be_.zero(slice(model_.grads(), r.begin, r.size()));  // the full-size range is spent
+  sample_residency();                            // the peak: this unit's full-size grads still live
+  release_range(grads(), r.begin, r.end, 0.0f);  // spent: zero, and its pages go back
 }
 
 void ZeroOptimizer::reduce_gradients() {
@@ -109,9 +128,10 @@ void ZeroOptimizer::release(int unit) {
   live_[static_cast<size_t>(unit)] = false;
   const Range r = unit_range_[static_cast<size_t>(unit)];
   const Range mine = shards_.piece(comm_.rank(), r.begin, r.end);
+  // Freed pages read 0; the bytes sharing a page with the shard read NaN.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::fill(params() + r.begin, params() + mine.begin, nan);
-  std::fill(params() + mine.end, params() + r.end, nan);
+  release_range(params(), r.begin, mine.begin, nan);
+  release_range(params(), mine.end, r.end, nan);
 }
 
 void ZeroOptimizer::ensure_gathered(int unit) {
@@ -142,14 +162,16 @@ void ZeroOptimizer::before_unit(int unit, bool backward) {
   if (prev > 0 && prev <= final_unit && prev != unit) release(prev);
   const int next = backward ? unit - 1 : unit + 1;
   if (next > 0 && next <= final_unit) prefetch(next);
+  sample_residency();
 }
 
 ZeroMemory ZeroOptimizer::memory() const {
+  const int64_t full = shards_.numel() * 4;
   ZeroMemory m;
-  m.params = static_cast<int64_t>(model_.params().nbytes());
-  m.grads = static_cast<int64_t>(model_.grads().nbytes()) +
-            (stage_ >= 2 ? static_cast<int64_t>(grad_acc_.nbytes()) : 0);
+  m.params = stage_ == 3 ? peak_params_ : full;
+  m.grads = stage_ >= 2 ? peak_grads_ + static_cast<int64_t>(grad_acc_.nbytes()) : full;
   m.optimizer = static_cast<int64_t>(opt_->bytes());
+  m.scratch = std::max(peak_scratch_, scratch_bytes());
   return m;
 }
 

@@ -10,7 +10,9 @@
 //            shows up in the loss). wte (unit 0) stays gathered from the embedding to the tied
 //            head's backward. After the update only the shard is valid.
 // The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
-// (1-3) and the gradient accumulator (2-3); see memory() for what is allocated.
+// (1-3) and the gradient accumulator (2-3) and, on the cpu backend, hands the pages of released
+// ranges back to the kernel (host_pages.h), so that grads (2-3) and params (3) outside live units
+// really leave memory.
 #include <memory>
 #include <vector>
 
@@ -23,8 +25,11 @@
 
 namespace trainer::parallel {
 
+// Bytes live on this rank. params/grads: the model's flat buffers (all of it in the stages that
+// keep them whole; the peak resident part, measured with mincore, where ZeRO frees pages) plus
+// the shard gradient accumulator. scratch: communication staging (not in the ZeRO formula).
 struct ZeroMemory {
-  int64_t params = 0, grads = 0, optimizer = 0;  // bytes allocated on this rank
+  int64_t params = 0, grads = 0, optimizer = 0, scratch = 0;
 };
 
 class ZeroOptimizer {
@@ -57,6 +62,9 @@ class ZeroOptimizer {
   void prefetch(int unit);
   void release(int unit);
   float* params() const { return static_cast<float*>(model_.params().data); }
+  float* grads() const { return static_cast<float*>(model_.grads().data); }
+  void sample_residency();
+  int64_t scratch_bytes() const;
 
   int stage_;
   Backend& be_;
@@ -70,6 +78,7 @@ class ZeroOptimizer {
   RangeGather sync_gather_, prefetch_;
   int prefetch_unit_ = -1;
   std::vector<bool> live_;  // stage 3: unit gathered
+  int64_t peak_params_ = 0, peak_grads_ = 0, peak_scratch_ = 0;
 };
 
 }  // namespace trainer::parallel

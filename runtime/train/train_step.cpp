@@ -33,8 +33,10 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   const double tokens_global = static_cast<double>(inputs_.size()) * accum * dp_.size();
   const float dloss_scale = static_cast<float>(1.0 / tokens_global);
 
-  be_.zero(model_.grads());
-  if (zero_) zero_->begin_step();
+  if (zero_)
+    zero_->begin_step();  // zero 2/3 free the full-size gradient pages instead of zeroing them
+  else
+    be_.zero(model_.grads());
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
     next_batch(inputs_.data(), targets_.data());

@@ -1,0 +1,48 @@
+#include "runtime/parallel/host_pages.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace trainer::parallel {
+namespace {
+
+uintptr_t page_size() {
+  static const uintptr_t size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+}  // namespace
+
+void release_range(float* buf, int64_t lo, int64_t hi, float fill) {
+  if (hi <= lo) return;
+  const uintptr_t ps = page_size();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(buf + lo);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(buf + hi);
+  const uintptr_t pa = (a + ps - 1) / ps * ps, pb = b / ps * ps;  // whole pages inside
+  if (pb <= pa) {
+    std::fill(buf + lo, buf + hi, fill);
+    return;
+  }
+  std::fill(reinterpret_cast<float*>(a), reinterpret_cast<float*>(pa), fill);
+  std::fill(reinterpret_cast<float*>(pb), reinterpret_cast<float*>(b), fill);
+  if (madvise(reinterpret_cast<void*>(pa), pb - pa, MADV_DONTNEED) != 0)
+    std::fill(reinterpret_cast<float*>(pa), reinterpret_cast<float*>(pb), 0.0f);
+}
+
+int64_t resident_bytes(const void* p, size_t bytes) {
+  if (bytes == 0) return 0;
+  const uintptr_t ps = page_size();
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) / ps * ps;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + bytes + ps - 1) / ps * ps;
+  std::vector<unsigned char> vec((b - a) / ps);
+  if (mincore(reinterpret_cast<void*>(a), b - a, vec.data()) != 0)
+    return static_cast<int64_t>(bytes);  // cannot tell: count it all
+  int64_t pages = 0;
+  for (unsigned char v : vec) pages += v & 1;
+  return std::min(static_cast<int64_t>(bytes), pages * static_cast<int64_t>(ps));
+}
+
+}  // namespace trainer::parallel
