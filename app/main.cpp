@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   app::register_plan(app);
   app::register_compare(app);
   app::register_data(app);
+  app::register_ckpt(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

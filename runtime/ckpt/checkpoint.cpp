@@ -1,0 +1,232 @@
+#include "runtime/ckpt/checkpoint.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "runtime/core/sha256.h"
+
+namespace fs = std::filesystem;
+
+namespace trainer::ckpt {
+namespace {
+
+std::string rank_file_name(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "rank_%05d.safetensors", rank);
+  return buf;
+}
+
+void barrier(dist::Comm* world) {
+  if (world != nullptr && world->size() > 1) world->barrier();
+}
+
+// Test hook: a window between the shard writes and the manifest (crash-safety tests).
+void test_delay() {
+  if (const char* s = std::getenv("TRAINER_TEST_CKPT_DELAY_S"))
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(s)));
+}
+
+// Every rank's ShardFile on rank 0 (pieces are recomputed from the owned ranges).
+std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mine) {
+  if (req.world == nullptr || req.world->size() == 1) return {mine};
+  const int n = req.world->size();
+  std::vector<uint8_t> hashes(64 * static_cast<size_t>(n));
+  req.world->all_gather(mine.sha256.data(), hashes.data(), 64, dist::CommDType::u8);
+  int64_t info[3] = {mine.bytes, req.owned.begin, req.owned.end};
+  std::vector<int64_t> infos(3 * static_cast<size_t>(n));
+  req.world->all_gather(info, infos.data(), 3, dist::CommDType::i64);
+  std::vector<ShardFile> out;
+  for (int r = 0; r < n; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    ShardFile f{r, rank_file_name(r),
+                std::string(hashes.begin() + 64 * i, hashes.begin() + 64 * (i + 1)), infos[3 * i],
+                pieces_of_range(*req.layout, infos[3 * i + 1], infos[3 * i + 2])};
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+void prune(const std::string& root, int keep) {
+  if (keep <= 0) return;
+  const auto all = list_checkpoints(root);
+  for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) fs::remove_all(all[i]);
+}
+
+}  // namespace
+
+ShardFile write_shard_file(const std::string& tmp_dir, int rank, const model::ParamLayout& layout,
+                           const OwnedShard& owned, const Manifest& manifest) {
+  ShardFile f{rank, rank_file_name(rank), "", 0, pieces_of_range(layout, owned.begin, owned.end)};
+  std::vector<TensorToWrite> tensors;
+  const float* base[3] = {owned.params, owned.m, owned.v};
+  for (int k = 0; k < 3; ++k)
+    for (const auto& p : f.pieces) {
+      const int64_t flat = layout.find(p.tensor).offset + p.a - owned.begin;
+      tensors.push_back({std::string(kKinds[k]) + "/" + p.tensor,
+                         "F32",
+                         {p.b - p.a},
+                         base[k] + flat,
+                         (p.b - p.a) * 4});
+    }
+  const auto& l = manifest.loader;
+  const std::map<std::string, std::string> meta = {
+      {"step", std::to_string(manifest.step)},
+      {"rank", std::to_string(rank)},
+      {"owned_range", std::to_string(owned.begin) + "," + std::to_string(owned.end)},
+      {"loader",
+       std::to_string(l.shard) + "," + std::to_string(l.offset) + "," + std::to_string(l.epoch)},
+      {"seed", std::to_string(manifest.seed)}};
+  const std::string path = tmp_dir + "/" + f.file;
+  f.sha256 = write_safetensors(path, tensors, meta);
+  f.bytes = static_cast<int64_t>(fs::file_size(path));
+  return f;
+}
+
+std::string commit_checkpoint(const std::string& root, Manifest m, const model::ParamLayout& layout,
+                              std::vector<ShardFile> shards, int keep) {
+  const std::string final_dir = root + "/" + step_dir_name(m.step);
+  const std::string tmp_dir = final_dir + ".tmp";
+  m.shards = std::move(shards);
+  m.tensors.clear();
+  for (const auto& p : layout.params()) m.tensors.push_back({p.name, p.global_shape});
+  write_file_atomic(tmp_dir + "/" + kManifestName, to_json(m).dump(1));
+  fsync_dir(tmp_dir);
+  fs::remove_all(final_dir);
+  fs::rename(tmp_dir, final_dir);
+  fsync_dir(root);
+  prune(root, keep);
+  return final_dir;
+}
+
+std::string begin_checkpoint(const std::string& root, int64_t step) {
+  const std::string tmp_dir = root + "/" + step_dir_name(step) + ".tmp";
+  fs::create_directories(root);
+  fs::remove_all(tmp_dir);
+  fs::create_directories(tmp_dir);
+  return tmp_dir;
+}
+
+std::string step_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::string save_checkpoint(const SaveRequest& req) {
+  const std::string tmp_dir = req.root + "/" + step_dir_name(req.manifest.step) + ".tmp";
+  if (req.rank == 0) begin_checkpoint(req.root, req.manifest.step);
+  barrier(req.world);
+  const ShardFile mine = write_shard_file(tmp_dir, req.rank, *req.layout, req.owned, req.manifest);
+  test_delay();
+  const std::vector<ShardFile> shards = gather_shards(req, mine);  // all files are written
+  std::string final_dir = req.root + "/" + step_dir_name(req.manifest.step);
+  if (req.rank == 0) commit_checkpoint(req.root, req.manifest, *req.layout, shards, req.keep);
+  barrier(req.world);
+  return final_dir;
+}
+
+std::vector<std::string> list_checkpoints(const std::string& root,
+                                          std::vector<std::string>* incomplete) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return out;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_directory() || name.rfind("step_", 0) != 0) continue;
+    if (name.size() > 4 && name.ends_with(".tmp")) {
+      if (incomplete) incomplete->push_back(e.path().string());
+      continue;
+    }
+    out.push_back(e.path().string());
+  }
+  std::sort(out.rbegin(), out.rend());  // zero-padded names sort by step
+  return out;
+}
+
+std::string resolve_step_dir(const std::string& path) {
+  if (fs::exists(path + "/" + kManifestName)) return path;
+  const auto all = list_checkpoints(path);
+  if (all.empty())
+    throw CheckpointError(path + ": no checkpoint (no manifest.json, no step_* dirs)");
+  return all.front();
+}
+
+Manifest verify_checkpoint(const std::string& step_dir) {
+  Manifest m = read_manifest(step_dir);
+  for (const auto& s : m.shards) {
+    const std::string path = step_dir + "/" + s.file;
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) throw CheckpointError(path + ": missing (listed in the manifest)");
+    if (static_cast<int64_t>(size) != s.bytes)
+      throw CheckpointError(path + ": " + std::to_string(size) + " bytes, manifest says " +
+                            std::to_string(s.bytes) + " (truncated or replaced)");
+    const std::string got = sha256_file(path);
+    if (got != s.sha256)
+      throw CheckpointError(path + ": sha256 " + got + " does not match the manifest's " +
+                            s.sha256 + " (corrupted)");
+  }
+  return m;
+}
+
+CheckpointReader::CheckpointReader(std::string step_dir)
+    : dir_(std::move(step_dir)), manifest_(read_manifest(dir_)) {
+  files_.resize(manifest_.shards.size());
+}
+
+SafetensorsReader& CheckpointReader::file(size_t shard) {
+  if (!files_[shard])
+    files_[shard] = std::make_unique<SafetensorsReader>(dir_ + "/" + manifest_.shards[shard].file);
+  return *files_[shard];
+}
+
+const std::vector<int64_t>& CheckpointReader::global_shape(const std::string& tensor) const {
+  for (const auto& t : manifest_.tensors)
+    if (t.name == tensor) return t.global_shape;
+  throw CheckpointError(dir_ + ": no tensor '" + tensor + "' in the manifest");
+}
+
+void CheckpointReader::read_global(const std::string& kind, const std::string& tensor,
+                                   int64_t first, int64_t count, float* out) {
+  const auto& shape = global_shape(tensor);
+  int64_t covered = 0;
+  for (size_t s = 0; s < manifest_.shards.size(); ++s)
+    for (const auto& p : manifest_.shards[s].pieces) {
+      if (p.tensor != tensor) continue;
+      if (!p.whole_tensor_local(shape))
+        throw CheckpointError(dir_ + ": '" + tensor +
+                              "' was saved tp-sliced; reading tp slices is not implemented yet");
+      const int64_t lo = std::max(first, p.a), hi = std::min(first + count, p.b);
+      if (lo >= hi) continue;
+      file(s).read_f32(kind + "/" + tensor, lo - p.a, hi - lo, out + (lo - first));
+      covered += hi - lo;
+    }
+  if (covered != count)
+    throw CheckpointError(dir_ + ": elements of '" + tensor + "' missing from every shard (" +
+                          std::to_string(covered) + " of " + std::to_string(count) + " found)");
+}
+
+void CheckpointReader::read_owned(const model::ParamLayout& layout, const OwnedShard& owned) {
+  float* base[3] = {owned.params, owned.m, owned.v};
+  for (const auto& p : pieces_of_range(layout, owned.begin, owned.end)) {
+    const auto& spec = layout.find(p.tensor);
+    if (spec.numel != numel_of(spec.global_shape))
+      throw CheckpointError("loading into a tp-sliced layout is not implemented yet");
+    for (int k = 0; k < 3; ++k)
+      read_global(kKinds[k], p.tensor, p.a, p.b - p.a, base[k] + spec.offset + p.a - owned.begin);
+  }
+}
+
+}  // namespace trainer::ckpt

@@ -1,0 +1,75 @@
+#pragma once
+// Sharded checkpoints: <root>/step_00000100/{manifest.json, rank_00000.safetensors, ...}.
+// Every rank writes only what it owns; rank 0 writes the manifest last, after all ranks reported
+// their file's sha256, and renames step_N.tmp into place. A directory is complete iff it has no
+// ".tmp" suffix (the rename is the commit point).
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/ckpt/manifest.h"
+#include "runtime/ckpt/safetensors.h"
+#include "runtime/dist/comm.h"
+
+namespace trainer::ckpt {
+
+// The optimizer shard of one rank: flat elements [begin, end) of the parameter buffer.
+struct OwnedShard {
+  int64_t begin = 0, end = 0;
+  float* params = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+};
+
+struct SaveRequest {
+  std::string root;   // checkpoint.dir
+  Manifest manifest;  // everything but shards (filled in by save_checkpoint)
+  const model::ParamLayout* layout = nullptr;
+  OwnedShard owned;
+  int rank = 0;
+  dist::Comm* world = nullptr;  // null: a single process
+  int keep = 2;                 // newest complete checkpoints kept; <= 0 keeps all
+};
+
+// Collective over `world`. Returns the step directory (on every rank).
+std::string save_checkpoint(const SaveRequest& req);
+
+// The steps of save_checkpoint, for writers that hold every rank's state (reshard):
+// begin (a fresh step_N.tmp), one file per rank, commit (manifest, rename, prune old ones).
+std::string begin_checkpoint(const std::string& root, int64_t step);  // returns the tmp dir
+ShardFile write_shard_file(const std::string& tmp_dir, int rank, const model::ParamLayout& layout,
+                           const OwnedShard& owned, const Manifest& manifest);
+std::string commit_checkpoint(const std::string& root, Manifest m, const model::ParamLayout& layout,
+                              std::vector<ShardFile> shards, int keep);
+
+std::string step_dir_name(int64_t step);
+// Complete step directories under root, newest first; `incomplete` gets the *.tmp ones.
+std::vector<std::string> list_checkpoints(const std::string& root,
+                                          std::vector<std::string>* incomplete = nullptr);
+// A step dir, or the newest complete one under a root; throws when there is none.
+std::string resolve_step_dir(const std::string& path);
+
+// Reads the manifest and checks every file's size and sha256 (throws CheckpointError).
+Manifest verify_checkpoint(const std::string& step_dir);
+
+// Reads any global elements of any saved tensor, whatever grid wrote them.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(std::string step_dir);  // manifest only; no checksums
+  const Manifest& manifest() const { return manifest_; }
+  const std::vector<int64_t>& global_shape(const std::string& tensor) const;
+  // Elements [first, first + count) of the flattened global tensor of `kind` (param, m, v).
+  void read_global(const std::string& kind, const std::string& tensor, int64_t first, int64_t count,
+                   float* out);
+  // Fills an owned shard of `layout` (tp 1 layouts: local tensor == global tensor).
+  void read_owned(const model::ParamLayout& layout, const OwnedShard& owned);
+
+ private:
+  SafetensorsReader& file(size_t shard);
+  std::string dir_;
+  Manifest manifest_;
+  std::vector<std::unique_ptr<SafetensorsReader>> files_;
+};
+
+}  // namespace trainer::ckpt

@@ -1,0 +1,182 @@
+#include "runtime/ckpt/export.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/model/param_layout.h"
+
+namespace trainer::ckpt {
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240326;
+
+bool hf_transposed(const std::string& name) {
+  return name.find(".weight") != std::string::npos &&
+         (name.find("c_attn") != std::string::npos || name.find("c_proj") != std::string::npos ||
+          name.find("c_fc") != std::string::npos);
+}
+
+std::vector<float> transpose(const std::vector<float>& a, int64_t rows, int64_t cols) {
+  std::vector<float> t(a.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = a[r * cols + c];
+  return t;
+}
+
+int64_t padded_vocab(int64_t v) {
+  return (v + 127) / 128 * 128;
+}
+
+model::ParamLayout whole_layout(const model::GptDims& dims) {
+  return model::ParamLayout(dims, model::GptShard::whole(dims));
+}
+
+// The llm.c order: each kind over all layers.
+std::vector<std::string> llmc_order(const model::GptDims& d) {
+  std::vector<std::string> out = {"wte.weight", "wpe.weight"};
+  const char* kinds[] = {"ln_1.weight",      "ln_1.bias",          "attn.c_attn.weight",
+                         "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
+                         "ln_2.weight",      "ln_2.bias",          "mlp.c_fc.weight",
+                         "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
+  for (const char* k : kinds)
+    for (int l = 0; l < d.n_layer; ++l) out.push_back("h." + std::to_string(l) + "." + k);
+  out.push_back("ln_f.weight");
+  out.push_back("ln_f.bias");
+  return out;
+}
+
+GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
+  std::ifstream in(path, std::ios::binary);
+  int32_t h[256] = {};
+  if (!in.read(reinterpret_cast<char*>(h), sizeof h)) throw CheckpointError(path + ": truncated");
+  if (h[1] != 3)
+    throw CheckpointError(path + ": llm.c version " + std::to_string(h[1]) + ", need 3 (fp32)");
+  const int want[5] = {d.seq_len, d.vocab, d.n_layer, d.n_head, d.d_model};
+  const char* names[5] = {"seq_len", "vocab_size", "n_layer", "n_head", "d_model"};
+  for (int i = 0; i < 5; ++i)
+    if (h[2 + i] != want[i])
+      throw CheckpointError(path + ": model." + names[i] + " is " + std::to_string(h[2 + i]) +
+                            " in the file, " + std::to_string(want[i]) + " in the config");
+  if (d.ffn_mult != 4) throw CheckpointError(path + ": llm.c files need model.ffn_mult 4");
+  const int64_t Vp = h[7], C = d.d_model;
+  const auto layout = whole_layout(d);
+  GlobalWeights w;
+  for (const auto& name : llmc_order(d)) {
+    std::vector<float>& t = w[name];
+    t.resize(static_cast<size_t>(layout.find(name).numel));
+    const bool wte = name == "wte.weight";
+    if (!in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4)))
+      throw CheckpointError(path + ": truncated in '" + name + "'");
+    if (wte) in.seekg((Vp - d.vocab) * C * 4, std::ios::cur);  // padding rows
+  }
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(path));
+  if (static_cast<int64_t>(in.tellg()) != size)
+    throw CheckpointError(path + ": " + std::to_string(size) + " bytes, the header implies " +
+                          std::to_string(static_cast<int64_t>(in.tellg())));
+  return w;
+}
+
+GlobalWeights read_hf(const std::string& path, const model::GptDims& d) {
+  SafetensorsReader r(path);
+  GlobalWeights w;
+  for (const auto& spec : whole_layout(d).params()) {
+    const TensorInfo& info = r.info(spec.name);
+    std::vector<int64_t> want = spec.global_shape;
+    if (hf_transposed(spec.name) && want.size() == 2) std::swap(want[0], want[1]);
+    if (info.shape != want)
+      throw CheckpointError(path + ": '" + spec.name + "' has shape " +
+                            nlohmann::json(info.shape).dump() + ", the config's model needs " +
+                            nlohmann::json(want).dump());
+    std::vector<float> t(static_cast<size_t>(spec.numel));
+    r.read_f32(spec.name, 0, spec.numel, t.data());
+    if (hf_transposed(spec.name) && want.size() == 2) t = transpose(t, want[0], want[1]);
+    w[spec.name] = std::move(t);
+  }
+  return w;
+}
+
+}  // namespace
+
+GlobalWeights read_weights(CheckpointReader& reader) {
+  GlobalWeights w;
+  for (const auto& t : reader.manifest().tensors) {
+    int64_t n = 1;
+    for (auto s : t.global_shape) n *= s;
+    std::vector<float> buf(static_cast<size_t>(n));
+    reader.read_global("param", t.name, 0, n, buf.data());
+    w[t.name] = std::move(buf);
+  }
+  return w;
+}
+
+void write_hf_safetensors(const std::string& path, const model::GptDims& dims,
+                          const GlobalWeights& w) {
+  std::vector<std::vector<float>> keep;
+  std::vector<TensorToWrite> tensors;
+  const auto layout = whole_layout(dims);
+  keep.reserve(layout.params().size());
+  for (const auto& spec : layout.params()) {
+    std::vector<int64_t> shape = spec.global_shape;
+    const std::vector<float>& src = w.at(spec.name);
+    if (hf_transposed(spec.name) && shape.size() == 2) {
+      keep.push_back(transpose(src, shape[0], shape[1]));
+      std::swap(shape[0], shape[1]);
+    } else {
+      keep.push_back(src);
+    }
+    tensors.push_back({spec.name, "F32", shape, keep.back().data(),
+                       static_cast<int64_t>(keep.back().size() * 4)});
+  }
+  write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWeights& w) {
+  if (d.ffn_mult != 4) throw CheckpointError("llm.c export needs model.ffn_mult 4");
+  int32_t h[256] = {};
+  const int64_t Vp = padded_vocab(d.vocab);
+  h[0] = kLlmcMagic;
+  h[1] = 3;
+  h[2] = d.seq_len;
+  h[3] = d.vocab;
+  h[4] = d.n_layer;
+  h[5] = d.n_head;
+  h[6] = d.d_model;
+  h[7] = static_cast<int32_t>(Vp);
+  std::ofstream out(path + ".tmp", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(h), sizeof h);
+  for (const auto& name : llmc_order(d)) {
+    const auto& t = w.at(name);
+    out.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
+    if (name == "wte.weight") {
+      const std::vector<float> pad(static_cast<size_t>((Vp - d.vocab) * d.d_model), 0.0f);
+      out.write(reinterpret_cast<const char*>(pad.data()),
+                static_cast<std::streamsize>(pad.size() * 4));
+    }
+  }
+  out.close();
+  if (!out) throw CheckpointError("cannot write " + path);
+  std::filesystem::rename(path + ".tmp", path);
+}
+
+GlobalWeights read_weight_file(const std::string& path, const model::GptDims& dims) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError("model.init_from: cannot open " + path);
+  int32_t magic = 0;
+  in.read(reinterpret_cast<char*>(&magic), 4);
+  return magic == kLlmcMagic ? read_llmc(path, dims) : read_hf(path, dims);
+}
+
+void fill_owned_params(const model::ParamLayout& layout, const GlobalWeights& w,
+                       const OwnedShard& owned) {
+  for (const auto& p : pieces_of_range(layout, owned.begin, owned.end)) {
+    const auto& spec = layout.find(p.tensor);
+    const std::vector<float>& src = w.at(p.tensor);
+    std::vector<float> local(static_cast<size_t>(spec.numel));
+    model::extract_local(spec, src.data(), local.data());
+    std::memcpy(owned.params + spec.offset + p.a - owned.begin, local.data() + p.a,
+                static_cast<size_t>(p.b - p.a) * 4);
+  }
+}
+
+}  // namespace trainer::ckpt

@@ -1,0 +1,148 @@
+#include "runtime/ckpt/manifest.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "runtime/ckpt/safetensors.h"
+
+namespace trainer::ckpt {
+
+std::string Grid::describe() const {
+  std::ostringstream s;
+  s << "world " << world << " (dp " << dp << " tp " << tp << " pp " << pp << " cp " << cp
+    << ", zero " << zero << ")";
+  return s.str();
+}
+
+bool Piece::whole_tensor_local(const std::vector<int64_t>& global_shape) const {
+  // Ranges that follow each other from 0 to the full extent (c_attn's q, k, v at tp 1).
+  int64_t next = 0;
+  for (const auto& r : tp_ranges) {
+    if (r.global_start != next) return false;
+    next += r.length;
+  }
+  return next == global_shape[static_cast<size_t>(split_dim)];
+}
+
+namespace {
+
+nlohmann::json dims_json(const model::GptDims& d) {
+  return {{"vocab_size", d.vocab}, {"seq_len", d.seq_len}, {"n_layer", d.n_layer},
+          {"d_model", d.d_model},  {"n_head", d.n_head},   {"ffn_mult", d.ffn_mult}};
+}
+
+model::GptDims dims_from(const nlohmann::json& j) {
+  model::GptDims d;
+  d.vocab = j.at("vocab_size");
+  d.seq_len = j.at("seq_len");
+  d.n_layer = j.at("n_layer");
+  d.d_model = j.at("d_model");
+  d.n_head = j.at("n_head");
+  d.ffn_mult = j.at("ffn_mult");
+  return d;
+}
+
+nlohmann::json piece_json(const Piece& p) {
+  nlohmann::json r = nlohmann::json::array();
+  for (const auto& s : p.tp_ranges) r.push_back({s.global_start, s.length});
+  return {
+      {"tensor", p.tensor}, {"split_dim", p.split_dim}, {"tp_ranges", r}, {"range", {p.a, p.b}}};
+}
+
+Piece piece_from(const nlohmann::json& j) {
+  Piece p;
+  p.tensor = j.at("tensor");
+  p.split_dim = j.at("split_dim");
+  for (const auto& r : j.at("tp_ranges")) p.tp_ranges.push_back({r[0], r[1]});
+  p.a = j.at("range")[0];
+  p.b = j.at("range")[1];
+  return p;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Manifest& m) {
+  nlohmann::json j;
+  j["format"] = "trainer.ckpt/1";
+  j["step"] = m.step;
+  j["tokens"] = m.tokens;
+  j["adam_step"] = m.adam_step;
+  j["seed"] = m.seed;
+  j["config_sha256"] = m.config_sha256;
+  j["model"] = dims_json(m.model);
+  j["grid"] = {{"world", m.grid.world}, {"dp", m.grid.dp}, {"tp", m.grid.tp},
+               {"pp", m.grid.pp},       {"cp", m.grid.cp}, {"zero", m.grid.zero}};
+  j["loader"] = {{"shard", m.loader.shard}, {"offset", m.loader.offset}, {"epoch", m.loader.epoch}};
+  for (const auto& t : m.tensors)
+    j["tensors"].push_back({{"name", t.name}, {"global_shape", t.global_shape}});
+  for (const auto& s : m.shards) {
+    nlohmann::json pieces = nlohmann::json::array();
+    for (const auto& p : s.pieces) pieces.push_back(piece_json(p));
+    j["shards"].push_back({{"rank", s.rank},
+                           {"file", s.file},
+                           {"sha256", s.sha256},
+                           {"bytes", s.bytes},
+                           {"pieces", pieces}});
+  }
+  return j;
+}
+
+Manifest manifest_from_json(const nlohmann::json& j) {
+  try {
+    if (j.at("format") != "trainer.ckpt/1") throw CheckpointError("unknown format");
+    Manifest m;
+    m.step = j.at("step");
+    m.tokens = j.at("tokens");
+    m.adam_step = j.at("adam_step");
+    m.seed = j.at("seed");
+    m.config_sha256 = j.at("config_sha256");
+    m.model = dims_from(j.at("model"));
+    const auto& g = j.at("grid");
+    m.grid = {g.at("world"), g.at("dp"), g.at("tp"), g.at("pp"), g.at("cp"), g.at("zero")};
+    const auto& l = j.at("loader");
+    m.loader = {l.at("shard"), l.at("offset"), l.at("epoch")};
+    for (const auto& t : j.at("tensors")) m.tensors.push_back({t.at("name"), t.at("global_shape")});
+    for (const auto& s : j.at("shards")) {
+      ShardFile f{s.at("rank"), s.at("file"), s.at("sha256"), s.at("bytes"), {}};
+      for (const auto& p : s.at("pieces")) f.pieces.push_back(piece_from(p));
+      m.shards.push_back(std::move(f));
+    }
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(std::string("manifest: ") + e.what());
+  }
+}
+
+Manifest read_manifest(const std::string& step_dir) {
+  const std::string path = step_dir + "/" + kManifestName;
+  std::ifstream in(path);
+  if (!in) throw CheckpointError(step_dir + ": no " + kManifestName + " (incomplete checkpoint)");
+  try {
+    return manifest_from_json(nlohmann::json::parse(in));
+  } catch (const std::exception& e) {
+    throw CheckpointError(path + ": invalid manifest: " + e.what());
+  }
+}
+
+std::string model_difference(const model::GptDims& saved, const model::GptDims& wanted) {
+  const nlohmann::json a = dims_json(saved), b = dims_json(wanted);
+  std::string out;
+  for (const auto& [k, v] : a.items()) {
+    if (b.at(k) == v) continue;
+    if (!out.empty()) out += ", ";
+    out += "model." + k + " " + v.dump() + " (checkpoint) vs " + b.at(k).dump() + " (config)";
+  }
+  return out;
+}
+
+std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t begin, int64_t end) {
+  std::vector<Piece> out;
+  for (const auto& p : layout.params()) {
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi) continue;
+    out.push_back({p.name, p.split_dim, p.local_ranges, lo - p.offset, hi - p.offset});
+  }
+  return out;
+}
+
+}  // namespace trainer::ckpt

@@ -1,0 +1,68 @@
+#pragma once
+// manifest.json of one checkpoint step directory: what was saved, by which grid, and where each
+// piece lives. A piece is one tensor's element range [a, b) within the rank-local tensor (which
+// is the global tensor's tp slice `split_dim`/`tp_ranges`); each kind (param, m, v) of a piece is
+// one safetensors tensor "<kind>/<tensor name>" in that rank's file.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/data/loader.h"
+#include "runtime/model/gpt_shape.h"
+#include "runtime/model/param_layout.h"
+
+namespace trainer::ckpt {
+
+inline constexpr const char* kManifestName = "manifest.json";
+inline constexpr const char* kKinds[] = {"param", "m", "v"};
+
+struct Grid {
+  int world = 1, dp = 1, tp = 1, pp = 1, cp = 1, zero = 0;
+  std::string describe() const;
+};
+
+struct Piece {
+  std::string tensor;
+  int split_dim = 0;
+  std::vector<model::SliceRange> tp_ranges;  // the rank-local tensor within the global one
+  int64_t a = 0, b = 0;                      // elements of the rank-local tensor
+  bool whole_tensor_local(const std::vector<int64_t>& global_shape) const;
+};
+
+struct ShardFile {
+  int rank = 0;
+  std::string file;  // relative to the step directory
+  std::string sha256;
+  int64_t bytes = 0;
+  std::vector<Piece> pieces;
+};
+
+struct TensorEntry {
+  std::string name;
+  std::vector<int64_t> global_shape;
+};
+
+struct Manifest {
+  int64_t step = 0, tokens = 0, adam_step = 0;
+  uint64_t seed = 0;
+  std::string config_sha256;
+  model::GptDims model;
+  Grid grid;
+  data::LoaderState loader;
+  std::vector<TensorEntry> tensors;
+  std::vector<ShardFile> shards;
+};
+
+nlohmann::json to_json(const Manifest& m);
+Manifest manifest_from_json(const nlohmann::json& j);  // throws CheckpointError
+Manifest read_manifest(const std::string& step_dir);   // throws CheckpointError
+
+// "" when equal, else e.g. "n_layer 4 (checkpoint) vs 2 (config)".
+std::string model_difference(const model::GptDims& saved, const model::GptDims& wanted);
+
+// Pieces covering flat elements [begin, end) of a layout's buffer, in layout order.
+std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t begin, int64_t end);
+
+}  // namespace trainer::ckpt

@@ -1,0 +1,65 @@
+#include "runtime/ckpt/reshard.h"
+
+#include <sstream>
+
+#include "runtime/ckpt/checkpoint.h"
+
+namespace trainer::ckpt {
+
+Grid parse_grid(const std::string& spec) {
+  Grid g;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos)
+      throw CheckpointError("--to: expected key=value, got '" + item + "'");
+    const std::string k = item.substr(0, eq);
+    const int v = std::stoi(item.substr(eq + 1));
+    if (k == "dp")
+      g.dp = v;
+    else if (k == "zero")
+      g.zero = v;
+    else if (k == "tp")
+      g.tp = v;
+    else if (k == "pp")
+      g.pp = v;
+    else if (k == "cp")
+      g.cp = v;
+    else
+      throw CheckpointError("--to: unknown key '" + k + "' (dp, zero, tp, pp, cp)");
+  }
+  if (g.tp != 1 || g.pp != 1 || g.cp != 1)
+    throw CheckpointError("--to: resharding to tp/pp/cp > 1 is not implemented yet");
+  if (g.dp < 1 || g.zero < 0 || g.zero > 3) throw CheckpointError("--to: need dp >= 1, zero 0..3");
+  g.world = g.dp;
+  return g;
+}
+
+std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid) {
+  if (grid.zero == 0)
+    return rank == 0 ? std::pair<int64_t, int64_t>{0, total} : std::pair<int64_t, int64_t>{0, 0};
+  const int64_t chunk = (total + grid.dp - 1) / grid.dp;
+  const int64_t b = std::min(total, chunk * rank), e = std::min(total, chunk * (rank + 1));
+  return {b, e};
+}
+
+std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
+                               const std::string& out_root) {
+  CheckpointReader reader(step_dir);
+  Manifest m = reader.manifest();
+  const model::ParamLayout layout(m.model, model::GptShard::whole(m.model));
+  m.grid = grid;
+  const std::string tmp = begin_checkpoint(out_root, m.step);
+  std::vector<ShardFile> shards;
+  for (int r = 0; r < grid.world; ++r) {
+    const auto [b, e] = owned_range(layout.total_numel(), r, grid);
+    std::vector<float> p(static_cast<size_t>(e - b)), mo(p.size()), v(p.size());
+    const OwnedShard owned{b, e, p.data(), mo.data(), v.data()};
+    reader.read_owned(layout, owned);
+    shards.push_back(write_shard_file(tmp, r, layout, owned, m));
+  }
+  return commit_checkpoint(out_root, m, layout, shards, 0);
+}
+
+}  // namespace trainer::ckpt

@@ -1,0 +1,156 @@
+#include "runtime/train/checkpointing.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+
+#include "runtime/ckpt/checkpoint.h"
+#include "runtime/ckpt/export.h"
+
+namespace trainer::train {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
+
+ckpt::OwnedShard shard_of(const OwnedState& s) {
+  return {s.begin, s.end, s.params, s.m, s.v};
+}
+
+// All ranks agree on one yes/no: rank 0's verdict, or any rank's `flag` with ReduceOp::max.
+bool any_rank(dist::Comm* world, bool flag) {
+  if (world == nullptr || world->size() == 1) return flag;
+  int64_t f = flag ? 1 : 0;
+  world->all_reduce(&f, 1, dist::CommDType::i64, dist::ReduceOp::max);
+  return f != 0;
+}
+
+}  // namespace
+
+Checkpointing::Checkpointing(const config::RunConfig& cfg, std::string resume, TrainStep& step,
+                             model::Gpt& model, data::DataLoader& loader, dist::Comm* world,
+                             int rank, int dp_size)
+    : cfg_(cfg),
+      resume_(std::move(resume)),
+      step_(step),
+      model_(model),
+      loader_(loader),
+      world_(world),
+      rank_(rank),
+      dp_size_(dp_size),
+      tokens_per_step_(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * dp_size *
+                       cfg.model.seq_len) {
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+}
+
+Checkpointing::~Checkpointing() {
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, SIG_DFL);
+}
+
+std::string Checkpointing::pick_resume_dir() {
+  if (resume_ == "none") return "";
+  if (resume_ != "auto") return ckpt::resolve_step_dir(resume_);
+  std::vector<std::string> incomplete;
+  const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir(), &incomplete);
+  if (rank_ == 0)
+    for (const auto& d : incomplete) spdlog::warn("checkpoint: ignoring incomplete write {}", d);
+  if (all.empty()) return "";
+  if (rank_ == 0)  // older bad ones are reported; the newest one must be good (checked on load)
+    for (size_t i = 1; i < all.size(); ++i) try {
+        ckpt::read_manifest(all[i]);
+      } catch (const std::exception& e) {
+        spdlog::warn("checkpoint: skipping {}: {}", all[i], e.what());
+      }
+  return all.front();
+}
+
+int Checkpointing::restore() {
+  const std::string dir = pick_resume_dir();
+  if (!dir.empty()) {
+    load(dir);
+    return last_saved_;
+  }
+  if (!cfg_.model.init_from.empty()) {
+    const auto w =
+        ckpt::read_weight_file(cfg_.model.init_from, model::GptDims::from_config(cfg_.model));
+    ckpt::fill_owned_params(model_.layout(), w, shard_of(step_.owned_state()));
+    step_.sync_params_from_owners();
+    if (rank_ == 0) spdlog::info("weights from {}", cfg_.model.init_from);
+  }
+  return 0;
+}
+
+void Checkpointing::load(const std::string& step_dir) {
+  // Rank 0 checks every file's checksum and the model shape; the others follow its verdict.
+  std::string error;
+  if (rank_ == 0) try {
+      const ckpt::Manifest m = ckpt::verify_checkpoint(step_dir);
+      const std::string diff =
+          ckpt::model_difference(m.model, model::GptDims::from_config(cfg_.model));
+      if (!diff.empty()) error = "the model shape differs: " + diff;
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  if (any_rank(world_, !error.empty()))
+    throw ckpt::CheckpointError("checkpoint " + step_dir +
+                                " refused: " + (error.empty() ? "see rank 0" : error));
+  ckpt::CheckpointReader reader(step_dir);
+  const ckpt::Manifest& m = reader.manifest();
+  reader.read_owned(model_.layout(), shard_of(step_.owned_state()));
+  step_.set_adam_step(m.adam_step);
+  step_.sync_params_from_owners();
+  loader_.restore(m.loader);
+  last_saved_ = static_cast<int>(m.step);
+  if (rank_ == 0)
+    spdlog::info("resumed from {} (step {}, {} tokens, saved by {})", step_dir, m.step, m.tokens,
+                 m.grid.describe());
+}
+
+bool Checkpointing::stop_signalled() {
+  return any_rank(world_, g_stop_signal != 0);
+}
+
+bool Checkpointing::after_step(int done) {
+  const bool signalled = stop_signalled();
+  const bool stop_after = cfg_.train.stop_after_steps > 0 && done >= cfg_.train.stop_after_steps;
+  const bool due = cfg_.checkpoint.every_steps > 0 && done % cfg_.checkpoint.every_steps == 0;
+  if (signalled || stop_after || due) save(done);
+  if (signalled && rank_ == 0) spdlog::info("stop signal: stopped after step {}", done);
+  return signalled || stop_after;
+}
+
+void Checkpointing::save(int done) {
+  if (done == last_saved_) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const OwnedState owned = step_.owned_state();
+  ckpt::SaveRequest req;
+  req.root = cfg_.checkpoint_dir();
+  req.layout = &model_.layout();
+  req.owned = shard_of(owned);
+  req.rank = rank_;
+  req.world = world_;
+  req.keep = cfg_.checkpoint.keep;
+  ckpt::Manifest& m = req.manifest;
+  m.step = done;
+  m.tokens = done * tokens_per_step_;
+  m.adam_step = step_.optimizer().step_count();
+  m.seed = cfg_.run.seed;
+  m.config_sha256 = config::config_sha256(cfg_);
+  m.model = model::GptDims::from_config(cfg_.model);
+  m.grid = {
+      world_ ? world_->size() : 1, dp_size_, cfg_.parallel.tp, cfg_.parallel.pp, cfg_.parallel.cp,
+      cfg_.parallel.zero};
+  m.loader = loader_.state();
+  const std::string dir = ckpt::save_checkpoint(req);
+  last_saved_ = done;
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rank_ == 0) spdlog::info("checkpoint saved: {} ({:.2f} s)", dir, dt);
+}
+
+}  // namespace trainer::train

@@ -1,0 +1,46 @@
+#pragma once
+// Checkpointing: the run loop's one handle on checkpoints. restore() starts a run from
+// model.init_from or the checkpoint --resume names; after_step() saves every
+// checkpoint.every_steps, at train.stop_after_steps, and when SIGTERM/SIGINT reached any rank
+// (the group agrees on the stop step with one all-reduce of the flag per step).
+#include <string>
+
+#include "runtime/config/run_config.h"
+#include "runtime/data/loader.h"
+#include "runtime/dist/comm.h"
+#include "runtime/model/gpt.h"
+#include "runtime/train/train_step.h"
+
+namespace trainer::train {
+
+class Checkpointing {
+ public:
+  Checkpointing(const config::RunConfig& cfg, std::string resume, TrainStep& step,
+                model::Gpt& model, data::DataLoader& loader, dist::Comm* world, int rank,
+                int dp_size);
+  ~Checkpointing();
+
+  // Loads state; returns the number of steps already done (0 for a fresh start).
+  int restore();
+  // After `done` steps: saves when due; true when the run must stop now (signal or stop_after).
+  bool after_step(int done);
+
+ private:
+  bool stop_signalled();
+  void save(int done);
+  void load(const std::string& step_dir);
+  std::string pick_resume_dir();
+
+  const config::RunConfig& cfg_;
+  std::string resume_;
+  TrainStep& step_;
+  model::Gpt& model_;
+  data::DataLoader& loader_;
+  dist::Comm* world_;
+  int rank_;
+  int dp_size_;
+  int64_t tokens_per_step_;
+  int last_saved_ = -1;
+};
+
+}  // namespace trainer::train
