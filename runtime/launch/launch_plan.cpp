@@ -68,6 +68,9 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank
   set("TRAINER_LAUNCH", "1");
   if (!has_variable(parent_env, "OMP_NUM_THREADS"))
     set("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / o.nproc_per_node)));
+  // Several ranks share the cores: OpenMP threads that spin while waiting steal them from the
+  // ranks that have work (steps several times slower on a loaded machine).
+  if (!has_variable(parent_env, "OMP_WAIT_POLICY")) set("OMP_WAIT_POLICY", "PASSIVE");
   return env;
 }
 

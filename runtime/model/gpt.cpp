@@ -97,6 +97,11 @@ void Gpt::refresh_compute_weights() {
   if (bf16_) be_.round_to_bf16(compute_params_, params_);
 }
 
+void Gpt::as_matmul_input(Tensor t) {
+  // bf16 compute: matmuls read bf16 activations (kept for backward as stored), accumulate in fp32.
+  if (bf16_) be_.round_to_bf16(t, t);
+}
+
 void Gpt::allocate_activations(int B, int T) {
   if (acts_ && acts_->B == B && acts_->T == T) return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
@@ -151,6 +156,7 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
   be_.layernorm_forward(rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd), rows(last),
                         weight_view("ln_f.weight", false), weight_view("ln_f.bias", false));
+  as_matmul_input(a.lnf);
   be_.matmul_forward(rows(a.logits), rows(a.lnf), weight_view("wte.weight", false), Tensor());
   be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale);
   return be_.sum(a.losses) / static_cast<double>(a.losses.numel());
@@ -167,8 +173,10 @@ void Gpt::block_forward(int l) {
 
   be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
                         w.ln1w, w.ln1b);
+  as_matmul_input(a.ln1);
   be_.matmul_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb);
   be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
+  as_matmul_input(a.atty);
   be_.matmul_forward(rows(a.residual_mid), rows(a.atty), w.projw,
                      add_row_bias ? w.projb : Tensor());
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_mid);
@@ -176,8 +184,10 @@ void Gpt::block_forward(int l) {
 
   be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
                         w.ln2w, w.ln2b);
+  as_matmul_input(a.ln2);
   be_.matmul_forward(rows(a.fch), rows(a.ln2), w.fcw, w.fcb);
   be_.gelu_forward(a.fch_gelu, a.fch);
+  as_matmul_input(a.fch_gelu);
   be_.matmul_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw,
                      add_row_bias ? w.fcprojb : Tensor());
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_out);

@@ -65,6 +65,7 @@ class Gpt {
   void block_backward(int local_layer);
   Tensor weight_view(const std::string& name, bool grad) const;
   void call_before(int unit, bool backward);
+  void as_matmul_input(Tensor t);
   void call_ready(int unit);
 
   Backend& be_;
