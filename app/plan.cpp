@@ -5,9 +5,28 @@
 
 #include "app/verbs.h"
 #include "runtime/config/run_config.h"
+#include "runtime/parallel/zero_memory.h"
 #include "runtime/report/flops.h"
 
 namespace trainer::app {
+
+namespace {
+
+// The ZeRO formula's model-state bytes per rank for this config (runtime/parallel/zero_memory.h);
+// a run's report.json memory.breakdown holds the measured side.
+void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp) {
+  const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
+  const parallel::ZeroPrediction p =
+      parallel::predict_zero_memory(cfg.parallel.zero, num_params, dp, b);
+  std::printf(
+      "memory per rank (ZeRO %d formula, dp %d, %s: params %d + grads %d + optimizer %d "
+      "bytes/param): params %.0f B, grads %.0f B, optimizer %.0f B, total %.0f B (%.1f MiB)\n",
+      cfg.parallel.zero, dp,
+      cfg.precision.compute == "fp32" ? "fp32 byte counts" : "mixed precision", b.params, b.grads,
+      b.optimizer, p.params, p.grads, p.optimizer, p.total(), p.total() / (1024.0 * 1024.0));
+}
+
+}  // namespace
 
 void register_plan(CLI::App& app) {
   struct Args {
@@ -30,8 +49,9 @@ void register_plan(CLI::App& app) {
     const auto& m = cfg.model;
     const report::ModelDims md{m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
     const report::ParamCounts pc = report::count_params(md);
-    const double psi = static_cast<double>(pc.total);
-    const int dp = cfg.parallel.dp;
+    const int dp = cfg.parallel.dp > 0
+                       ? cfg.parallel.dp
+                       : args->gpus / (cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.tp);
     const int64_t seqs = static_cast<int64_t>(cfg.train.micro_batch) * cfg.train.grad_accum * dp;
     std::printf("config %s is valid for %d %s device(s)\n", args->config.c_str(), args->gpus,
                 args->gpu.c_str());
@@ -42,9 +62,7 @@ void register_plan(CLI::App& app) {
                 report::flops_per_token(md));
     std::printf("batch: %lld sequences x %d tokens = %lld tokens/step\n",
                 static_cast<long long>(seqs), m.seq_len, static_cast<long long>(seqs * m.seq_len));
-    // fp32 everywhere on this build: params 4, grads 4, Adam m+v 8 bytes per parameter.
-    std::printf("memory (fp32 params+grads+optimizer, per rank): %.1f MiB\n",
-                16.0 * psi / (1024.0 * 1024.0));
+    print_zero_memory(cfg, pc.total, dp);
   });
 }
 

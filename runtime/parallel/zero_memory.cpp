@@ -1,0 +1,19 @@
+#include "runtime/parallel/zero_memory.h"
+
+#include "runtime/core/check.h"
+
+namespace trainer::parallel {
+
+BytesPerParam bytes_per_param(const std::string& compute) {
+  if (compute == "fp32") return {4, 4, 8};
+  return {2, 2, 12};
+}
+
+ZeroPrediction predict_zero_memory(int stage, int64_t num_params, int dp, BytesPerParam b) {
+  TRAINER_CHECK(stage >= 0 && stage <= 3 && dp >= 1, "zero stage " << stage << ", dp " << dp);
+  const double psi = static_cast<double>(num_params), nd = dp;
+  auto part = [&](int bytes, bool sharded) { return bytes * psi / (sharded ? nd : 1.0); };
+  return {part(b.params, stage >= 3), part(b.grads, stage >= 2), part(b.optimizer, stage >= 1)};
+}
+
+}  // namespace trainer::parallel
