@@ -1,0 +1,101 @@
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <vector>
+
+#include "../dist/comm_harness.h"
+#include "runtime/parallel/zero_comm.h"
+
+using namespace trainer;
+using parallel::Range;
+using parallel::ZeroShards;
+
+namespace {
+
+// Rank r's local buffer: element i = (r + 1) * 1000 + i; the sum over ranks is known exactly.
+std::vector<float> rank_buffer(int rank, int64_t n) {
+  std::vector<float> b(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    b[static_cast<size_t>(i)] = static_cast<float>((rank + 1) * 1000 + i);
+  return b;
+}
+
+float summed(int size, int64_t i) {
+  float s = 0;
+  for (int r = 0; r < size; ++r) s += static_cast<float>((r + 1) * 1000 + i);
+  return s;
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+std::string at(int64_t i, float got, float want) {
+  std::ostringstream o;
+  o << "element " << i << ": got " << got << ", want " << want;
+  return o.str();
+}
+
+void check_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    CHECK(errors[r].empty());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("zero whole-buffer reduce-scatter leaves the sum on each shard, gather makes it whole",
+          "[zero]") {
+  const int64_t n = 103;  // not divisible by 3: the last rank holds the remainder
+  check_no_errors(dist::testing::run_ranks(3, [&](dist::testing::RankContext& ctx) {
+    auto comm = dist::testing::make_comm(ctx, 10);
+    const ZeroShards s(n, ctx.size);
+    std::vector<float> buf = rank_buffer(ctx.rank, n), staging;
+    parallel::reduce_scatter_in_place(*comm, s, buf.data());
+    const Range mine = s.shard(ctx.rank);
+    for (int64_t i = mine.begin; i < mine.end; ++i)
+      expect(buf[static_cast<size_t>(i)] == summed(ctx.size, i),
+             at(i, buf[static_cast<size_t>(i)], summed(ctx.size, i)));
+    // Only the owners' shards are valid: scribble on the rest, then gather.
+    for (int64_t i = 0; i < n; ++i)
+      if (i < mine.begin || i >= mine.end) buf[static_cast<size_t>(i)] = -1;
+    parallel::all_gather_in_place(*comm, s, buf.data(), staging);
+    for (int64_t i = 0; i < n; ++i)
+      expect(buf[static_cast<size_t>(i)] == summed(ctx.size, i),
+             at(i, buf[static_cast<size_t>(i)], summed(ctx.size, i)));
+  }));
+}
+
+TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather restores the range",
+          "[zero]") {
+  const int64_t n = 100;
+  // Ranges inside one shard, across two, across all, and one that leaves some ranks empty.
+  const std::vector<Range> ranges = {{3, 20}, {20, 55}, {0, 100}, {60, 100}};
+  check_no_errors(dist::testing::run_ranks(4, [&](dist::testing::RankContext& ctx) {
+    auto comm = dist::testing::make_comm(ctx, 10);
+    const ZeroShards s(n, ctx.size);
+    const Range mine = s.shard(ctx.rank);
+    std::vector<float> staging;
+    for (const Range& r : ranges) {
+      std::vector<float> buf = rank_buffer(ctx.rank, n);
+      std::vector<float> acc(static_cast<size_t>(mine.size()), 1.0f);
+      parallel::reduce_scatter_range_add(*comm, s, buf.data(), r, acc.data(), staging);
+      for (int64_t i = mine.begin; i < mine.end; ++i) {
+        const bool in = i >= r.begin && i < r.end;
+        const float want = 1.0f + (in ? summed(ctx.size, i) : 0.0f);
+        expect(acc[static_cast<size_t>(i - mine.begin)] == want,
+               at(i, acc[static_cast<size_t>(i - mine.begin)], want));
+      }
+      std::vector<float> whole = rank_buffer(0, n), part = whole;
+      for (int64_t i = r.begin; i < r.end; ++i)
+        if (i < mine.begin || i >= mine.end) part[static_cast<size_t>(i)] = -7;
+      parallel::RangeGather gather(*comm, s);
+      gather.start(part.data(), r);
+      gather.finish();
+      for (int64_t i = 0; i < n; ++i)
+        expect(part[static_cast<size_t>(i)] == whole[static_cast<size_t>(i)],
+               at(i, part[static_cast<size_t>(i)], whole[static_cast<size_t>(i)]));
+    }
+  }));
+}
