@@ -80,7 +80,8 @@ GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
 GlobalWeights read_hf(const std::string& path, const model::GptDims& d) {
   SafetensorsReader r(path);
   GlobalWeights w;
-  for (const auto& spec : whole_layout(d).params()) {
+  const auto layout = whole_layout(d);
+  for (const auto& spec : layout.params()) {
     const TensorInfo& info = r.info(spec.name);
     std::vector<int64_t> want = spec.global_shape;
     if (hf_transposed(spec.name) && want.size() == 2) std::swap(want[0], want[1]);

@@ -1,0 +1,204 @@
+// Checkpoint save/load without a training run: a layout's flat buffer written as one or several
+// "ranks" must read back identically through the global reader, whatever grid reads it.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "runtime/ckpt/checkpoint.h"
+#include "runtime/ckpt/export.h"
+#include "runtime/ckpt/reshard.h"
+
+using namespace trainer;
+using namespace trainer::ckpt;
+namespace fs = std::filesystem;
+
+namespace {
+
+model::GptDims small_dims() {
+  model::GptDims d;
+  d.vocab = 50;
+  d.seq_len = 8;
+  d.n_layer = 2;
+  d.d_model = 8;
+  d.n_head = 2;
+  return d;
+}
+
+struct State {
+  std::vector<float> p, m, v;
+  explicit State(int64_t n) : p(n), m(n), v(n) {
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = 0.001f * static_cast<float>(i) - 1.0f;
+      m[i] = static_cast<float>(i % 97) * 0.5f;
+      v[i] = 1.0f / static_cast<float>(i + 1);
+    }
+  }
+};
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("unit_ckpt_" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+// Writes `state` as `ranks` ZeRO-style shards (like save_checkpoint on `ranks` processes).
+std::string write_sharded(const std::string& root, const model::ParamLayout& layout, State& s,
+                          int ranks, int64_t step = 5) {
+  Manifest m;
+  m.step = step;
+  m.tokens = 640;
+  m.adam_step = 5;
+  m.model = layout.dims();
+  m.grid = {ranks, ranks, 1, 1, 1, ranks > 1 ? 1 : 0};
+  m.loader = {0, 128, 0};
+  const std::string tmp = begin_checkpoint(root, m.step);
+  std::vector<ShardFile> shards;
+  for (int r = 0; r < ranks; ++r) {
+    const auto [b, e] = owned_range(layout.total_numel(), r, m.grid);
+    shards.push_back(write_shard_file(tmp, r, layout,
+                                      {b, e, s.p.data() + b, s.m.data() + b, s.v.data() + b}, m));
+  }
+  return commit_checkpoint(root, m, layout, shards, 2);
+}
+
+void flip_one_bit(const std::string& path, int64_t at) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(at);
+  char c = 0;
+  f.read(&c, 1);
+  c ^= 0x10;
+  f.seekp(at);
+  f.write(&c, 1);
+}
+
+}  // namespace
+
+TEST_CASE("pieces_of_range_cover_exactly_the_range_in_layout_order") {
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  const int64_t total = layout.total_numel();
+  for (auto [b, e] : {std::pair<int64_t, int64_t>{0, total}, {7, total / 3}, {total / 3, total}}) {
+    int64_t covered = 0, last_end = b;
+    for (const auto& p : pieces_of_range(layout, b, e)) {
+      const int64_t start = layout.find(p.tensor).offset + p.a;
+      CHECK(start == last_end);
+      last_end = start + (p.b - p.a);
+      covered += p.b - p.a;
+    }
+    INFO("range " << b << ".." << e);
+    CHECK(covered == e - b);
+  }
+}
+
+TEST_CASE("sharded_checkpoint_reads_back_bit_identical_on_any_dp_split") {
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  const int64_t n = layout.total_numel();
+  State src(n);
+  const std::string dir = write_sharded(fresh_dir("three"), layout, src, 3);
+  verify_checkpoint(dir);
+  for (const Grid g : {Grid{1, 1, 1, 1, 1, 0}, Grid{4, 4, 1, 1, 1, 1}, Grid{2, 2, 1, 1, 1, 3}}) {
+    State got(n);
+    std::fill(got.p.begin(), got.p.end(), 0.0f);
+    std::fill(got.m.begin(), got.m.end(), 0.0f);
+    std::fill(got.v.begin(), got.v.end(), 0.0f);
+    CheckpointReader reader(dir);
+    for (int r = 0; r < g.world; ++r) {
+      const auto [b, e] = owned_range(n, r, g);
+      reader.read_owned(layout, {b, e, got.p.data() + b, got.m.data() + b, got.v.data() + b});
+    }
+    INFO("read as " << g.describe());
+    CHECK(got.p == src.p);
+    CHECK(got.m == src.m);
+    CHECK(got.v == src.v);
+  }
+}
+
+TEST_CASE("offline_reshard_writes_one_file_per_new_rank_with_the_same_values") {
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  State src(layout.total_numel());
+  const std::string dir = write_sharded(fresh_dir("src"), layout, src, 2);
+  const std::string out = reshard_checkpoint(dir, parse_grid("dp=4,zero=1"), fresh_dir("dst"));
+  const Manifest m = verify_checkpoint(out);
+  CHECK(m.shards.size() == 4);
+  CHECK(m.grid.dp == 4);
+  CHECK(m.loader == data::LoaderState{0, 128, 0});
+  CheckpointReader a(dir), b(out);
+  for (const auto& t : a.manifest().tensors) {
+    const int64_t count = layout.find(t.name).numel;
+    std::vector<float> x(count), y(count);
+    a.read_global("v", t.name, 0, count, x.data());
+    b.read_global("v", t.name, 0, count, y.data());
+    INFO(t.name);
+    CHECK(x == y);
+  }
+}
+
+TEST_CASE("bit_flip_and_truncation_of_a_shard_are_detected") {
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  State src(layout.total_numel());
+  const std::string dir = write_sharded(fresh_dir("bad"), layout, src, 2);
+  const std::string file = dir + "/rank_00001.safetensors";
+  const auto size = static_cast<int64_t>(fs::file_size(file));
+  flip_one_bit(file, size - 5);
+  CHECK_THROWS_WITH(verify_checkpoint(dir),
+                    Catch::Contains("sha256") && Catch::Contains("rank_00001"));
+  fs::resize_file(file, static_cast<uintmax_t>(size - 100));
+  CHECK_THROWS_WITH(verify_checkpoint(dir), Catch::Contains("truncated"));
+  fs::remove(dir + "/manifest.json");
+  CHECK_THROWS_WITH(verify_checkpoint(dir), Catch::Contains("no manifest.json"));
+}
+
+TEST_CASE("keep_prunes_to_the_newest_complete_checkpoints_and_tmp_dirs_are_not_listed") {
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  State src(layout.total_numel());
+  const std::string root = fresh_dir("keep");
+  for (int step : {10, 20, 30}) write_sharded(root, layout, src, 1, step);
+  fs::create_directories(root + "/step_00000040.tmp");
+  std::vector<std::string> incomplete;
+  const auto all = list_checkpoints(root, &incomplete);
+  REQUIRE(all.size() == 2);
+  CHECK(fs::path(all[0]).filename() == "step_00000030");
+  CHECK(fs::path(all[1]).filename() == "step_00000020");
+  CHECK(incomplete.size() == 1);
+  CHECK(resolve_step_dir(root) == all[0]);
+}
+
+TEST_CASE("model_difference_names_each_differing_key") {
+  model::GptDims a = small_dims(), b = small_dims();
+  CHECK(model_difference(a, b).empty());
+  b.n_layer = 3;
+  CHECK_THAT(model_difference(a, b), Catch::Contains("model.n_layer 2 (checkpoint) vs 3 (config)"));
+}
+
+TEST_CASE("hf_and_llmc_exports_read_back_to_the_same_weights") {
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  State src(layout.total_numel());
+  const std::string dir = write_sharded(fresh_dir("exp"), layout, src, 2);
+  CheckpointReader reader(dir);
+  const GlobalWeights w = read_weights(reader);
+  const std::string hf = fresh_dir("exp_out") + "/model.safetensors";
+  const std::string llmc = fs::path(hf).parent_path().string() + "/model.bin";
+  write_hf_safetensors(hf, d, w);
+  write_llmc(llmc, d, w);
+  CHECK(read_weight_file(hf, d) == w);
+  CHECK(read_weight_file(llmc, d) == w);
+  // HF Conv1D weights are [in, out]
+  SafetensorsReader r(hf);
+  CHECK(r.info("h.0.mlp.c_fc.weight").shape == std::vector<int64_t>{d.d_model, 4 * d.d_model});
+  // llm.c: 256 int32 header + (params with wte padded to a multiple of 128 rows) * 4 bytes
+  const int64_t vp = 128;
+  const int64_t expect = 256 * 4 + (layout.total_numel() + (vp - d.vocab) * d.d_model) * 4;
+  CHECK(static_cast<int64_t>(fs::file_size(llmc)) == expect);
+  model::GptDims other = d;
+  other.n_layer = 3;
+  CHECK_THROWS_WITH(read_weight_file(llmc, other), Catch::Contains("n_layer"));
+  CHECK_THROWS_WITH(read_weight_file(hf, other), Catch::Contains("h.2."));
+}
