@@ -187,8 +187,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                      rec.loss, spike->ratio);
       if (r.nonfinite)
         spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
-      const bool log_now =
-          (step + 1) % cfg.logging.every_steps == 0 || step == 0 || step + 1 == last || eval_now || stop;
+      const bool log_now = (step + 1) % cfg.logging.every_steps == 0 || step == 0 ||
+                           step + 1 == last || eval_now || stop;
       if (log_now) {
         const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
                                                            ctx.peak.tflops, env.world_size);
