@@ -1,0 +1,38 @@
+# `trainer ckpt export` (HF safetensors and llm.c) then model.init_from gives the same weights:
+# with a negligible lr (1e-30) the first step's val loss of each init_from run equals the
+# exporting run's val loss at its last step; a fresh init does not. The llm.c file has exactly
+# the size its header implies; a file of another model shape is refused naming the key.
+source "$2/tests/lib/dist_common.sh"
+c=(--set model.seq_len=32 --set train.eval_batches=4)
+run_single src 8 1 20 "${c[@]}" --set train.eval_every=20 --set checkpoint.every_steps=20 \
+  --set checkpoint.dir=ck
+"$bin" ckpt export ck --out m.safetensors >/dev/null
+"$bin" ckpt export ck --out m.bin --format llmc >/dev/null
+/usr/bin/python3 - <<'PY' || fail "llm.c file size differs from its header"
+import os, struct
+h = struct.unpack("<256i", open("m.bin", "rb").read(1024))
+assert h[0] == 20240326 and h[1] == 3, h[:8]
+maxT, V, L, NH, C, Vp = h[2:8]
+n = Vp*C + maxT*C + L*(2*C + 3*C*C + 3*C + C*C + C + 2*C + 4*C*C + 4*C + 4*C*C + C) + 2*C
+want, got = 1024 + 4*n, os.path.getsize("m.bin")
+print(f"llm.c file: header implies {want} bytes, file has {got}")
+assert want == got
+PY
+val() { json_get $1/report.json "d['loss']['val_loss']"; }
+lr=(--set train.lr=1e-30 --set train.eval_every=1)
+run_single hf 8 1 1 "${c[@]}" "${lr[@]}" --set model.init_from=m.safetensors
+run_single llmc 8 1 1 "${c[@]}" "${lr[@]}" --set model.init_from=m.bin
+run_single fresh 8 1 1 "${c[@]}" "${lr[@]}"
+/usr/bin/python3 - "$(val src)" "$(val hf)" "$(val llmc)" "$(val fresh)" <<'PY' || fail "val losses"
+import sys
+src, hf, llmc, fresh = map(float, sys.argv[1:])
+print(f"val loss: exporting run {src!r}, init_from hf {hf!r}, llmc {llmc!r}, fresh init {fresh!r}")
+for name, v in (("hf", hf), ("llmc", llmc)):
+    assert abs(v - src) <= 1e-6 * abs(src), name
+assert abs(fresh - src) > 1e-3 * abs(src), "fresh init matches too: the check cannot fail"
+PY
+compare_metrics hf/metrics.jsonl llmc/metrics.jsonl --exact || fail "hf and llmc imports differ"
+if "$bin" train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set model.n_layer=3 \
+     --set model.init_from=m.bin --out bad >bad.log 2>&1; then fail "other shape accepted"; fi
+grep -q "n_layer" bad.log || { cat bad.log; fail "error does not name n_layer"; }
+echo "other shape refused: $(grep -m1 error bad.log)"

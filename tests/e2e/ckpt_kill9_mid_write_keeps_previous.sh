@@ -1,0 +1,57 @@
+# kill -9 of a rank while step 20's checkpoint is being written (TRAINER_TEST_CKPT_DELAY_S holds
+# the window between the shard writes and the manifest): step_00000020 never appears, the
+# reported step 10 loads, and the resumed run's losses equal the uninterrupted run's. Then a
+# bit-flipped or truncated shard, a missing manifest and another model shape are refused, and an
+# older broken checkpoint is reported and skipped when a newer complete one exists.
+source "$2/tests/lib/dist_common.sh"
+c=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_steps=10
+   --set checkpoint.keep=5)
+run_launch ref 2 4 1 30 "${c[@]}" --set checkpoint.dir=ck_ref
+TRAINER_TEST_CKPT_DELAY_S=3 "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" \
+  "${c[@]}" --set train.steps=30 --set train.micro_batch=4 --set checkpoint.dir=ck --out run \
+  >run.log 2>&1 &
+launcher=$!
+for _ in $(seq 600); do [ -f ck/step_00000020.tmp/rank_00001.safetensors ] && break; sleep 0.1; done
+[ -f ck/step_00000020.tmp/rank_00001.safetensors ] || { cat run.log; fail "no step 20 write seen"; }
+grep -q "checkpoint saved: ck/step_00000010" run.log || fail "step 10 was not reported saved"
+victim=$(pgrep -P $launcher | tail -1)
+kill -9 "$victim"
+set +e; wait $launcher; rc=$?; set -e
+[ $rc -ne 0 ] || fail "the group exited 0 after a rank was killed"
+[ ! -e ck/step_00000020 ] || fail "an incomplete step 20 was renamed into place"
+echo "killed rank pid $victim mid-write; launcher exit $rc; left: $(ls ck | tr '\n' ' ')"
+cp -r ck ck_copy
+run_launch resumed 2 4 1 30 "${c[@]}" --set checkpoint.dir=ck --resume auto
+grep -q "resumed from ck/step_00000010" resumed.log || { cat resumed.log; fail "step 10 not loaded"; }
+grep -q "ignoring incomplete write ck/step_00000020.tmp" resumed.log || fail "tmp dir not reported"
+/usr/bin/python3 -c "
+import json
+for l in open('ref/metrics.jsonl'):
+    if json.loads(l)['step'] > 10: print(l, end='')" > ref_tail.jsonl
+compare_metrics ref_tail.jsonl resumed/metrics.jsonl --exact --min-steps 20 \
+  || fail "resumed losses differ from the uninterrupted run"
+
+refused() {  # refused NAME PATTERN [train args]: the run must fail and print PATTERN
+  local name=$1 pattern=$2; shift 2
+  if "$bin" train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set train.steps=30 \
+       --out $name "$@" >$name.log 2>&1; then cat $name.log; fail "$name: run was not refused"; fi
+  grep -q "$pattern" $name.log || { cat $name.log; fail "$name: no '$pattern' in the error"; }
+  echo "$name refused: $(grep -m1 error $name.log)"
+}
+cp -r ck_copy/step_00000010 flip
+/usr/bin/python3 -c "
+import sys; p='flip/rank_00000.safetensors'; b=bytearray(open(p,'rb').read()); b[-7]^=1
+open(p,'wb').write(b)"
+refused bitflip "does not match the manifest" --resume flip
+cp -r ck_copy/step_00000010 trunc
+truncate -s -64 trunc/rank_00000.safetensors
+refused truncated "truncated" --resume trunc
+cp -r ck_copy/step_00000010 nomanifest && rm nomanifest/manifest.json
+mkdir -p nm_root && mv nomanifest nm_root/step_00000010
+refused no_manifest "no manifest.json" --set checkpoint.dir=nm_root --resume auto
+refused other_shape "model shape differs" --resume ck_copy/step_00000010 --set model.n_layer=3
+mkdir -p ck_copy/step_00000005   # older and broken: reported, skipped
+run_single skip 8 1 30 "${c[@]}" --set checkpoint.dir=ck_copy --set train.stop_after_steps=11
+grep -q "skipping ck_copy/step_00000005" skip.log || { cat skip.log; fail "older bad one not reported"; }
+grep -q "resumed from ck_copy/step_00000010" skip.log || fail "newest complete one not loaded"
+echo "older broken step_00000005 reported and skipped; step 10 loaded"

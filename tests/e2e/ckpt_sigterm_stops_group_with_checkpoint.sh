@@ -1,0 +1,29 @@
+# SIGTERM to the launcher, or to one rank only, makes the whole group save a checkpoint at the
+# end of the current step and exit 0; the checkpoint's step is the last logged step, and
+# --resume continues from there.
+source "$2/tests/lib/dist_common.sh"
+c=(--set model.seq_len=32 --set train.steps=100000)
+stop_run() {  # stop_run NAME WHO(launcher|rank)
+  local name=$1 who=$2
+  "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
+    --set train.micro_batch=4 --set checkpoint.dir=ck_$name --out $name >$name.log 2>&1 &
+  local launcher=$!
+  for _ in $(seq 600); do [ "$(cat $name/metrics.jsonl 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
+  if [ $who = launcher ]; then kill -TERM $launcher; else kill -TERM "$(pgrep -P $launcher | tail -1)"; fi
+  set +e; wait $launcher; local rc=$?; set -e
+  [ $rc -eq 0 ] || { cat $name.log; fail "$name: exit $rc after SIGTERM to the $who, want 0"; }
+  local last saved
+  last=$(tail -1 $name/metrics.jsonl | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['step'])")
+  saved=$("$bin" ckpt inspect ck_$name | sed -n 's/^step \([0-9]*\),.*/\1/p')
+  [ "$last" = "$saved" ] || fail "$name: last logged step $last, checkpoint step $saved"
+  echo "SIGTERM to the $who: group exited 0, checkpoint at step $saved = last logged step"
+}
+stop_run term_launcher launcher
+stop_run term_rank rank
+saved=$("$bin" ckpt inspect ck_term_rank | sed -n 's/^step \([0-9]*\),.*/\1/p')
+run_launch again 2 4 1 100000 --set model.seq_len=32 --set checkpoint.dir=ck_term_rank \
+  --set train.stop_after_steps=$((saved + 1))
+grep -q "resumed from ck_term_rank/step_" again.log || { cat again.log; fail "no resume"; }
+first=$(head -1 again/metrics.jsonl | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['step'])")
+[ "$first" = $((saved + 1)) ] || fail "resumed run starts at step $first, want $((saved + 1))"
+echo "resumed at step $first"
