@@ -1,0 +1,15 @@
+# Multi-node launch: two `trainer launch --nnodes 2 --node-rank R` (here both on loopback, one
+# rank each) form one world of 2 and reproduce the single-process run.
+source "$2/tests/lib/dist_common.sh"
+run_single ref 4 2 12
+port=$(free_port)
+pids=()
+for node in 0 1; do
+  "$bin" launch --nnodes 2 --node-rank $node --master-addr 127.0.0.1 --master-port $port \
+    --nproc-per-node 1 "$src/configs/tiny.yaml" "${small[@]}" --set train.steps=12 \
+    --set train.micro_batch=4 --out nodes >node$node.log 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait $p || { cat node*.log; fail "a node's launcher failed"; }; done
+compare_metrics ref/metrics.jsonl nodes/metrics.jsonl --rtol 1e-5 --min-steps 12
+[ "$(json_get nodes/report.json 'd["parallel"]["world_size"]')" = 2 ] || fail "world is not 2"

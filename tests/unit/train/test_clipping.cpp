@@ -1,0 +1,71 @@
+// Global-norm clipping keeps the gradient's direction and caps its norm; the logged norm is the
+// pre-clip one; grad_clip 0 disables it.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "runtime/core/rng.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/model/gpt.h"
+#include "runtime/train/train_step.h"
+
+using namespace trainer;
+
+namespace {
+
+struct Result {
+  train::StepResult step;
+  std::vector<float> grads;  // the gradient the optimizer applied (after clipping)
+};
+
+Result one_step(double clip) {
+  config::RunConfig cfg;
+  cfg.model.vocab_size = 16;
+  cfg.model.seq_len = 8;
+  cfg.model.n_layer = 1;
+  cfg.model.d_model = 16;
+  cfg.model.n_head = 2;
+  cfg.train.micro_batch = 2;
+  cfg.train.warmup_steps = 0;
+  cfg.train.grad_clip = clip;
+  cfg.train.weight_decay = 0;
+  cpu::CpuBackend be;
+  const auto dims = model::GptDims::from_config(cfg.model);
+  model::Gpt gpt(be, dims, model::GptShard::whole(dims));
+  gpt.init_weights(3);
+  train::TrainStep step(cfg, be, gpt, {});
+  train::BatchSource next = [](int32_t* x, int32_t* y) {
+    for (int i = 0; i < 16; ++i) x[i] = i % 16, y[i] = (i * 7) % 16;
+  };
+  Result r{step.run(0, next), {}};
+  r.grads.resize(static_cast<size_t>(gpt.grads().numel()));
+  be.to_host(r.grads.data(), gpt.grads());
+  return r;
+}
+
+double norm_of(const std::vector<float>& g) {
+  double s = 0;
+  for (float v : g) s += double(v) * v;
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+TEST_CASE("clipping_caps_the_norm_keeps_the_direction_and_logs_the_preclip_norm", "[train]") {
+  const Result free_run = one_step(0.0);
+  const double norm = free_run.step.grad_norm;
+  REQUIRE_FALSE(free_run.step.clipped);
+  REQUIRE(norm_of(free_run.grads) == Approx(norm).epsilon(1e-6));
+  const Result clipped = one_step(norm / 4);
+  CHECK(clipped.step.clipped);
+  CHECK(clipped.step.grad_norm == Approx(norm));  // logged before clipping
+  CHECK(norm_of(clipped.grads) == Approx(norm / 4).epsilon(1e-5));
+  double cos = 0;
+  for (size_t i = 0; i < free_run.grads.size(); ++i)
+    cos += double(free_run.grads[i]) * clipped.grads[i];
+  cos /= norm_of(free_run.grads) * norm_of(clipped.grads);
+  CHECK(cos == Approx(1.0).epsilon(1e-6));
+  const Result loose = one_step(norm * 2);
+  CHECK_FALSE(loose.step.clipped);
+  CHECK(norm_of(loose.grads) == Approx(norm).epsilon(1e-6));
+}
