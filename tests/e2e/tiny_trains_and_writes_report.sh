@@ -46,3 +46,9 @@ for row in m:
 assert any("val_loss" in row for row in m), "no eval line"
 PY
 echo "report ok"
+# trainer compare puts two reports side by side with ratios to the first.
+"$bin" compare out/report.json out/report.json > compare.txt || { cat compare.txt; fail "compare failed"; }
+cat compare.txt
+grep -q "1.00x" compare.txt || fail "compare shows no ratio"
+set +e; "$bin" compare out/report.json missing.json >/dev/null 2>err.txt; rc=$?; set -e
+[ $rc = 2 ] && grep -q missing.json err.txt || fail "compare of a missing report: exit $rc, $(cat err.txt)"
