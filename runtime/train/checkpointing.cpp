@@ -88,6 +88,7 @@ int Checkpointing::restore() {
 
 void Checkpointing::load(const std::string& step_dir) {
   // Rank 0 checks every file's checksum and the model shape; the others follow its verdict.
+  const auto t0 = std::chrono::steady_clock::now();
   std::string error;
   if (rank_ == 0) try {
       const ckpt::Manifest m = ckpt::verify_checkpoint(step_dir);
@@ -100,6 +101,7 @@ void Checkpointing::load(const std::string& step_dir) {
   if (any_rank(world_, !error.empty()))
     throw ckpt::CheckpointError("checkpoint " + step_dir +
                                 " refused: " + (error.empty() ? "see rank 0" : error));
+  const auto t1 = std::chrono::steady_clock::now();
   ckpt::CheckpointReader reader(step_dir);
   const ckpt::Manifest& m = reader.manifest();
   reader.read_owned(model_.layout(), shard_of(step_.owned_state()));
@@ -107,9 +109,13 @@ void Checkpointing::load(const std::string& step_dir) {
   step_.sync_params_from_owners();
   loader_.restore(m.loader);
   last_saved_ = static_cast<int>(m.step);
+  const auto t2 = std::chrono::steady_clock::now();
   if (rank_ == 0)
-    spdlog::info("resumed from {} (step {}, {} tokens, saved by {})", step_dir, m.step, m.tokens,
-                 m.grid.describe());
+    spdlog::info(
+        "resumed from {} (step {}, {} tokens, saved by {}; verify {:.3f} s, read {:.3f} s)",
+        step_dir, m.step, m.tokens, m.grid.describe(),
+        std::chrono::duration<double>(t1 - t0).count(),
+        std::chrono::duration<double>(t2 - t1).count());
 }
 
 bool Checkpointing::stop_signalled() {
@@ -150,7 +156,7 @@ void Checkpointing::save(int done) {
   const std::string dir = ckpt::save_checkpoint(req);
   last_saved_ = done;
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (rank_ == 0) spdlog::info("checkpoint saved: {} ({:.2f} s)", dir, dt);
+  if (rank_ == 0) spdlog::info("checkpoint saved: {} ({:.3f} s)", dir, dt);
 }
 
 }  // namespace trainer::train
