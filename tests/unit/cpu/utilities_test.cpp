@@ -159,8 +159,10 @@ TEST_CASE("make_backend_gives_cpu_and_explains_the_others", "[cpu][factory]") {
   auto be = make_backend("cpu", 0);
   CHECK(be->name() == "cpu");
   CHECK(be->device() == DeviceType::cpu);
-  CHECK_FALSE(cuda_backend_available());
-  CHECK_THROWS_WITH(make_backend("cuda", 0), Catch::Contains("not built"));
+  // Without a usable cuda backend (not built, or built but no device) asking for it says why.
+  if (!cuda_backend_available())
+    CHECK_THROWS_WITH(make_backend("cuda", 0),
+                      Catch::Contains("not built") || Catch::Contains("no CUDA device"));
   CHECK_THROWS_WITH(make_backend("tpu", 0),
                     Catch::Contains("unknown backend 'tpu'") && Catch::Contains("cpu"));
 }
