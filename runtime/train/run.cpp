@@ -20,8 +20,8 @@
 #include "runtime/report/report_builder.h"
 #include "runtime/report/report_from_config.h"
 #include "runtime/report/run_report.h"
-#include "runtime/train/fault_injection.h"
 #include "runtime/train/checkpointing.h"
+#include "runtime/train/fault_injection.h"
 #include "runtime/train/process_stats.h"
 #include "runtime/train/train_step.h"
 
@@ -70,14 +70,8 @@ double mean_after(const std::vector<double>& v, int skip) {
   return n ? sum / static_cast<double>(n) : std::nan("");
 }
 
-}  // namespace
-
-int run_training(config::RunConfig cfg, const RunOptions& opts) {
-  // 1. Where this process sits; the config is checked against it before anything is written.
-  const dist::LaunchEnv env = dist::detect_launch_env();
-  config::validate(cfg, env.world_size);
-  setup_logging(cfg, env.rank);
-  const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
+// Layout features this build does not run yet are refused as bad input, before anything starts.
+void check_supported(const config::RunConfig& cfg, const dist::MeshShape& shape) {
   if (shape.pp > 1 || shape.tp > 1 || shape.cp > 1 || shape.ep > 1)
     throw config::ConfigError(
         "config: this build trains data-parallel layouts only (parallel.tp/pp/cp/ep = 1); got "
@@ -90,6 +84,29 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   if (cfg.activation_checkpointing != "none")
     throw config::ConfigError("config: activation_checkpointing = " + cfg.activation_checkpointing +
                               ": only 'none' is implemented");
+}
+
+void log_banner(const report::RunReport& base, const report::RunContext& ctx,
+                const dist::MeshShape& shape, const data::DataLoader& loader) {
+  spdlog::info("model: {} params ({} non-embedding), {:.3g} flops/token", base.model.params,
+               base.model.non_embedding_params, base.model.flops_per_token);
+  spdlog::info(
+      "grid: world {} = dp {} x pp {} x cp {} x tp {}, zero {}; global batch {} sequences "
+      "({} tokens/step); data {}",
+      ctx.world_size, shape.dp, shape.pp, shape.cp, shape.tp, base.parallel.zero_stage,
+      base.batch.global_batch_sequences, base.batch.tokens_per_step, loader.describe());
+  spdlog::info("peak {:.3f} TFLOP/s per device ({})", ctx.peak.tflops, ctx.peak.source);
+}
+
+}  // namespace
+
+int run_training(config::RunConfig cfg, const RunOptions& opts) {
+  // 1. Where this process sits; the config is checked against it before anything is written.
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  config::validate(cfg, env.world_size);
+  setup_logging(cfg, env.rank);
+  const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
+  check_supported(cfg, shape);
 
   // 2. Process grid and communicators.
   const auto timeout =
@@ -137,21 +154,14 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     base.data.entropy_floor = std::isnan(train_loader->entropy_floor())
                                   ? std::nullopt
                                   : std::optional<double>(train_loader->entropy_floor());
-    builder.emplace(base, cfg.train.spike_factor);
+    builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
     const int64_t tokens_per_step = base.batch.tokens_per_step;
     const double flops_per_token = base.model.flops_per_token;
     std::unique_ptr<report::MetricsWriter> metrics;
     if (lead) {
       std::filesystem::create_directories(cfg.run.out_dir);
       metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir);
-      spdlog::info("model: {} params ({} non-embedding), {:.3g} flops/token", base.model.params,
-                   base.model.non_embedding_params, flops_per_token);
-      spdlog::info(
-          "grid: world {} = dp {} x pp {} x cp {} x tp {}; global batch {} sequences "
-          "({} tokens/step); data {}",
-          env.world_size, shape.dp, shape.pp, shape.cp, shape.tp, base.batch.global_batch_sequences,
-          tokens_per_step, train_loader->describe());
-      spdlog::info("peak {:.3f} TFLOP/s per device ({})", ctx.peak.tflops, ctx.peak.source);
+      log_banner(base, ctx, shape, *train_loader);
     }
 
     // 6. The loop.
