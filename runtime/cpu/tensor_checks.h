@@ -1,24 +1,19 @@
 #pragma once
-// Shape and dtype checks shared by the CpuBackend ops. `op` names the op in every message.
+// Argument checks of the CpuBackend ops: runtime/core/op_checks.h on cpu tensors, plus the token
+// range check the cpu loops need. `op` names the op in every message.
 #include <cstdint>
 
-#include "runtime/core/check.h"
-#include "runtime/core/tensor.h"
+#include "runtime/core/op_checks.h"
 
 namespace trainer::cpu {
 
 inline void check_host(const Tensor& t, const char* op, const char* arg) {
-  TRAINER_CHECK(t.device == DeviceType::cpu,
-                op << ": " << arg << " is not a cpu tensor (shape " << t.shape.str() << ")");
+  check_on(t, DeviceType::cpu, op, arg);
 }
 
 // The fp32 data of a required argument.
 inline float* need_f32(const Tensor& t, const char* op, const char* arg) {
-  TRAINER_CHECK(!t.empty(), op << ": " << arg << " is required");
-  TRAINER_CHECK(t.dtype == DType::f32,
-                op << ": " << arg << " must be f32, got " << dtype_name(t.dtype));
-  check_host(t, op, arg);
-  return static_cast<float*>(t.data);
+  return static_cast<float*>(need_typed(t, DType::f32, DeviceType::cpu, op, arg));
 }
 
 // The fp32 data of an optional argument, or null when absent.
@@ -27,27 +22,7 @@ inline float* opt_f32(const Tensor& t, const char* op, const char* arg) {
 }
 
 inline const int32_t* need_i32(const Tensor& t, const char* op, const char* arg) {
-  TRAINER_CHECK(!t.empty(), op << ": " << arg << " is required");
-  TRAINER_CHECK(t.dtype == DType::i32,
-                op << ": " << arg << " must be i32, got " << dtype_name(t.dtype));
-  check_host(t, op, arg);
-  return static_cast<const int32_t*>(t.data);
-}
-
-inline int64_t last_dim(const Tensor& t) {
-  return t.shape.rank == 0 ? 0 : t.shape[t.shape.rank - 1];
-}
-
-// Rows of a [..., cols] activation.
-inline int64_t rows_of(const Tensor& t, int64_t cols, const char* op, const char* arg) {
-  TRAINER_CHECK(cols > 0 && t.numel() % cols == 0,
-                op << ": " << arg << " " << t.shape.str() << " is not a multiple of " << cols);
-  return t.numel() / cols;
-}
-
-inline void check_numel(const Tensor& t, int64_t numel, const char* op, const char* arg) {
-  TRAINER_CHECK(t.numel() == numel, op << ": " << arg << " " << t.shape.str() << " should have "
-                                       << numel << " elements");
+  return static_cast<const int32_t*>(need_typed(t, DType::i32, DeviceType::cpu, op, arg));
 }
 
 // Every token in [0, vocab): checked before the parallel loops, which must not throw.

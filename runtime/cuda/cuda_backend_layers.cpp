@@ -4,43 +4,6 @@
 #include "runtime/cuda/cuda_tensor_checks.h"
 
 namespace trainer::cuda {
-namespace {
-
-void weight_dims(const Tensor& w, int64_t& oc, int64_t& c, const char* op) {
-  TRAINER_CHECK(w.shape.rank == 2, op << ": weight " << w.shape.str() << " must be [OC, C]");
-  oc = w.shape[0], c = w.shape[1];
-}
-
-void attention_dims(const Tensor& qkv, int n_head, int64_t& B, int64_t& T, int64_t& C,
-                    const char* op) {
-  TRAINER_CHECK(qkv.shape.rank == 3 && qkv.shape[2] % 3 == 0,
-                op << ": qkv " << qkv.shape.str() << " must be [B, T, 3C]");
-  B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3;
-  TRAINER_CHECK(n_head > 0 && C % n_head == 0,
-                op << ": C = " << C << " is not divisible by n_head = " << n_head);
-}
-
-void batch_and_seq(const Tensor& tokens, const Tensor& act, int64_t& B, int64_t& T,
-                   const char* op) {
-  if (tokens.shape.rank == 2) {
-    B = tokens.shape[0], T = tokens.shape[1];
-  } else {
-    TRAINER_CHECK(act.shape.rank == 3, op << ": need tokens [B,T] or an activation [B,T,C], got "
-                                          << tokens.shape.str() << " and " << act.shape.str());
-    B = act.shape[0], T = act.shape[1];
-  }
-  check_numel(tokens, B * T, op, "tokens");
-}
-
-void check_positions(const Tensor& wpe, int64_t pos_offset, int64_t T, int64_t C, const char* op) {
-  TRAINER_CHECK(wpe.shape.rank == 2 && wpe.shape[1] == C,
-                op << ": wpe " << wpe.shape.str() << " must be [max_T, " << C << "]");
-  TRAINER_CHECK(pos_offset >= 0 && pos_offset + T <= wpe.shape[0],
-                op << ": positions [" << pos_offset << ", " << pos_offset + T
-                   << ") exceed wpe rows " << wpe.shape[0]);
-}
-
-}  // namespace
 
 void CudaBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                                  const Tensor& bias) {

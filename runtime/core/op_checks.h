@@ -1,0 +1,87 @@
+#pragma once
+// Argument checks every Backend runs before an op: presence, dtype, device, element counts, and
+// the dims of the common layouts. `op` names the op and `arg` the argument in every message.
+// The backends wrap the device-taking ones with their own device (cpu/tensor_checks.h,
+// cuda/cuda_tensor_checks.h).
+#include <cstdint>
+
+#include "runtime/core/check.h"
+#include "runtime/core/tensor.h"
+
+namespace trainer {
+
+inline const char* device_name(DeviceType d) {
+  return d == DeviceType::cpu ? "cpu" : "cuda";
+}
+
+inline void check_on(const Tensor& t, DeviceType dev, const char* op, const char* arg) {
+  TRAINER_CHECK(t.device == dev, op << ": " << arg << " is not a " << device_name(dev)
+                                    << " tensor (shape " << t.shape.str() << ")");
+}
+
+// The data of a required argument of dtype `want` on `dev`.
+inline void* need_typed(const Tensor& t, DType want, DeviceType dev, const char* op,
+                        const char* arg) {
+  TRAINER_CHECK(!t.empty(), op << ": " << arg << " is required");
+  TRAINER_CHECK(t.dtype == want, op << ": " << arg << " must be " << dtype_name(want) << ", got "
+                                    << dtype_name(t.dtype));
+  check_on(t, dev, op, arg);
+  return t.data;
+}
+
+inline int64_t last_dim(const Tensor& t) {
+  return t.shape.rank == 0 ? 0 : t.shape[t.shape.rank - 1];
+}
+
+// Rows of a [..., cols] activation.
+inline int64_t rows_of(const Tensor& t, int64_t cols, const char* op, const char* arg) {
+  TRAINER_CHECK(cols > 0 && t.numel() % cols == 0,
+                op << ": " << arg << " " << t.shape.str() << " is not a multiple of " << cols);
+  return t.numel() / cols;
+}
+
+inline void check_numel(const Tensor& t, int64_t numel, const char* op, const char* arg) {
+  TRAINER_CHECK(t.numel() == numel, op << ": " << arg << " " << t.shape.str() << " should have "
+                                       << numel << " elements");
+}
+
+// [OC, C] of a linear weight.
+inline void weight_dims(const Tensor& w, int64_t& oc, int64_t& c, const char* op) {
+  TRAINER_CHECK(w.shape.rank == 2, op << ": weight " << w.shape.str() << " must be [OC, C]");
+  oc = w.shape[0], c = w.shape[1];
+}
+
+// B, T, C of qkv [B, T, 3C], with C divisible by n_head.
+inline void attention_dims(const Tensor& qkv, int n_head, int64_t& B, int64_t& T, int64_t& C,
+                           const char* op) {
+  TRAINER_CHECK(qkv.shape.rank == 3 && qkv.shape[2] % 3 == 0,
+                op << ": qkv " << qkv.shape.str() << " must be [B, T, 3C]");
+  B = qkv.shape[0], T = qkv.shape[1], C = qkv.shape[2] / 3;
+  TRAINER_CHECK(n_head > 0 && C % n_head == 0,
+                op << ": C = " << C << " is not divisible by n_head = " << n_head);
+}
+
+// B and T of a [B,T] token tensor, or of a [B,T,C] activation when tokens are flat.
+inline void batch_and_seq(const Tensor& tokens, const Tensor& act, int64_t& B, int64_t& T,
+                          const char* op) {
+  if (tokens.shape.rank == 2) {
+    B = tokens.shape[0], T = tokens.shape[1];
+  } else {
+    TRAINER_CHECK(act.shape.rank == 3, op << ": need tokens [B,T] or an activation [B,T,C], got "
+                                          << tokens.shape.str() << " and " << act.shape.str());
+    B = act.shape[0], T = act.shape[1];
+  }
+  check_numel(tokens, B * T, op, "tokens");
+}
+
+// wpe [maxT, C] must cover positions pos_offset .. pos_offset + T - 1.
+inline void check_positions(const Tensor& wpe, int64_t pos_offset, int64_t T, int64_t C,
+                            const char* op) {
+  TRAINER_CHECK(wpe.shape.rank == 2 && wpe.shape[1] == C,
+                op << ": wpe " << wpe.shape.str() << " must be [max_T, " << C << "]");
+  TRAINER_CHECK(pos_offset >= 0 && pos_offset + T <= wpe.shape[0],
+                op << ": positions [" << pos_offset << ", " << pos_offset + T
+                   << ") exceed wpe rows " << wpe.shape[0]);
+}
+
+}  // namespace trainer
