@@ -22,6 +22,15 @@ expect_error "model.n_head" --set model.n_head=5
 expect_error "train.schedule" --set train.schedule=cosin
 expect_error "no_such_shard" --set data.train=no_such_shard_*.bin
 expect_error "parallel" --set parallel.dp=3
+expect_error "train.micro_batch = 0" --set train.micro_batch=0
+expect_error "parallel.zero = 5" --set parallel.zero=5
+expect_error "precision.compute = fp8" --set precision.compute=fp8
+expect_error "model.d_model = 130" --set model.d_model=130
+expect_error "train.steps = -1" --set train.steps=-1
+expect_error "logging.level" --set logging.level=loud
+expect_error "distributed.timeout_s" --set distributed.timeout_s=0
+expect_error "checkpoint.keep = 0" --set checkpoint.keep=0
+expect_error "expected key.path=value" --set train.lr
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml
 set +e; "$bin" train bad.yaml >log 2>&1; rc=$?; set -e
 [ "$rc" = 2 ] && grep -q bogus_section log || { cat log; fail "unknown section not refused"; }
