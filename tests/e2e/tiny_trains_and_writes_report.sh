@@ -40,6 +40,10 @@ print(f"loss {first:.3f} -> {last:.3f}, entropy floor {floor:.3f}, mfu {r['throu
 assert abs(first - math.log(256)) < 0.5, f"initial loss {first} is not ~ln(256)"
 assert last < first - 1.0, "the loss did not fall"
 assert last > floor - 0.05, f"loss {last} below the entropy floor {floor}: data leak or bad loss"
+val = r["loss"]["val_loss"]
+# The full 300-step run ends within 10% of the floor; this 60-step run must be within 80% of it.
+assert val < 1.8 * floor, f"val loss {val} after {r['loss']['tokens_seen']} tokens is not < 1.8 x floor {floor}"
+assert r["loss"]["val_at_tokens"] == 60 * 8 * 128
 for row in m:
     for k in ["step", "tokens", "loss", "grad_norm", "lr", "step_time_s", "tokens_per_second", "mfu"]:
         assert k in row, f"metrics line lacks {k}: {row}"
