@@ -2,7 +2,8 @@
 # Installs the Debian packages trainer needs to build and test (skips apt when all are present).
 set -euo pipefail
 pkgs=(build-essential cmake git pkg-config libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
-      nlohmann-json3-dev catch2 libopenblas-dev libopenblas0-openmp libgloo-dev python3 procps)
+      nlohmann-json3-dev catch2 libopenblas-dev libopenblas0-openmp libgloo-dev python3 procps
+      slurm-wlm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
