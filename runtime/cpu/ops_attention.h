@@ -27,6 +27,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int64_t B, int64_t
       for (int64_t t2 = 0; t2 <= t; ++t2) {
         const Real* k = qkv + (b * T + t2) * C3 + C + h * HS;
         Real dot = 0;
+        TRAINER_SIMD_SUM(dot)
         for (int64_t i = 0; i < HS; ++i) dot += q[i] * k[i];
         a[t2] = dot * scale;
         maxv = std::max(maxv, a[t2]);
@@ -39,6 +40,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int64_t B, int64_t
       for (int64_t i = 0; i < HS; ++i) o[i] = 0;
       for (int64_t t2 = 0; t2 <= t; ++t2) {
         const Real* v = qkv + (b * T + t2) * C3 + 2 * C + h * HS;
+        TRAINER_SIMD
         for (int64_t i = 0; i < HS; ++i) o[i] += a[t2] * v[i];
       }
     }
@@ -64,6 +66,7 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
       for (int64_t t2 = 0; t2 <= t; ++t2) {
         const int64_t voff = (b * T + t2) * C3 + 2 * C + h * HS;
         Real d = 0;
+        TRAINER_SIMD_SUM(d)
         for (int64_t i = 0; i < HS; ++i) {
           d += dy[i] * qkv[voff + i];
           dqkv[voff + i] += a[t2] * dy[i];
@@ -74,6 +77,7 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
       for (int64_t t2 = 0; t2 <= t; ++t2) {
         const int64_t koff = (b * T + t2) * C3 + C + h * HS;
         const Real dpre = a[t2] * (datt[static_cast<size_t>(t2)] - datt_dot_att) * scale;
+        TRAINER_SIMD
         for (int64_t i = 0; i < HS; ++i) {
           dqkv[qoff + i] += dpre * qkv[koff + i];
           dqkv[koff + i] += dpre * qkv[qoff + i];

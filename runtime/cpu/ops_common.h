@@ -9,8 +9,14 @@
 // Static schedule: each iteration writes only its own outputs, so results never depend on
 // the thread count.
 #define TRAINER_PARALLEL_FOR_IF(cond) TRAINER_PRAGMA(omp parallel for schedule(static) if (cond))
+// Vectorise the next loop (its iterations are independent); a sum reduction's order is then fixed
+// by the vector width, not by the thread count, so results stay run-to-run identical.
+#define TRAINER_SIMD TRAINER_PRAGMA(omp simd)
+#define TRAINER_SIMD_SUM(var) TRAINER_PRAGMA(omp simd reduction(+ : var))
 #else
 #define TRAINER_PARALLEL_FOR_IF(cond)
+#define TRAINER_SIMD
+#define TRAINER_SIMD_SUM(var)
 #endif
 
 namespace trainer::cpu {
