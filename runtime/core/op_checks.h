@@ -5,6 +5,7 @@
 // cuda/cuda_tensor_checks.h).
 #include <cstdint>
 
+#include "runtime/core/backend.h"
 #include "runtime/core/check.h"
 #include "runtime/core/tensor.h"
 
@@ -82,6 +83,17 @@ inline void check_positions(const Tensor& wpe, int64_t pos_offset, int64_t T, in
   TRAINER_CHECK(pos_offset >= 0 && pos_offset + T <= wpe.shape[0],
                 op << ": positions [" << pos_offset << ", " << pos_offset + T
                    << ") exceed wpe rows " << wpe.shape[0]);
+}
+
+// Element count of an AdamW step over params/grads/m/v of equal size, with a 1-based step.
+inline int64_t adamw_numel(const Tensor& params, const Tensor& grads, const Tensor& m,
+                           const Tensor& v, const AdamWParams& p, const char* op) {
+  const int64_t n = params.numel();
+  check_numel(grads, n, op, "grads");
+  check_numel(m, n, op, "m");
+  check_numel(v, n, op, "v");
+  TRAINER_CHECK(p.step >= 1, op << ": step " << p.step << " must be >= 1");
+  return n;
 }
 
 }  // namespace trainer

@@ -59,11 +59,7 @@ void CpuBackend::gemm(const Gemm& g) {
 void CpuBackend::adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
                             const AdamWParams& p) {
   const char* op = "adamw_step";
-  const int64_t n = params.numel();
-  check_numel(grads, n, op, "grads");
-  check_numel(m, n, op, "m");
-  check_numel(v, n, op, "v");
-  TRAINER_CHECK(p.step >= 1, op << ": step " << p.step << " must be >= 1");
+  const int64_t n = adamw_numel(params, grads, m, v, p, op);
   cpu::adamw_step(need_f32(params, op, "params"), need_f32(grads, op, "grads"),
                   need_f32(m, op, "m"), need_f32(v, op, "v"), n, p.lr, p.beta1, p.beta2, p.eps,
                   p.weight_decay, p.step);

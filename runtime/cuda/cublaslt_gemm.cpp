@@ -6,6 +6,7 @@
 #include <string>
 
 #include "runtime/core/check.h"
+#include "runtime/core/gemm_args.h"
 #include "runtime/cuda/cuda_check.h"
 
 #define CUBLAS_CHECK(call)                                                                        \
@@ -54,23 +55,6 @@ int common_alignment(const LtGemmArgs& g) {
   int align = 256;
   while (align > 1 && (bits % static_cast<uintptr_t>(align)) != 0) align /= 2;
   return align;
-}
-
-LtGemmArgs packed(LtGemmArgs g) {
-  TRAINER_CHECK(
-      g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1,
-      "gemm: bad sizes m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch);
-  const int64_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
-  if (g.lda == 0) g.lda = std::max<int64_t>(1, a_cols);
-  if (g.ldb == 0) g.ldb = std::max<int64_t>(1, b_cols);
-  if (g.ldc == 0) g.ldc = std::max<int64_t>(1, g.n);
-  TRAINER_CHECK(
-      g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n,
-      "gemm: leading dimension too small: lda=" << g.lda << " ldb=" << g.ldb << " ldc=" << g.ldc);
-  TRAINER_CHECK(g.batch == 1 || g.stride_c != 0, "gemm: batch " << g.batch << " with stride_c 0");
-  TRAINER_CHECK(g.c != nullptr && (g.k == 0 || (g.a != nullptr && g.b != nullptr)),
-                "gemm: null matrix pointer");
-  return g;
 }
 
 }  // namespace
@@ -149,7 +133,7 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
 }
 
 bool LtGemm::run(const LtGemmArgs& args) {
-  const LtGemmArgs g = packed(args);
+  const LtGemmArgs g = packed_gemm_args(args);
   if (g.m == 0 || g.n == 0) return true;
   TRAINER_CHECK(g.k > 0, "LtGemm: k == 0 is handled by the caller");
   Plan* plan = plan_for(g, common_alignment(g));

@@ -142,11 +142,7 @@ void CudaBackend::gemm_bf16(const Gemm& g) {
 void CudaBackend::adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
                              const AdamWParams& p) {
   const char* op = "adamw_step";
-  const int64_t n = params.numel();
-  check_numel(grads, n, op, "grads");
-  check_numel(m, n, op, "m");
-  check_numel(v, n, op, "v");
-  TRAINER_CHECK(p.step >= 1, op << ": step " << p.step << " must be >= 1");
+  const int64_t n = adamw_numel(params, grads, m, v, p, op);
   const float bc1 = float(1 - std::pow(double(p.beta1), double(p.step)));
   const float bc2 = float(1 - std::pow(double(p.beta2), double(p.step)));
   kernels::adamw_step(need_f32(params, op, "params"), need_f32(grads, op, "grads"),
