@@ -1,0 +1,122 @@
+#include "runtime/core/op_shapes.h"
+
+#include "runtime/core/op_checks.h"
+
+namespace trainer {
+
+LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tensor& weight,
+                               const Tensor& bias) {
+  const char* op = "matmul_forward";
+  LinearDims d{};
+  weight_dims(weight, d.OC, d.C, op);
+  d.N = rows_of(inp, d.C, op, "inp");
+  check_numel(out, d.N * d.OC, op, "out");
+  if (!bias.empty()) check_numel(bias, d.OC, op, "bias");
+  return d;
+}
+
+LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                                const Tensor& dout, const Tensor& inp, const Tensor& weight) {
+  const char* op = "matmul_backward";
+  LinearDims d{};
+  weight_dims(weight, d.OC, d.C, op);
+  d.N = rows_of(inp, d.C, op, "inp");
+  check_numel(dout, d.N * d.OC, op, "dout");
+  if (!dinp.empty()) check_numel(dinp, d.N * d.C, op, "dinp");
+  if (!dweight.empty()) check_numel(dweight, d.OC * d.C, op, "dweight");
+  if (!dbias.empty()) check_numel(dbias, d.OC, op, "dbias");
+  return d;
+}
+
+RowDims layernorm_forward_dims(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                               const Tensor& inp, const Tensor& weight, const Tensor& bias) {
+  const char* op = "layernorm_forward";
+  const int64_t C = last_dim(inp), N = rows_of(inp, C, op, "inp");
+  check_numel(out, N * C, op, "out");
+  check_numel(weight, C, op, "weight");
+  if (!bias.empty()) check_numel(bias, C, op, "bias");
+  if (!mean.empty()) check_numel(mean, N, op, "mean");
+  if (!rstd.empty()) check_numel(rstd, N, op, "rstd");
+  return {N, C};
+}
+
+RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                                const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                const Tensor& mean, const Tensor& rstd) {
+  const char* op = "layernorm_backward";
+  const int64_t C = last_dim(inp), N = rows_of(inp, C, op, "inp");
+  check_numel(dout, N * C, op, "dout");
+  check_numel(weight, C, op, "weight");
+  check_numel(mean, N, op, "mean");
+  check_numel(rstd, N, op, "rstd");
+  if (!dinp.empty()) check_numel(dinp, N * C, op, "dinp");
+  if (!dweight.empty()) check_numel(dweight, C, op, "dweight");
+  if (!dbias.empty()) check_numel(dbias, C, op, "dbias");
+  return {N, C};
+}
+
+int64_t elementwise_dims(const char* op, const Tensor& inp, const Tensor& a, const char* a_name,
+                         const Tensor& b, const char* b_name) {
+  check_numel(a, inp.numel(), op, a_name);
+  if (!b.empty()) check_numel(b, inp.numel(), op, b_name);
+  return inp.numel();
+}
+
+AttentionDims attention_forward_dims(const Tensor& out, const Tensor& att, const Tensor& qkv,
+                                     int n_head) {
+  const char* op = "attention_forward";
+  AttentionDims d{};
+  attention_dims(qkv, n_head, d.B, d.T, d.C, op);
+  check_numel(out, d.B * d.T * d.C, op, "out");
+  check_numel(att, d.B * n_head * d.T * d.T, op, "att");
+  return d;
+}
+
+AttentionDims attention_backward_dims(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                      const Tensor& att, int n_head) {
+  const char* op = "attention_backward";
+  AttentionDims d{};
+  attention_dims(qkv, n_head, d.B, d.T, d.C, op);
+  check_numel(dqkv, d.B * d.T * 3 * d.C, op, "dqkv");
+  check_numel(dout, d.B * d.T * d.C, op, "dout");
+  check_numel(att, d.B * n_head * d.T * d.T, op, "att");
+  return d;
+}
+
+EmbeddingDims embedding_forward_dims(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                     const Tensor& wpe, int64_t pos_offset) {
+  const char* op = "embedding_forward";
+  EmbeddingDims d{};
+  batch_and_seq(tokens, out, d.B, d.T, op);
+  weight_dims(wte, d.V, d.C, op);
+  check_numel(out, d.B * d.T * d.C, op, "out");
+  if (!wpe.empty()) check_positions(wpe, pos_offset, d.T, d.C, op);
+  return d;
+}
+
+EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                                      const Tensor& tokens, int64_t pos_offset) {
+  const char* op = "embedding_backward";
+  EmbeddingDims d{};
+  batch_and_seq(tokens, dout, d.B, d.T, op);
+  d.C = last_dim(dout);
+  check_numel(dout, d.B * d.T * d.C, op, "dout");
+  if (!dwte.empty()) {
+    TRAINER_CHECK(dwte.shape.rank == 2 && dwte.shape[1] == d.C,
+                  op << ": dwte " << dwte.shape.str() << " must be [V, " << d.C << "]");
+    d.V = dwte.shape[0];
+  }
+  if (!dwpe.empty()) check_positions(dwpe, pos_offset, d.T, d.C, op);
+  return d;
+}
+
+RowDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
+                                   const Tensor& targets) {
+  const char* op = "softmax_cross_entropy";
+  const int64_t V = last_dim(logits), N = rows_of(logits, V, op, "logits");
+  check_numel(losses, N, op, "losses");
+  check_numel(targets, N, op, "targets");
+  return {N, V};
+}
+
+}  // namespace trainer

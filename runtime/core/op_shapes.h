@@ -1,0 +1,47 @@
+#pragma once
+// The shape contract of each Backend layer op (backend.h), checked once for every backend: each
+// function checks that its op's arguments fit together and returns the dims the kernels need.
+// Dtype and device checks stay with the backend (they differ by device).
+#include <cstdint>
+
+#include "runtime/core/tensor.h"
+
+namespace trainer {
+
+struct LinearDims {
+  int64_t N, C, OC;  // rows, input features, output features
+};
+struct RowDims {
+  int64_t N, C;  // rows, row width
+};
+struct AttentionDims {
+  int64_t B, T, C;  // C = n_head * head_dim
+};
+struct EmbeddingDims {
+  int64_t B, T, C, V;  // V = 0 when the vocabulary table is absent (no dwte)
+};
+
+LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tensor& weight,
+                               const Tensor& bias);
+LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                                const Tensor& dout, const Tensor& inp, const Tensor& weight);
+RowDims layernorm_forward_dims(const Tensor& out, const Tensor& mean, const Tensor& rstd,
+                               const Tensor& inp, const Tensor& weight, const Tensor& bias);
+RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                                const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                const Tensor& mean, const Tensor& rstd);
+// Elements of a GELU; `b` may be empty (forward has only out and inp).
+int64_t elementwise_dims(const char* op, const Tensor& inp, const Tensor& a, const char* a_name,
+                         const Tensor& b = Tensor(), const char* b_name = "");
+AttentionDims attention_forward_dims(const Tensor& out, const Tensor& att, const Tensor& qkv,
+                                     int n_head);
+AttentionDims attention_backward_dims(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+                                      const Tensor& att, int n_head);
+EmbeddingDims embedding_forward_dims(const Tensor& out, const Tensor& tokens, const Tensor& wte,
+                                     const Tensor& wpe, int64_t pos_offset);
+EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
+                                      const Tensor& tokens, int64_t pos_offset);
+RowDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
+                                   const Tensor& targets);
+
+}  // namespace trainer
