@@ -17,4 +17,24 @@ run_launch() {
     --set train.micro_batch=$mb --set train.grad_accum=$ga --out "$out" "$@" >"$out.log" 2>&1 \
     || { cat "$out.log"; fail "launch run $out failed"; }
 }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port [LO HI]: a random port in [LO, HI) that is free together with the next one (a
+# torchrun-style run puts our store on MASTER_PORT+1). The default range lies below the kernel's
+# ephemeral ports, so concurrent tests and their connections do not hand out neighbours.
+free_port() {
+  /usr/bin/python3 - "${1:-10000}" "${2:-20000}" <<'PY'
+import random, socket, sys
+lo, hi = int(sys.argv[1]), int(sys.argv[2])
+for _ in range(200):
+    p = random.randrange(lo, hi - 1)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket()
+            s.bind(("127.0.0.1", q))
+            s.close()
+    except OSError:
+        continue
+    print(p)
+    sys.exit(0)
+sys.exit("no free port pair in [%d, %d)" % (lo, hi))
+PY
+}
