@@ -10,7 +10,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 source "$2/tests/lib/dist_common.sh"
 
-slurm_dir=$work/slurm
+# slurmstepd puts a Unix socket (107-byte path limit) in SlurmdSpoolDir, and the work dir lies under
+# the clone's build tree, whose length we do not control: keep Slurm's own files in a short path.
+slurm_dir=$(mktemp -d /tmp/tslurm.XXXXXX)
 stop_slurm() {
   local f pid
   for f in "$slurm_dir"/slurmd.pid "$slurm_dir"/slurmctld.pid; do
@@ -23,7 +25,9 @@ stop_slurm() {
     kill -9 "$pid" 2>/dev/null || true
   done
 }
-trap 'stop_slurm; rm -rf "$work"' EXIT
+trap 'stop_slurm; rm -rf "$work" "$slurm_dir"' EXIT
+# slurm_logs: what Slurm itself said, for a failure that Slurm reports rather than trainer.
+slurm_logs() { tail -n 30 "$slurm_dir"/slurmd.log "$slurm_dir"/slurmctld.log 2>/dev/null || true; }
 
 # A base port in [20001, 32000) (below the ephemeral range) with the next 3 ports free too: job J
 # derives its rendezvous port 20000 + J % 20000 (launch_env.cpp), so FirstJobId=base-20000 gives
@@ -109,7 +113,7 @@ run_srun() {
   local out=$1 n=$2 mb=$3
   env -u MASTER_ADDR -u MASTER_PORT srun --kill-on-bad-exit=1 --overcommit -n "$n" \
     "$bin" train "${args[@]}" --set train.micro_batch="$mb" --out "$out" >"$out.log" 2>&1 \
-    || { cat "$out.log"; fail "srun -n $n run $out failed"; }
+    || { cat "$out.log"; slurm_logs; fail "srun -n $n run $out failed"; }
 }
 run_srun srun2 2 4
 compare_metrics ref/metrics.jsonl srun2/metrics.jsonl --rtol 1e-5 --min-steps 12
