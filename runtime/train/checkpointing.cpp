@@ -8,6 +8,7 @@
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
+#include "runtime/train/host_shard.h"
 
 namespace trainer::train {
 namespace {
@@ -15,10 +16,6 @@ namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) {
   g_stop_signal = sig;
-}
-
-ckpt::OwnedShard shard_of(const OwnedState& s) {
-  return {s.begin, s.end, s.params, s.m, s.v};
 }
 
 // All ranks agree on one yes/no: rank 0's verdict, or any rank's `flag` with ReduceOp::max.
@@ -79,7 +76,9 @@ int Checkpointing::restore() {
   if (!cfg_.model.init_from.empty()) {
     const auto w =
         ckpt::read_weight_file(cfg_.model.init_from, model::GptDims::from_config(cfg_.model));
-    ckpt::fill_owned_params(model_.layout(), w, shard_of(step_.owned_state()));
+    HostShard host(step_.backend(), step_.owned_state());
+    ckpt::fill_owned_params(model_.layout(), w, host.shard());
+    host.push();
     step_.sync_params_from_owners();
     if (rank_ == 0) spdlog::info("weights from {}", cfg_.model.init_from);
   }
@@ -104,7 +103,9 @@ void Checkpointing::load(const std::string& step_dir) {
   const auto t1 = std::chrono::steady_clock::now();
   ckpt::CheckpointReader reader(step_dir);
   const ckpt::Manifest& m = reader.manifest();
-  reader.read_owned(model_.layout(), shard_of(step_.owned_state()));
+  HostShard host(step_.backend(), step_.owned_state());
+  reader.read_owned(model_.layout(), host.shard());
+  host.push();
   step_.set_adam_step(m.adam_step);
   step_.sync_params_from_owners();
   loader_.restore(m.loader);
@@ -134,11 +135,12 @@ bool Checkpointing::after_step(int done) {
 void Checkpointing::save(int done) {
   if (done == last_saved_) return;
   const auto t0 = std::chrono::steady_clock::now();
-  const OwnedState owned = step_.owned_state();
+  HostShard host(step_.backend(), step_.owned_state());
+  host.pull();
   ckpt::SaveRequest req;
   req.root = cfg_.checkpoint_dir();
   req.layout = &model_.layout();
-  req.owned = shard_of(owned);
+  req.owned = host.shard();
   req.rank = rank_;
   req.world = world_;
   req.keep = cfg_.checkpoint.keep;

@@ -60,6 +60,7 @@ class TrainStep {
   void sync_params_from_owners();
 
   optim::AdamW& optimizer() { return zero_ ? zero_->adam() : *opt_; }
+  Backend& backend() { return be_; }
   size_t optimizer_bytes() const { return static_cast<size_t>(state_bytes().optimizer); }
   // Bytes of params, grads and optimizer state allocated on this rank (ZeRO shards included).
   parallel::ZeroMemory state_bytes() const;

@@ -1,0 +1,33 @@
+#pragma once
+// HostShard: the optimizer shard a rank owns (master weights, Adam m and v), as host memory that
+// checkpoint files are written from and read into. On the cpu backend it is the owned memory
+// itself; on a device backend it is a host copy: pull() before a save, push() after a load. The
+// copy is also what an asynchronous save would hand to its writer thread.
+#include <vector>
+
+#include "runtime/ckpt/checkpoint.h"
+#include "runtime/core/backend.h"
+#include "runtime/train/train_step.h"
+
+namespace trainer::train {
+
+class HostShard {
+ public:
+  // copy: stage through host buffers (needed whenever the backend's memory is not host-visible).
+  HostShard(Backend& be, const OwnedState& owned, bool copy);
+  HostShard(Backend& be, const OwnedState& owned)
+      : HostShard(be, owned, be.device() != DeviceType::cpu) {}
+
+  ckpt::OwnedShard shard();  // host pointers of [begin, end)
+  void pull();               // owned memory -> host (before writing a checkpoint)
+  void push();               // host -> owned memory (after reading one)
+
+ private:
+  Tensor owned_tensor(float* p) const;
+  Backend& be_;
+  OwnedState owned_;
+  bool copy_;
+  std::vector<float> params_, m_, v_;  // empty unless copy_
+};
+
+}  // namespace trainer::train
