@@ -81,6 +81,19 @@ void check_supported(const config::RunConfig& cfg, const dist::MeshShape& shape)
   if (cfg.parallel.zero == 3 && cfg.precision.compute != "fp32")
     throw config::ConfigError("config: parallel.zero = 3 needs precision.compute = fp32 (got " +
                               cfg.precision.compute + ")");
+  if (cfg.precision.compute == "fp8")
+    throw config::ConfigError(
+        "config: precision.compute = fp8: the fp8 GEMM path is not implemented yet; use bf16 or "
+        "fp32");
+  if (cfg.hardware.device == "cuda" && shape.world() > 1)
+    throw config::ConfigError(
+        "config: hardware.device = cuda with world size " + std::to_string(shape.world()) +
+        ": the cuda backend trains one process per run for now (the gradient collectives on "
+        "device memory need NCCL in the process grid, which is not wired yet); run one process, "
+        "or use hardware.device = cpu for multi-rank runs");
+  if (cfg.hardware.device == "cuda" && cfg.parallel.zero > 0)
+    throw config::ConfigError("config: parallel.zero = " + std::to_string(cfg.parallel.zero) +
+                              " needs hardware.device = cpu for now (got cuda)");
   if (cfg.activation_checkpointing != "none")
     throw config::ConfigError("config: activation_checkpointing = " + cfg.activation_checkpointing +
                               ": only 'none' is implemented");
