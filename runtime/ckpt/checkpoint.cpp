@@ -26,12 +26,6 @@ void barrier(dist::Comm* world) {
   if (world != nullptr && world->size() > 1) world->barrier();
 }
 
-// Test hook: a window between the shard writes and the manifest (crash-safety tests).
-void test_delay() {
-  if (const char* s = std::getenv("TRAINER_TEST_CKPT_DELAY_S"))
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(s)));
-}
-
 // Every rank's ShardFile on rank 0 (pieces are recomputed from the owned ranges).
 std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mine) {
   if (req.world == nullptr || req.world->size() == 1) return {mine};
@@ -124,17 +118,30 @@ std::string step_dir_name(int64_t step) {
   return buf;
 }
 
-std::string save_checkpoint(const SaveRequest& req) {
-  const std::string tmp_dir = req.root + "/" + step_dir_name(req.manifest.step) + ".tmp";
+void test_delay_before_commit() {
+  if (const char* s = std::getenv("TRAINER_TEST_CKPT_DELAY_S"))
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(s)));
+}
+
+std::string prepare_save(const SaveRequest& req) {
   if (req.rank == 0) begin_checkpoint(req.root, req.manifest.step);
   barrier(req.world);
-  const ShardFile mine = write_shard_file(tmp_dir, req.rank, *req.layout, req.owned, req.manifest);
-  test_delay();
+  return req.root + "/" + step_dir_name(req.manifest.step) + ".tmp";
+}
+
+std::string finish_save(const SaveRequest& req, const ShardFile& mine) {
   const std::vector<ShardFile> shards = gather_shards(req, mine);  // all files are written
   std::string final_dir = req.root + "/" + step_dir_name(req.manifest.step);
   if (req.rank == 0) commit_checkpoint(req.root, req.manifest, *req.layout, shards, req.keep);
   barrier(req.world);
   return final_dir;
+}
+
+std::string save_checkpoint(const SaveRequest& req) {
+  const std::string tmp_dir = prepare_save(req);
+  const ShardFile mine = write_shard_file(tmp_dir, req.rank, *req.layout, req.owned, req.manifest);
+  test_delay_before_commit();
+  return finish_save(req, mine);
 }
 
 std::vector<std::string> list_checkpoints(const std::string& root,

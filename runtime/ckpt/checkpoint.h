@@ -35,6 +35,15 @@ struct SaveRequest {
 // Collective over `world`. Returns the step directory (on every rank).
 std::string save_checkpoint(const SaveRequest& req);
 
+// save_checkpoint in two collective halves, so that the file writes between them can run on a
+// background thread (asynchronous save): prepare_save() makes a fresh step_N.tmp and returns it;
+// each rank then writes its own file with write_shard_file() (no communication); finish_save()
+// gathers every rank's file hash and rank 0 commits. Returns the step directory.
+std::string prepare_save(const SaveRequest& req);
+std::string finish_save(const SaveRequest& req, const ShardFile& mine);
+// Test hook: a window between the shard writes and the manifest (crash-safety tests).
+void test_delay_before_commit();
+
 // The steps of save_checkpoint, for writers that hold every rank's state (reshard):
 // begin (a fresh step_N.tmp), one file per rank, commit (manifest, rename, prune old ones).
 std::string begin_checkpoint(const std::string& root, int64_t step);  // returns the tmp dir

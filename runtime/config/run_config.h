@@ -83,6 +83,9 @@ struct CheckpointConfig {
   std::string dir;  // empty -> <out_dir>/checkpoints
   int every_steps = 0;
   int keep = 2;
+  // Write the files on a background thread from a host copy of the state while training goes
+  // on; the checkpoint is committed (manifest, rename, "saved") at the end of the next step.
+  bool async = false;
 };
 
 struct DataConfig {

@@ -85,6 +85,7 @@ std::vector<Field> build_fields() {
       {"checkpoint.dir", FIELD(checkpoint.dir), {}, kAny, Special::null_is_empty},
       {"checkpoint.every_steps", FIELD(checkpoint.every_steps), {}, kNonNegative},
       {"checkpoint.keep", FIELD(checkpoint.keep), {}, kAtLeastOne},
+      {"checkpoint.async", FIELD(checkpoint.async)},
 
       {"data.train", FIELD(data.train)},
       {"data.val", FIELD(data.val)},

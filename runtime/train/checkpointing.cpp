@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <future>
+#include <memory>
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
@@ -24,6 +26,10 @@ bool any_rank(dist::Comm* world, bool flag) {
   int64_t f = flag ? 1 : 0;
   world->all_reduce(&f, 1, dist::CommDType::i64, dist::ReduceOp::max);
   return f != 0;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -46,6 +52,9 @@ Checkpointing::Checkpointing(const config::RunConfig& cfg, std::string resume, T
 }
 
 Checkpointing::~Checkpointing() {
+  // A write still in flight (the run failed) is waited for but never committed: its step_N.tmp
+  // stays incomplete, and resume ignores it.
+  if (pending_ && pending_->written.valid()) pending_->written.wait();
   std::signal(SIGTERM, SIG_DFL);
   std::signal(SIGINT, SIG_DFL);
 }
@@ -124,23 +133,27 @@ bool Checkpointing::stop_signalled() {
 }
 
 bool Checkpointing::after_step(int done) {
+  commit_pending(/*wait=*/false);
   const bool signalled = stop_signalled();
   const bool stop_after = cfg_.train.stop_after_steps > 0 && done >= cfg_.train.stop_after_steps;
   const bool due = cfg_.checkpoint.every_steps > 0 && done % cfg_.checkpoint.every_steps == 0;
-  if (signalled || stop_after || due) save(done);
+  if (signalled || stop_after)
+    save(done, /*async=*/false);  // the run ends here: nothing to overlap the write with
+  else if (due)
+    save(done, cfg_.checkpoint.async);
   if (signalled && rank_ == 0) spdlog::info("stop signal: stopped after step {}", done);
   return signalled || stop_after;
 }
 
-void Checkpointing::save(int done) {
-  if (done == last_saved_) return;
-  const auto t0 = std::chrono::steady_clock::now();
-  HostShard host(step_.backend(), step_.owned_state());
-  host.pull();
+void Checkpointing::finish() {
+  commit_pending(/*wait=*/true);
+}
+
+ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& owned) const {
   ckpt::SaveRequest req;
   req.root = cfg_.checkpoint_dir();
   req.layout = &model_.layout();
-  req.owned = host.shard();
+  req.owned = owned;
   req.rank = rank_;
   req.world = world_;
   req.keep = cfg_.checkpoint.keep;
@@ -155,10 +168,53 @@ void Checkpointing::save(int done) {
       world_ ? world_->size() : 1, dp_size_, cfg_.parallel.tp, cfg_.parallel.pp, cfg_.parallel.cp,
       cfg_.parallel.zero};
   m.loader = loader_.state();
-  const std::string dir = ckpt::save_checkpoint(req);
+  return req;
+}
+
+void Checkpointing::save(int done, bool async) {
+  if (done == last_saved_) return;
+  commit_pending(/*wait=*/true);  // one save in flight at most
+  const auto t0 = std::chrono::steady_clock::now();
+  // An asynchronous save always writes from a host copy: training changes the weights meanwhile.
+  const bool device = step_.backend().device() != DeviceType::cpu;
+  auto host = std::make_unique<HostShard>(step_.backend(), step_.owned_state(), async || device);
+  host->pull();
+  ckpt::SaveRequest req = save_request(done, host->shard());
   last_saved_ = done;
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (rank_ == 0) spdlog::info("checkpoint saved: {} ({:.3f} s)", dir, dt);
+  if (!async) {
+    const std::string dir = ckpt::save_checkpoint(req);
+    const double dt = seconds_since(t0);
+    if (rank_ == 0) spdlog::info("checkpoint saved: {} ({:.3f} s)", dir, dt);
+    return;
+  }
+  const std::string tmp_dir = ckpt::prepare_save(req);
+  pending_ = std::make_unique<PendingSave>();
+  pending_->blocked_s = seconds_since(t0);  // the copy and the tmp dir; the rest overlaps training
+  pending_->started = t0;
+  pending_->req = req;
+  pending_->host = std::move(host);
+  pending_->written = std::async(std::launch::async, [tmp_dir, req] {
+    ckpt::ShardFile f =
+        ckpt::write_shard_file(tmp_dir, req.rank, *req.layout, req.owned, req.manifest);
+    ckpt::test_delay_before_commit();
+    return f;
+  });
+}
+
+void Checkpointing::commit_pending(bool wait) {
+  if (!pending_) return;
+  // Every rank must enter the commit (a collective) at the same step: unless told to wait, the
+  // group commits once all of its background writes are done.
+  const bool mine_done =
+      pending_->written.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  if (!wait && any_rank(world_, !mine_done)) return;
+  const ckpt::ShardFile mine = pending_->written.get();  // rethrows the writer's error
+  const std::string dir = ckpt::finish_save(pending_->req, mine);
+  if (rank_ == 0)
+    spdlog::info(
+        "checkpoint saved: {} (async: training blocked {:.3f} s, committed after {:.3f} s)", dir,
+        pending_->blocked_s, seconds_since(pending_->started));
+  pending_.reset();
 }
 
 }  // namespace trainer::train

@@ -3,12 +3,18 @@
 // model.init_from or the checkpoint --resume names; after_step() saves every
 // checkpoint.every_steps, at train.stop_after_steps, and when SIGTERM/SIGINT reached any rank
 // (the group agrees on the stop step with one all-reduce of the flag per step).
+#include <chrono>
+#include <future>
+#include <memory>
 #include <string>
+
+#include "runtime/ckpt/checkpoint.h"
 
 #include "runtime/config/run_config.h"
 #include "runtime/data/loader.h"
 #include "runtime/dist/comm.h"
 #include "runtime/model/gpt.h"
+#include "runtime/train/host_shard.h"
 #include "runtime/train/train_step.h"
 
 namespace trainer::train {
@@ -23,11 +29,24 @@ class Checkpointing {
   // Loads state; returns the number of steps already done (0 for a fresh start).
   int restore();
   // After `done` steps: saves when due; true when the run must stop now (signal or stop_after).
+  // With checkpoint.async the files of a due save are written in the background and committed
+  // at the first later step at which every rank's write is done.
   bool after_step(int done);
+  // At the end of the loop: commits a save still in flight.
+  void finish();
 
  private:
   bool stop_signalled();
-  void save(int done);
+  struct PendingSave {
+    ckpt::SaveRequest req;
+    std::unique_ptr<HostShard> host;  // the copy the writer reads, alive until committed
+    std::future<ckpt::ShardFile> written;
+    std::chrono::steady_clock::time_point started;
+    double blocked_s = 0;  // how long the training loop waited for this save
+  };
+  void save(int done, bool async);
+  void commit_pending(bool wait);
+  ckpt::SaveRequest save_request(int done, const ckpt::OwnedShard& owned) const;
   void load(const std::string& step_dir);
   std::string pick_resume_dir();
 
@@ -41,6 +60,7 @@ class Checkpointing {
   int dp_size_;
   int64_t tokens_per_step_;
   int last_saved_ = -1;
+  std::unique_ptr<PendingSave> pending_;
 };
 
 }  // namespace trainer::train

@@ -220,6 +220,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       }
     }
 
+    checkpoints.finish();
+
     // 7. Report: gathered step times and memory of every rank.
     const auto all_times = gather_step_times(world, step_times);
     const auto peaks = gather_peak_rss(world);

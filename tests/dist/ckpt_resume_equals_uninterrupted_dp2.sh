@@ -1,13 +1,8 @@
-# dp=2 under every ZeRO stage the binary accepts, run.deterministic: 40 steps straight vs
+# dp=2 under every ZeRO stage (0-3), run.deterministic: 40 steps straight vs
 # 20 (stop_after_steps) + --resume auto 20: bit-identical losses and final weights.
 source "$2/tests/lib/dist_common.sh"
 det=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_steps=40)
-stages=()
-for z in 0 1 2 3; do
-  if "$bin" train "$src/configs/tiny.yaml" "${small[@]}" --set model.seq_len=32 --set train.steps=1 \
-       --set parallel.zero=$z --out probe_$z >probe_$z.log 2>&1; then stages+=($z)
-  else echo "zero $z not accepted by this binary: $(tail -1 probe_$z.log)"; fi
-done
+stages=(0 1 2 3)  # every stage must resume exactly: none may drop out of the test
 echo "zero stages covered: ${stages[*]}"
 for z in "${stages[@]}"; do
   zz=(--set parallel.zero=$z)

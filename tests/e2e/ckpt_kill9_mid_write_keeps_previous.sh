@@ -7,19 +7,31 @@ source "$2/tests/lib/dist_common.sh"
 c=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_steps=10
    --set checkpoint.keep=5)
 run_launch ref 2 4 1 30 "${c[@]}" --set checkpoint.dir=ck_ref
-TRAINER_TEST_CKPT_DELAY_S=3 "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" \
-  "${c[@]}" --set train.steps=30 --set train.micro_batch=4 --set checkpoint.dir=ck --out run \
-  >run.log 2>&1 &
-launcher=$!
-for _ in $(seq 600); do [ -f ck/step_00000020.tmp/rank_00001.safetensors ] && break; sleep 0.1; done
-[ -f ck/step_00000020.tmp/rank_00001.safetensors ] || { cat run.log; fail "no step 20 write seen"; }
-grep -q "checkpoint saved: ck/step_00000010" run.log || fail "step 10 was not reported saved"
-victim=$(pgrep -P $launcher | tail -1)
-kill -9 "$victim"
-set +e; wait $launcher; rc=$?; set -e
-[ $rc -ne 0 ] || fail "the group exited 0 after a rank was killed"
-[ ! -e ck/step_00000020 ] || fail "an incomplete step 20 was renamed into place"
-echo "killed rank pid $victim mid-write; launcher exit $rc; left: $(ls ck | tr '\n' ' ')"
+# kill_mid_write DIR [train args]: kill -9 one rank while step 20's files are being written.
+kill_mid_write() {
+  local dir=$1; shift
+  TRAINER_TEST_CKPT_DELAY_S=3 "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" \
+    "${small[@]}" "${c[@]}" --set train.steps=30 --set train.micro_batch=4 \
+    --set checkpoint.dir=$dir --out run_$dir "$@" >run_$dir.log 2>&1 &
+  local launcher=$!
+  for _ in $(seq 600); do [ -f $dir/step_00000020.tmp/rank_00001.safetensors ] && break; sleep 0.1; done
+  [ -f $dir/step_00000020.tmp/rank_00001.safetensors ] || { cat run_$dir.log; fail "$dir: no step 20 write seen"; }
+  grep -q "checkpoint saved: $dir/step_00000010" run_$dir.log || fail "$dir: step 10 was not reported saved"
+  local victim rc
+  victim=$(pgrep -P $launcher | tail -1)
+  kill -9 "$victim"
+  set +e; wait $launcher; rc=$?; set -e
+  [ $rc -ne 0 ] || fail "$dir: the group exited 0 after a rank was killed"
+  [ ! -e $dir/step_00000020 ] || fail "$dir: an incomplete step 20 was renamed into place"
+  echo "$dir: killed rank pid $victim mid-write; launcher exit $rc; left: $(ls $dir | tr '\n' ' ')"
+}
+kill_mid_write ck
+# The same with checkpoint.async (the write runs on a background thread while training goes on).
+kill_mid_write ck_async --set checkpoint.async=true
+run_launch resumed_async 2 4 1 30 "${c[@]}" --set checkpoint.dir=ck_async --resume auto \
+  --set train.stop_after_steps=11
+grep -q "resumed from ck_async/step_00000010" resumed_async.log \
+  || { cat resumed_async.log; fail "async: step 10 not loaded"; }
 cp -r ck ck_copy
 run_launch resumed 2 4 1 30 "${c[@]}" --set checkpoint.dir=ck --resume auto
 grep -q "resumed from ck/step_00000010" resumed.log || { cat resumed.log; fail "step 10 not loaded"; }
