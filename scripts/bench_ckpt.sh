@@ -6,6 +6,7 @@
 # Write time covers the file writes, fsync, the manifest and rename; load time is the read of
 # the owned slices plus the broadcast to all ranks, after rank 0's sha256 verification (timed
 # apart). Reads come from the page cache (the files were just written): a cold read is slower.
+# Last: blocked time per save, sync vs checkpoint.async.
 # Usage: scripts/bench_ckpt.sh [NPROC] [DIR]   Env: BUILD_DIR (default build/), L, C.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,3 +53,30 @@ PY
 }
 bench one_process 1 0
 [ "$n" -gt 1 ] && bench "dp${n}_zero1" "$n" 1
+
+# Async save: the same 1-process model, 8 steps with a checkpoint every 2 (4 saves), sync vs
+# checkpoint.async. Printed: how long the training loop is blocked per save, and the wall time
+# of the whole run (with 2 cores the writer thread competes with training for CPU).
+async_vs_sync() {  # async_vs_sync MODE(true|false)
+  local mode=$1 t0 t1
+  t0=$(date +%s.%N)
+  "$build/trainer" train "$root/configs/tiny.yaml" "${common[@]}" --set train.stop_after_steps=0 \
+    --set train.steps=8 --set checkpoint.every_steps=2 --set checkpoint.keep=1 \
+    --set checkpoint.async=$mode --set checkpoint.dir="$dir/ck_async_$mode" \
+    --out "$dir/async_$mode" >"$dir/async_$mode.log" 2>&1
+  t1=$(date +%s.%N)
+  /usr/bin/python3 - "$mode" "$dir/async_$mode.log" "$t0" "$t1" <<'PY'
+import re, sys
+mode, log, t0, t1 = sys.argv[1], open(sys.argv[2]).read(), float(sys.argv[3]), float(sys.argv[4])
+if mode == "true":
+    blocked = [float(x) for x in re.findall(r"training blocked ([0-9.]+) s", log)]
+else:
+    blocked = [float(x) for x in re.findall(r"checkpoint saved: \S+ \(([0-9.]+) s\)", log)]
+label = "async" if mode == "true" else "sync "
+print(f"{label}: {len(blocked)} saves, training blocked {sum(blocked)/len(blocked):.3f} s per save "
+      f"(max {max(blocked):.3f}); run wall time {t1 - t0:.2f} s")
+PY
+}
+echo "save every 2 of 8 steps, one process:"
+async_vs_sync false
+async_vs_sync true

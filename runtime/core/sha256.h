@@ -1,6 +1,7 @@
 #pragma once
 // SHA-256 (FIPS 180-4), hand-written because no crypto library is a dependency. Used for the
-// config hash and checkpoint file digests; not meant for secrets.
+// config hash and checkpoint file digests; not meant for secrets. The block function (with the
+// x86 SHA extensions where the CPU has them) is in sha256_blocks.h.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -19,8 +20,6 @@ class Sha256 {
   std::string final();
 
  private:
-  void compress(const uint8_t* block);
-
   std::array<uint32_t, 8> state_;
   std::array<uint8_t, 64> buffer_{};
   size_t buffered_ = 0;

@@ -176,10 +176,14 @@ void Checkpointing::save(int done, bool async) {
   commit_pending(/*wait=*/true);  // one save in flight at most
   const auto t0 = std::chrono::steady_clock::now();
   // An asynchronous save always writes from a host copy: training changes the weights meanwhile.
+  // The copy's buffers are kept from one save to the next (no fresh page faults per save).
   const bool device = step_.backend().device() != DeviceType::cpu;
-  auto host = std::make_unique<HostShard>(step_.backend(), step_.owned_state(), async || device);
-  host->pull();
-  ckpt::SaveRequest req = save_request(done, host->shard());
+  const OwnedState owned = step_.owned_state();
+  const bool copy = async || device;
+  if (!staging_ || !staging_->holds(owned, copy))
+    staging_ = std::make_unique<HostShard>(step_.backend(), owned, copy);
+  staging_->pull();
+  ckpt::SaveRequest req = save_request(done, staging_->shard());
   last_saved_ = done;
   if (!async) {
     const std::string dir = ckpt::save_checkpoint(req);
@@ -192,7 +196,6 @@ void Checkpointing::save(int done, bool async) {
   pending_->blocked_s = seconds_since(t0);  // the copy and the tmp dir; the rest overlaps training
   pending_->started = t0;
   pending_->req = req;
-  pending_->host = std::move(host);
   pending_->written = std::async(std::launch::async, [tmp_dir, req] {
     ckpt::ShardFile f =
         ckpt::write_shard_file(tmp_dir, req.rank, *req.layout, req.owned, req.manifest);

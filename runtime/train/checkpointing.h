@@ -39,7 +39,6 @@ class Checkpointing {
   bool stop_signalled();
   struct PendingSave {
     ckpt::SaveRequest req;
-    std::unique_ptr<HostShard> host;  // the copy the writer reads, alive until committed
     std::future<ckpt::ShardFile> written;
     std::chrono::steady_clock::time_point started;
     double blocked_s = 0;  // how long the training loop waited for this save
@@ -61,6 +60,8 @@ class Checkpointing {
   int64_t tokens_per_step_;
   int last_saved_ = -1;
   std::unique_ptr<PendingSave> pending_;
+  // What saves write from; an async writer reads it until its commit, which precedes the next save.
+  std::unique_ptr<HostShard> staging_;
 };
 
 }  // namespace trainer::train

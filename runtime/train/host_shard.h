@@ -3,7 +3,7 @@
 // checkpoint files are written from and read into. On the cpu backend it is the owned memory
 // itself; on a device backend it is a host copy: pull() before a save, push() after a load. The
 // copy is also what an asynchronous save would hand to its writer thread.
-#include <vector>
+#include <memory>
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/core/backend.h"
@@ -18,6 +18,9 @@ class HostShard {
   HostShard(Backend& be, const OwnedState& owned)
       : HostShard(be, owned, be.device() != DeviceType::cpu) {}
 
+  // True when this stages exactly `owned` (same range and memory) the same way, so it can be
+  // reused.
+  bool holds(const OwnedState& owned, bool copy) const;
   ckpt::OwnedShard shard();  // host pointers of [begin, end)
   void pull();               // owned memory -> host (before writing a checkpoint)
   void push();               // host -> owned memory (after reading one)
@@ -27,7 +30,7 @@ class HostShard {
   Backend& be_;
   OwnedState owned_;
   bool copy_;
-  std::vector<float> params_, m_, v_;  // empty unless copy_
+  std::unique_ptr<float[]> params_, m_, v_;  // null unless copy_
 };
 
 }  // namespace trainer::train

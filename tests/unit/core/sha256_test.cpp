@@ -1,14 +1,20 @@
 // SHA-256 against the FIPS 180-2 / NIST example vectors, and incremental == one-shot.
 #include "runtime/core/sha256.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
+#include <vector>
+
+#include "runtime/core/sha256_blocks.h"
 
 using trainer::Sha256;
 using trainer::sha256_hex;
+namespace sha256_blocks = trainer::sha256_blocks;
 
 TEST_CASE("sha256_matches_nist_vectors", "[sha256]") {
   CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -53,4 +59,23 @@ TEST_CASE("sha256_file_equals_hash_of_its_bytes", "[sha256]") {
 TEST_CASE("sha256_file_names_a_missing_path", "[sha256]") {
   REQUIRE_THROWS_WITH(trainer::sha256_file("/nonexistent/trainer.bin"),
                       Catch::Contains("/nonexistent/trainer.bin"));
+}
+
+TEST_CASE("sha256_sha_extensions_equal_the_portable_blocks", "[sha256]") {
+  if (!sha256_blocks::has_sha_extensions()) {
+    WARN("SKIPPED: this CPU has no SHA extensions; only the portable block function runs");
+    return;
+  }
+  std::mt19937 rng(5);
+  std::vector<uint8_t> data(64 * 300);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  for (size_t blocks : {size_t{1}, size_t{2}, size_t{7}, size_t{300}}) {
+    uint32_t portable[8] = {1, 2, 3, 4, 5, 6, 7, 0xffffffffu};  // any state, not just the IV
+    uint32_t sha_ni[8];
+    std::copy(portable, portable + 8, sha_ni);
+    sha256_blocks::compress_portable(portable, data.data(), blocks);
+    sha256_blocks::compress_sha_ni(sha_ni, data.data(), blocks);
+    INFO(blocks << " blocks");
+    CHECK(std::equal(portable, portable + 8, sha_ni));
+  }
 }

@@ -80,3 +80,13 @@ TEST_CASE("host_shard_copy_of_an_empty_shard_is_a_no_op") {
   host.push();
   CHECK(host.shard().begin == host.shard().end);
 }
+
+TEST_CASE("host_shard_is_reused_only_for_the_same_range_memory_and_mode") {
+  cpu::CpuBackend be;
+  OwnedBuffers buf(10), other(10);
+  train::HostShard host(be, buf.owned(2, 6), /*copy=*/true);
+  CHECK(host.holds(buf.owned(2, 6), true));
+  CHECK_FALSE(host.holds(buf.owned(2, 6), false));  // an async save must never write live memory
+  CHECK_FALSE(host.holds(buf.owned(0, 6), true));
+  CHECK_FALSE(host.holds(other.owned(2, 6), true));
+}
