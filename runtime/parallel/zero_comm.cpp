@@ -32,19 +32,34 @@ void all_gather_in_place(dist::Comm& comm, const ZeroShards& s, float* buf,
   if (tail > 0) comm.broadcast(buf + s.tail_begin(), count(tail), kF32, s.dp() - 1);
 }
 
-void reduce_scatter_range_add(dist::Comm& comm, const ZeroShards& s, const float* buf, Range r,
-                              float* shard_acc, std::vector<float>& staging) {
-  const int64_t k = s.max_piece(r.begin, r.end);
-  const int dp = s.dp();
-  staging.assign(count(k) * static_cast<size_t>(dp + 1), 0.0f);  // dp padded pieces + result
-  for (int q = 0; q < dp; ++q) {
-    const Range p = s.piece(q, r.begin, r.end);
-    std::copy(buf + p.begin, buf + p.end, staging.begin() + static_cast<long>(k * q));
+RangeReduceScatter::~RangeReduceScatter() {
+  if (!work_) return;
+  try {  // the comm thread must not write into staging_ after it is gone
+    work_->wait();
+  } catch (...) {  // the failure was (or will be) reported by whoever waits on the group
   }
-  float* out = staging.data() + k * dp;
-  comm.reduce_scatter(staging.data(), out, count(k), kF32, dist::ReduceOp::sum);
-  const Range mine = s.piece(comm.rank(), r.begin, r.end);
-  float* acc = shard_acc + (mine.begin - s.shard(comm.rank()).begin);
+}
+
+void RangeReduceScatter::start(const float* buf, Range r) {
+  r_ = r;
+  k_ = s_.max_piece(r.begin, r.end);
+  const int dp = s_.dp();
+  staging_.assign(count(k_) * static_cast<size_t>(dp + 1), 0.0f);
+  for (int q = 0; q < dp; ++q) {
+    const Range p = s_.piece(q, r.begin, r.end);
+    std::copy(buf + p.begin, buf + p.end, staging_.begin() + static_cast<long>(k_ * q));
+  }
+  work_ = comm_.reduce_scatter_async(staging_.data(), staging_.data() + k_ * dp, count(k_), kF32,
+                                     dist::ReduceOp::sum);
+}
+
+void RangeReduceScatter::finish(float* shard_acc) {
+  if (!work_) return;
+  work_->wait();
+  work_.reset();
+  const float* out = staging_.data() + k_ * s_.dp();
+  const Range mine = s_.piece(comm_.rank(), r_.begin, r_.end);
+  float* acc = shard_acc + (mine.begin - s_.shard(comm_.rank()).begin);
   for (int64_t i = 0; i < mine.size(); ++i) acc[i] += out[i];
 }
 

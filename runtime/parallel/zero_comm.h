@@ -24,8 +24,27 @@ void all_gather_in_place(dist::Comm& comm, const ZeroShards& s, float* buf,
                          std::vector<float>& staging);
 
 // Adds this rank's piece of the group sum of buf[r] into shard_acc (element 0 = shard begin).
-void reduce_scatter_range_add(dist::Comm& comm, const ZeroShards& s, const float* buf, Range r,
-                              float* shard_acc, std::vector<float>& staging);
+// start() copies the owners' pieces into the object's own staging, so buf[r] may be reused or
+// released as soon as it returns, and posts the reduce-scatter on the communicator's thread;
+// finish() waits and adds. One reduce-scatter in flight per object; several objects may be in
+// flight at once (they complete in issue order).
+class RangeReduceScatter {
+ public:
+  RangeReduceScatter(dist::Comm& comm, const ZeroShards& s) : comm_(comm), s_(s) {}
+  ~RangeReduceScatter();
+  void start(const float* buf, Range r);
+  void finish(float* shard_acc);
+  bool pending() const { return work_ != nullptr; }
+  size_t capacity() const { return staging_.capacity(); }
+
+ private:
+  dist::Comm& comm_;
+  const ZeroShards& s_;
+  Range r_;
+  int64_t k_ = 0;
+  std::vector<float> staging_;  // dp padded pieces, then this rank's reduced piece
+  std::shared_ptr<dist::Work> work_;
+};
 
 // Gathers buf[r] from the owners' pieces (in place in buf). start() posts the all-gather on the
 // communicator's thread; finish() waits and unpacks. One gather in flight per object.

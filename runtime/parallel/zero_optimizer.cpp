@@ -80,21 +80,38 @@ void ZeroOptimizer::sample_residency() {
 }
 
 int64_t ZeroOptimizer::scratch_bytes() const {
-  return static_cast<int64_t>(
-      (staging_.capacity() + sync_gather_.capacity() + prefetch_.capacity()) * sizeof(float));
+  size_t floats = staging_.capacity() + sync_gather_.capacity() + prefetch_.capacity();
+  for (const auto& rs : scatters_) floats += rs->capacity();
+  for (const auto& rs : spare_scatters_) floats += rs->capacity();
+  return static_cast<int64_t>(floats * sizeof(float));
 }
 
 void ZeroOptimizer::on_unit_grads_ready(int unit) {
   const Range r = unit_range_.at(static_cast<size_t>(unit));
-  reduce_scatter_range_add(comm_, shards_, static_cast<float*>(model_.grads().data), r,
-                           static_cast<float*>(grad_acc_.data), staging_);
+  if (scatters_.size() >= kScattersInFlight) finish_oldest_scatter();
+  std::unique_ptr<RangeReduceScatter> rs;
+  if (spare_scatters_.empty()) {
+    rs = std::make_unique<RangeReduceScatter>(comm_, shards_);
+  } else {
+    rs = std::move(spare_scatters_.back());
+    spare_scatters_.pop_back();
+  }
+  rs->start(grads(), r);  // copies the pieces: the full-size range is free from here on
+  scatters_.push_back(std::move(rs));
   sample_residency();                            // the peak: this unit's full-size grads still live
   release_range(grads(), r.begin, r.end, 0.0f);  // spent: zero, and its pages go back
+}
+
+void ZeroOptimizer::finish_oldest_scatter() {
+  scatters_.front()->finish(static_cast<float*>(grad_acc_.data));
+  spare_scatters_.push_back(std::move(scatters_.front()));
+  scatters_.pop_front();
 }
 
 void ZeroOptimizer::reduce_gradients() {
   if (stage_ == 1)
     reduce_scatter_in_place(comm_, shards_, static_cast<float*>(model_.grads().data));
+  while (!scatters_.empty()) finish_oldest_scatter();
 }
 
 double ZeroOptimizer::grad_norm() {

@@ -4,6 +4,9 @@
 //            each rank runs AdamW on its shard; the updated params are all-gathered.
 //   stage 2: as each unit's gradients are final (every micro-batch), the unit's range is
 //            reduce-scattered into a shard-sized accumulator and its full-size range is zeroed.
+//            The reduce-scatter runs on the comm thread while backward computes the next units
+//            (at most kScattersInFlight at once; they land in issue order, so the sums are the
+//            same as a blocking reduce-scatter's, bit for bit).
 //   stage 3: stage 2, and parameters outside the shard are only valid while their unit is
 //            gathered: before_unit gathers a unit (prefetching the next one on the comm thread),
 //            the unit before it is released (poisoned with NaN, so a read of a released unit
@@ -13,6 +16,7 @@
 // (1-3) and the gradient accumulator (2-3) and, on the cpu backend, hands the pages of released
 // ranges back to the kernel (host_pages.h), so that grads (2-3) and params (3) outside live units
 // really leave memory.
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -57,6 +61,7 @@ class ZeroOptimizer {
  private:
   Tensor shard_grads() const;
   void on_unit_grads_ready(int unit);
+  void finish_oldest_scatter();
   void before_unit(int unit, bool backward);
   void ensure_gathered(int unit);
   void prefetch(int unit);
@@ -75,6 +80,11 @@ class ZeroOptimizer {
   std::unique_ptr<optim::AdamW> opt_;
   Tensor grad_acc_;  // stage >= 2: shard-sized gradient accumulator
   std::vector<float> staging_;
+  // stage >= 2: reduce-scatters of finished units in flight (oldest first), and spent ones kept
+  // for reuse (their staging stays allocated).
+  static constexpr size_t kScattersInFlight = 2;
+  std::deque<std::unique_ptr<RangeReduceScatter>> scatters_;
+  std::vector<std::unique_ptr<RangeReduceScatter>> spare_scatters_;
   RangeGather sync_gather_, prefetch_;
   int prefetch_unit_ = -1;
   std::vector<bool> live_;  // stage 3: unit gathered

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -76,11 +77,13 @@ TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather resto
     auto comm = dist::testing::make_comm(ctx, 10);
     const ZeroShards s(n, ctx.size);
     const Range mine = s.shard(ctx.rank);
-    std::vector<float> staging;
     for (const Range& r : ranges) {
       std::vector<float> buf = rank_buffer(ctx.rank, n);
       std::vector<float> acc(static_cast<size_t>(mine.size()), 1.0f);
-      parallel::reduce_scatter_range_add(*comm, s, buf.data(), r, acc.data(), staging);
+      parallel::RangeReduceScatter scatter(*comm, s);
+      scatter.start(buf.data(), r);
+      std::fill(buf.begin(), buf.end(), -5.0f);  // start() staged its copy: buf is free now
+      scatter.finish(acc.data());
       for (int64_t i = mine.begin; i < mine.end; ++i) {
         const bool in = i >= r.begin && i < r.end;
         const float want = 1.0f + (in ? summed(ctx.size, i) : 0.0f);
@@ -96,6 +99,31 @@ TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather resto
       for (int64_t i = 0; i < n; ++i)
         expect(part[static_cast<size_t>(i)] == whole[static_cast<size_t>(i)],
                at(i, part[static_cast<size_t>(i)], whole[static_cast<size_t>(i)]));
+    }
+  }));
+}
+
+TEST_CASE("zero range reduce-scatters in flight together land in issue order", "[zero]") {
+  const int64_t n = 90;
+  const std::vector<Range> ranges = {{0, 30}, {30, 70}, {70, 90}, {10, 80}};
+  check_no_errors(dist::testing::run_ranks(3, [&](dist::testing::RankContext& ctx) {
+    auto comm = dist::testing::make_comm(ctx, 10);
+    const ZeroShards s(n, ctx.size);
+    const Range mine = s.shard(ctx.rank);
+    std::vector<float> buf = rank_buffer(ctx.rank, n);
+    std::vector<float> acc(static_cast<size_t>(mine.size()), 0.0f);
+    std::vector<std::unique_ptr<parallel::RangeReduceScatter>> flying;
+    for (const Range& r : ranges) {  // all posted before any is waited on
+      flying.push_back(std::make_unique<parallel::RangeReduceScatter>(*comm, s));
+      flying.back()->start(buf.data(), r);
+    }
+    for (auto& f : flying) f->finish(acc.data());
+    for (int64_t i = mine.begin; i < mine.end; ++i) {
+      int covered = 0;
+      for (const Range& r : ranges) covered += (i >= r.begin && i < r.end) ? 1 : 0;
+      const float want = static_cast<float>(covered) * summed(ctx.size, i);
+      expect(acc[static_cast<size_t>(i - mine.begin)] == want,
+             at(i, acc[static_cast<size_t>(i - mine.begin)], want));
     }
   }));
 }
