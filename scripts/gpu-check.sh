@@ -2,7 +2,8 @@
 # gpu-check.sh: on a machine with an NVIDIA GPU, in under 8 minutes: build with the detected
 # arch (sm_90 when unknown), run the cuda op tests (each op vs the cpu backend), train
 # configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, compare the loss
-# curves (loose tolerance: reduction orders differ), and print a table last.
+# curves (loose tolerance: reduction orders differ), train configs/gpt2_small_cuda.yaml for
+# GPT2_STEPS (default 30) steps for tokens/s and MFU, and print a table last.
 # usage: scripts/gpu-check.sh [BUILD_DIR]     env: STEPS (default 40), RTOL (default 2e-2)
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
@@ -46,6 +47,15 @@ curve_ok=PASS
   "$out/cuda/metrics.jsonl" --rtol "$rtol" --min-steps "$steps" --fields loss >"$out/curve.txt" 2>&1 ||
   curve_ok=FAIL
 
+# GPT-2 small (124M, seq 1024, bf16) on the GPU: throughput and MFU against the 40% target.
+gpt2_steps="${GPT2_STEPS:-30}"
+echo "== configs/gpt2_small_cuda.yaml, $gpt2_steps steps (micro_batch 8, bf16)"
+timeout "$(left)" "$build/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/gpt2" \
+  --set train.steps="$gpt2_steps" --set train.micro_batch=8 --set train.grad_accum=1 \
+  --set train.warmup_steps=10 --set train.eval_every=0 --set checkpoint.every_steps=0 \
+  --set logging.every_steps=5 >"$out/gpt2.log" 2>&1 ||
+  { tail -20 "$out/gpt2.log"; echo "gpu-check: GPT-2 small on cuda FAILED" >&2; exit 1; }
+
 # The table: each op's worst error (from the test output), then throughput from report.json.
 echo
 echo "== gpu-check summary ($gpu_name, sm_$arch, $((SECONDS)) s)"
@@ -62,5 +72,10 @@ for dev in ("cuda", "cpu"):
           f"tokens/s {t['tokens_per_second']:.0f}  MFU {100 * t['mfu']:.2f}%  "
           f"step p50 {t['step_time_s']['p50'] * 1e3:.1f} ms  final loss {l['final_train_loss']:.4f}")
 print(f"{'loss curve cuda vs cpu (same seed)':58} {curve}")
+r = json.load(open(f"{out}/gpt2/report.json"))
+t = r["throughput"]
+print(f"{'GPT-2 small bf16 (124M, T 1024, B 8)':58} tokens/s {t['tokens_per_second']:.0f}  "
+      f"MFU {100 * t['mfu']:.1f}% (target 40%)  step p50 {t['step_time_s']['p50'] * 1e3:.1f} ms  "
+      f"loss {r['loss']['final_train_loss']:.3f}")
 PY
 [ "$curve_ok" = PASS ] || { cat "$out/curve.txt"; exit 1; }
