@@ -1,27 +1,33 @@
-# checkpoint.async: dp=2 zero=1, a checkpoint every 10 of 30 steps. The background writes produce
-# byte-identical files to the synchronous save (same sha256 per rank file in every manifest), the
-# losses are bit-identical to the synchronous run's, training goes on while a slow write is in
-# flight (the commit lands steps later), and a resume from an async checkpoint continues exactly.
+# checkpoint.async: dp=2 under zero 1 and zero 3, a checkpoint every 10 of 30 steps. The
+# background writes produce byte-identical files to the synchronous save (same sha256 per rank
+# file in every manifest), the losses are bit-identical to the synchronous run's, training goes on
+# while a slow write is in flight (the commit lands steps later), and a resume from an async
+# checkpoint continues exactly.
 source "$2/tests/lib/dist_common.sh"
 det=(--set run.deterministic=true --set model.seq_len=32 --set parallel.zero=1
      --set checkpoint.every_steps=10 --set checkpoint.keep=5)
-run_launch sync 2 4 1 30 "${det[@]}" --set checkpoint.dir=ck_sync
-run_launch async 2 4 1 30 "${det[@]}" --set checkpoint.dir=ck_async --set checkpoint.async=true
-compare_metrics sync/metrics.jsonl async/metrics.jsonl --exact --min-steps 30 \
-  || fail "async saving changed the training run"
-for s in 10 20 30; do
-  d=step_000000$s
-  /usr/bin/python3 - ck_sync/$d/manifest.json ck_async/$d/manifest.json <<'PY' || fail "step $s differs"
+for z in 1 3; do
+  zz=(--set parallel.zero=$z)
+  run_launch sync$z 2 4 1 30 "${det[@]}" "${zz[@]}" --set checkpoint.dir=ck_sync$z
+  run_launch async$z 2 4 1 30 "${det[@]}" "${zz[@]}" --set checkpoint.dir=ck_async$z \
+    --set checkpoint.async=true
+  compare_metrics sync$z/metrics.jsonl async$z/metrics.jsonl --exact --min-steps 30 \
+    || fail "zero $z: async saving changed the training run"
+  for s in 10 20 30; do
+    d=step_000000$s
+    /usr/bin/python3 - ck_sync$z/$d/manifest.json ck_async$z/$d/manifest.json <<'PY' \
+      || fail "zero $z: step $s differs"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 ha = [(f["file"], f["sha256"]) for f in a["shards"]]
 hb = [(f["file"], f["sha256"]) for f in b["shards"]]
 if ha != hb or len(ha) != 2:
     sys.exit(f"sync {ha}\nasync {hb}")
-print(f"step {a['step']}: {len(ha)} rank files, identical sha256")
+print(f"zero {a['grid']['zero']} step {a['step']}: {len(ha)} rank files, identical sha256")
 PY
+  done
 done
-grep -q "async: training blocked" async.log || { cat async.log; fail "no async save was reported"; }
+grep -q "async: training blocked" async1.log || { cat async1.log; fail "no async save was reported"; }
 
 # A write slowed down by 1.5 s: the loop keeps stepping, and the save is reported only at its
 # commit, several steps later (a step here takes well under 0.3 s).
@@ -42,11 +48,11 @@ PY
 [ -f ck_slow/step_00000030/manifest.json ] || fail "the last async save was not committed at the end"
 
 run_launch resumed 2 4 1 30 "${det[@]}" --set checkpoint.dir=unused --set checkpoint.every_steps=0 \
-  --resume ck_async/step_00000020
+  --resume ck_async1/step_00000020
 grep -q "resumed from" resumed.log || { cat resumed.log; fail "did not resume"; }
 /usr/bin/python3 -c "
 import json
-for l in open('sync/metrics.jsonl'):
+for l in open('sync1/metrics.jsonl'):
     if json.loads(l)['step'] > 20: print(l, end='')" > sync_tail.jsonl
 compare_metrics sync_tail.jsonl resumed/metrics.jsonl --exact --min-steps 10 \
   || fail "resume from the async checkpoint differs from the uninterrupted run"
