@@ -1,5 +1,7 @@
 #include "runtime/model/activations.h"
 
+#include "runtime/core/check.h"
+
 namespace trainer::model {
 namespace {
 
@@ -31,13 +33,24 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout) {
   a.targets = c.take({B, T}, DType::i32);
   a.encoded = c.take({B, T, C});
   a.blocks.resize(static_cast<size_t>(s.num_layers));
-  for (auto& b : a.blocks) {
+  // Under recompute, the dropped tensors of every block are views of one shared set.
+  BlockActivations shared;
+  const bool share_all = a.recompute == Recompute::full;
+  const bool share_att = a.recompute != Recompute::none;
+  for (size_t l = 0; l < a.blocks.size(); ++l) {
+    BlockActivations& b = a.blocks[l];
+    if (l > 0 && share_all) {
+      const Tensor out = c.take({B, T, C});
+      b = shared;
+      b.residual_out = out;
+      continue;
+    }
     b.ln1 = c.take({B, T, C});
     b.ln1_mean = c.take({B, T});
     b.ln1_rstd = c.take({B, T});
     b.qkv = c.take({B, T, 3 * CL});
     b.atty = c.take({B, T, CL});
-    b.att = c.take({B, NH, T, T});
+    b.att = l > 0 && share_att ? shared.att : c.take({B, NH, T, T});
     b.residual_mid = c.take({B, T, C});
     b.ln2 = c.take({B, T, C});
     b.ln2_mean = c.take({B, T});
@@ -45,6 +58,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout) {
     b.fch = c.take({B, T, FC});
     b.fch_gelu = c.take({B, T, FC});
     b.residual_out = c.take({B, T, C});
+    if (l == 0) shared = b;
   }
   for (size_t l = 0; l < a.blocks.size(); ++l)
     a.blocks[l].residual_in = l == 0 ? a.encoded : a.blocks[l - 1].residual_out;
@@ -65,8 +79,17 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout) {
 
 }  // namespace
 
-Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t)
-    : B(b), T(t), be_(be) {
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::none;
+  if (name == "selective") return Recompute::selective;
+  if (name == "full") return Recompute::full;
+  TRAINER_CHECK(false,
+                "activation_checkpointing = '" << name << "': allowed are none, selective, full");
+  return Recompute::none;
+}
+
+Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r)
+    : B(b), T(t), recompute(r), be_(be) {
   Carver measure(nullptr, be.device());
   carve(measure, *this, layout);
   bytes_ = measure.used();

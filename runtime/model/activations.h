@@ -1,13 +1,28 @@
 #pragma once
 // Activations: every tensor the forward pass saves for backward, for one micro-batch of B
 // sequences of T tokens, in one allocation. Sizes follow llm.c's ActivationTensors.
+//
+// Activation checkpointing (Recompute) trades memory for a second forward of what was dropped:
+//   none:      every block keeps all of its tensors.
+//   selective: the attention probabilities att [B,NH,T,T] (the largest tensor, and cheap to
+//              recompute from qkv) are one buffer shared by all blocks; backward recomputes a
+//              block's attention before its backward (Megatron's "selective" recompute).
+//   full:      a block keeps only its output (the next block's input); everything inside a
+//              block lives in one set of buffers shared by all blocks, and backward reruns the
+//              block's forward before its backward.
+// Recomputation repeats the same ops on the same inputs, so gradients are bit-identical.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/core/backend.h"
 #include "runtime/model/param_layout.h"
 
 namespace trainer::model {
+
+enum class Recompute { none, selective, full };
+// "none" | "selective" | "full" (the config's activation_checkpointing); throws on anything else.
+Recompute parse_recompute(const std::string& name);
 
 struct BlockActivations {
   Tensor residual_in;              // [B,T,C] block input (points into the previous block's output)
@@ -28,12 +43,14 @@ struct GradScratch {
 
 class Activations {
  public:
-  Activations(Backend& be, const ParamLayout& layout, int B, int T);
+  Activations(Backend& be, const ParamLayout& layout, int B, int T,
+              Recompute recompute = Recompute::none);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
 
   int B, T;
+  Recompute recompute;
   Tensor inputs, targets;  // [B,T] int32
   Tensor encoded;          // [B,T,C] embedding output
   std::vector<BlockActivations> blocks;

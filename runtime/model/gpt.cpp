@@ -102,11 +102,11 @@ void Gpt::as_matmul_input(Tensor t) {
   if (bf16_) be_.round_to_bf16(t, t);
 }
 
-void Gpt::allocate_activations(int B, int T) {
-  if (acts_ && acts_->B == B && acts_->T == T) return;
+void Gpt::allocate_activations(int B, int T, Recompute recompute) {
+  if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute) return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
   acts_.reset();
-  acts_ = std::make_unique<Activations>(be_, layout_, B, T);
+  acts_ = std::make_unique<Activations>(be_, layout_, B, T, recompute);
 }
 
 Tensor Gpt::weight_view(const std::string& name, bool grad_view) const {
@@ -215,6 +215,7 @@ void Gpt::backward() {
   for (int l = s.num_layers - 1; l >= 0; --l) {
     const int unit = 1 + s.first_layer + l;
     call_before(unit, true);
+    recompute_block(l);
     block_backward(l);
     call_ready(unit);
   }
@@ -222,6 +223,22 @@ void Gpt::backward() {
   be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
                          g.dresidual, a.inputs, pos_offset_);
   call_ready(0);
+}
+
+void Gpt::recompute_block(int l) {
+  switch (acts_->recompute) {
+    case Recompute::none:
+      return;
+    case Recompute::full:  // the shared buffers hold the last block run: rerun this one
+      block_forward(l);
+      return;
+    case Recompute::selective: {  // only att is shared: rebuild it (and atty, identically)
+      BlockActivations& a = acts_->blocks[static_cast<size_t>(l)];
+      be_.attention_forward(a.atty, a.att, a.qkv, layout_.dims().n_head / layout_.shard().tp_size);
+      as_matmul_input(a.atty);
+      return;
+    }
+  }
 }
 
 void Gpt::block_backward(int l) {

@@ -34,8 +34,9 @@ class Gpt {
   // the weights do not depend on the parallel layout.
   void init_weights(uint64_t seed);
 
-  // Sets the micro-batch size the activations are allocated for.
-  void allocate_activations(int B, int T);
+  // Sets the micro-batch size the activations are allocated for, and what backward recomputes
+  // instead of keeping (activation checkpointing; see activations.h).
+  void allocate_activations(int B, int T, Recompute recompute = Recompute::none);
 
   // Forward over inputs/targets [B*T] (host ints). Returns the mean loss over the B*T tokens.
   // When dloss_scale != 0 the loss gradient (softmax - onehot) * dloss_scale is prepared for
@@ -63,6 +64,7 @@ class Gpt {
   BlockWeights block_weights(int local_layer, bool grads) const;
   void block_forward(int local_layer);
   void block_backward(int local_layer);
+  void recompute_block(int local_layer);  // what activation checkpointing dropped
   Tensor weight_view(const std::string& name, bool grad) const;
   void call_before(int unit, bool backward);
   void as_matmul_input(Tensor t);

@@ -94,9 +94,6 @@ void check_supported(const config::RunConfig& cfg, const dist::MeshShape& shape)
   if (cfg.hardware.device == "cuda" && cfg.parallel.zero > 0)
     throw config::ConfigError("config: parallel.zero = " + std::to_string(cfg.parallel.zero) +
                               " needs hardware.device = cpu for now (got cuda)");
-  if (cfg.activation_checkpointing != "none")
-    throw config::ConfigError("config: activation_checkpointing = " + cfg.activation_checkpointing +
-                              ": only 'none' is implemented");
 }
 
 void log_banner(const report::RunReport& base, const report::RunContext& ctx,

@@ -22,7 +22,8 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
   const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * cfg.model.seq_len;
   inputs_.resize(bt);
   targets_.resize(bt);
-  model_.allocate_activations(cfg.train.micro_batch, cfg.model.seq_len);
+  model_.allocate_activations(cfg.train.micro_batch, cfg.model.seq_len,
+                              model::parse_recompute(cfg.activation_checkpointing));
 }
 
 StepResult TrainStep::run(int step, const BatchSource& next_batch) {
