@@ -8,6 +8,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model/gpt.h"
 #include "runtime/train/train_step.h"
+#include "tests/unit/small_train_config.h"
 
 using namespace trainer;
 
@@ -19,14 +20,7 @@ struct Result {
 };
 
 Result one_step(double clip) {
-  config::RunConfig cfg;
-  cfg.model.vocab_size = 16;
-  cfg.model.seq_len = 8;
-  cfg.model.n_layer = 1;
-  cfg.model.d_model = 16;
-  cfg.model.n_head = 2;
-  cfg.train.micro_batch = 2;
-  cfg.train.warmup_steps = 0;
+  config::RunConfig cfg = testing::small_train_config(16, 8, 1, 16, 2);
   cfg.train.grad_clip = clip;
   cfg.train.weight_decay = 0;
   cpu::CpuBackend be;

@@ -8,21 +8,16 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model/gpt.h"
 #include "runtime/train/train_step.h"
+#include "tests/unit/small_train_config.h"
 
 using namespace trainer;
 
 namespace {
 
 config::RunConfig small_config(int micro_batch, int grad_accum) {
-  config::RunConfig cfg;
-  cfg.model.vocab_size = 32;
-  cfg.model.seq_len = 16;
-  cfg.model.n_layer = 2;
-  cfg.model.d_model = 32;
-  cfg.model.n_head = 4;
+  config::RunConfig cfg = testing::small_train_config();
   cfg.train.micro_batch = micro_batch;
   cfg.train.grad_accum = grad_accum;
-  cfg.train.warmup_steps = 0;
   cfg.train.grad_clip = 1.0;
   return cfg;
 }
