@@ -49,7 +49,8 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout) {
     b.ln1_mean = c.take({B, T});
     b.ln1_rstd = c.take({B, T});
     b.qkv = c.take({B, T, 3 * CL});
-    b.atty = c.take({B, T, CL});
+    // selective recompute rebuilds att and atty together (one attention_forward): share both
+    b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL});
     b.att = l > 0 && share_att ? shared.att : c.take({B, NH, T, T});
     b.residual_mid = c.take({B, T, C});
     b.ln2 = c.take({B, T, C});

@@ -5,8 +5,9 @@
 // Activation checkpointing (Recompute) trades memory for a second forward of what was dropped:
 //   none:      every block keeps all of its tensors.
 //   selective: the attention probabilities att [B,NH,T,T] (the largest tensor, and cheap to
-//              recompute from qkv) are one buffer shared by all blocks; backward recomputes a
-//              block's attention before its backward (Megatron's "selective" recompute).
+//              recompute from qkv) and the attention output atty are one pair of buffers shared
+//              by all blocks; backward recomputes a block's attention from its kept qkv before
+//              its backward (Megatron's "selective" recompute).
 //   full:      a block keeps only its output (the next block's input); everything inside a
 //              block lives in one set of buffers shared by all blocks, and backward reruns the
 //              block's forward before its backward.

@@ -232,7 +232,7 @@ void Gpt::recompute_block(int l) {
     case Recompute::full:  // the shared buffers hold the last block run: rerun this one
       block_forward(l);
       return;
-    case Recompute::selective: {  // only att is shared: rebuild it (and atty, identically)
+    case Recompute::selective: {  // att and atty are shared: rebuild them from this block's qkv
       BlockActivations& a = acts_->blocks[static_cast<size_t>(l)];
       be_.attention_forward(a.atty, a.att, a.qkv, layout_.dims().n_head / layout_.shard().tp_size);
       as_matmul_input(a.atty);
