@@ -33,7 +33,8 @@ __device__ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-__global__ void attention_forward_kernel(float* out, float* att, const float* qkv, Dims d) {
+template <class OutT>
+__global__ void attention_forward_kernel(OutT* out, float* att, const float* qkv, Dims d) {
   __shared__ float red[32];
   const Row r(d, blockIdx.x);
   float* a = att + int64_t{blockIdx.x} * d.T;
@@ -52,7 +53,7 @@ __global__ void attention_forward_kernel(float* out, float* att, const float* qk
   for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
     float o = 0;
     for (int64_t t2 = 0; t2 <= r.t; ++t2) o += a[t2] * qkv[r.v(d, t2) + i];
-    out[r.o(d, r.t) + i] = o;
+    store_out(out + r.o(d, r.t) + i, o);
   }
 }
 
@@ -110,13 +111,18 @@ int threads_for(int64_t n) {
 
 }  // namespace
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+template <class OutT>
+void attention_forward(OutT* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   const unsigned rows = static_cast<unsigned>(B * NH * T);
   attention_forward_kernel<<<rows, threads_for(T), 0, stream>>>(out, att, qkv, dims(T, C, NH));
   CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
+template void attention_forward(float*, float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                cudaStream_t);
+template void attention_forward(uint16_t*, float*, const float*, int64_t, int64_t, int64_t, int64_t,
+                                cudaStream_t);
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                         float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,

@@ -11,13 +11,17 @@ namespace trainer::kernels {
 
 // --- layers (layernorm_gelu.cu) ---
 // out[N,C] = (inp - mean) * rstd * weight + bias (bias may be null); mean/rstd[N] may be null.
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+// OutT of the forward ops that feed matmuls (layernorm, gelu, attention): float, or uint16_t for
+// bf16 bits rounded to nearest even (instantiated for both).
+template <class OutT>
+void layernorm_forward(OutT* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, cudaStream_t stream);
 // dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...; the column sums are deterministic.
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         int64_t N, int64_t C, cudaStream_t stream);
-void gelu_forward(float* out, const float* inp, int64_t n, cudaStream_t stream);
+template <class OutT>
+void gelu_forward(OutT* out, const float* inp, int64_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
                    cudaStream_t stream);  // dinp += gelu'(inp) * dout
 // dbias[OC] += sum over rows of dout[N,OC] (fixed order), and out[N,OC] += bias[OC].
@@ -25,7 +29,8 @@ void bias_backward(float* dbias, const float* dout, int64_t N, int64_t OC, cudaS
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream);
 
 // --- attention (attention.cu): the reference kernels, att[B,NH,T,T] materialised ---
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+template <class OutT>
+void attention_forward(OutT* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, cudaStream_t stream);
 // dpre_scratch: B*NH*T*T floats of workspace (the pre-softmax gradient).
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,

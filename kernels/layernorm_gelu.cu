@@ -10,7 +10,8 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
 constexpr int kRowsPerBlock = 8;  // one warp per row
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
+template <class OutT>
+__global__ void layernorm_forward_kernel(OutT* out, float* mean, float* rstd, const float* inp,
                                          const float* weight, const float* bias, int64_t N,
                                          int64_t C) {
   const int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
@@ -23,9 +24,9 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   float var = 0;
   for (int64_t c = lane; c < C; c += 32) var += (x[c] - m) * (x[c] - m);
   const float r = 1.0f / sqrtf(warp_sum(var) / float(C) + kEps);
-  float* y = out + row * C;
+  OutT* y = out + row * C;
   for (int64_t c = lane; c < C; c += 32)
-    y[c] = (x[c] - m) * r * weight[c] + (bias ? bias[c] : 0.0f);
+    store_out(y + c, (x[c] - m) * r * weight[c] + (bias ? bias[c] : 0.0f));
   if (lane == 0 && mean) mean[row] = m;
   if (lane == 0 && rstd) rstd[row] = r;
 }
@@ -96,11 +97,12 @@ __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_
     out[i] += bias[i % OC];
 }
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, int64_t n) {
+template <class OutT>
+__global__ void gelu_forward_kernel(OutT* out, const float* inp, int64_t n) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     const float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCubic * x * x * x)));
+    store_out(out + i, 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCubic * x * x * x))));
   }
 }
 
@@ -125,13 +127,18 @@ unsigned col_blocks(int64_t C) {
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+template <class OutT>
+void layernorm_forward(OutT* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   layernorm_forward_kernel<<<row_blocks(N), kRowsPerBlock * 32, 0, stream>>>(out, mean, rstd, inp,
                                                                              weight, bias, N, C);
   CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
+template void layernorm_forward(float*, float*, float*, const float*, const float*, const float*,
+                                int64_t, int64_t, cudaStream_t);
+template void layernorm_forward(uint16_t*, float*, float*, const float*, const float*, const float*,
+                                int64_t, int64_t, cudaStream_t);
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
@@ -160,11 +167,14 @@ void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t
   CUDA_CHECK_LAUNCH("add_bias_kernel");
 }
 
-void gelu_forward(float* out, const float* inp, int64_t n, cudaStream_t stream) {
+template <class OutT>
+void gelu_forward(OutT* out, const float* inp, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n);
   CUDA_CHECK_LAUNCH("gelu_forward_kernel");
 }
+template void gelu_forward(float*, const float*, int64_t, cudaStream_t);
+template void gelu_forward(uint16_t*, const float*, int64_t, cudaStream_t);
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
                    cudaStream_t stream) {

@@ -49,18 +49,6 @@ __global__ void final_sum_kernel(double* result, const double* partials) {
   if (threadIdx.x == 0) *result = s;
 }
 
-// The cpu backend's bf16_bits_from_float, bit for bit.
-__device__ uint16_t bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-__device__ float from_bf16_bits(uint16_t b) {
-  return __uint_as_float(static_cast<uint32_t>(b) << 16);
-}
-
 __global__ void round_bf16_kernel(float* dst, const float* src, int64_t n) {
   GRID_STRIDE(i, n) dst[i] = from_bf16_bits(bf16_bits(src[i]));
 }

@@ -30,6 +30,21 @@ inline void* need_typed(const Tensor& t, DType want, DeviceType dev, const char*
   return t.data;
 }
 
+// The dtype of a linear layer's operands: inp and weight both f32 or both bf16 (backend.h).
+inline DType matmul_operand_dtype(const Tensor& inp, const Tensor& weight, const char* op) {
+  TRAINER_CHECK(inp.dtype == weight.dtype && (inp.dtype == DType::f32 || inp.dtype == DType::bf16),
+                op << ": inp and weight must both be f32 or both bf16, got "
+                   << dtype_name(inp.dtype) << " and " << dtype_name(weight.dtype));
+  return inp.dtype;
+}
+
+// An output that may be stored in bf16 (the input of a matmul): f32 or bf16.
+inline void check_float_out(const Tensor& t, const char* op, const char* arg) {
+  TRAINER_CHECK(!t.empty(), op << ": " << arg << " is required");
+  TRAINER_CHECK(t.dtype == DType::f32 || t.dtype == DType::bf16,
+                op << ": " << arg << " must be f32 or bf16, got " << dtype_name(t.dtype));
+}
+
 inline int64_t last_dim(const Tensor& t) {
   return t.shape.rank == 0 ? 0 : t.shape[t.shape.rank - 1];
 }

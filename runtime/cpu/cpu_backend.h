@@ -1,10 +1,12 @@
 #pragma once
 // CpuBackend: the reference Backend. fp32 on host memory, the math of runtime/cpu/ops.h, GEMM
-// through OpenBLAS, the other loops threaded with OpenMP. Results do not depend on the number
+// through OpenBLAS, the other loops threaded with OpenMP; bf16 operands and outputs emulated
+// through fp32 buffers (Bf16Staging). Results do not depend on the number
 // of threads (no reductions whose order changes between runs).
 #include <string>
 
 #include "runtime/core/backend.h"
+#include "runtime/cpu/bf16_staging.h"
 
 namespace trainer::cpu {
 
@@ -50,6 +52,9 @@ class CpuBackend : public Backend {
   double sum_squares(const Tensor& x) override;
   double sum(const Tensor& x) override;
   void round_to_bf16(Tensor dst, const Tensor& src) override;
+
+ private:
+  Bf16Staging staging_;  // bf16 operands and outputs, computed in fp32
 };
 
 }  // namespace trainer::cpu

@@ -1,6 +1,6 @@
 // CpuBackend: the layer ops (matmul, layernorm, gelu, attention, embedding, cross-entropy).
 // Each checks its shapes (runtime/core/op_shapes.h), then calls the fp32 instantiation of
-// runtime/cpu/ops.h.
+// runtime/cpu/ops.h; bf16 operands and outputs go through staging_ (backend.h).
 #include "runtime/core/op_shapes.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops.h"
@@ -8,30 +8,39 @@
 
 namespace trainer::cpu {
 
+// Staging slots: inp 0, weight 1, the rounded dout 2, an op's bf16 output 3.
 void CpuBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                                 const Tensor& bias) {
   const char* op = "matmul_forward";
   const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
-  cpu::matmul_forward(need_f32(out, op, "out"), need_f32(inp, op, "inp"),
-                      need_f32(weight, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C, d.OC);
+  matmul_operand_dtype(inp, weight, op);
+  cpu::matmul_forward(need_f32(out, op, "out"), staging_.input(inp, 0, op, "inp"),
+                      staging_.input(weight, 1, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C,
+                      d.OC);
 }
 
 void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                  const Tensor& inp, const Tensor& weight) {
   const char* op = "matmul_backward";
   const LinearDims d = matmul_backward_dims(dinp, dweight, dbias, dout, inp, weight);
+  const bool bf16 = matmul_operand_dtype(inp, weight, op) == DType::bf16;
+  const float* dy = need_f32(dout, op, "dout");
+  // bf16 operands: the GEMMs see dout rounded to bf16; dbias sums the fp32 dout
+  const float* dy_gemm = bf16 ? staging_.rounded(dy, d.N * d.OC, 2) : dy;
   cpu::matmul_backward(opt_f32(dinp, op, "dinp"), opt_f32(dweight, op, "dweight"),
-                       opt_f32(dbias, op, "dbias"), need_f32(dout, op, "dout"),
-                       need_f32(inp, op, "inp"), need_f32(weight, op, "weight"), d.N, d.C, d.OC);
+                       static_cast<float*>(nullptr), dy_gemm, staging_.input(inp, 0, op, "inp"),
+                       staging_.input(weight, 1, op, "weight"), d.N, d.C, d.OC);
+  if (!dbias.empty()) cpu::bias_backward(need_f32(dbias, op, "dbias"), dy, d.N, d.OC);
 }
 
 void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
                                    const Tensor& weight, const Tensor& bias) {
   const char* op = "layernorm_forward";
   const RowDims d = layernorm_forward_dims(out, mean, rstd, inp, weight, bias);
-  cpu::layernorm_forward(need_f32(out, op, "out"), opt_f32(mean, op, "mean"),
+  cpu::layernorm_forward(staging_.output(out, 3, op, "out"), opt_f32(mean, op, "mean"),
                          opt_f32(rstd, op, "rstd"), need_f32(inp, op, "inp"),
                          need_f32(weight, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C);
+  staging_.commit(out, 3);
 }
 
 void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
@@ -48,7 +57,8 @@ void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, c
 void CpuBackend::gelu_forward(Tensor out, const Tensor& inp) {
   const char* op = "gelu_forward";
   const int64_t n = elementwise_dims(op, inp, out, "out");
-  cpu::gelu_forward(need_f32(out, op, "out"), need_f32(inp, op, "inp"), n);
+  cpu::gelu_forward(staging_.output(out, 3, op, "out"), need_f32(inp, op, "inp"), n);
+  staging_.commit(out, 3);
 }
 
 void CpuBackend::gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) {
@@ -61,8 +71,9 @@ void CpuBackend::gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dou
 void CpuBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) {
   const char* op = "attention_forward";
   const AttentionDims d = attention_forward_dims(out, att, qkv, n_head);
-  cpu::attention_forward(need_f32(out, op, "out"), need_f32(att, op, "att"),
+  cpu::attention_forward(staging_.output(out, 3, op, "out"), need_f32(att, op, "att"),
                          need_f32(qkv, op, "qkv"), d.B, d.T, d.C, int64_t{n_head});
+  staging_.commit(out, 3);
 }
 
 void CpuBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,

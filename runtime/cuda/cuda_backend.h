@@ -1,7 +1,8 @@
 #pragma once
 // CudaBackend: the Backend on one GPU. Device memory from a DeviceArena, all work on one compute
 // stream (ops return without syncing; to_host, sum and sum_squares sync), GEMMs through cuBLASLt
-// in strict fp32, the other ops in kernels/. Same numbers as the cpu backend within fp32 rounding.
+// (strict fp32, or bf16 operands with fp32 accumulation), the other ops in kernels/. Same numbers
+// as the cpu backend within fp32 rounding (bf16: within bf16 rounding).
 #include <cuda_runtime_api.h>
 
 #include <memory>
@@ -86,6 +87,8 @@ class CudaBackend : public Backend {
   size_t attn_scratch_bytes_ = 0;
   void* emb_scratch_ = nullptr;
   size_t emb_scratch_bytes_ = 0;
+  void* dout_scratch_ = nullptr;  // matmul_backward's dout rounded to bf16
+  size_t dout_scratch_bytes_ = 0;
 };
 
 }  // namespace trainer::cuda

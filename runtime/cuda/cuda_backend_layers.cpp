@@ -11,8 +11,9 @@ void CudaBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& we
   const char* op = "matmul_forward";
   const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
   LtGemmArgs g;
+  g.bf16_inputs = matmul_operand_dtype(inp, weight, op) == DType::bf16;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
-  g.a = need_f32(inp, op, "inp"), g.b = need_f32(weight, op, "weight");
+  g.a = need_operand(inp, op, "inp"), g.b = need_operand(weight, op, "weight");
   g.c = need_f32(out, op, "out"), g.bias = opt_f32(bias, op, "bias");
   run_gemm(g);
 }
@@ -22,17 +23,28 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
   const char* op = "matmul_backward";
   const LinearDims d = matmul_backward_dims(dinp, dweight, dbias, dout, inp, weight);
   const int64_t N = d.N, C = d.C, OC = d.OC;
+  const bool bf16 = matmul_operand_dtype(inp, weight, op) == DType::bf16;
   const float* dy = need_f32(dout, op, "dout");
+  // bf16 operands: both GEMMs read dout rounded to bf16 (backend.h); dbias sums the fp32 dout.
+  const void* dy_gemm = dy;
+  if (bf16 && (!dinp.empty() || !dweight.empty())) {
+    const size_t bytes = static_cast<size_t>(N * OC) * dtype_size(DType::bf16);
+    auto* dy16 = static_cast<uint16_t*>(scratch(dout_scratch_, dout_scratch_bytes_, bytes));
+    kernels::cast_f32_to_bf16(dy16, dy, N * OC, stream_);
+    dy_gemm = dy16;
+  }
   if (!dinp.empty()) {  // dinp[N,C] += dout[N,OC] weight[OC,C]
     LtGemmArgs g;
+    g.bf16_inputs = bf16;
     g.m = N, g.n = C, g.k = OC, g.beta = 1;
-    g.a = dy, g.b = need_f32(weight, op, "weight"), g.c = need_f32(dinp, op, "dinp");
+    g.a = dy_gemm, g.b = need_operand(weight, op, "weight"), g.c = need_f32(dinp, op, "dinp");
     run_gemm(g);
   }
   if (!dweight.empty()) {  // dweight[OC,C] += dout^T inp
     LtGemmArgs g;
+    g.bf16_inputs = bf16;
     g.trans_a = true, g.m = OC, g.n = C, g.k = N, g.beta = 1;
-    g.a = dy, g.b = need_f32(inp, op, "inp"), g.c = need_f32(dweight, op, "dweight");
+    g.a = dy_gemm, g.b = need_operand(inp, op, "inp"), g.c = need_f32(dweight, op, "dweight");
     run_gemm(g);
   }
   if (!dbias.empty()) {
@@ -45,10 +57,14 @@ void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const 
   const char* op = "layernorm_forward";
   const RowDims d = layernorm_forward_dims(out, mean, rstd, inp, weight, bias);
   const int64_t N = d.N, C = d.C;
-  kernels::layernorm_forward(need_f32(out, op, "out"), opt_f32(mean, op, "mean"),
-                             opt_f32(rstd, op, "rstd"), need_f32(inp, op, "inp"),
-                             need_f32(weight, op, "weight"), opt_f32(bias, op, "bias"), N, C,
-                             stream_);
+  float* pm = opt_f32(mean, op, "mean");
+  float* pr = opt_f32(rstd, op, "rstd");
+  const float* px = need_f32(inp, op, "inp");
+  const float* pw = need_f32(weight, op, "weight");
+  const float* pb = opt_f32(bias, op, "bias");
+  with_float_out(out, op, "out", [&](auto* y) {
+    kernels::layernorm_forward(y, pm, pr, px, pw, pb, N, C, stream_);
+  });
 }
 
 void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
@@ -66,7 +82,8 @@ void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, 
 void CudaBackend::gelu_forward(Tensor out, const Tensor& inp) {
   const char* op = "gelu_forward";
   const int64_t n = elementwise_dims(op, inp, out, "out");
-  kernels::gelu_forward(need_f32(out, op, "out"), need_f32(inp, op, "inp"), n, stream_);
+  const float* px = need_f32(inp, op, "inp");
+  with_float_out(out, op, "out", [&](auto* y) { kernels::gelu_forward(y, px, n, stream_); });
 }
 
 void CudaBackend::gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) {
@@ -80,8 +97,10 @@ void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, i
   const char* op = "attention_forward";
   const AttentionDims d = attention_forward_dims(out, att, qkv, n_head);
   const int64_t B = d.B, T = d.T, C = d.C;
-  kernels::attention_forward(need_f32(out, op, "out"), need_f32(att, op, "att"),
-                             need_f32(qkv, op, "qkv"), B, T, C, n_head, stream_);
+  float* pa = need_f32(att, op, "att");
+  const float* pq = need_f32(qkv, op, "qkv");
+  with_float_out(out, op, "out",
+                 [&](auto* y) { kernels::attention_forward(y, pa, pq, B, T, C, n_head, stream_); });
 }
 
 void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,

@@ -18,6 +18,24 @@ inline float* opt_f32(const Tensor& t, const char* op, const char* arg) {
   return t.empty() ? nullptr : need_f32(t, op, arg);
 }
 
+// The data of a linear layer's operand (f32 or bf16; matmul_operand_dtype checks they agree).
+inline const void* need_operand(const Tensor& t, const char* op, const char* arg) {
+  TRAINER_CHECK(!t.empty(), op << ": " << arg << " is required");
+  check_device(t, op, arg);
+  return t.data;
+}
+
+// Calls f with the typed output pointer: float* for f32, uint16_t* (bf16 bits) for bf16.
+template <class F>
+void with_float_out(const Tensor& out, const char* op, const char* arg, F&& f) {
+  check_float_out(out, op, arg);
+  check_device(out, op, arg);
+  if (out.dtype == DType::bf16)
+    f(static_cast<uint16_t*>(out.data));
+  else
+    f(static_cast<float*>(out.data));
+}
+
 inline const int32_t* need_i32(const Tensor& t, const char* op, const char* arg) {
   return static_cast<const int32_t*>(need_typed(t, DType::i32, DeviceType::cuda, op, arg));
 }

@@ -29,6 +29,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout) {
   const GptShard& s = layout.shard();
   const int64_t B = a.B, T = a.T, C = d.d_model, V = d.vocab;
   const int64_t NH = d.n_head / s.tp_size, FC = d.ffn_hidden() / s.tp_size, CL = C / s.tp_size;
+  const DType mm = a.matmul_input;
   a.inputs = c.take({B, T}, DType::i32);
   a.targets = c.take({B, T}, DType::i32);
   a.encoded = c.take({B, T, C});
@@ -45,26 +46,26 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout) {
       b.residual_out = out;
       continue;
     }
-    b.ln1 = c.take({B, T, C});
+    b.ln1 = c.take({B, T, C}, mm);
     b.ln1_mean = c.take({B, T});
     b.ln1_rstd = c.take({B, T});
     b.qkv = c.take({B, T, 3 * CL});
     // selective recompute rebuilds att and atty together (one attention_forward): share both
-    b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL});
+    b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL}, mm);
     b.att = l > 0 && share_att ? shared.att : c.take({B, NH, T, T});
     b.residual_mid = c.take({B, T, C});
-    b.ln2 = c.take({B, T, C});
+    b.ln2 = c.take({B, T, C}, mm);
     b.ln2_mean = c.take({B, T});
     b.ln2_rstd = c.take({B, T});
     b.fch = c.take({B, T, FC});
-    b.fch_gelu = c.take({B, T, FC});
+    b.fch_gelu = c.take({B, T, FC}, mm);
     b.residual_out = c.take({B, T, C});
     if (l == 0) shared = b;
   }
   for (size_t l = 0; l < a.blocks.size(); ++l)
     a.blocks[l].residual_in = l == 0 ? a.encoded : a.blocks[l - 1].residual_out;
   if (s.has_head) {
-    a.lnf = c.take({B, T, C});
+    a.lnf = c.take({B, T, C}, mm);
     a.lnf_mean = c.take({B, T});
     a.lnf_rstd = c.take({B, T});
     a.logits = c.take({B, T, V});
@@ -89,8 +90,11 @@ Recompute parse_recompute(const std::string& name) {
   return Recompute::none;
 }
 
-Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r)
-    : B(b), T(t), recompute(r), be_(be) {
+Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r,
+                         DType matmul_input_dtype)
+    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), be_(be) {
+  TRAINER_CHECK(matmul_input == DType::f32 || matmul_input == DType::bf16,
+                "activations: matmul inputs must be f32 or bf16");
   Carver measure(nullptr, be.device());
   carve(measure, *this, layout);
   bytes_ = measure.used();

@@ -26,7 +26,8 @@ enum class Recompute { none, selective, full };
 Recompute parse_recompute(const std::string& name);
 
 struct BlockActivations {
-  Tensor residual_in;              // [B,T,C] block input (points into the previous block's output)
+  Tensor residual_in;  // [B,T,C] block input (points into the previous block's output)
+  // ln1, atty, ln2, fch_gelu (and lnf) feed only matmuls: stored in Activations::matmul_input.
   Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
   Tensor qkv;                      // [B,T,3C/tp]
   Tensor atty;                     // [B,T,C/tp] attention output before projection
@@ -44,14 +45,17 @@ struct GradScratch {
 
 class Activations {
  public:
+  // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch_gelu, lnf):
+  // bf16 under bf16 compute, which also halves their memory.
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
-              Recompute recompute = Recompute::none);
+              Recompute recompute = Recompute::none, DType matmul_input = DType::f32);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
 
   int B, T;
   Recompute recompute;
+  DType matmul_input;
   Tensor inputs, targets;  // [B,T] int32
   Tensor encoded;          // [B,T,C] embedding output
   std::vector<BlockActivations> blocks;

@@ -85,44 +85,56 @@ void Gpt::set_compute_bf16(bool on) {
   if (on == bf16_) return;
   bf16_ = on;
   if (on) {
-    compute_params_ = Tensor(be_.alloc(params_.nbytes()), params_.shape, DType::f32, be_.device());
+    compute_params_ =
+        Tensor(be_.alloc(static_cast<size_t>(params_.numel()) * dtype_size(DType::bf16)),
+               params_.shape, DType::bf16, be_.device());
   } else {
     be_.free(compute_params_.data);
     compute_params_ = params_;
   }
   refresh_compute_weights();
+  if (acts_) {  // the matmul inputs change dtype: reallocate at the same size
+    const int B = acts_->B, T = acts_->T;
+    const Recompute r = acts_->recompute;
+    acts_.reset();
+    allocate_activations(B, T, r);
+  }
 }
 
 void Gpt::refresh_compute_weights() {
   if (bf16_) be_.round_to_bf16(compute_params_, params_);
 }
 
-void Gpt::as_matmul_input(Tensor t) {
-  // bf16 compute: matmuls read bf16 activations (kept for backward as stored), accumulate in fp32.
-  if (bf16_) be_.round_to_bf16(t, t);
-}
-
 void Gpt::allocate_activations(int B, int T, Recompute recompute) {
   if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute) return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
   acts_.reset();
-  acts_ = std::make_unique<Activations>(be_, layout_, B, T, recompute);
+  acts_ = std::make_unique<Activations>(be_, layout_, B, T, recompute,
+                                        bf16_ ? DType::bf16 : DType::f32);
 }
 
 Tensor Gpt::weight_view(const std::string& name, bool grad_view) const {
+  return grad_view ? grad(layout_.find(name)) : param(layout_.find(name));
+}
+
+Tensor Gpt::matmul_weight(const std::string& name) const {
   const ParamSpec& p = layout_.find(name);
   Tensor t = param(p);
-  t.data = static_cast<float*>(grad_view ? grads_.data : compute_params_.data) + p.offset;
+  t.dtype = compute_params_.dtype;
+  t.data = static_cast<char*>(compute_params_.data) +
+           static_cast<size_t>(p.offset) * dtype_size(compute_params_.dtype);
   return t;
 }
 
 Gpt::BlockWeights Gpt::block_weights(int local_layer, bool g) const {
   const std::string h = "h." + std::to_string(layout_.shard().first_layer + local_layer) + ".";
   auto w = [&](const char* n) { return weight_view(h + n, g); };
-  return BlockWeights{w("ln_1.weight"),      w("ln_1.bias"),          w("attn.c_attn.weight"),
-                      w("attn.c_attn.bias"), w("attn.c_proj.weight"), w("attn.c_proj.bias"),
-                      w("ln_2.weight"),      w("ln_2.bias"),          w("mlp.c_fc.weight"),
-                      w("mlp.c_fc.bias"),    w("mlp.c_proj.weight"),  w("mlp.c_proj.bias")};
+  // The matmuls read the compute copy (bf16 under precision.compute bf16); gradients are fp32.
+  auto mm = [&](const char* n) { return g ? weight_view(h + n, true) : matmul_weight(h + n); };
+  return BlockWeights{w("ln_1.weight"),      w("ln_1.bias"),           mm("attn.c_attn.weight"),
+                      w("attn.c_attn.bias"), mm("attn.c_proj.weight"), w("attn.c_proj.bias"),
+                      w("ln_2.weight"),      w("ln_2.bias"),           mm("mlp.c_fc.weight"),
+                      w("mlp.c_fc.bias"),    mm("mlp.c_proj.weight"),  w("mlp.c_proj.bias")};
 }
 
 void Gpt::call_before(int unit, bool backward) {
@@ -156,8 +168,7 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
   be_.layernorm_forward(rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd), rows(last),
                         weight_view("ln_f.weight", false), weight_view("ln_f.bias", false));
-  as_matmul_input(a.lnf);
-  be_.matmul_forward(rows(a.logits), rows(a.lnf), weight_view("wte.weight", false), Tensor());
+  be_.matmul_forward(rows(a.logits), rows(a.lnf), matmul_weight("wte.weight"), Tensor());
   be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale);
   return be_.sum(a.losses) / static_cast<double>(a.losses.numel());
 }
@@ -173,10 +184,8 @@ void Gpt::block_forward(int l) {
 
   be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
                         w.ln1w, w.ln1b);
-  as_matmul_input(a.ln1);
   be_.matmul_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb);
   be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
-  as_matmul_input(a.atty);
   be_.matmul_forward(rows(a.residual_mid), rows(a.atty), w.projw,
                      add_row_bias ? w.projb : Tensor());
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_mid);
@@ -184,10 +193,8 @@ void Gpt::block_forward(int l) {
 
   be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
                         w.ln2w, w.ln2b);
-  as_matmul_input(a.ln2);
   be_.matmul_forward(rows(a.fch), rows(a.ln2), w.fcw, w.fcb);
   be_.gelu_forward(a.fch_gelu, a.fch);
-  as_matmul_input(a.fch_gelu);
   be_.matmul_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw,
                      add_row_bias ? w.fcprojb : Tensor());
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_out);
@@ -204,9 +211,8 @@ void Gpt::backward() {
   call_before(final_unit, true);
   be_.zero(g.dresidual);
   be_.zero(g.dln);
-  const Tensor wte = weight_view("wte.weight", false);
   be_.matmul_backward(rows(g.dln), weight_view("wte.weight", true), Tensor(), rows(a.logits),
-                      rows(a.lnf), wte);
+                      rows(a.lnf), matmul_weight("wte.weight"));
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
   be_.layernorm_backward(rows(g.dresidual), weight_view("ln_f.weight", true),
                          weight_view("ln_f.bias", true), rows(g.dln), rows(last),
@@ -235,7 +241,6 @@ void Gpt::recompute_block(int l) {
     case Recompute::selective: {  // att and atty are shared: rebuild them from this block's qkv
       BlockActivations& a = acts_->blocks[static_cast<size_t>(l)];
       be_.attention_forward(a.atty, a.att, a.qkv, layout_.dims().n_head / layout_.shard().tp_size);
-      as_matmul_input(a.atty);
       return;
     }
   }

@@ -51,9 +51,13 @@ class Gpt {
   Tensor grads() const { return grads_; }    // fp32 gradients, same layout
   Tensor param(const ParamSpec& p) const;    // view of one tensor in params()
   Tensor grad(const ParamSpec& p) const;
-  // Weights the matmuls read: params() in fp32 compute; a bf16-rounded copy in bf16 compute.
+  // bf16 compute: the matmuls read a bf16 copy of the weights (refreshed from the fp32 master
+  // weights) and bf16 activations (ln1, atty, ln2, fch_gelu, lnf are stored in bf16); every other
+  // op, every gradient, the loss and the optimizer stay fp32. Reallocates the activations.
   void set_compute_bf16(bool on);
   void refresh_compute_weights();  // call after every optimizer step
+  // Bytes of the bf16 weight copy (0 in fp32 compute, where the matmuls read params()).
+  size_t compute_copy_bytes() const { return bf16_ ? compute_params_.nbytes() : 0; }
   Activations& activations() { return *acts_; }
   size_t activation_bytes() const { return acts_ ? acts_->bytes() : 0; }
   Hooks& hooks() { return hooks_; }
@@ -65,14 +69,15 @@ class Gpt {
   void block_forward(int local_layer);
   void block_backward(int local_layer);
   void recompute_block(int local_layer);  // what activation checkpointing dropped
-  Tensor weight_view(const std::string& name, bool grad) const;
+  Tensor weight_view(const std::string& name, bool grad) const;  // fp32 master or gradient
+  Tensor matmul_weight(const std::string& name) const;           // the compute copy
   void call_before(int unit, bool backward);
-  void as_matmul_input(Tensor t);
   void call_ready(int unit);
 
   Backend& be_;
   ParamLayout layout_;
-  Tensor params_, grads_, compute_params_;
+  Tensor params_, grads_;
+  Tensor compute_params_;  // params_ itself in fp32 compute, a bf16 copy in bf16 compute
   bool bf16_ = false;
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;

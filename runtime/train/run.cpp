@@ -225,7 +225,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     if (lead) {
       report::MemoryBreakdown mem;
       const parallel::ZeroMemory state = trainer.state_bytes();
-      mem.params = state.params;
+      mem.params = state.params + static_cast<int64_t>(gpt.compute_copy_bytes());
       mem.grads = state.grads;
       mem.optimizer = state.optimizer;
       mem.activations = static_cast<int64_t>(gpt.activation_bytes());

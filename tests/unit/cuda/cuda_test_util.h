@@ -13,6 +13,7 @@
 
 #include "runtime/core/backend.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/ops_optim.h"
 
 namespace trainer::cuda::test {
 
@@ -93,5 +94,29 @@ inline void check_close(const std::vector<float>& got, const std::vector<float>&
 }
 
 inline constexpr double kF32Tol = 1e-5;
+inline constexpr double kBf16Tol = 1e-2;
+
+// bf16 helpers: host rounding (the cpu backend's), a bf16 output full of NaN, and its values.
+inline std::vector<uint16_t> bf16_bits_of(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = cpu::bf16_bits_from_float(v[i]);
+  return b;
+}
+inline std::vector<float> floats_of(const std::vector<uint16_t>& b) {
+  std::vector<float> v(b.size());
+  for (size_t i = 0; i < b.size(); ++i) v[i] = cpu::float_from_bf16_bits(b[i]);
+  return v;
+}
+inline Tensor poisoned_bf16(Backend& be, Shape s) {
+  return upload(be, std::vector<uint16_t>(static_cast<size_t>(s.numel()), 0x7fc0), s, DType::bf16);
+}
+inline std::vector<float> download_bf16(Backend& be, const Tensor& d) {
+  std::vector<uint16_t> h(static_cast<size_t>(d.numel()));
+  be.to_host(h.data(), d);
+  return floats_of(h);
+}
+inline Tensor host_bf16(std::vector<uint16_t>& v, Shape s) {
+  return Tensor(v.data(), s, DType::bf16);
+}
 
 }  // namespace trainer::cuda::test

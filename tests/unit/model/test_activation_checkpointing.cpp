@@ -1,6 +1,6 @@
 // Activation checkpointing: selective and full recompute give bit-identical losses and gradients
 // to keeping every activation (they repeat the same ops on the same inputs), in fp32 and in
-// emulated bf16, over two micro-batches accumulated; and they keep fewer bytes:
+// bf16 compute, over two micro-batches accumulated; and they keep fewer bytes:
 // none > selective > full.
 #include <catch2/catch.hpp>
 #include <cstring>

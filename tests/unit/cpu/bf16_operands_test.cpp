@@ -1,0 +1,125 @@
+// The mixed-precision contract of backend.h on the cpu backend: bf16 matmul operands give exactly
+// the fp32 op on the widened values (dout rounded to bf16 for the GEMMs, dbias from the fp32
+// dout), and a bf16 output is the fp32 result rounded once. The cuda backend is held to the same
+// contract against this one (tests/unit/cuda/bf16_test.cpp).
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "runtime/core/check.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/ops.h"
+#include "tests/unit/cpu/op_test_util.h"
+
+namespace trainer::cpu::test {
+namespace {
+
+std::vector<uint16_t> to_bits(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = bf16_bits_from_float(v[i]);
+  return b;
+}
+
+std::vector<float> widened(const std::vector<uint16_t>& b) {
+  std::vector<float> v(b.size());
+  for (size_t i = 0; i < b.size(); ++i) v[i] = float_from_bf16_bits(b[i]);
+  return v;
+}
+
+std::vector<float> rounded(const std::vector<float>& v) {
+  return widened(to_bits(v));
+}
+
+Tensor bf16(std::vector<uint16_t>& b, Shape s) {
+  return Tensor(b.data(), s, DType::bf16);
+}
+
+void check_bitwise(const std::vector<float>& got, const std::vector<float>& want,
+                   const char* what) {
+  INFO(what);
+  REQUIRE(got.size() == want.size());
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("bf16_matmul_operands_equal_fp32_matmul_on_the_rounded_values", "[cpu][bf16]") {
+  CpuBackend be;
+  const int64_t N = 9, C = 20, OC = 14;
+  const auto x = random_floats(sz(N * C), 1), w = random_floats(sz(OC * C), 2);
+  auto bias = random_floats(sz(OC), 3), dy = random_floats(sz(N * OC), 4);
+  auto x16 = to_bits(x), w16 = to_bits(w);
+  auto xr = widened(x16), wr = widened(w16), dyr = rounded(dy);
+
+  std::vector<float> y(sz(N * OC)), y_ref(y.size());
+  be.matmul_forward(tensor(y, {N, OC}), bf16(x16, {N, C}), bf16(w16, {OC, C}), tensor(bias, {OC}));
+  be.matmul_forward(tensor(y_ref, {N, OC}), tensor(xr, {N, C}), tensor(wr, {OC, C}),
+                    tensor(bias, {OC}));
+  check_bitwise(y, y_ref, "forward");
+
+  GradBuf dx(sz(N * C), 5), dw(sz(OC * C), 6), db(sz(OC), 7);
+  GradBuf dx_ref = dx, dw_ref = dw, db_ref = db;
+  be.matmul_backward(dx.t({N, C}), dw.t({OC, C}), db.t({OC}), tensor(dy, {N, OC}),
+                     bf16(x16, {N, C}), bf16(w16, {OC, C}));
+  // Reference: the fp32 op with dout rounded for the GEMMs, and dbias from the unrounded dout.
+  be.matmul_backward(dx_ref.t({N, C}), dw_ref.t({OC, C}), Tensor(), tensor(dyr, {N, OC}),
+                     tensor(xr, {N, C}), tensor(wr, {OC, C}));
+  be.matmul_backward(Tensor(), Tensor(), db_ref.t({OC}), tensor(dy, {N, OC}), tensor(xr, {N, C}),
+                     tensor(wr, {OC, C}));
+  check_bitwise(dx.g, dx_ref.g, "dinp (dout rounded to bf16)");
+  check_bitwise(dw.g, dw_ref.g, "dweight (dout rounded to bf16)");
+  check_bitwise(db.g, db_ref.g, "dbias (fp32 dout)");
+  // ... and the rounding of dout is real: the fp32 dout gives a different dinp.
+  GradBuf dx_fp32dy(sz(N * C), 5);
+  be.matmul_backward(dx_fp32dy.t({N, C}), Tensor(), Tensor(), tensor(dy, {N, OC}),
+                     tensor(xr, {N, C}), tensor(wr, {OC, C}));
+  CHECK(std::memcmp(dx.g.data(), dx_fp32dy.g.data(), dx.g.size() * sizeof(float)) != 0);
+}
+
+TEST_CASE("bf16_outputs_are_the_fp32_results_rounded_once", "[cpu][bf16]") {
+  CpuBackend be;
+  const int64_t B = 2, T = 5, C = 12, NH = 3, N = B * T;
+  const auto x = random_floats(sz(N * C), 11, -2, 2), w = random_floats(sz(C), 12);
+  const auto b = random_floats(sz(C), 13);
+  auto xm = x, wm = w, bm = b;
+  std::vector<float> mean(sz(N)), rstd(sz(N));
+
+  std::vector<float> ln(sz(N * C));
+  std::vector<uint16_t> ln16(ln.size());
+  be.layernorm_forward(tensor(ln, {N, C}), tensor(mean, {N}), tensor(rstd, {N}), tensor(xm, {N, C}),
+                       tensor(wm, {C}), tensor(bm, {C}));
+  be.layernorm_forward(bf16(ln16, {N, C}), tensor(mean, {N}), tensor(rstd, {N}), tensor(xm, {N, C}),
+                       tensor(wm, {C}), tensor(bm, {C}));
+  check_bitwise(widened(ln16), rounded(ln), "layernorm out");
+
+  std::vector<float> ge(sz(N * C));
+  std::vector<uint16_t> ge16(ge.size());
+  be.gelu_forward(tensor(ge, {N * C}), tensor(xm, {N * C}));
+  be.gelu_forward(bf16(ge16, {N * C}), tensor(xm, {N * C}));
+  check_bitwise(widened(ge16), rounded(ge), "gelu out");
+
+  auto qkv = random_floats(sz(N * 3 * C), 14);
+  std::vector<float> att(sz(B * NH * T * T)), out(sz(N * C));
+  std::vector<uint16_t> out16(out.size());
+  be.attention_forward(tensor(out, {B, T, C}), tensor(att, {B, NH, T, T}),
+                       tensor(qkv, {B, T, 3 * C}), NH);
+  be.attention_forward(bf16(out16, {B, T, C}), tensor(att, {B, NH, T, T}),
+                       tensor(qkv, {B, T, 3 * C}), NH);
+  check_bitwise(widened(out16), rounded(out), "attention out");
+}
+
+TEST_CASE("mixed_matmul_operand_dtypes_are_refused_naming_both", "[cpu][bf16][checks]") {
+  CpuBackend be;
+  std::vector<float> x(12), out(9);
+  std::vector<uint16_t> w16(12);
+  CHECK_THROWS_WITH(
+      be.matmul_forward(tensor(out, {3, 3}), tensor(x, {3, 4}), bf16(w16, {3, 4}), Tensor()),
+      Catch::Contains("matmul_forward") && Catch::Contains("f32 and bf16"));
+  std::vector<uint16_t> x16(12);
+  CHECK_THROWS_WITH(
+      be.matmul_forward(bf16(w16, {3, 3}), bf16(x16, {3, 4}), bf16(w16, {3, 4}), Tensor()),
+      Catch::Contains("out must be f32"));
+  std::vector<int32_t> tok(12);
+  CHECK_THROWS_WITH(be.gelu_forward(tensor(tok, {12}), tensor(x, {12})),
+                    Catch::Contains("gelu_forward") && Catch::Contains("f32 or bf16"));
+}
+
+}  // namespace
+}  // namespace trainer::cpu::test

@@ -1,0 +1,73 @@
+// The mixed-precision contract of backend.h on the cuda backend, against the cpu backend's bf16
+// path (tests/unit/cpu/bf16_operands_test.cpp): bf16 matmul operands through cuBLASLt with fp32
+// accumulation (dout rounded to bf16 in backward, dbias from the fp32 dout), and the bf16 outputs
+// of layernorm, gelu and attention. Relative error < 1e-2 (kBf16Tol); outputs start as NaN.
+#include <array>
+
+#include "tests/unit/cuda/cuda_test_util.h"
+
+using namespace trainer;
+using namespace trainer::cuda::test;
+
+TEST_CASE("cuda_bf16_matmul_forward_and_backward_match_cpu", "[cuda][bf16]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  // GPT-2-like widths (multiples of 8 keep cuBLASLt on its tensor-core kernels) and odd ones.
+  for (const auto [N, C, OC] : {std::array<int64_t, 3>{64, 96, 288}, {24, 40, 72}, {7, 13, 5}}) {
+    auto x = bf16_bits_of(randoms(N * C, 1)), w = bf16_bits_of(randoms(OC * C, 2));
+    auto bias = randoms(OC, 3), dy = randoms(N * OC, 4);
+    auto dx = randoms(N * C, 5), dw = randoms(OC * C, 6), db = randoms(OC, 7);
+    std::vector<float> y(static_cast<size_t>(N * OC));
+    Tensor gx = upload(*gpu, x, {N, C}, DType::bf16), gw = upload(*gpu, w, {OC, C}, DType::bf16);
+    Tensor gb = upload(*gpu, bias, {OC}), gy = poisoned(*gpu, {N, OC});
+    Tensor gdy = upload(*gpu, dy, {N, OC}), gdx = upload(*gpu, dx, {N, C});
+    Tensor gdw = upload(*gpu, dw, {OC, C}), gdb = upload(*gpu, db, {OC});
+    gpu->matmul_forward(gy, gx, gw, gb);
+    gpu->matmul_backward(gdx, gdw, gdb, gdy, gx, gw);
+    ref.matmul_forward(host(y, {N, OC}), host_bf16(x, {N, C}), host_bf16(w, {OC, C}),
+                       host(bias, {OC}));
+    ref.matmul_backward(host(dx, {N, C}), host(dw, {OC, C}), host(db, {OC}), host(dy, {N, OC}),
+                        host_bf16(x, {N, C}), host_bf16(w, {OC, C}));
+    const std::string at =
+        " N=" + std::to_string(N) + " C=" + std::to_string(C) + " OC=" + std::to_string(OC);
+    check_close(download(*gpu, gy), y, kBf16Tol, "bf16 matmul out" + at);
+    check_close(download(*gpu, gdx), dx, kBf16Tol, "bf16 matmul dinp" + at);
+    check_close(download(*gpu, gdw), dw, kBf16Tol, "bf16 matmul dweight" + at);
+    check_close(download(*gpu, gdb), db, kBf16Tol, "bf16 matmul dbias" + at);
+  }
+}
+
+TEST_CASE("cuda_bf16_outputs_of_layernorm_gelu_attention_match_cpu", "[cuda][bf16]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t B = 2, T = 37, NH = 3, HS = 16, C = NH * HS, N = B * T;
+  auto x = randoms(N * C, 1, -2, 3), w = randoms(C, 2), b = randoms(C, 3);
+  std::vector<float> mean(static_cast<size_t>(N)), rstd(mean);
+  std::vector<uint16_t> ln(static_cast<size_t>(N * C));
+  Tensor gx = upload(*gpu, x, {N, C}), gw = upload(*gpu, w, {C}), gb = upload(*gpu, b, {C});
+  Tensor gln = poisoned_bf16(*gpu, {N, C}), gm = poisoned(*gpu, {N}), gr = poisoned(*gpu, {N});
+  gpu->layernorm_forward(gln, gm, gr, gx, gw, gb);
+  ref.layernorm_forward(host_bf16(ln, {N, C}), host(mean, {N}), host(rstd, {N}), host(x, {N, C}),
+                        host(w, {C}), host(b, {C}));
+  check_close(download_bf16(*gpu, gln), floats_of(ln), kBf16Tol, "bf16 layernorm out");
+  check_close(download(*gpu, gr), rstd, kF32Tol, "layernorm rstd (fp32)");
+
+  std::vector<uint16_t> ge(static_cast<size_t>(N * C));
+  Tensor gge = poisoned_bf16(*gpu, {N * C});
+  gpu->gelu_forward(gge, gx.view({N * C}));
+  ref.gelu_forward(host_bf16(ge, {N * C}), host(x, {N * C}));
+  check_close(download_bf16(*gpu, gge), floats_of(ge), kBf16Tol, "bf16 gelu out");
+
+  auto qkv = randoms(B * T * 3 * C, 4);
+  std::vector<float> att(static_cast<size_t>(B * NH * T * T));
+  std::vector<uint16_t> out(static_cast<size_t>(B * T * C));
+  Tensor gq = upload(*gpu, qkv, {B, T, 3 * C}), gout = poisoned_bf16(*gpu, {B, T, C});
+  Tensor gatt = poisoned(*gpu, {B, NH, T, T});
+  gpu->attention_forward(gout, gatt, gq, int(NH));
+  ref.attention_forward(host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}),
+                        host(qkv, {B, T, 3 * C}), int(NH));
+  check_close(download_bf16(*gpu, gout), floats_of(out), kBf16Tol, "bf16 attention out");
+  check_close(download(*gpu, gatt), att, kF32Tol, "attention att (fp32)");
+}
