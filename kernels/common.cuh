@@ -2,6 +2,7 @@
 // Helpers shared by the kernels: grid sizes, warp and block reductions.
 #include <cstdint>
 
+#include "kernels/bf16.cuh"
 #include "runtime/cuda/cuda_check.h"
 
 namespace trainer::kernels {
@@ -36,26 +37,6 @@ __device__ inline T block_reduce(T v, T* shared, Op op, T identity) {
   v = lane < warps ? shared[lane] : identity;
   for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
   return v;
-}
-
-// The cpu backend's bf16_bits_from_float (round to nearest even, NaN kept quiet), bit for bit.
-__device__ inline uint16_t bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-__device__ inline float from_bf16_bits(uint16_t b) {
-  return __uint_as_float(static_cast<uint32_t>(b) << 16);
-}
-
-// Stores an fp32 result into an fp32 output, or rounded into a bf16 (uint16 bits) output.
-__device__ inline void store_out(float* p, float v) {
-  *p = v;
-}
-__device__ inline void store_out(uint16_t* p, float v) {
-  *p = bf16_bits(v);
 }
 
 struct SumOp {

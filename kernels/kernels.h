@@ -37,6 +37,18 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                         cudaStream_t stream);
 
+// --- attention (flash_attention.cu): FlashAttention-style, T x T never materialised ---
+// lse[B,NH,T] is each row's log-sum-exp, all backward needs besides qkv, out and dout.
+bool flash_attention_supports(int64_t head_size);  // 16, 32, 64
+template <class OutT>
+void flash_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T,
+                             int64_t C, int64_t NH, cudaStream_t stream);
+// dsum_scratch: B*NH*T floats (rowsum(dout * out)). `out` is forward's output (float or bf16).
+template <class OutT>
+void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const float* qkv,
+                              const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                              int64_t NH, cudaStream_t stream);
+
 // --- embedding (embedding.cu) ---
 // A token outside [0, V) writes a NaN row instead of reading out of bounds.
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,

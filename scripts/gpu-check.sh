@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with an NVIDIA GPU, in under 8 minutes: build with the detected
 # arch (sm_90 when unknown), run the cuda op tests (each op vs the cpu backend), train
-# configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, compare the loss
-# curves (loose tolerance: reduction orders differ), train configs/gpt2_small_cuda.yaml for
+# configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, in fp32 and in
+# bf16, compare the loss curves (loose tolerance: reduction orders differ), train configs/gpt2_small_cuda.yaml for
 # GPT2_STEPS (default 30) steps for tokens/s and MFU, and print a table last.
 # usage: scripts/gpu-check.sh [BUILD_DIR]     env: STEPS (default 40), RTOL (default 2e-2)
 set -euo pipefail
@@ -33,19 +33,22 @@ if grep -q "SKIPPED: no CUDA device" "$out/unit_cuda.txt"; then
 fi
 tail -1 "$out/unit_cuda.txt"
 
-train() {  # device -> $out/<device>/metrics.jsonl
-  timeout "$(left)" "$build/trainer" train "$src/configs/tiny.yaml" --out "$out/$1" \
-    --set hardware.device="$1" --set train.steps="$steps" --set train.eval_every=0 \
-    --set logging.every_steps=1 --set run.seed=1234 >"$out/$1.log" 2>&1 ||
-    { tail -20 "$out/$1.log"; echo "gpu-check: training on $1 FAILED" >&2; exit 1; }
+train() {  # device precision -> $out/<device>-<precision>/metrics.jsonl
+  local run="$1-$2"
+  timeout "$(left)" "$build/trainer" train "$src/configs/tiny.yaml" --out "$out/$run" \
+    --set hardware.device="$1" --set precision.compute="$2" --set train.steps="$steps" \
+    --set train.eval_every=0 --set logging.every_steps=1 --set run.seed=1234 >"$out/$run.log" 2>&1 ||
+    { tail -20 "$out/$run.log"; echo "gpu-check: training $run FAILED" >&2; exit 1; }
 }
-echo "== tiny.yaml, $steps steps on cuda and cpu"
-train cuda
-train cpu
 curve_ok=PASS
-/usr/bin/python3 "$src/tests/lib/compare_metrics.py" "$out/cpu/metrics.jsonl" \
-  "$out/cuda/metrics.jsonl" --rtol "$rtol" --min-steps "$steps" --fields loss >"$out/curve.txt" 2>&1 ||
-  curve_ok=FAIL
+for precision in fp32 bf16; do
+  echo "== tiny.yaml, $steps steps on cuda and cpu, $precision"
+  train cuda "$precision"
+  train cpu "$precision"
+  /usr/bin/python3 "$src/tests/lib/compare_metrics.py" "$out/cpu-$precision/metrics.jsonl" \
+    "$out/cuda-$precision/metrics.jsonl" --rtol "$rtol" --min-steps "$steps" --fields loss \
+    >>"$out/curve.txt" 2>&1 || curve_ok=FAIL
+done
 
 # GPT-2 small (124M, seq 1024, bf16) on the GPU: throughput and MFU against the 40% target.
 gpt2_steps="${GPT2_STEPS:-30}"
@@ -61,17 +64,17 @@ echo
 echo "== gpu-check summary ($gpu_name, sm_$arch, $((SECONDS)) s)"
 printf '%-58s %s\n' "check" "result"
 grep -E "^.*(passed|failed)" "$out/unit_cuda.txt" | sed -E 's/^.*: (passed|failed): (.*)$/\1 \2/' |
-  awk '{ printf "%-58s %s\n", substr($0, index($0, " ") + 1, 58), $1 }' | head -40
+  awk '{ printf "%-58s %s\n", substr($0, index($0, " ") + 1, 58), $1 }' | head -40 || true
 /usr/bin/python3 - "$out" "$curve_ok" <<'PY'
 import json, sys
 out, curve = sys.argv[1], sys.argv[2]
-for dev in ("cuda", "cpu"):
-    r = json.load(open(f"{out}/{dev}/report.json"))
+for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16"):
+    r = json.load(open(f"{out}/{run}/report.json"))
     t, l = r["throughput"], r["loss"]
-    print(f"{'train ' + dev + ' (' + r['hardware']['device_name'] + ')':58} "
+    print(f"{'tiny ' + run + ' (' + r['hardware']['device_name'] + ')':58} "
           f"tokens/s {t['tokens_per_second']:.0f}  MFU {100 * t['mfu']:.2f}%  "
           f"step p50 {t['step_time_s']['p50'] * 1e3:.1f} ms  final loss {l['final_train_loss']:.4f}")
-print(f"{'loss curve cuda vs cpu (same seed)':58} {curve}")
+print(f"{'tiny loss curves cuda vs cpu, fp32 and bf16 (same seed)':58} {curve}")
 r = json.load(open(f"{out}/gpt2/report.json"))
 t = r["throughput"]
 print(f"{'GPT-2 small bf16 (124M, T 1024, B 8)':58} tokens/s {t['tokens_per_second']:.0f}  "

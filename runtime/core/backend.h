@@ -78,11 +78,17 @@ class Backend {
   virtual void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) = 0;
 
   // Causal self-attention over qkv[B,T,3*C] (q, k, v each [B,T,NH,HS], C = NH*HS) -> out[B,T,C].
-  // att[B,NH,T,T] holds the softmax probabilities for backward (cpu reference keeps them).
-  // Scaled by 1/sqrt(HS).
+  // Scaled by 1/sqrt(HS). `att` is what forward saves for backward, of attention_state_shape():
+  // the softmax probabilities [B,NH,T,T] (the cpu reference, the default), or only each row's
+  // log-sum-exp [B,NH,T] (a FlashAttention-style kernel that never materialises T x T). Backward
+  // also reads forward's `out` (flash kernels need rowsum(dout * out)); `out` may be bf16.
+  virtual Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
+    (void)HS;
+    return Shape{B, NH, T, T};
+  }
   virtual void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) = 0;
   virtual void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,
-                                  const Tensor& att, int n_head) = 0;
+                                  const Tensor& out, const Tensor& att, int n_head) = 0;
 
   // out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]. wpe may be empty (no positions).
   virtual void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,

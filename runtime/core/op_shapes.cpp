@@ -63,23 +63,25 @@ int64_t elementwise_dims(const char* op, const Tensor& inp, const Tensor& a, con
 }
 
 AttentionDims attention_forward_dims(const Tensor& out, const Tensor& att, const Tensor& qkv,
-                                     int n_head) {
+                                     int n_head, const Backend& be) {
   const char* op = "attention_forward";
   AttentionDims d{};
   attention_dims(qkv, n_head, d.B, d.T, d.C, op);
   check_numel(out, d.B * d.T * d.C, op, "out");
-  check_numel(att, d.B * n_head * d.T * d.T, op, "att");
+  check_numel(att, be.attention_state_shape(d.B, n_head, d.T, d.C / n_head).numel(), op, "att");
   return d;
 }
 
 AttentionDims attention_backward_dims(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                      const Tensor& att, int n_head) {
+                                      const Tensor& out, const Tensor& att, int n_head,
+                                      const Backend& be) {
   const char* op = "attention_backward";
   AttentionDims d{};
   attention_dims(qkv, n_head, d.B, d.T, d.C, op);
   check_numel(dqkv, d.B * d.T * 3 * d.C, op, "dqkv");
   check_numel(dout, d.B * d.T * d.C, op, "dout");
-  check_numel(att, d.B * n_head * d.T * d.T, op, "att");
+  check_numel(out, d.B * d.T * d.C, op, "out");
+  check_numel(att, be.attention_state_shape(d.B, n_head, d.T, d.C / n_head).numel(), op, "att");
   return d;
 }
 

@@ -7,6 +7,10 @@
 #include "runtime/core/tensor.h"
 
 namespace trainer {
+class Backend;
+}
+
+namespace trainer {
 
 struct LinearDims {
   int64_t N, C, OC;  // rows, input features, output features
@@ -33,10 +37,12 @@ RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const
 // Elements of a GELU; `b` may be empty (forward has only out and inp).
 int64_t elementwise_dims(const char* op, const Tensor& inp, const Tensor& a, const char* a_name,
                          const Tensor& b = Tensor(), const char* b_name = "");
+// `state` is the backend's attention_state_shape(); att must have its element count.
 AttentionDims attention_forward_dims(const Tensor& out, const Tensor& att, const Tensor& qkv,
-                                     int n_head);
+                                     int n_head, const Backend& be);
 AttentionDims attention_backward_dims(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
-                                      const Tensor& att, int n_head);
+                                      const Tensor& out, const Tensor& att, int n_head,
+                                      const Backend& be);
 EmbeddingDims embedding_forward_dims(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                                      const Tensor& wpe, int64_t pos_offset);
 EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,

@@ -36,8 +36,9 @@ class CpuBackend : public Backend {
   void gelu_forward(Tensor out, const Tensor& inp) override;
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
-  void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att,
-                          int n_head) override;
+  // The probabilities are kept (the default attention_state_shape); `out` is not read.
+  void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& att, int n_head) override;
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                          int64_t pos_offset) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,

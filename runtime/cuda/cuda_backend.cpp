@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/kernels.h"
 #include "runtime/cuda/cuda_check.h"
@@ -27,6 +28,12 @@ int device_count(std::string* why) {
 }
 
 CudaBackend::CudaBackend(int local_rank) {
+  if (const char* a = std::getenv("TRAINER_ATTENTION"); a && *a) {
+    const std::string kernel = a;
+    TRAINER_CHECK(kernel == "flash" || kernel == "reference",
+                  "TRAINER_ATTENTION = '" << kernel << "': allowed are flash, reference");
+    attention_kernel_ = kernel == "flash" ? AttentionKernel::flash : AttentionKernel::reference;
+  }
   std::string why;
   const int n = device_count(&why);
   if (n == 0) throw CudaError("cuda backend: no CUDA device (" + why + ")");

@@ -51,9 +51,15 @@ class CudaBackend : public Backend {
                           const Tensor& rstd) override;
   void gelu_forward(Tensor out, const Tensor& inp) override;
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
+  // Attention kernels: flash (kernels/flash_attention.cu; keeps the row log-sum-exp [B,NH,T])
+  // for head sizes 16, 32 and 64, else the reference (kernels/attention.cu; keeps [B,NH,T,T]).
+  // TRAINER_ATTENTION=reference forces the reference kernels (tests, debugging).
+  enum class AttentionKernel { flash, reference };
+  AttentionKernel attention_kernel() const { return attention_kernel_; }
+  Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const override;
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
-  void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& att,
-                          int n_head) override;
+  void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& att, int n_head) override;
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                          int64_t pos_offset) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,
@@ -74,9 +80,11 @@ class CudaBackend : public Backend {
   // A scratch buffer that only grows (attention's dpre, embedding's sort); stream-ordered reuse.
   void* scratch(void*& buf, size_t& have, size_t need);
   double reduce(const Tensor& x, bool squares, const char* op);
+  bool uses_flash(int64_t head_size) const;
   void run_gemm(LtGemmArgs a);
 
   int device_ = 0;
+  AttentionKernel attention_kernel_ = AttentionKernel::flash;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;

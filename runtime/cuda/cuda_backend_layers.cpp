@@ -93,25 +93,48 @@ void CudaBackend::gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& do
                          need_f32(dout, op, "dout"), n, stream_);
 }
 
+bool CudaBackend::uses_flash(int64_t head_size) const {
+  return attention_kernel_ == AttentionKernel::flash &&
+         kernels::flash_attention_supports(head_size);
+}
+
+Shape CudaBackend::attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
+  return uses_flash(HS) ? Shape{B, NH, T} : Shape{B, NH, T, T};
+}
+
 void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) {
   const char* op = "attention_forward";
-  const AttentionDims d = attention_forward_dims(out, att, qkv, n_head);
+  const AttentionDims d = attention_forward_dims(out, att, qkv, n_head, *this);
   const int64_t B = d.B, T = d.T, C = d.C;
   float* pa = need_f32(att, op, "att");
   const float* pq = need_f32(qkv, op, "qkv");
-  with_float_out(out, op, "out",
-                 [&](auto* y) { kernels::attention_forward(y, pa, pq, B, T, C, n_head, stream_); });
+  const bool flash = uses_flash(C / n_head);
+  with_float_out(out, op, "out", [&](auto* y) {
+    if (flash)
+      kernels::flash_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
+    else
+      kernels::attention_forward(y, pa, pq, B, T, C, n_head, stream_);
+  });
 }
 
 void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,
-                                     const Tensor& att, int n_head) {
+                                     const Tensor& out, const Tensor& att, int n_head) {
   const char* op = "attention_backward";
-  const AttentionDims d = attention_backward_dims(dqkv, dout, qkv, att, n_head);
+  const AttentionDims d = attention_backward_dims(dqkv, dout, qkv, out, att, n_head, *this);
   const int64_t B = d.B, T = d.T, C = d.C;
-  auto* dpre = static_cast<float*>(scratch(attn_scratch_, attn_scratch_bytes_, att.nbytes()));
-  kernels::attention_backward(need_f32(dqkv, op, "dqkv"), need_f32(dout, op, "dout"),
-                              need_f32(qkv, op, "qkv"), need_f32(att, op, "att"), dpre, B, T, C,
-                              n_head, stream_);
+  float* pdq = need_f32(dqkv, op, "dqkv");
+  const float* pdy = need_f32(dout, op, "dout");
+  const float* pq = need_f32(qkv, op, "qkv");
+  const float* pa = need_f32(att, op, "att");
+  // Scratch: the pre-softmax gradient [B,NH,T,T] (reference) or rowsum(dout * out) [B,NH,T].
+  auto* work = static_cast<float*>(scratch(attn_scratch_, attn_scratch_bytes_, att.nbytes()));
+  if (!uses_flash(C / n_head)) {
+    kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);
+    return;
+  }
+  with_float_in(out, op, "out", [&](const auto* y) {
+    kernels::flash_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
+  });
 }
 
 void CudaBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,

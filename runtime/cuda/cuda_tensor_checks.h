@@ -36,6 +36,17 @@ void with_float_out(const Tensor& out, const char* op, const char* arg, F&& f) {
     f(static_cast<float*>(out.data));
 }
 
+// The same for an input that may be bf16: f(const float*) or f(const uint16_t*).
+template <class F>
+void with_float_in(const Tensor& in, const char* op, const char* arg, F&& f) {
+  check_float_out(in, op, arg);
+  check_device(in, op, arg);
+  if (in.dtype == DType::bf16)
+    f(static_cast<const uint16_t*>(in.data));
+  else
+    f(static_cast<const float*>(in.data));
+}
+
 inline const int32_t* need_i32(const Tensor& t, const char* op, const char* arg) {
   return static_cast<const int32_t*>(need_typed(t, DType::i32, DeviceType::cuda, op, arg));
 }

@@ -24,7 +24,7 @@ class Carver {
   size_t used_ = 0;
 };
 
-void carve(Carver& c, Activations& a, const ParamLayout& layout) {
+void carve(Carver& c, Activations& a, const ParamLayout& layout, const Backend& be) {
   const GptDims& d = layout.dims();
   const GptShard& s = layout.shard();
   const int64_t B = a.B, T = a.T, C = d.d_model, V = d.vocab;
@@ -52,7 +52,8 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout) {
     b.qkv = c.take({B, T, 3 * CL});
     // selective recompute rebuilds att and atty together (one attention_forward): share both
     b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL}, mm);
-    b.att = l > 0 && share_att ? shared.att : c.take({B, NH, T, T});
+    b.att =
+        l > 0 && share_att ? shared.att : c.take(be.attention_state_shape(B, NH, T, d.head_dim()));
     b.residual_mid = c.take({B, T, C});
     b.ln2 = c.take({B, T, C}, mm);
     b.ln2_mean = c.take({B, T});
@@ -96,11 +97,11 @@ Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, R
   TRAINER_CHECK(matmul_input == DType::f32 || matmul_input == DType::bf16,
                 "activations: matmul inputs must be f32 or bf16");
   Carver measure(nullptr, be.device());
-  carve(measure, *this, layout);
+  carve(measure, *this, layout, be);
   bytes_ = measure.used();
   memory_ = be_.alloc(bytes_);
   Carver real(static_cast<char*>(memory_), be.device());
-  carve(real, *this, layout);
+  carve(real, *this, layout, be);
 }
 
 Activations::~Activations() {

@@ -31,8 +31,8 @@ struct BlockActivations {
   Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
   Tensor qkv;                      // [B,T,3C/tp]
   Tensor atty;                     // [B,T,C/tp] attention output before projection
-  Tensor att;                      // [B,NH/tp,T,T] softmax probabilities
-  Tensor residual_mid;             // [B,T,C] x + attn(x)
+  Tensor att;  // Backend::attention_state_shape: [B,NH/tp,T,T] probabilities or [B,NH/tp,T] lse
+  Tensor residual_mid;  // [B,T,C] x + attn(x)
   Tensor ln2, ln2_mean, ln2_rstd;
   Tensor fch, fch_gelu;  // [B,T,4C/tp]
   Tensor residual_out;   // [B,T,C]

@@ -270,7 +270,7 @@ void Gpt::block_backward(int l) {
   be_.zero(g.datty);
   be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres, rows(a.atty), w.projw);
   be_.zero(g.dqkv);
-  be_.attention_backward(g.dqkv, g.datty, a.qkv, a.att, nh_local);
+  be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, nh_local);
   be_.zero(g.dln);
   be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(a.ln1), w.qkvw);
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);

@@ -118,7 +118,7 @@ TEST_CASE("attention_backward_matches_float64_finite_differences", "[cpu][grad]"
                        tensor(qkv, {B, T, 3 * C}), int(NH));
   GradBuf dqkv(qkv.size(), 42);
   be.attention_backward(dqkv.t({B, T, 3 * C}), tensor(wout, {B, T, C}), tensor(qkv, {B, T, 3 * C}),
-                        tensor(att, {B, NH, T, T}), int(NH));
+                        tensor(out, {B, T, C}), tensor(att, {B, NH, T, T}), int(NH));
   const auto ref = fd_gradient(qkv64, loss);
   check_gradient("dqkv", dqkv.added(), ref);
 
@@ -234,7 +234,8 @@ TEST_CASE("backward_called_twice_doubles_every_gradient", "[cpu][grad]") {
   run_twice(
       [&] {
         be.attention_backward(tensor(dqkv, {B, T, 3 * C}), tensor(dyc, {B, T, C}),
-                              tensor(qkv, {B, T, 3 * C}), tensor(att, {B, NH, T, T}), int(NH));
+                              tensor(qkv, {B, T, 3 * C}), tensor(aout, {B, T, C}),
+                              tensor(att, {B, NH, T, T}), int(NH));
       },
       dqkv, "attention dqkv");
 

@@ -60,14 +60,19 @@ TEST_CASE("cuda_bf16_outputs_of_layernorm_gelu_attention_match_cpu", "[cuda][bf1
   ref.gelu_forward(host_bf16(ge, {N * C}), host(x, {N * C}));
   check_close(download_bf16(*gpu, gge), floats_of(ge), kBf16Tol, "bf16 gelu out");
 
-  auto qkv = randoms(B * T * 3 * C, 4);
+  // Attention with a bf16 out (the default kernel: flash for HS 16); backward reads that out.
+  auto qkv = randoms(B * T * 3 * C, 4), dy = randoms(B * T * C, 5), dq = randoms(B * T * 3 * C, 6);
   std::vector<float> att(static_cast<size_t>(B * NH * T * T));
   std::vector<uint16_t> out(static_cast<size_t>(B * T * C));
   Tensor gq = upload(*gpu, qkv, {B, T, 3 * C}), gout = poisoned_bf16(*gpu, {B, T, C});
-  Tensor gatt = poisoned(*gpu, {B, NH, T, T});
+  Tensor gatt = poisoned(*gpu, gpu->attention_state_shape(B, NH, T, HS));
+  Tensor gdy = upload(*gpu, dy, {B, T, C}), gdq = upload(*gpu, dq, {B, T, 3 * C});
   gpu->attention_forward(gout, gatt, gq, int(NH));
+  gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
   ref.attention_forward(host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}),
                         host(qkv, {B, T, 3 * C}), int(NH));
+  ref.attention_backward(host(dq, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
+                         host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}), int(NH));
   check_close(download_bf16(*gpu, gout), floats_of(out), kBf16Tol, "bf16 attention out");
-  check_close(download(*gpu, gatt), att, kF32Tol, "attention att (fp32)");
+  check_close(download(*gpu, gdq), dq, kBf16Tol, "attention dqkv (bf16 out)");
 }

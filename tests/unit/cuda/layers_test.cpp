@@ -1,4 +1,8 @@
 // Every layer op of the cuda backend against the cpu backend on the same random inputs.
+#include <array>
+#include <cstdlib>
+#include <cstring>
+
 #include "tests/unit/cuda/cuda_test_util.h"
 
 using namespace trainer;
@@ -95,26 +99,105 @@ TEST_CASE("cuda_gelu_forward_and_backward_match_cpu", "[cuda]") {
   check_close(download(*gpu, gdx), dx, kF32Tol, "gelu dinp");
 }
 
+namespace {
+
+// Each row's log-sum-exp of the scaled causal scores, in double: what the flash kernels keep.
+std::vector<float> host_lse(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t NH,
+                            int64_t HS) {
+  const int64_t C = NH * HS;
+  std::vector<float> lse(static_cast<size_t>(B * NH * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> s;
+        for (int64_t t2 = 0; t2 <= t; ++t2) {
+          double dot = 0;
+          for (int64_t d = 0; d < HS; ++d)
+            dot += double(qkv[static_cast<size_t>((b * T + t) * 3 * C + h * HS + d)]) *
+                   qkv[static_cast<size_t>((b * T + t2) * 3 * C + C + h * HS + d)];
+          s.push_back(dot / std::sqrt(double(HS)));
+        }
+        double mx = -1e300, sum = 0;
+        for (double v : s) mx = std::max(mx, v);
+        for (double v : s) sum += std::exp(v - mx);
+        lse[static_cast<size_t>((b * NH + h) * T + t)] = float(mx + std::log(sum));
+      }
+  return lse;
+}
+
+// The cuda backend with TRAINER_ATTENTION set to `kernel` (restored after).
+std::unique_ptr<Backend> cuda_with_attention(const char* kernel) {
+  const char* old = std::getenv("TRAINER_ATTENTION");
+  const std::string saved = old ? old : "";
+  setenv("TRAINER_ATTENTION", kernel, 1);
+  auto be = cuda_or_skip();
+  if (old)
+    setenv("TRAINER_ATTENTION", saved.c_str(), 1);
+  else
+    unsetenv("TRAINER_ATTENTION");
+  return be;
+}
+
+}  // namespace
+
+// Both kernels (flash: head sizes 16/32/64, state = row lse; reference: any head size, state =
+// probabilities) against the cpu reference, over lengths below, at and across the 32-row tiles.
 TEST_CASE("cuda_attention_forward_and_backward_match_cpu", "[cuda]") {
-  auto gpu = cuda_or_skip();
-  if (!gpu) return;
   cpu::CpuBackend ref;
-  const int64_t B = 2, T = 37, NH = 3, HS = 16, C = NH * HS;
-  auto qkv = randoms(B * T * 3 * C, 1), dy = randoms(B * T * C, 2),
-       dqkv = randoms(B * T * 3 * C, 3);
-  std::vector<float> out(static_cast<size_t>(B * T * C)), att(static_cast<size_t>(B * NH * T * T));
+  for (const char* kernel : {"flash", "reference"}) {
+    auto gpu = cuda_with_attention(kernel);
+    if (!gpu) return;
+    for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{2, 37, 3, 16},
+                                      {1, 1, 2, 64},
+                                      {2, 64, 2, 64},
+                                      {1, 70, 4, 32},
+                                      {2, 33, 2, 24}}) {
+      const int64_t C = NH * HS;
+      const std::string at = std::string(" [") + kernel + " B=" + std::to_string(B) +
+                             " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+                             " HS=" + std::to_string(HS) + "]";
+      auto qkv = randoms(B * T * 3 * C, 1, -2, 2), dy = randoms(B * T * C, 2),
+           dqkv = randoms(B * T * 3 * C, 3);
+      std::vector<float> out(static_cast<size_t>(B * T * C)),
+          att(static_cast<size_t>(B * NH * T * T));
+      const Shape state = gpu->attention_state_shape(B, NH, T, HS);
+      const bool flash = state.numel() == B * NH * T;
+      CHECK(flash == (std::string(kernel) == "flash" && HS != 24));
+      Tensor gq = upload(*gpu, qkv, {B, T, 3 * C}), gout = poisoned(*gpu, {B, T, C});
+      Tensor gatt = poisoned(*gpu, state), gdy = upload(*gpu, dy, {B, T, C});
+      Tensor gdq = upload(*gpu, dqkv, {B, T, 3 * C});
+      gpu->attention_forward(gout, gatt, gq, int(NH));
+      gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
+      ref.attention_forward(host(out, {B, T, C}), host(att, {B, NH, T, T}),
+                            host(qkv, {B, T, 3 * C}), int(NH));
+      ref.attention_backward(host(dqkv, {B, T, 3 * C}), host(dy, {B, T, C}),
+                             host(qkv, {B, T, 3 * C}), host(out, {B, T, C}),
+                             host(att, {B, NH, T, T}), int(NH));
+      check_close(download(*gpu, gout), out, kF32Tol, "attention out" + at);
+      check_close(download(*gpu, gatt), flash ? host_lse(qkv, B, T, NH, HS) : att, kF32Tol,
+                  (flash ? "attention lse" : "attention att") + at);
+      check_close(download(*gpu, gdq), dqkv, kF32Tol, "attention dqkv" + at);
+    }
+  }
+}
+
+TEST_CASE("cuda_flash_attention_backward_is_bitwise_deterministic", "[cuda]") {
+  auto gpu = cuda_with_attention("flash");
+  if (!gpu) return;
+  const int64_t B = 2, T = 100, NH = 2, HS = 64, C = NH * HS;
+  auto qkv = randoms(B * T * 3 * C, 4), dy = randoms(B * T * C, 5);
   Tensor gq = upload(*gpu, qkv, {B, T, 3 * C}), gout = poisoned(*gpu, {B, T, C});
-  Tensor gatt = poisoned(*gpu, {B, NH, T, T}), gdy = upload(*gpu, dy, {B, T, C});
-  Tensor gdq = upload(*gpu, dqkv, {B, T, 3 * C});
+  Tensor gatt = poisoned(*gpu, gpu->attention_state_shape(B, NH, T, HS));
+  Tensor gdy = upload(*gpu, dy, {B, T, C});
   gpu->attention_forward(gout, gatt, gq, int(NH));
-  gpu->attention_backward(gdq, gdy, gq, gatt, int(NH));
-  ref.attention_forward(host(out, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
-                        int(NH));
-  ref.attention_backward(host(dqkv, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
-                         host(att, {B, NH, T, T}), int(NH));
-  check_close(download(*gpu, gout), out, kF32Tol, "attention out");
-  check_close(download(*gpu, gatt), att, kF32Tol, "attention att");
-  check_close(download(*gpu, gdq), dqkv, kF32Tol, "attention dqkv");
+  std::vector<std::vector<float>> runs;
+  for (int r = 0; r < 2; ++r) {
+    Tensor gdq =
+        upload(*gpu, std::vector<float>(static_cast<size_t>(B * T * 3 * C), 0.0f), {B, T, 3 * C});
+    gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
+    runs.push_back(download(*gpu, gdq));
+  }
+  CHECK(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("cuda_embedding_forward_and_backward_match_cpu_with_repeated_tokens", "[cuda]") {

@@ -1,0 +1,28 @@
+#pragma once
+// bf16 storage in kernels: bits as uint16_t, rounded exactly like the cpu backend. Plain device
+// code with no CUDA headers, so tests/unit/kernels can run it on the cpu (cuda_emulation.h).
+#include <cstdint>
+
+namespace trainer::kernels {
+
+// The cpu backend's bf16_bits_from_float (round to nearest even, NaN kept quiet), bit for bit.
+__device__ inline uint16_t bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+__device__ inline float from_bf16_bits(uint16_t b) {
+  return __uint_as_float(static_cast<uint32_t>(b) << 16);
+}
+
+// Stores an fp32 result into an fp32 output, or rounded into a bf16 (uint16 bits) output.
+__device__ inline void store_out(float* p, float v) {
+  *p = v;
+}
+__device__ inline void store_out(uint16_t* p, float v) {
+  *p = bf16_bits(v);
+}
+
+}  // namespace trainer::kernels
