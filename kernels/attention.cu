@@ -116,7 +116,8 @@ void attention_forward(OutT* out, float* att, const float* qkv, int64_t B, int64
                        int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   const unsigned rows = static_cast<unsigned>(B * NH * T);
-  attention_forward_kernel<<<rows, threads_for(T), 0, stream>>>(out, att, qkv, dims(T, C, NH));
+  launch(attention_forward_kernel<OutT>, rows, threads_for(T), stream, out, att, qkv,
+         dims(T, C, NH));
   CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
 template void attention_forward(float*, float*, const float*, int64_t, int64_t, int64_t, int64_t,
@@ -130,11 +131,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   if (B * T == 0) return;
   const unsigned rows = static_cast<unsigned>(B * NH * T);
   const Dims d = dims(T, C, NH);
-  attention_backward_query_kernel<<<rows, threads_for(T), 0, stream>>>(dqkv, dpre_scratch, dout,
-                                                                       qkv, att, d);
+  launch(attention_backward_query_kernel, rows, threads_for(T), stream, dqkv, dpre_scratch, dout,
+         qkv, att, d);
   CUDA_CHECK_LAUNCH("attention_backward_query_kernel");
-  attention_backward_key_kernel<<<rows, threads_for(d.HS), 0, stream>>>(dqkv, dpre_scratch, dout,
-                                                                        qkv, att, d);
+  launch(attention_backward_key_kernel, rows, threads_for(d.HS), stream, dqkv, dpre_scratch, dout,
+         qkv, att, d);
   CUDA_CHECK_LAUNCH("attention_backward_key_kernel");
 }
 

@@ -1,13 +1,29 @@
 #pragma once
-// Helpers shared by the kernels: grid sizes, warp and block reductions.
+// Helpers shared by the kernels: the launch, grid sizes, warp and block reductions.
 #include <cstdint>
 
 #include "kernels/bf16.cuh"
+#ifndef TRAINER_CUDA_EMULATION
 #include "runtime/cuda/cuda_check.h"
+#endif
 
 namespace trainer::kernels {
 
 inline constexpr int kThreads = 256;
+
+// kernel<<<grid, block, 0, stream>>>(args...), spelled once for nvcc and for the cpu emulation
+// that runs these kernels in tests/unit/kernels (tests/unit/kernels/cuda_emulation.h).
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
+#ifdef TRAINER_CUDA_EMULATION
+  (void)stream;
+  ::cuda_emulation::launch(grid, block, [&] { kernel(args...); });
+#else
+  // clang-format off
+  kernel<<<grid, block, 0, stream>>>(args...);
+  // clang-format on
+#endif
+}
 
 inline unsigned grid_for(int64_t n, int threads = kThreads) {
   const int64_t blocks = (n + threads - 1) / threads;

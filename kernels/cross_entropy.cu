@@ -40,8 +40,8 @@ void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets,
                            int64_t V, float dloss_scale, cudaStream_t stream) {
   if (N == 0) return;
   const int threads = V >= 1024 ? 1024 : (V >= 256 ? 256 : 64);
-  softmax_cross_entropy_kernel<<<static_cast<unsigned>(N), threads, 0, stream>>>(
-      logits, losses, targets, V, dloss_scale);
+  launch(softmax_cross_entropy_kernel, static_cast<unsigned>(N), threads, stream, logits, losses,
+         targets, V, dloss_scale);
   CUDA_CHECK_LAUNCH("softmax_cross_entropy_kernel");
 }
 

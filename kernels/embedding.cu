@@ -93,8 +93,8 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
                        int64_t pos_offset, int64_t B, int64_t T, int64_t C, int64_t V,
                        cudaStream_t stream) {
   if (B * T * C == 0) return;
-  embedding_forward_kernel<<<grid_for(B * T * C), kThreads, 0, stream>>>(
-      out, tokens, wte, wpe, pos_offset, B * T, T, C, V);
+  launch(embedding_forward_kernel, grid_for(B * T * C), kThreads, stream, out, tokens, wte, wpe,
+         pos_offset, B * T, T, C, V);
   CUDA_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
@@ -109,19 +109,19 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   if (BT * C == 0) return;
   if (dwte) {
     int32_t *counts = scratch, *offsets = scratch + V, *positions = scratch + 2 * V + 1;
-    count_tokens_kernel<<<grid_for(V), kThreads, 0, stream>>>(counts, tokens, BT, V);
+    launch(count_tokens_kernel, grid_for(V), kThreads, stream, counts, tokens, BT, V);
     CUDA_CHECK_LAUNCH("count_tokens_kernel");
-    exclusive_scan_kernel<<<1, kScanThreads, 0, stream>>>(offsets, counts, V);
+    launch(exclusive_scan_kernel, 1, kScanThreads, stream, offsets, counts, V);
     CUDA_CHECK_LAUNCH("exclusive_scan_kernel");
-    fill_positions_kernel<<<grid_for(V), kThreads, 0, stream>>>(positions, offsets, tokens, BT, V);
+    launch(fill_positions_kernel, grid_for(V), kThreads, stream, positions, offsets, tokens, BT, V);
     CUDA_CHECK_LAUNCH("fill_positions_kernel");
     const dim3 grid(static_cast<unsigned>(V), static_cast<unsigned>((C + 127) / 128));
-    accumulate_dwte_kernel<<<grid, 128, 0, stream>>>(dwte, dout, offsets, positions, C);
+    launch(accumulate_dwte_kernel, grid, 128, stream, dwte, dout, offsets, positions, C);
     CUDA_CHECK_LAUNCH("accumulate_dwte_kernel");
   }
   if (dwpe) {
-    accumulate_dwpe_kernel<<<grid_for(T * C), kThreads, 0, stream>>>(dwpe, dout, pos_offset, B, T,
-                                                                     C);
+    launch(accumulate_dwpe_kernel, grid_for(T * C), kThreads, stream, dwpe, dout, pos_offset, B, T,
+           C);
     CUDA_CHECK_LAUNCH("accumulate_dwpe_kernel");
   }
 }

@@ -7,6 +7,7 @@
 // atomics. dq (one thread per query row) and dk/dv (one thread per key row) are two kernels, so
 // the probabilities are recomputed twice in backward instead of summing dq with atomics.
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -38,8 +39,8 @@ void with_head_size(int64_t HS, F&& f) {
     case 64:
       return f(std::integral_constant<int, 64>{});
     default:
-      throw cuda::CudaError("flash attention: head size " + std::to_string(HS) +
-                            " is not compiled (16, 32, 64); use the reference kernels");
+      throw std::invalid_argument("flash attention: head size " + std::to_string(HS) +
+                                  " is not compiled (16, 32, 64); use the reference kernels");
   }
 }
 
@@ -55,8 +56,8 @@ void flash_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B,
   if (B * T == 0) return;
   with_head_size(C / NH, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    flash::flash_forward_kernel<HS, OutT>
-        <<<grid(B, T, NH), kTile, 0, stream>>>(out, lse, qkv, T, C, NH, scale_for(HS));
+    launch(flash::flash_forward_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, out, lse, qkv, T,
+           C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_forward_kernel");
   });
 }
@@ -68,11 +69,11 @@ void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dou
   if (B * T == 0) return;
   with_head_size(C / NH, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    flash::flash_backward_dq_kernel<HS, OutT><<<grid(B, T, NH), kTile, 0, stream>>>(
-        dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
+    launch(flash::flash_backward_dq_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, dqkv,
+           dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
-    flash::flash_backward_dkdv_kernel<HS><<<grid(B, T, NH), kTile, 0, stream>>>(
-        dqkv, dsum_scratch, dout, qkv, lse, T, C, NH, scale_for(HS));
+    launch(flash::flash_backward_dkdv_kernel<HS>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch,
+           dout, qkv, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
   });
 }

@@ -3,7 +3,9 @@
 // enqueues on `stream`, checks the launch (CUDA_CHECK_LAUNCH) and returns without syncing.
 // Pointers are device pointers; shapes and semantics match runtime/core/backend.h (row-major,
 // backward ops ACCUMULATE, null gradient = not needed). Sizes are int64_t like the Backend's.
+#ifndef TRAINER_CUDA_EMULATION  // tests/unit/kernels brings its own cudaStream_t
 #include <cuda_runtime_api.h>
+#endif
 
 #include <cstdint>
 

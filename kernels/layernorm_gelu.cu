@@ -131,8 +131,8 @@ template <class OutT>
 void layernorm_forward(OutT* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
-  layernorm_forward_kernel<<<row_blocks(N), kRowsPerBlock * 32, 0, stream>>>(out, mean, rstd, inp,
-                                                                             weight, bias, N, C);
+  launch(layernorm_forward_kernel<OutT>, row_blocks(N), kRowsPerBlock * 32, stream, out, mean, rstd,
+         inp, weight, bias, N, C);
   CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 template void layernorm_forward(float*, float*, float*, const float*, const float*, const float*,
@@ -145,32 +145,32 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (dinp) {
-    layernorm_backward_dinp_kernel<<<row_blocks(N), kRowsPerBlock * 32, 0, stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C);
+    launch(layernorm_backward_dinp_kernel, row_blocks(N), kRowsPerBlock * 32, stream, dinp, dout,
+           inp, weight, mean, rstd, N, C);
     CUDA_CHECK_LAUNCH("layernorm_backward_dinp_kernel");
   }
   if (!dweight && !dbias) return;
-  layernorm_backward_params_kernel<<<col_blocks(C), dim3(32, kColLanes), 0, stream>>>(
-      dweight, dbias, dout, inp, mean, rstd, N, C);
+  launch(layernorm_backward_params_kernel, col_blocks(C), dim3(32, kColLanes), stream, dweight,
+         dbias, dout, inp, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_backward_params_kernel");
 }
 
 void bias_backward(float* dbias, const float* dout, int64_t N, int64_t OC, cudaStream_t stream) {
   if (OC == 0) return;
-  bias_backward_kernel<<<col_blocks(OC), dim3(32, kColLanes), 0, stream>>>(dbias, dout, N, OC);
+  launch(bias_backward_kernel, col_blocks(OC), dim3(32, kColLanes), stream, dbias, dout, N, OC);
   CUDA_CHECK_LAUNCH("bias_backward_kernel");
 }
 
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream) {
   if (N * OC == 0) return;
-  add_bias_kernel<<<grid_for(N * OC), kThreads, 0, stream>>>(out, bias, N, OC);
+  launch(add_bias_kernel, grid_for(N * OC), kThreads, stream, out, bias, N, OC);
   CUDA_CHECK_LAUNCH("add_bias_kernel");
 }
 
 template <class OutT>
 void gelu_forward(OutT* out, const float* inp, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, inp, n);
+  launch(gelu_forward_kernel<OutT>, grid_for(n), kThreads, stream, out, inp, n);
   CUDA_CHECK_LAUNCH("gelu_forward_kernel");
 }
 template void gelu_forward(float*, const float*, int64_t, cudaStream_t);
@@ -179,7 +179,7 @@ template void gelu_forward(uint16_t*, const float*, int64_t, cudaStream_t);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
                    cudaStream_t stream) {
   if (n == 0) return;
-  gelu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dinp, inp, dout, n);
+  launch(gelu_backward_kernel, grid_for(n), kThreads, stream, dinp, inp, dout, n);
   CUDA_CHECK_LAUNCH("gelu_backward_kernel");
 }
 

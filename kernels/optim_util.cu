@@ -65,47 +65,46 @@ void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n
                 float beta1, float beta2, float eps, float weight_decay, float bias_correction1,
                 float bias_correction2, cudaStream_t stream) {
   if (n == 0) return;
-  adamw_kernel<<<grid_for(n), kThreads, 0, stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps,
-                                                     weight_decay, bias_correction1,
-                                                     bias_correction2);
+  launch(adamw_kernel, grid_for(n), kThreads, stream, params, grads, m, v, n, lr, beta1, beta2, eps,
+         weight_decay, bias_correction1, bias_correction2);
   CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 
 void scale(float* x, float alpha, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, alpha, n);
+  launch(scale_kernel, grid_for(n), kThreads, stream, x, alpha, n);
   CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
 void axpy(float* y, const float* x, float alpha, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  axpy_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, alpha, n);
+  launch(axpy_kernel, grid_for(n), kThreads, stream, y, x, alpha, n);
   CUDA_CHECK_LAUNCH("axpy_kernel");
 }
 
 void sum_fp64(double* result, double* partials, const float* x, int64_t n, bool squares,
               cudaStream_t stream) {
-  partial_sums_kernel<<<kReducePartials, kThreads, 0, stream>>>(partials, x, n, squares);
+  launch(partial_sums_kernel, kReducePartials, kThreads, stream, partials, x, n, squares);
   CUDA_CHECK_LAUNCH("partial_sums_kernel");
-  final_sum_kernel<<<1, kReducePartials, 0, stream>>>(result, partials);
+  launch(final_sum_kernel, 1, kReducePartials, stream, result, partials);
   CUDA_CHECK_LAUNCH("final_sum_kernel");
 }
 
 void round_to_bf16_f32(float* dst, const float* src, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  round_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
+  launch(round_bf16_kernel, grid_for(n), kThreads, stream, dst, src, n);
   CUDA_CHECK_LAUNCH("round_bf16_kernel");
 }
 
 void cast_f32_to_bf16(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
+  launch(to_bf16_kernel, grid_for(n), kThreads, stream, dst, src, n);
   CUDA_CHECK_LAUNCH("to_bf16_kernel");
 }
 
 void cast_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  from_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(dst, src, n);
+  launch(from_bf16_kernel, grid_for(n), kThreads, stream, dst, src, n);
   CUDA_CHECK_LAUNCH("from_bf16_kernel");
 }
 

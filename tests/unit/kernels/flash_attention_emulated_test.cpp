@@ -1,22 +1,23 @@
-// The flash attention kernels' own device code (kernels/flash_attention_kernels.cuh), run on the
-// cpu through cuda_emulation.h (32 real threads per block meeting at real barriers), against the
+// The flash attention kernels (kernels/flash_attention.cu, launchers included), run on the cpu
+// through cuda_emulation.h (32 real threads per block meeting at real barriers), against the
 // cpu backend: forward output, the row log-sum-exp (against float64), and dqkv, in fp32 and with
 // a bf16 output; over lengths below, at and across the 32-row tiles and head sizes 16/32/64.
 // This checks the indexing, causal masking, online softmax and backward algebra of the exact
 // kernel source on machines without a GPU; tests/unit/cuda runs the same checks on a device.
-#include "tests/unit/kernels/cuda_emulation.h"
-// (the emulation must come first: it defines what the device code expects)
 #include <array>
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
 
-#include "kernels/flash_attention_kernels.cuh"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops_optim.h"
+#include "tests/unit/kernels/emulated.h"
+#define kernels kernels_emulated
+#include "kernels/kernels.h"
+#undef kernels
 
 using namespace trainer;
-namespace flash = trainer::kernels::flash;
+namespace emu = trainer::kernels_emulated;
 
 namespace {
 
@@ -65,28 +66,15 @@ std::vector<float> lse_float64(const std::vector<float>& qkv, int64_t B, int64_t
   return lse;
 }
 
-// Forward then backward through the emulated kernels, launched as flash_attention.cu does.
-template <int HS, class OutT>
+// Forward then backward through the emulated launchers of kernels/flash_attention.cu.
+template <class OutT>
 void run_flash(std::vector<OutT>& out, std::vector<float>& lse, std::vector<float>& dqkv,
                const std::vector<float>& qkv, const std::vector<float>& dout, int64_t B, int64_t T,
-               int64_t NH) {
-  const int64_t C = NH * HS;
-  const float scale = 1.0f / std::sqrt(float(HS));
-  const dim3 grid(static_cast<unsigned>((T + flash::kTile - 1) / flash::kTile),
-                  static_cast<unsigned>(B * NH));
-  const dim3 block(flash::kTile);
+               int64_t NH, int64_t HS) {
   std::vector<float> dsum(static_cast<size_t>(B * NH * T));
-  cuda_emulation::launch(grid, block, [&] {
-    flash::flash_forward_kernel<HS, OutT>(out.data(), lse.data(), qkv.data(), T, C, NH, scale);
-  });
-  cuda_emulation::launch(grid, block, [&] {
-    flash::flash_backward_dq_kernel<HS, OutT>(dqkv.data(), dsum.data(), dout.data(), qkv.data(),
-                                              out.data(), lse.data(), T, C, NH, scale);
-  });
-  cuda_emulation::launch(grid, block, [&] {
-    flash::flash_backward_dkdv_kernel<HS>(dqkv.data(), dsum.data(), dout.data(), qkv.data(),
-                                          lse.data(), T, C, NH, scale);
-  });
+  emu::flash_attention_forward(out.data(), lse.data(), qkv.data(), B, T, NH * HS, NH, nullptr);
+  emu::flash_attention_backward(dqkv.data(), dsum.data(), dout.data(), qkv.data(), out.data(),
+                                lse.data(), B, T, NH * HS, NH, nullptr);
 }
 
 template <int HS>
@@ -99,9 +87,9 @@ void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
   std::vector<float> dqkv = prior, out_f(static_cast<size_t>(B * T * C), std::nanf(""));
   std::vector<uint16_t> out_b(out_f.size(), 0x7fc0);
   if (bf16_out)
-    run_flash<HS, uint16_t>(out_b, lse, dqkv, qkv, dy, B, T, NH);
+    run_flash(out_b, lse, dqkv, qkv, dy, B, T, NH, HS);
   else
-    run_flash<HS, float>(out_f, lse, dqkv, qkv, dy, B, T, NH);
+    run_flash(out_f, lse, dqkv, qkv, dy, B, T, NH, HS);
   if (bf16_out)
     for (size_t i = 0; i < out_b.size(); ++i) out_f[i] = cpu::float_from_bf16_bits(out_b[i]);
 

@@ -1,0 +1,4 @@
+// kernels/attention.cu, compiled for the cpu emulation (see emulated.h).
+#include "tests/unit/kernels/emulated.h"
+#define kernels kernels_emulated
+#include "kernels/attention.cu"

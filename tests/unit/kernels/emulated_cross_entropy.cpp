@@ -1,0 +1,4 @@
+// kernels/cross_entropy.cu, compiled for the cpu emulation (see emulated.h).
+#include "tests/unit/kernels/emulated.h"
+#define kernels kernels_emulated
+#include "kernels/cross_entropy.cu"

@@ -1,0 +1,212 @@
+// Every kernel of kernels/*.cu, its launcher and launch geometry included, run on the cpu through
+// cuda_emulation.h and compared with the cpu backend on random inputs: the same checks as
+// tests/unit/cuda (fp32 relative error < 1e-5, outputs poisoned with NaN first), available on
+// machines without a GPU. What the emulation cannot see (cuBLASLt, streams, the device's own
+// float rounding of expf/tanhf) is left to tests/unit/cuda.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/ops_optim.h"
+#include "tests/unit/kernels/emulated.h"
+#define kernels kernels_emulated
+#include "kernels/kernels.h"
+#undef kernels
+
+using namespace trainer;
+namespace emu = trainer::kernels_emulated;
+
+namespace {
+
+constexpr double kTol = 1e-5;
+const cudaStream_t kStream = nullptr;
+
+std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -1, float hi = 1) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+std::vector<float> nans(int64_t n) {
+  return std::vector<float>(static_cast<size_t>(n), std::nanf(""));
+}
+Tensor host(std::vector<float>& v, Shape s) {
+  return Tensor(v.data(), s);
+}
+Tensor host(std::vector<int32_t>& v, Shape s) {
+  return Tensor(v.data(), s, DType::i32);
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want,
+                 const std::string& what, double tol = kTol) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0, scale = 1e-30;
+  size_t at = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale
+                                           : std::numeric_limits<double>::infinity();
+    if (!(e <= worst)) worst = e, at = i;
+  }
+  INFO(what << ": worst relative error " << worst << " at [" << at << "]: emulated " << got[at]
+            << " vs cpu " << want[at]);
+  CHECK(worst < tol);
+}
+
+}  // namespace
+
+TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t N = 19, C = 72;  // 19 rows: a partial block of 8 warps
+  auto x = randoms(N * C, 1, -2, 3), w = randoms(C, 2), b = randoms(C, 3), dy = randoms(N * C, 4);
+  auto y = nans(N * C), mean = nans(N), rstd = nans(N);
+  emu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
+                         kStream);
+  std::vector<float> ry(y.size()), rmean(mean.size()), rrstd(rstd.size());
+  ref.layernorm_forward(host(ry, {N, C}), host(rmean, {N}), host(rrstd, {N}), host(x, {N, C}),
+                        host(w, {C}), host(b, {C}));
+  check_close(y, ry, "layernorm out");
+  check_close(mean, rmean, "layernorm mean");
+  check_close(rstd, rrstd, "layernorm rstd");
+
+  auto dx = randoms(N * C, 5), dw = randoms(C, 6), db = randoms(C, 7);
+  auto rdx = dx, rdw = dw, rdb = db;
+  emu::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                          mean.data(), rstd.data(), N, C, kStream);
+  ref.layernorm_backward(host(rdx, {N, C}), host(rdw, {C}), host(rdb, {C}), host(dy, {N, C}),
+                         host(x, {N, C}), host(w, {C}), host(rmean, {N}), host(rrstd, {N}));
+  check_close(dx, rdx, "layernorm dinp");
+  check_close(dw, rdw, "layernorm dweight");
+  check_close(db, rdb, "layernorm dbias");
+
+  const int64_t n = 3000;
+  auto gx = randoms(n, 8, -5, 5), gdy = randoms(n, 9), gdx = randoms(n, 10), gy = nans(n);
+  auto rgy = gy, rgdx = gdx;
+  emu::gelu_forward(gy.data(), gx.data(), n, kStream);
+  emu::gelu_backward(gdx.data(), gx.data(), gdy.data(), n, kStream);
+  ref.gelu_forward(host(rgy, {n}), host(gx, {n}));
+  ref.gelu_backward(host(rgdx, {n}), host(gx, {n}), host(gdy, {n}));
+  check_close(gy, rgy, "gelu out");
+  check_close(gdx, rgdx, "gelu dinp");
+
+  // bias: dbias += column sums (deterministic order), out += bias
+  const int64_t OC = 45;
+  auto dout = randoms(N * OC, 11), dbias = randoms(OC, 12), out = randoms(N * OC, 13);
+  auto bias = randoms(OC, 14);
+  std::vector<float> want_db = dbias, want_out = out;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t o = 0; o < OC; ++o) {
+      want_db[size_t(o)] += dout[size_t(i * OC + o)];
+      want_out[size_t(i * OC + o)] += bias[size_t(o)];
+    }
+  emu::bias_backward(dbias.data(), dout.data(), N, OC, kStream);
+  emu::add_bias(out.data(), bias.data(), N, OC, kStream);
+  check_close(dbias, want_db, "bias_backward");
+  check_close(out, want_out, "add_bias");
+}
+
+TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t B = 2, T = 13, NH = 3, HS = 8, C = NH * HS;
+  auto qkv = randoms(B * T * 3 * C, 1, -2, 2), dy = randoms(B * T * C, 2);
+  auto dqkv = randoms(B * T * 3 * C, 3), out = nans(B * T * C), att = nans(B * NH * T * T);
+  std::vector<float> dpre(att.size()), rout(out.size()), ratt(att.size()), rdqkv = dqkv;
+  emu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, kStream);
+  emu::attention_backward(dqkv.data(), dy.data(), qkv.data(), att.data(), dpre.data(), B, T, C, NH,
+                          kStream);
+  ref.attention_forward(host(rout, {B, T, C}), host(ratt, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
+                        int(NH));
+  ref.attention_backward(host(rdqkv, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
+                         host(rout, {B, T, C}), host(ratt, {B, NH, T, T}), int(NH));
+  check_close(out, rout, "attention out");
+  check_close(att, ratt, "attention att");
+  check_close(dqkv, rdqkv, "attention dqkv");
+}
+
+TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t B = 3, T = 9, C = 20, V = 11, maxT = 16, off = 4;
+  std::vector<int32_t> tok(static_cast<size_t>(B * T));
+  std::mt19937 gen(9);
+  for (auto& t : tok) t = static_cast<int32_t>(gen() % 5);  // few distinct tokens: repeats
+  auto wte = randoms(V * C, 1), wpe = randoms(maxT * C, 2), dy = randoms(B * T * C, 3);
+  auto dwte = randoms(V * C, 4), dwpe = randoms(maxT * C, 5), out = nans(B * T * C);
+  std::vector<float> rout(out.size()), rdwte = dwte, rdwpe = dwpe;
+  std::vector<int32_t> scratch(static_cast<size_t>(emu::embedding_backward_scratch_ints(B * T, V)));
+  emu::embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), off, B, T, C, V, kStream);
+  emu::embedding_backward(dwte.data(), dwpe.data(), dy.data(), tok.data(), scratch.data(), off, B,
+                          T, C, V, kStream);
+  ref.embedding_forward(host(rout, {B, T, C}), host(tok, {B, T}), host(wte, {V, C}),
+                        host(wpe, {maxT, C}), off);
+  ref.embedding_backward(host(rdwte, {V, C}), host(rdwpe, {maxT, C}), host(dy, {B, T, C}),
+                         host(tok, {B, T}), off);
+  check_close(out, rout, "embedding out");
+  check_close(dwte, rdwte, "embedding dwte");
+  check_close(dwpe, rdwpe, "embedding dwpe");
+}
+
+TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t N = 7, V = 300;
+  auto logits = randoms(N * V, 1, -4, 4), rlogits = logits, losses = nans(N);
+  std::vector<float> rlosses(losses.size());
+  std::vector<int32_t> tgt(static_cast<size_t>(N));
+  for (size_t i = 0; i < tgt.size(); ++i)
+    tgt[i] = i % 4 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
+  emu::softmax_cross_entropy(logits.data(), losses.data(), tgt.data(), N, V, 0.125f, kStream);
+  ref.softmax_cross_entropy(host(rlogits, {N, V}), host(rlosses, {N}), host(tgt, {N}), 0.125f);
+  check_close(losses, rlosses, "cross-entropy losses");
+  check_close(logits, rlogits, "cross-entropy dlogits");
+}
+
+TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t n = 1500;
+  auto p = randoms(n, 1), g = randoms(n, 2), m = randoms(n, 3, -0.1f, 0.1f);
+  auto v = randoms(n, 4, 0, 0.01f);
+  auto rp = p, rm = m, rv = v;
+  AdamWParams hp;
+  hp.lr = 1e-2f, hp.weight_decay = 0.1f, hp.step = 3;
+  const float bc1 = float(1 - std::pow(double(hp.beta1), 3.0));
+  const float bc2 = float(1 - std::pow(double(hp.beta2), 3.0));
+  emu::adamw_step(p.data(), g.data(), m.data(), v.data(), n, hp.lr, hp.beta1, hp.beta2, hp.eps,
+                  hp.weight_decay, bc1, bc2, kStream);
+  ref.adamw_step(host(rp, {n}), host(g, {n}), host(rm, {n}), host(rv, {n}), hp);
+  check_close(p, rp, "adamw params");
+  check_close(m, rm, "adamw m");
+  check_close(v, rv, "adamw v");
+
+  auto y = randoms(n, 5), x = randoms(n, 6), ry = y;
+  emu::axpy(y.data(), x.data(), 0.5f, n, kStream);
+  emu::scale(y.data(), -2.0f, n, kStream);
+  ref.axpy(host(ry, {n}), host(x, {n}), 0.5f);
+  ref.scale(host(ry, {n}), -2.0f);
+  check_close(y, ry, "axpy then scale");
+
+  std::vector<double> result(1), partials(emu::kReducePartials);
+  emu::sum_fp64(result.data(), partials.data(), x.data(), n, true, kStream);
+  CHECK(result[0] == Approx(ref.sum_squares(host(x, {n}))).epsilon(1e-12));
+  emu::sum_fp64(result.data(), partials.data(), x.data(), n, false, kStream);
+  CHECK(result[0] == Approx(ref.sum(host(x, {n}))).epsilon(1e-12));
+
+  // bf16: bit-identical to the cpu rounding, NaN and infinities included
+  x[0] = std::nanf(""), x[1] = INFINITY, x[2] = -INFINITY, x[3] = 3.3895314e38f;
+  std::vector<uint16_t> bits(static_cast<size_t>(n)), rbits(bits.size());
+  std::vector<float> rounded = nans(n), back = nans(n);
+  emu::cast_f32_to_bf16(bits.data(), x.data(), n, kStream);
+  emu::round_to_bf16_f32(rounded.data(), x.data(), n, kStream);
+  emu::cast_bf16_to_f32(back.data(), bits.data(), n, kStream);
+  ref.round_to_bf16(Tensor(rbits.data(), {n}, DType::bf16), host(x, {n}));
+  CHECK(bits == rbits);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    INFO("element " << i);
+    const uint16_t rb = cpu::bf16_bits_from_float(rounded[i]);
+    CHECK(rb == rbits[i]);
+    CHECK(cpu::bf16_bits_from_float(back[i]) == rbits[i]);
+  }
+}
