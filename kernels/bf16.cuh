@@ -1,6 +1,6 @@
 #pragma once
 // bf16 storage in kernels: bits as uint16_t, rounded exactly like the cpu backend. Plain device
-// code with no CUDA headers, so tests/unit/kernels can run it on the cpu (cuda_emulation.h).
+// code with no CUDA headers (tests/unit/kernels runs the kernels on the cpu).
 #include <cstdint>
 
 namespace trainer::kernels {

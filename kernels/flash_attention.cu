@@ -12,13 +12,208 @@
 #include <type_traits>
 
 #include "kernels/common.cuh"
-#include "kernels/flash_attention_kernels.cuh"
 #include "kernels/kernels.h"
 
 namespace trainer::kernels {
 namespace {
 
-using flash::kTile;
+// nvcc unrolls these loops (register arrays need constant indices); a host compiler may not.
+#ifdef __CUDACC__
+#define TRAINER_UNROLL _Pragma("unroll")
+#else
+#define TRAINER_UNROLL
+#endif
+
+constexpr int kTile = 32;  // rows per block (one thread each) and keys per shared tile
+
+// Head h of batch b inside qkv [B,T,3C] (q | k | v, each [NH,HS]) and out [B,T,C].
+template <int HS>
+struct Head {
+  const float* qkv;
+  int64_t T, C, b, h;
+  __device__ const float* q(int64_t t) const { return qkv + (b * T + t) * 3 * C + h * HS; }
+  __device__ const float* k(int64_t t) const { return q(t) + C; }
+  __device__ const float* v(int64_t t) const { return q(t) + 2 * C; }
+  __device__ int64_t o(int64_t t) const { return (b * T + t) * C + h * HS; }
+};
+
+__device__ inline float load_float(const float* p) {
+  return *p;
+}
+__device__ inline float load_float(const uint16_t* p) {
+  return from_bf16_bits(*p);
+}
+
+// Rows [t0, t0 + kTile) of k and v (zeros past T) into shared tiles.
+template <int HS>
+__device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const Head<HS>& hd, int64_t t0) {
+  for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
+    const int j = e / HS, d = e % HS;
+    const int64_t t = t0 + j;
+    ks[j][d] = t < hd.T ? hd.k(t)[d] : 0.0f;
+    vs[j][d] = t < hd.T ? hd.v(t)[d] : 0.0f;
+  }
+}
+
+template <int HS, class OutT>
+__global__ void __launch_bounds__(kTile)
+    flash_forward_kernel(OutT* out, float* lse, const float* qkv, int64_t T, int64_t C, int64_t NH,
+                         float scale) {
+  __shared__ __align__(16) float ks[kTile][HS];
+  __shared__ __align__(16) float vs[kTile][HS];
+  const int64_t bh = blockIdx.y;
+  const Head<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
+  const bool row = i < T;
+  float q[HS], o[HS];
+  TRAINER_UNROLL
+  for (int d = 0; d < HS; ++d) q[d] = row ? hd.q(i)[d] : 0.0f, o[d] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  const int64_t key_end = q0 + kTile < T ? q0 + kTile : T;  // causal: no key past the last row
+  for (int64_t k0 = 0; k0 < key_end; k0 += kTile) {
+    __syncthreads();  // every thread is done with the previous tile
+    load_kv_tile<HS>(ks, vs, hd, k0);
+    __syncthreads();
+    if (!row || k0 > i) continue;
+    const int64_t n = i - k0 + 1;  // keys k0..i of this tile are visible to row i
+    float s[kTile];
+    float tile_max = -INFINITY;
+    TRAINER_UNROLL
+    for (int j = 0; j < kTile; ++j) {
+      float dot = 0.0f;
+      TRAINER_UNROLL
+      for (int d = 0; d < HS; ++d) dot += q[d] * ks[j][d];
+      s[j] = j < n ? dot * scale : -INFINITY;
+      tile_max = fmaxf(tile_max, s[j]);
+    }
+    const float m_new = fmaxf(m, tile_max);
+    const float alpha = expf(m - m_new);  // 0 on the first tile, where m = -inf
+    l *= alpha;
+    TRAINER_UNROLL
+    for (int d = 0; d < HS; ++d) o[d] *= alpha;
+    TRAINER_UNROLL
+    for (int j = 0; j < kTile; ++j) {
+      const float p = expf(s[j] - m_new);  // 0 for the masked keys
+      l += p;
+      TRAINER_UNROLL
+      for (int d = 0; d < HS; ++d) o[d] += p * vs[j][d];
+    }
+    m = m_new;
+  }
+  if (!row) return;
+  const float inv = 1.0f / l;
+  OutT* y = out + hd.o(i);
+  TRAINER_UNROLL
+  for (int d = 0; d < HS; ++d) store_out(y + d, o[d] * inv);
+  lse[bh * T + i] = m + logf(l);
+}
+
+// One thread per query row i: D_i = <dout_i, out_i> (kept for the dk/dv kernel) and
+// dq_i += scale * sum_j p_ij (dp_ij - D_i) k_j with p_ij = exp(s_ij - lse_i), dp_ij = <dout_i,
+// v_j>.
+template <int HS, class OutT>
+__global__ void __launch_bounds__(kTile)
+    flash_backward_dq_kernel(float* dqkv, float* dsum, const float* dout, const float* qkv,
+                             const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
+                             float scale) {
+  __shared__ __align__(16) float ks[kTile][HS];
+  __shared__ __align__(16) float vs[kTile][HS];
+  const int64_t bh = blockIdx.y;
+  const Head<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
+  const bool row = i < T;
+  float q[HS], dy[HS], dq[HS];
+  float D = 0.0f;
+  TRAINER_UNROLL
+  for (int d = 0; d < HS; ++d) {
+    q[d] = row ? hd.q(i)[d] : 0.0f;
+    dy[d] = row ? dout[hd.o(i) + d] : 0.0f;
+    D += row ? dy[d] * load_float(out + hd.o(i) + d) : 0.0f;
+    dq[d] = 0.0f;
+  }
+  const float L = row ? lse[bh * T + i] : 0.0f;
+  if (row) dsum[bh * T + i] = D;
+  const int64_t key_end = q0 + kTile < T ? q0 + kTile : T;
+  for (int64_t k0 = 0; k0 < key_end; k0 += kTile) {
+    __syncthreads();
+    load_kv_tile<HS>(ks, vs, hd, k0);
+    __syncthreads();
+    if (!row || k0 > i) continue;
+    const int64_t n = i - k0 + 1 < kTile ? i - k0 + 1 : kTile;
+    for (int j = 0; j < n; ++j) {
+      float s = 0.0f, dp = 0.0f;
+      TRAINER_UNROLL
+      for (int d = 0; d < HS; ++d) s += q[d] * ks[j][d], dp += dy[d] * vs[j][d];
+      const float ds = expf(s * scale - L) * (dp - D) * scale;
+      TRAINER_UNROLL
+      for (int d = 0; d < HS; ++d) dq[d] += ds * ks[j][d];
+    }
+  }
+  if (!row) return;
+  float* g = dqkv + (hd.q(i) - qkv);
+  TRAINER_UNROLL
+  for (int d = 0; d < HS; ++d) g[d] += dq[d];
+}
+
+// One thread per key row j: dv_j += sum_i p_ij dout_i and dk_j += scale * sum_i ds_ij q_i over the
+// query rows i >= j. The thread's own k_j and v_j sit in padded shared rows (no bank conflicts);
+// the query tile is read by all threads at the same address (a broadcast).
+template <int HS>
+__global__ void __launch_bounds__(kTile)
+    flash_backward_dkdv_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
+                               const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
+  __shared__ __align__(16) float qs[kTile][HS];
+  __shared__ __align__(16) float dys[kTile][HS];
+  __shared__ float kown[kTile][HS + 1], vown[kTile][HS + 1];
+  __shared__ float ls[kTile], ds_row[kTile];
+  const int64_t bh = blockIdx.y;
+  const Head<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const int64_t k0 = int64_t{blockIdx.x} * kTile, j = k0 + threadIdx.x;
+  const bool key = j < T;
+  for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
+    const int r = e / HS, d = e % HS;
+    const int64_t t = k0 + r;
+    kown[r][d] = t < T ? hd.k(t)[d] : 0.0f;
+    vown[r][d] = t < T ? hd.v(t)[d] : 0.0f;
+  }
+  float dk[HS], dv[HS];
+  TRAINER_UNROLL
+  for (int d = 0; d < HS; ++d) dk[d] = 0.0f, dv[d] = 0.0f;
+  const float* kj = kown[threadIdx.x];
+  const float* vj = vown[threadIdx.x];
+  for (int64_t i0 = k0; i0 < T; i0 += kTile) {  // causal: queries before k0 never see these keys
+    __syncthreads();
+    for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
+      const int r = e / HS, d = e % HS;
+      const int64_t t = i0 + r;
+      qs[r][d] = t < T ? hd.q(t)[d] : 0.0f;
+      dys[r][d] = t < T ? dout[hd.o(t) + d] : 0.0f;
+    }
+    if (threadIdx.x < kTile) {
+      const int64_t t = i0 + threadIdx.x;
+      ls[threadIdx.x] = t < T ? lse[bh * T + t] : 0.0f;
+      ds_row[threadIdx.x] = t < T ? dsum[bh * T + t] : 0.0f;
+    }
+    __syncthreads();
+    if (!key) continue;
+    const int64_t first = j > i0 ? j - i0 : 0;  // rows i >= j only
+    const int64_t last = T - i0 < kTile ? T - i0 : kTile;
+    for (int64_t r = first; r < last; ++r) {
+      float s = 0.0f, dp = 0.0f;
+      TRAINER_UNROLL
+      for (int d = 0; d < HS; ++d) s += qs[r][d] * kj[d], dp += dys[r][d] * vj[d];
+      const float p = expf(s * scale - ls[r]);
+      const float ds = p * (dp - ds_row[r]) * scale;
+      TRAINER_UNROLL
+      for (int d = 0; d < HS; ++d) dv[d] += p * dys[r][d], dk[d] += ds * qs[r][d];
+    }
+  }
+  if (!key) return;
+  float* gk = dqkv + (hd.k(j) - qkv);
+  float* gv = dqkv + (hd.v(j) - qkv);
+  TRAINER_UNROLL
+  for (int d = 0; d < HS; ++d) gk[d] += dk[d], gv[d] += dv[d];
+}
 
 dim3 grid(int64_t B, int64_t T, int64_t NH) {
   return dim3(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(B * NH));
@@ -56,8 +251,8 @@ void flash_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B,
   if (B * T == 0) return;
   with_head_size(C / NH, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(flash::flash_forward_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, out, lse, qkv, T,
-           C, NH, scale_for(HS));
+    launch(flash_forward_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, out, lse, qkv, T, C, NH,
+           scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_forward_kernel");
   });
 }
@@ -69,11 +264,11 @@ void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dou
   if (B * T == 0) return;
   with_head_size(C / NH, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(flash::flash_backward_dq_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, dqkv,
-           dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
+    launch(flash_backward_dq_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch,
+           dout, qkv, out, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
-    launch(flash::flash_backward_dkdv_kernel<HS>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch,
-           dout, qkv, lse, T, C, NH, scale_for(HS));
+    launch(flash_backward_dkdv_kernel<HS>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch, dout,
+           qkv, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
   });
 }
