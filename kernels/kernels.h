@@ -19,15 +19,19 @@ template <class OutT>
 void layernorm_forward(OutT* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, cudaStream_t stream);
 // dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...; the column sums are deterministic.
+// scratch: column_sums_scratch_floats(N, C) floats (per-chunk partial sums).
+int64_t column_sums_scratch_floats(int64_t N, int64_t C);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
-                        int64_t N, int64_t C, cudaStream_t stream);
+                        float* scratch, int64_t N, int64_t C, cudaStream_t stream);
 template <class OutT>
 void gelu_forward(OutT* out, const float* inp, int64_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
                    cudaStream_t stream);  // dinp += gelu'(inp) * dout
-// dbias[OC] += sum over rows of dout[N,OC] (fixed order), and out[N,OC] += bias[OC].
-void bias_backward(float* dbias, const float* dout, int64_t N, int64_t OC, cudaStream_t stream);
+// dbias[OC] += sum over rows of dout[N,OC] (fixed order; scratch as for layernorm_backward), and
+// out[N,OC] += bias[OC].
+void bias_backward(float* dbias, const float* dout, float* scratch, int64_t N, int64_t OC,
+                   cudaStream_t stream);
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream);
 
 // --- attention (attention.cu): the reference kernels, att[B,NH,T,T] materialised ---

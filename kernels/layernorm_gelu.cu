@@ -53,20 +53,30 @@ __global__ void layernorm_backward_dinp_kernel(float* dinp, const float* dout, c
   }
 }
 
-// Column sums over rows, deterministic: a block covers 32 columns; its 8 row lanes each sum rows
-// lane, lane+8, ... in order, then lane 0 adds the 8 partials in order.
+// Column sums over rows (dweight/dbias of layernorm, dbias of a linear layer), deterministic and
+// spread over the whole GPU: stage 1 gives every (32 columns, chunk of kChunkRows rows) pair a
+// block whose 8 row lanes each sum rows lane, lane+8, ... of the chunk in order, lane 0 adding
+// the 8 in order, into partials[chunk][column]; stage 2 sums each column's chunks in order. The
+// chunking depends only on N, so every run adds in the same order.
 constexpr int kColLanes = 8;
+constexpr int64_t kChunkRows = 256;
 
-__global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, const float* dout,
-                                                 const float* inp, const float* mean,
-                                                 const float* rstd, int64_t N, int64_t C) {
+int64_t row_chunks(int64_t N) {
+  return (N + kChunkRows - 1) / kChunkRows;
+}
+
+// inp == nullptr: only the plain column sums of dout (a bias gradient) into pb.
+__global__ void column_partials_kernel(float* pw, float* pb, const float* dout, const float* inp,
+                                       const float* mean, const float* rstd, int64_t N, int64_t C) {
   __shared__ float sw[kColLanes][32], sb[kColLanes][32];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
+  const int64_t r0 = int64_t{blockIdx.y} * kChunkRows;
+  const int64_t r1 = r0 + kChunkRows < N ? r0 + kChunkRows : N;
   float w = 0, b = 0;
   if (c < C)
-    for (int64_t i = threadIdx.y; i < N; i += kColLanes) {
+    for (int64_t i = r0 + threadIdx.y; i < r1; i += kColLanes) {
       const float dy = dout[i * C + c];
-      w += dy * (inp[i * C + c] - mean[i]) * rstd[i];
+      if (inp) w += dy * (inp[i * C + c] - mean[i]) * rstd[i];
       b += dy;
     }
   sw[threadIdx.y][threadIdx.x] = w;
@@ -74,21 +84,17 @@ __global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, c
   __syncthreads();
   if (threadIdx.y != 0 || c >= C) return;
   for (int l = 1; l < kColLanes; ++l) w += sw[l][threadIdx.x], b += sb[l][threadIdx.x];
-  if (dweight) dweight[c] += w;
-  if (dbias) dbias[c] += b;
+  if (inp) pw[int64_t{blockIdx.y} * C + c] = w;
+  pb[int64_t{blockIdx.y} * C + c] = b;
 }
 
-__global__ void bias_backward_kernel(float* dbias, const float* dout, int64_t N, int64_t OC) {
-  __shared__ float sb[kColLanes][32];
-  const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
-  float b = 0;
-  if (c < OC)
-    for (int64_t i = threadIdx.y; i < N; i += kColLanes) b += dout[i * OC + c];
-  sb[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= OC) return;
-  for (int l = 1; l < kColLanes; ++l) b += sb[l][threadIdx.x];
-  dbias[c] += b;
+// out[c] += sum over chunks k = 0, 1, ... of partials[k][c] (out may be null: not needed).
+__global__ void sum_chunks_kernel(float* out, const float* partials, int64_t chunks, int64_t C) {
+  const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (!out || c >= C) return;
+  float s = 0;
+  for (int64_t k = 0; k < chunks; ++k) s += partials[k * C + c];
+  out[c] += s;
 }
 
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_t OC) {
@@ -140,9 +146,36 @@ template void layernorm_forward(float*, float*, float*, const float*, const floa
 template void layernorm_forward(uint16_t*, float*, float*, const float*, const float*, const float*,
                                 int64_t, int64_t, cudaStream_t);
 
+int64_t column_sums_scratch_floats(int64_t N, int64_t C) {
+  return 2 * row_chunks(N) * C;
+}
+
+namespace {
+
+// Stage 1 then stage 2 of the column sums; pw/dweight unused when inp is null.
+void column_sums(float* dweight, float* dbias, const float* dout, const float* inp,
+                 const float* mean, const float* rstd, float* scratch, int64_t N, int64_t C,
+                 cudaStream_t stream) {
+  const int64_t chunks = row_chunks(N);
+  float *pw = scratch, *pb = scratch + chunks * C;
+  launch(column_partials_kernel, dim3(col_blocks(C), static_cast<unsigned>(chunks)),
+         dim3(32, kColLanes), stream, pw, pb, dout, inp, mean, rstd, N, C);
+  CUDA_CHECK_LAUNCH("column_partials_kernel");
+  if (inp && dweight) {
+    launch(sum_chunks_kernel, grid_for(C), kThreads, stream, dweight, pw, chunks, C);
+    CUDA_CHECK_LAUNCH("sum_chunks_kernel");
+  }
+  if (dbias) {
+    launch(sum_chunks_kernel, grid_for(C), kThreads, stream, dbias, pb, chunks, C);
+    CUDA_CHECK_LAUNCH("sum_chunks_kernel");
+  }
+}
+
+}  // namespace
+
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
-                        int64_t N, int64_t C, cudaStream_t stream) {
+                        float* scratch, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
   if (dinp) {
     launch(layernorm_backward_dinp_kernel, row_blocks(N), kRowsPerBlock * 32, stream, dinp, dout,
@@ -150,15 +183,13 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
     CUDA_CHECK_LAUNCH("layernorm_backward_dinp_kernel");
   }
   if (!dweight && !dbias) return;
-  launch(layernorm_backward_params_kernel, col_blocks(C), dim3(32, kColLanes), stream, dweight,
-         dbias, dout, inp, mean, rstd, N, C);
-  CUDA_CHECK_LAUNCH("layernorm_backward_params_kernel");
+  column_sums(dweight, dbias, dout, inp, mean, rstd, scratch, N, C, stream);
 }
 
-void bias_backward(float* dbias, const float* dout, int64_t N, int64_t OC, cudaStream_t stream) {
-  if (OC == 0) return;
-  launch(bias_backward_kernel, col_blocks(OC), dim3(32, kColLanes), stream, dbias, dout, N, OC);
-  CUDA_CHECK_LAUNCH("bias_backward_kernel");
+void bias_backward(float* dbias, const float* dout, float* scratch, int64_t N, int64_t OC,
+                   cudaStream_t stream) {
+  if (OC == 0 || N == 0) return;
+  column_sums(nullptr, dbias, dout, nullptr, nullptr, nullptr, scratch, N, OC, stream);
 }
 
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream) {

@@ -111,6 +111,11 @@ void* CudaBackend::scratch(void*& buf, size_t& have, size_t need) {
   return buf;
 }
 
+float* CudaBackend::column_scratch(int64_t N, int64_t C) {
+  const size_t bytes = static_cast<size_t>(kernels::column_sums_scratch_floats(N, C)) * 4;
+  return static_cast<float*>(scratch(col_scratch_, col_scratch_bytes_, bytes));
+}
+
 void CudaBackend::run_gemm(LtGemmArgs a) {
   if (a.k == 0) {  // C = beta C: cuBLASLt needs k > 0
     TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias,

@@ -81,6 +81,7 @@ class CudaBackend : public Backend {
   void* scratch(void*& buf, size_t& have, size_t need);
   double reduce(const Tensor& x, bool squares, const char* op);
   bool uses_flash(int64_t head_size) const;
+  float* column_scratch(int64_t N, int64_t C);  // partial column sums (bias, layernorm params)
   void run_gemm(LtGemmArgs a);
 
   int device_ = 0;
@@ -95,6 +96,8 @@ class CudaBackend : public Backend {
   size_t attn_scratch_bytes_ = 0;
   void* emb_scratch_ = nullptr;
   size_t emb_scratch_bytes_ = 0;
+  void* col_scratch_ = nullptr;
+  size_t col_scratch_bytes_ = 0;
   void* dout_scratch_ = nullptr;  // matmul_backward's dout rounded to bf16
   size_t dout_scratch_bytes_ = 0;
 };

@@ -48,7 +48,7 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
     run_gemm(g);
   }
   if (!dbias.empty()) {
-    kernels::bias_backward(need_f32(dbias, op, "dbias"), dy, N, OC, stream_);
+    kernels::bias_backward(need_f32(dbias, op, "dbias"), dy, column_scratch(N, OC), N, OC, stream_);
   }
 }
 
@@ -76,7 +76,7 @@ void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, 
   kernels::layernorm_backward(
       opt_f32(dinp, op, "dinp"), opt_f32(dweight, op, "dweight"), opt_f32(dbias, op, "dbias"),
       need_f32(dout, op, "dout"), need_f32(inp, op, "inp"), need_f32(weight, op, "weight"),
-      need_f32(mean, op, "mean"), need_f32(rstd, op, "rstd"), N, C, stream_);
+      need_f32(mean, op, "mean"), need_f32(rstd, op, "rstd"), column_scratch(N, C), N, C, stream_);
 }
 
 void CudaBackend::gelu_forward(Tensor out, const Tensor& inp) {

@@ -62,7 +62,7 @@ void check_close(const std::vector<float>& got, const std::vector<float>& want,
 
 TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   cpu::CpuBackend ref;
-  const int64_t N = 19, C = 72;  // 19 rows: a partial block of 8 warps
+  const int64_t N = 601, C = 72;  // 601 rows: a partial block of 8 warps, 3 row chunks
   auto x = randoms(N * C, 1, -2, 3), w = randoms(C, 2), b = randoms(C, 3), dy = randoms(N * C, 4);
   auto y = nans(N * C), mean = nans(N), rstd = nans(N);
   emu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
@@ -76,8 +76,9 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
 
   auto dx = randoms(N * C, 5), dw = randoms(C, 6), db = randoms(C, 7);
   auto rdx = dx, rdw = dw, rdb = db;
+  std::vector<float> scratch(static_cast<size_t>(emu::column_sums_scratch_floats(N, C)));
   emu::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
-                          mean.data(), rstd.data(), N, C, kStream);
+                          mean.data(), rstd.data(), scratch.data(), N, C, kStream);
   ref.layernorm_backward(host(rdx, {N, C}), host(rdw, {C}), host(rdb, {C}), host(dy, {N, C}),
                          host(x, {N, C}), host(w, {C}), host(rmean, {N}), host(rrstd, {N}));
   check_close(dx, rdx, "layernorm dinp");
@@ -104,7 +105,8 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
       want_db[size_t(o)] += dout[size_t(i * OC + o)];
       want_out[size_t(i * OC + o)] += bias[size_t(o)];
     }
-  emu::bias_backward(dbias.data(), dout.data(), N, OC, kStream);
+  scratch.resize(static_cast<size_t>(emu::column_sums_scratch_floats(N, OC)));
+  emu::bias_backward(dbias.data(), dout.data(), scratch.data(), N, OC, kStream);
   emu::add_bias(out.data(), bias.data(), N, OC, kStream);
   check_close(dbias, want_db, "bias_backward");
   check_close(out, want_out, "add_bias");
