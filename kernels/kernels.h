@@ -55,6 +55,17 @@ void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dou
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream);
 
+// --- attention on tensor cores (flash_attention_tc.cu), for bf16 compute: the same contract as
+// flash_attention_*, with q, k, v, P, dout and dS rounded to bf16 for the WMMA products ---
+bool tc_attention_supports(int64_t head_size);  // 32, 64
+template <class OutT>
+void tc_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+                          int64_t NH, cudaStream_t stream);
+template <class OutT>
+void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const float* qkv,
+                           const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                           int64_t NH, cudaStream_t stream);
+
 // --- embedding (embedding.cu) ---
 // A token outside [0, V) writes a NaN row instead of reading out of bounds.
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,

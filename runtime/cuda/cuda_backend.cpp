@@ -30,9 +30,12 @@ int device_count(std::string* why) {
 CudaBackend::CudaBackend(int local_rank) {
   if (const char* a = std::getenv("TRAINER_ATTENTION"); a && *a) {
     const std::string kernel = a;
-    TRAINER_CHECK(kernel == "flash" || kernel == "reference",
-                  "TRAINER_ATTENTION = '" << kernel << "': allowed are flash, reference");
-    attention_kernel_ = kernel == "flash" ? AttentionKernel::flash : AttentionKernel::reference;
+    TRAINER_CHECK(
+        kernel == "tensor_core" || kernel == "flash" || kernel == "reference",
+        "TRAINER_ATTENTION = '" << kernel << "': allowed are tensor_core, flash, reference");
+    attention_kernel_ = kernel == "tensor_core" ? AttentionKernel::tensor_core
+                        : kernel == "flash"     ? AttentionKernel::flash
+                                                : AttentionKernel::reference;
   }
   std::string why;
   const int n = device_count(&why);

@@ -51,10 +51,13 @@ class CudaBackend : public Backend {
                           const Tensor& rstd) override;
   void gelu_forward(Tensor out, const Tensor& inp) override;
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
-  // Attention kernels: flash (kernels/flash_attention.cu; keeps the row log-sum-exp [B,NH,T])
-  // for head sizes 16, 32 and 64, else the reference (kernels/attention.cu; keeps [B,NH,T,T]).
-  // TRAINER_ATTENTION=reference forces the reference kernels (tests, debugging).
-  enum class AttentionKernel { flash, reference };
+  // Attention kernels, by TRAINER_ATTENTION (default tensor_core):
+  //   tensor_core: a bf16 `out` (bf16 compute) runs kernels/flash_attention_tc.cu (WMMA, head
+  //                sizes 32, 64); otherwise as flash.
+  //   flash:       kernels/flash_attention.cu, fp32 on CUDA cores, head sizes 16, 32, 64.
+  //   reference:   kernels/attention.cu, any head size; also the fallback of the other two.
+  // The flash kernels keep the row log-sum-exp [B,NH,T], the reference the probabilities.
+  enum class AttentionKernel { tensor_core, flash, reference };
   AttentionKernel attention_kernel() const { return attention_kernel_; }
   Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const override;
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
@@ -81,11 +84,12 @@ class CudaBackend : public Backend {
   void* scratch(void*& buf, size_t& have, size_t need);
   double reduce(const Tensor& x, bool squares, const char* op);
   bool uses_flash(int64_t head_size) const;
+  bool uses_tensor_cores(const Tensor& out, int64_t head_size) const;
   float* column_scratch(int64_t N, int64_t C);  // partial column sums (bias, layernorm params)
   void run_gemm(LtGemmArgs a);
 
   int device_ = 0;
-  AttentionKernel attention_kernel_ = AttentionKernel::flash;
+  AttentionKernel attention_kernel_ = AttentionKernel::tensor_core;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;

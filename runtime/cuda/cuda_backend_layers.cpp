@@ -94,8 +94,13 @@ void CudaBackend::gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& do
 }
 
 bool CudaBackend::uses_flash(int64_t head_size) const {
-  return attention_kernel_ == AttentionKernel::flash &&
+  return attention_kernel_ != AttentionKernel::reference &&
          kernels::flash_attention_supports(head_size);
+}
+
+bool CudaBackend::uses_tensor_cores(const Tensor& out, int64_t head_size) const {
+  return attention_kernel_ == AttentionKernel::tensor_core && out.dtype == DType::bf16 &&
+         kernels::tc_attention_supports(head_size);
 }
 
 Shape CudaBackend::attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
@@ -108,9 +113,11 @@ void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, i
   const int64_t B = d.B, T = d.T, C = d.C;
   float* pa = need_f32(att, op, "att");
   const float* pq = need_f32(qkv, op, "qkv");
-  const bool flash = uses_flash(C / n_head);
+  const bool flash = uses_flash(C / n_head), tc = uses_tensor_cores(out, C / n_head);
   with_float_out(out, op, "out", [&](auto* y) {
-    if (flash)
+    if (tc)
+      kernels::tc_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
+    else if (flash)
       kernels::flash_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
     else
       kernels::attention_forward(y, pa, pq, B, T, C, n_head, stream_);
@@ -132,8 +139,12 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
     kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);
     return;
   }
+  const bool tc = uses_tensor_cores(out, C / n_head);
   with_float_in(out, op, "out", [&](const auto* y) {
-    kernels::flash_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
+    if (tc)
+      kernels::tc_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
+    else
+      kernels::flash_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
   });
 }
 

@@ -3,8 +3,10 @@
 // of a block is a std::thread, __syncthreads() is a std::barrier over the block and
 // __shfl_xor_sync() an exchange through a barrier over the warp (32 consecutive threads); blocks
 // run one after another, so a __shared__ array can be a function-local static. Covers what
-// kernels/ uses: shared memory, __syncthreads, xor shuffles, grid-stride loops (no atomics,
-// dynamic shared memory or streams). Define TRAINER_CUDA_EMULATION, include this, then a kernel
+// kernels/ uses: shared memory, __syncthreads, __syncwarp, xor shuffles, grid-stride loops,
+// __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores are
+// done by lane 0, so kernels must __syncwarp() before reading a stored tile, as on a device);
+// no atomics, dynamic shared memory or streams. Define TRAINER_CUDA_EMULATION, include this, then a kernel
 // source (kernels/common.cuh's launch() then runs here; CUDA_CHECK_LAUNCH does nothing).
 #include <algorithm>
 #include <array>
@@ -15,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 struct dim3 {
@@ -105,6 +108,10 @@ T __shfl_xor_sync(unsigned /*mask*/, T value, int offset) {
   return got;
 }
 
+inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) {
+  ::cuda_emulation::warp->sync.arrive_and_wait();
+}
+
 inline uint32_t __float_as_uint(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -115,3 +122,80 @@ inline float __uint_as_float(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+
+// bfloat16 storage, round to nearest even (as __float2bfloat16).
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __nv_bfloat16 __float2bfloat16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x0040u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return {static_cast<uint16_t>(u >> 16)};
+}
+inline float __bfloat162float(__nv_bfloat16 b) {
+  return __uint_as_float(static_cast<uint32_t>(b.bits) << 16);
+}
+
+namespace nvcuda::wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+// The whole 16x16 tile in every lane, as floats (bf16 inputs are exact in float).
+template <class Use, int M, int N, int K, class T, class Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "the emulation has 16x16x16 tiles only");
+  float v[16][16];
+};
+
+inline float as_float(float x) {
+  return x;
+}
+inline float as_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+// matrix_a is [m][k], matrix_b is [k][n]; v[r][c] is row r, column c of that matrix.
+template <class Use, class T, class Layout>
+void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const T* p, unsigned ldm) {
+  for (unsigned r = 0; r < 16; ++r)
+    for (unsigned c = 0; c < 16; ++c)
+      f.v[r][c] = as_float(std::is_same_v<Layout, row_major> ? p[r * ldm + c] : p[c * ldm + r]);
+}
+inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const float* p,
+                             unsigned ldm, layout_t layout) {
+  for (unsigned r = 0; r < 16; ++r)
+    for (unsigned c = 0; c < 16; ++c)
+      f.v[r][c] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
+}
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
+                              unsigned ldm, layout_t layout) {
+  if (::cuda_emulation::lane != 0) return;
+  for (unsigned r = 0; r < 16; ++r)
+    for (unsigned c = 0; c < 16; ++c)
+      (layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.v[r][c];
+}
+template <class Use, class T, class Layout>
+void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, float value) {
+  for (auto& row : f.v)
+    for (float& x : row) x = value;
+}
+template <class T, class LayoutA, class LayoutB>
+void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
+              const fragment<matrix_a, 16, 16, 16, T, LayoutA>& a,
+              const fragment<matrix_b, 16, 16, 16, T, LayoutB>& b,
+              const fragment<accumulator, 16, 16, 16, float>& c) {
+  fragment<accumulator, 16, 16, 16, float> out;
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 16; ++n) {
+      float acc = c.v[m][n];
+      for (int k = 0; k < 16; ++k) acc += a.v[m][k] * b.v[k][n];
+      out.v[m][n] = acc;
+    }
+  d = out;
+}
+}  // namespace nvcuda::wmma

@@ -119,3 +119,41 @@ TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][a
     check_against_cpu<32>(1, 70, 4, bf16_out);  // three tiles
   }
 }
+
+// The tensor-core kernels (kernels/flash_attention_tc.cu; WMMA emulated tile by tile), bf16 out,
+// against the cpu backend's bf16 path: bf16 products, so a bf16 tolerance.
+TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kernels][attention]") {
+  for (const auto [B, T, NH, HS] :
+       {std::array<int64_t, 4>{1, 70, 2, 64}, {2, 37, 2, 32}, {1, 1, 1, 64}, {1, 128, 1, 64}}) {
+    const int64_t C = NH * HS;
+    INFO("B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
+    auto qkv = randoms(B * T * 3 * C, 7, -1, 1), dy = randoms(B * T * C, 8, -1, 1);
+    const auto prior = randoms(B * T * 3 * C, 9, -1, 1);
+    std::vector<float> lse(static_cast<size_t>(B * NH * T), std::nanf("")), dqkv = prior;
+    std::vector<float> dsum(lse.size());
+    std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
+    emu::tc_attention_forward(out16.data(), lse.data(), qkv.data(), B, T, C, NH, nullptr);
+    emu::tc_attention_backward(dqkv.data(), dsum.data(), dy.data(), qkv.data(), out16.data(),
+                               lse.data(), B, T, C, NH, nullptr);
+    std::vector<float> out(out16.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::float_from_bf16_bits(out16[i]);
+
+    cpu::CpuBackend ref;
+    std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T)), dref = prior;
+    ref.attention_forward(host(rout, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
+                          int(NH));
+    ref.attention_backward(host(dref, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
+                           host(rout, {B, T, C}), host(att, {B, NH, T, T}), int(NH));
+    const double out_err = rel_error(out, rout),
+                 lse_err = rel_error(lse, lse_float64(qkv, B, T, NH, HS));
+    // dqkv minus the prior: the gradient alone, so the tolerance is relative to it.
+    std::vector<float> got(dqkv.size()), want(dqkv.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      got[i] = dqkv[i] - prior[i], want[i] = dref[i] - prior[i];
+    const double grad_err = rel_error(got, want);
+    INFO("out " << out_err << ", lse " << lse_err << ", dqkv " << grad_err);
+    CHECK(out_err < 1e-2);
+    CHECK(lse_err < 1e-2);
+    CHECK(grad_err < 2e-2);
+  }
+}
