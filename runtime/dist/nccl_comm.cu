@@ -132,6 +132,14 @@ class NcclComm : public Comm {
                    [&] { return ncclAllGather(in, out, count, nccl_type(t), comm_, stream_); });
   }
   void broadcast(void* data, size_t count, CommDType t, int root) override {
+    const size_t bytes = count * comm_dtype_size(t);
+    if (!is_device_pointer(data)) {  // a host value (e.g. a step count): stage it
+      check_staging(bytes);
+      CUDA_CHECK(cudaMemcpy(staging_, data, bytes, cudaMemcpyHostToDevice));
+      broadcast(staging_, count, t, root);
+      CUDA_CHECK(cudaMemcpy(data, staging_, bytes, cudaMemcpyDeviceToHost));
+      return;
+    }
     enqueue("broadcast", [&] {
       return ncclBroadcast(data, data, count, nccl_type(t), root, comm_, stream_);
     })->wait();

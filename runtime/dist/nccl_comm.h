@@ -3,8 +3,9 @@
 // through the Store; init is non-blocking and watched: past opts.timeout_s the communicator is
 // aborted (ncclCommAbort) and CommError names the group and the ranks that never arrived.
 // Ops run on the communicator's own stream after the work already queued on `compute_stream`;
-// blocking ops and Work::wait() return once the result is in place. Host pointers (e.g.
-// all_reduce_scalar) are staged through a device buffer. send/recv ignore `tag` (NCCL has none:
+// blocking ops and Work::wait() return once the result is in place. Small host buffers of the
+// blocking all_reduce and broadcast (all_reduce_scalar, a step count) are staged through a device
+// buffer. send/recv ignore `tag` (NCCL has none:
 // pairs must be issued in the same order on both sides). Built only into trainer_cuda.
 #include <cuda_runtime_api.h>
 

@@ -21,6 +21,7 @@
 #include "runtime/report/report_from_config.h"
 #include "runtime/report/run_report.h"
 #include "runtime/train/checkpointing.h"
+#include "runtime/train/device_comms.h"
 #include "runtime/train/fault_injection.h"
 #include "runtime/train/process_stats.h"
 #include "runtime/train/train_step.h"
@@ -85,12 +86,6 @@ void check_supported(const config::RunConfig& cfg, const dist::MeshShape& shape)
     throw config::ConfigError(
         "config: precision.compute = fp8: the fp8 GEMM path is not implemented yet; use bf16 or "
         "fp32");
-  if (cfg.hardware.device == "cuda" && shape.world() > 1)
-    throw config::ConfigError(
-        "config: hardware.device = cuda with world size " + std::to_string(shape.world()) +
-        ": the cuda backend trains one process per run for now (the gradient collectives on "
-        "device memory need NCCL in the process grid, which is not wired yet); run one process, "
-        "or use hardware.device = cpu for multi-rank runs");
   if (cfg.hardware.device == "cuda" && cfg.parallel.zero > 0)
     throw config::ConfigError("config: parallel.zero = " + std::to_string(cfg.parallel.zero) +
                               " needs hardware.device = cpu for now (got cuda)");
@@ -118,23 +113,26 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
   check_supported(cfg, shape);
 
-  // 2. Process grid and communicators.
+  // 2. Rendezvous, the backend (device LOCAL_RANK), then the process grid's communicators, whose
+  // dp group is NCCL on the cuda backend (device_comms.h).
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cfg.distributed.timeout_s * 1000));
   std::shared_ptr<dist::Store> store;
   dist::Mesh mesh(env.rank, env.world_size, shape);
-  if (env.world_size > 1) {
-    store = dist::make_rendezvous_store(env, timeout);
-    mesh.create_comms(store, cfg.distributed.timeout_s);
-  }
-  dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
-  DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
+  if (env.world_size > 1) store = dist::make_rendezvous_store(env, timeout);
   const bool lead = env.rank == 0;
   std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
 
   try {
-    // 3. Backend and model.
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
+    if (env.world_size > 1) {
+      mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
+      if (lead) spdlog::info("collectives: dp over {}, world over gloo", dp_transport(*backend));
+    }
+    dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
+    DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
+
+    // 3. The model.
     const model::GptDims dims = model::GptDims::from_config(cfg.model);
     model::Gpt gpt(*backend, dims, model::GptShard::whole(dims));
     gpt.init_weights(cfg.run.seed);

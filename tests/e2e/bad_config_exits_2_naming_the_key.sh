@@ -27,7 +27,6 @@ expect_error "parallel.zero = 5" --set parallel.zero=5
 expect_error "precision.compute = fp8" --set precision.compute=fp8
 expect_error "precision.compute = fp8" --set precision.compute=fp8 --set hardware.device=cuda
 # Combinations the cuda backend does not run yet are refused before any device is touched.
-RANK=0 WORLD_SIZE=2 expect_error "hardware.device = cuda with world size 2" --set hardware.device=cuda
 expect_error "parallel.zero = 1" --set hardware.device=cuda --set parallel.zero=1
 expect_error "model.d_model = 130" --set model.d_model=130
 expect_error "train.steps = -1" --set train.steps=-1

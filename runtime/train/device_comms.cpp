@@ -1,0 +1,39 @@
+#include "runtime/train/device_comms.h"
+
+#include <string>
+
+#include "runtime/dist/comm.h"
+#ifdef TRAINER_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/dist/nccl_comm.h"
+#endif
+
+namespace trainer::train {
+
+dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend) {
+  dist::CommFactory gloo = [store](const std::string& prefix, int rank, int size,
+                                   const dist::CommOptions& opts) {
+    return dist::make_gloo_comm(dist::make_prefix_store(store, prefix), rank, size, opts);
+  };
+#ifdef TRAINER_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) {
+    cudaStream_t compute = cuda->stream();
+    return [store, gloo, compute](const std::string& prefix, int rank, int size,
+                                  const dist::CommOptions& opts) -> std::unique_ptr<dist::Comm> {
+      if (opts.name == dist::axis_name(dist::Axis::dp) && size > 1)
+        return dist::make_nccl_comm(dist::make_prefix_store(store, prefix), rank, size, opts,
+                                    compute);
+      return gloo(prefix, rank, size, opts);
+    };
+  }
+#else
+  (void)backend;
+#endif
+  return gloo;
+}
+
+const char* dp_transport(const Backend& backend) {
+  return backend.device() == DeviceType::cuda ? "nccl" : "gloo";
+}
+
+}  // namespace trainer::train

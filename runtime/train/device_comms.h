@@ -1,0 +1,19 @@
+#pragma once
+// The communicators of a run, by backend: Gloo over TCP for every group, except that on the cuda
+// backend the data-parallel group (gradient buckets and parameter broadcasts on device memory)
+// is NCCL, ordered after the backend's compute stream. The world group stays on Gloo: it carries
+// host values only (step times, stop flags, checkpoint commits).
+#include <memory>
+
+#include "runtime/core/backend.h"
+#include "runtime/dist/mesh.h"
+#include "runtime/dist/store.h"
+
+namespace trainer::train {
+
+dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend);
+
+// "nccl" when make_comm_factory gives this backend's dp group NCCL, else "gloo".
+const char* dp_transport(const Backend& backend);
+
+}  // namespace trainer::train
