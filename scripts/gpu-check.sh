@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with an NVIDIA GPU, in under 8 minutes: build with the detected
-# arch (sm_90 when unknown), run the cuda op tests (each op vs the cpu backend), train
+# arch (sm_90 when unknown); run the cuda op tests (each op vs the cpu backend); time the ops at
+# GPT-2-small shapes beside their references (tests/bench/cuda_ops_bench.cpp); train
 # configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, in fp32 and in
-# bf16, compare the loss curves (loose tolerance: reduction orders differ), train configs/gpt2_small_cuda.yaml for
-# GPT2_STEPS (default 30) steps for tokens/s and MFU, and print a table last.
+# bf16, and compare the loss curves (loose tolerance: reduction orders differ); train
+# configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU; print
+# the tables last.
 # usage: scripts/gpu-check.sh [BUILD_DIR]     env: STEPS (default 40), RTOL (default 2e-2)
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
@@ -22,7 +24,7 @@ echo "gpu-check: $gpu_name, sm_$arch, build dir $build"
 
 cmake -S "$src" -B "$build" -DTRAINER_CUDA=ON -DTRAINER_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
-timeout "$(left)" cmake --build "$build" -j"$(nproc)" --target trainer unit_cuda unit_cpu
+timeout "$(left)" cmake --build "$build" -j"$(nproc)" --target trainer unit_cuda unit_cpu cuda_ops_bench
 rm -rf "$out" && mkdir -p "$out"
 
 echo "== cuda op tests"
@@ -32,6 +34,10 @@ if grep -q "SKIPPED: no CUDA device" "$out/unit_cuda.txt"; then
   grep -m1 "SKIPPED" "$out/unit_cuda.txt"; echo "gpu-check: tests skipped on a GPU machine" >&2; exit 1
 fi
 tail -1 "$out/unit_cuda.txt"
+
+echo "== cuda ops at GPT-2-small shapes, each beside its reference"
+timeout "$(left)" "$build/tests/cuda_ops_bench" --reps 5 >"$out/ops_bench.txt" 2>&1 || {
+  cat "$out/ops_bench.txt"; echo "gpu-check: cuda_ops_bench FAILED" >&2; exit 1; }
 
 train() {  # device precision -> $out/<device>-<precision>/metrics.jsonl
   local run="$1-$2"
@@ -59,7 +65,10 @@ timeout "$(left)" "$build/trainer" train "$src/configs/gpt2_small_cuda.yaml" --o
   --set logging.every_steps=5 >"$out/gpt2.log" 2>&1 ||
   { tail -20 "$out/gpt2.log"; echo "gpu-check: GPT-2 small on cuda FAILED" >&2; exit 1; }
 
-# The table: each op's worst error (from the test output), then throughput from report.json.
+# The tables: the ops' times, each op's worst error (from the test output), then throughput from
+# report.json.
+echo
+cat "$out/ops_bench.txt"
 echo
 echo "== gpu-check summary ($gpu_name, sm_$arch, $((SECONDS)) s)"
 printf '%-58s %s\n' "check" "result"

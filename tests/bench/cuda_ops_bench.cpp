@@ -1,0 +1,260 @@
+// Times the cuda backend's ops at GPT-2-small shapes (B*T = 8192 rows, C 768, 12 heads of 64,
+// T 1024, V 50257), each beside a reference run in the same invocation:
+//   - bf16 GEMMs (the four linear layers and the head, forward and backward) vs fp32 GEMMs;
+//   - attention forward+backward: tensor-core and fp32 flash kernels vs the reference kernels
+//     (the T x T matrix materialised), with the largest relative difference of out and dqkv to
+//     the reference's;
+//   - layernorm, cross-entropy and AdamW in GB/s of the bytes they must move, vs a device copy.
+// Prints one table; scripts/gpu-check.sh runs it. Usage: cuda_ops_bench [--rows 8192] [--reps 10]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/core/backend.h"
+
+using namespace trainer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int g_reps = 10;
+
+// Seconds per call of fn (after one warm-up call), the device synced around the timed calls.
+double time_op(Backend& be, const std::function<void()>& fn) {
+  fn();
+  be.synchronize();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < g_reps; ++i) fn();
+  be.synchronize();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / g_reps;
+}
+
+struct Buffers {
+  Backend& be;
+  std::vector<void*> owned;
+  ~Buffers() {
+    for (void* p : owned) be.free(p);
+  }
+  Tensor make(Shape s, DType t, uint32_t seed, float lo = -1, float hi = 1) {
+    const int64_t n = s.numel();
+    Tensor d(be.alloc(static_cast<size_t>(n) * dtype_size(t)), s, t, DeviceType::cuda);
+    owned.push_back(d.data);
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> h(static_cast<size_t>(n));
+    for (float& x : h) x = dist(gen);
+    if (t == DType::f32) {
+      be.from_host(d, h.data());
+    } else {  // bf16: upload fp32, round on the device
+      Tensor tmp(be.alloc(static_cast<size_t>(n) * 4), s, DType::f32, DeviceType::cuda);
+      be.from_host(tmp, h.data());
+      be.round_to_bf16(d, tmp);
+      be.synchronize();
+      be.free(tmp.data);
+    }
+    return d;
+  }
+};
+
+std::vector<float> download(Backend& be, const Tensor& t) {
+  std::vector<float> h(static_cast<size_t>(t.numel()));
+  if (t.dtype == DType::f32) {
+    be.to_host(h.data(), t);
+  } else {
+    std::vector<uint16_t> bits(h.size());
+    be.to_host(bits.data(), t);
+    for (size_t i = 0; i < h.size(); ++i) {
+      const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
+      std::memcpy(&h[i], &u, 4);
+    }
+  }
+  return h;
+}
+
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& ref) {
+  double worst = 0, scale = 1e-30;
+  for (float r : ref) scale = std::max(scale, std::fabs(double(r)));
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::isfinite(a[i]) ? std::fabs(double(a[i]) - ref[i]) / scale : 1e30);
+  return worst;
+}
+
+void row(const std::string& op, const std::string& shape, double seconds, const std::string& rate,
+         const std::string& versus) {
+  std::printf("%-34s %-22s %9.3f ms  %-16s %s\n", op.c_str(), shape.c_str(), seconds * 1e3,
+              rate.c_str(), versus.c_str());
+}
+
+std::string tflops(double flop, double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f TFLOP/s", flop / s / 1e12);
+  return b;
+}
+std::string gbps(double bytes, double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.0f GB/s", bytes / s / 1e9);
+  return b;
+}
+std::string share_of(double bytes, double s, double copy_bytes, double copy_s) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.0f%% of the copy's GB/s",
+                100.0 * (bytes / s) / (copy_bytes / copy_s));
+  return b;
+}
+std::string ratio(const char* what, double ref_s, double s) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.2fx faster than %s", ref_s / s, what);
+  return b;
+}
+
+void bench_gemms(Backend& be, int64_t N) {
+  struct Linear {
+    const char* name;
+    int64_t C, OC;
+  };
+  const Linear layers[] = {{"qkv", 768, 2304},
+                           {"attn proj", 768, 768},
+                           {"fc", 768, 3072},
+                           {"fc proj", 3072, 768},
+                           {"lm head", 768, 50257}};
+  for (const Linear& l : layers) {
+    double seconds[2] = {0, 0};
+    for (int bf16 = 0; bf16 < 2; ++bf16) {
+      Buffers buf{be, {}};
+      const DType t = bf16 ? DType::bf16 : DType::f32;
+      Tensor x = buf.make({N, l.C}, t, 1), w = buf.make({l.OC, l.C}, t, 2);
+      Tensor y = buf.make({N, l.OC}, DType::f32, 3), dy = buf.make({N, l.OC}, DType::f32, 4);
+      Tensor dx = buf.make({N, l.C}, DType::f32, 5), dw = buf.make({l.OC, l.C}, DType::f32, 6);
+      seconds[bf16] = time_op(be, [&] {
+        be.matmul_forward(y, x, w, Tensor());
+        be.matmul_backward(dx, dw, Tensor(), dy, x, w);
+      });
+    }
+    const double flop = 3 * 2.0 * double(N) * double(l.C) * double(l.OC);  // fwd + 2 bwd GEMMs
+    const std::string shape =
+        std::to_string(N) + "x" + std::to_string(l.C) + "x" + std::to_string(l.OC);
+    row(std::string("matmul fwd+bwd bf16 ") + l.name, shape, seconds[1], tflops(flop, seconds[1]),
+        ratio("fp32", seconds[0], seconds[1]));
+  }
+}
+
+// Forward + backward of one attention layer with TRAINER_ATTENTION = kernel.
+struct AttentionRun {
+  double seconds = 0;
+  std::vector<float> out, dqkv;
+};
+
+AttentionRun run_attention(const char* kernel, bool bf16_out, int64_t B, int64_t T) {
+  setenv("TRAINER_ATTENTION", kernel, 1);
+  auto be = make_backend("cuda", 0);
+  const int64_t NH = 12, HS = 64, C = NH * HS;
+  Buffers buf{*be, {}};
+  Tensor qkv = buf.make({B, T, 3 * C}, DType::f32, 11, -2, 2);
+  Tensor dy = buf.make({B, T, C}, DType::f32, 12);
+  Tensor out = buf.make({B, T, C}, bf16_out ? DType::bf16 : DType::f32, 13);
+  Tensor att = buf.make(be->attention_state_shape(B, NH, T, HS), DType::f32, 14);
+  Tensor dqkv = buf.make({B, T, 3 * C}, DType::f32, 15);
+  AttentionRun r;
+  r.seconds = time_op(*be, [&] {
+    be->zero(dqkv);
+    be->attention_forward(out, att, qkv, int(NH));
+    be->attention_backward(dqkv, dy, qkv, out, att, int(NH));
+  });
+  r.out = download(*be, out);
+  r.dqkv = download(*be, dqkv);
+  return r;
+}
+
+void bench_attention(int64_t N) {
+  const int64_t T = 1024, B = std::max<int64_t>(1, N / T), NH = 12, HS = 64;
+  // causal: half of QK^T and PV forward (4 T^2 HS per head), 2.5x that for backward
+  const double flop = 3.5 * 2.0 * double(B) * NH * double(T) * T * HS;
+  const std::string shape = "B" + std::to_string(B) + " T1024 12x64";
+  const AttentionRun ref32 = run_attention("reference", false, B, T);
+  const AttentionRun flash = run_attention("flash", false, B, T);
+  const AttentionRun ref16 = run_attention("reference", true, B, T);
+  const AttentionRun tc = run_attention("tensor_core", true, B, T);
+  unsetenv("TRAINER_ATTENTION");
+  char err[96];
+  row("attention fwd+bwd reference fp32", shape, ref32.seconds, tflops(flop, ref32.seconds), "");
+  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv %.1e",
+                max_rel_diff(flash.out, ref32.out), max_rel_diff(flash.dqkv, ref32.dqkv));
+  row("attention fwd+bwd flash fp32", shape, flash.seconds, tflops(flop, flash.seconds),
+      ratio("reference", ref32.seconds, flash.seconds) + err);
+  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv %.1e",
+                max_rel_diff(tc.out, ref16.out), max_rel_diff(tc.dqkv, ref16.dqkv));
+  row("attention fwd+bwd tensor cores bf16", shape, tc.seconds, tflops(flop, tc.seconds),
+      ratio("reference", ref16.seconds, tc.seconds) + err);
+}
+
+void bench_memory_bound(Backend& be, int64_t N) {
+  Buffers buf{be, {}};
+  const int64_t C = 768, V = 50257, P = 124439808;
+  Tensor a = buf.make({P}, DType::f32, 21), b = buf.make({P}, DType::f32, 22);
+  const double copy_s = time_op(be, [&] { be.copy(b, a); });
+  row("device copy (reference)", "124M floats", copy_s, gbps(2.0 * 4 * P, copy_s), "");
+
+  Tensor x = buf.make({N, C}, DType::f32, 23), w = buf.make({C}, DType::f32, 24);
+  Tensor bias = buf.make({C}, DType::f32, 25), y = buf.make({N, C}, DType::bf16, 26);
+  Tensor mean = buf.make({N}, DType::f32, 27), rstd = buf.make({N}, DType::f32, 28);
+  Tensor dy = buf.make({N, C}, DType::f32, 29), dx = buf.make({N, C}, DType::f32, 30);
+  Tensor dw = buf.make({C}, DType::f32, 31), db = buf.make({C}, DType::f32, 32);
+  const double ln_s = time_op(be, [&] {
+    be.layernorm_forward(y, mean, rstd, x, w, bias);
+    be.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd);
+  });
+  const double ln_bytes = double(N) * C * (4 + 2 + 4 + 4 + 4 + 4 + 4);  // fwd, dinp, params
+  row("layernorm fwd (bf16 out) + bwd", std::to_string(N) + "x768", ln_s, gbps(ln_bytes, ln_s),
+      share_of(ln_bytes, ln_s, 2.0 * 4 * P, copy_s));
+
+  Buffers logits_buf{be, {}};
+  Tensor logits = logits_buf.make({N, V}, DType::f32, 33, -4, 4),
+         losses = buf.make({N}, DType::f32, 34);
+  std::vector<int32_t> tgt(static_cast<size_t>(N));
+  for (size_t i = 0; i < tgt.size(); ++i) tgt[i] = static_cast<int32_t>((i * 7919) % V);
+  Tensor targets(be.alloc(tgt.size() * 4), {N}, DType::i32, DeviceType::cuda);
+  buf.owned.push_back(targets.data);
+  be.from_host(targets, tgt.data());
+  const double ce_s = time_op(be, [&] { be.softmax_cross_entropy(logits, losses, targets, 1.0f); });
+  const double ce_bytes = 3.0 * 4 * double(N) * V;  // read twice, write the gradient once
+  row("softmax cross-entropy fwd+bwd", std::to_string(N) + "x50257", ce_s, gbps(ce_bytes, ce_s),
+      share_of(ce_bytes, ce_s, 2.0 * 4 * P, copy_s));
+
+  Tensor m = buf.make({P}, DType::f32, 35, 0, 0.01f), v = buf.make({P}, DType::f32, 36, 0, 0.01f);
+  AdamWParams hp;
+  hp.lr = 1e-4f, hp.step = 10;
+  const double adam_s = time_op(be, [&] { be.adamw_step(a, b, m, v, hp); });
+  const double adam_bytes = 7.0 * 4 * P;  // read p, g, m, v; write p, m, v
+  row("adamw (124M params)", "124M floats", adam_s, gbps(adam_bytes, adam_s),
+      share_of(adam_bytes, adam_s, 2.0 * 4 * P, copy_s));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t rows = 8192;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--rows") rows = std::atoll(argv[i + 1]);
+    if (flag == "--reps") g_reps = std::atoi(argv[i + 1]);
+  }
+  if (!cuda_backend_available()) {
+    std::fprintf(stderr, "cuda_ops_bench: no CUDA device here\n");
+    return 2;
+  }
+  std::printf("%-34s %-22s %12s  %-16s %s\n", "op", "shape", "time", "rate", "vs reference");
+  auto be = make_backend("cuda", 0);
+  bench_gemms(*be, rows);
+  bench_memory_bound(*be, rows);
+  be.reset();
+  bench_attention(rows);
+  return 0;
+}
