@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/attention_common.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
@@ -26,27 +27,10 @@ namespace {
 
 constexpr int kTile = 32;  // rows per block (one thread each) and keys per shared tile
 
-// Head h of batch b inside qkv [B,T,3C] (q | k | v, each [NH,HS]) and out [B,T,C].
-template <int HS>
-struct Head {
-  const float* qkv;
-  int64_t T, C, b, h;
-  __device__ const float* q(int64_t t) const { return qkv + (b * T + t) * 3 * C + h * HS; }
-  __device__ const float* k(int64_t t) const { return q(t) + C; }
-  __device__ const float* v(int64_t t) const { return q(t) + 2 * C; }
-  __device__ int64_t o(int64_t t) const { return (b * T + t) * C + h * HS; }
-};
-
-__device__ inline float load_float(const float* p) {
-  return *p;
-}
-__device__ inline float load_float(const uint16_t* p) {
-  return from_bf16_bits(*p);
-}
-
 // Rows [t0, t0 + kTile) of k and v (zeros past T) into shared tiles.
 template <int HS>
-__device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const Head<HS>& hd, int64_t t0) {
+__device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const AttentionHead<HS>& hd,
+                             int64_t t0) {
   for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
     const int j = e / HS, d = e % HS;
     const int64_t t = t0 + j;
@@ -62,7 +46,7 @@ __global__ void __launch_bounds__(kTile)
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
   const int64_t bh = blockIdx.y;
-  const Head<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
   const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
   const bool row = i < T;
   float q[HS], o[HS];
@@ -119,7 +103,7 @@ __global__ void __launch_bounds__(kTile)
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
   const int64_t bh = blockIdx.y;
-  const Head<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
   const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
   const bool row = i < T;
   float q[HS], dy[HS], dq[HS];
@@ -167,7 +151,7 @@ __global__ void __launch_bounds__(kTile)
   __shared__ float kown[kTile][HS + 1], vown[kTile][HS + 1];
   __shared__ float ls[kTile], ds_row[kTile];
   const int64_t bh = blockIdx.y;
-  const Head<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
   const int64_t k0 = int64_t{blockIdx.x} * kTile, j = k0 + threadIdx.x;
   const bool key = j < T;
   for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
@@ -223,33 +207,17 @@ float scale_for(int64_t HS) {
   return 1.0f / std::sqrt(float(HS));
 }
 
-// Calls f(std::integral_constant<int, HS>) for a supported head size.
-template <class F>
-void with_head_size(int64_t HS, F&& f) {
-  switch (HS) {
-    case 16:
-      return f(std::integral_constant<int, 16>{});
-    case 32:
-      return f(std::integral_constant<int, 32>{});
-    case 64:
-      return f(std::integral_constant<int, 64>{});
-    default:
-      throw std::invalid_argument("flash attention: head size " + std::to_string(HS) +
-                                  " is not compiled (16, 32, 64); use the reference kernels");
-  }
-}
-
 }  // namespace
 
 bool flash_attention_supports(int64_t head_size) {
-  return head_size == 16 || head_size == 32 || head_size == 64;
+  return head_size_in<16, 32, 64>(head_size);
 }
 
 template <class OutT>
 void flash_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size(C / NH, [&](auto hs) {
+  with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     launch(flash_forward_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, out, lse, qkv, T, C, NH,
            scale_for(HS));
@@ -262,7 +230,7 @@ void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dou
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size(C / NH, [&](auto hs) {
+  with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     launch(flash_backward_dq_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch,
            dout, qkv, out, lse, T, C, NH, scale_for(HS));

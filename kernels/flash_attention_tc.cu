@@ -17,6 +17,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/attention_common.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
@@ -34,22 +35,6 @@ constexpr int kWarps = 4;
 constexpr int kThreadsTc = kWarps * 32;
 constexpr int kRows = 16 * kWarps;  // rows a block owns
 constexpr int kCols = 32;           // width of the tiles it walks
-
-struct Head {
-  const float* qkv;
-  int64_t T, C, b, h, HS;
-  __device__ const float* q(int64_t t) const { return qkv + (b * T + t) * 3 * C + h * HS; }
-  __device__ const float* k(int64_t t) const { return q(t) + C; }
-  __device__ const float* v(int64_t t) const { return q(t) + 2 * C; }
-  __device__ int64_t o(int64_t t) const { return (b * T + t) * C + h * HS; }
-};
-
-__device__ inline float load_float(const float* p) {
-  return *p;
-}
-__device__ inline float load_float(const uint16_t* p) {
-  return from_bf16_bits(*p);
-}
 
 // rows x HS of src(t)[d] * mul for t = t0 + row (zeros past T) into dst[row][d] as bf16.
 template <int HS, class Src>
@@ -126,7 +111,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) float os[kWarps][16 * HS];
   __shared__ float row_m[kWarps][16], row_l[kWarps][16];
   const int64_t bh = blockIdx.y;
-  const Head hd{qkv, T, C, bh / NH, bh % NH, HS};
+  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;  // this lane's row of the warp and half of its columns
   const int64_t q0 = int64_t{blockIdx.x} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
@@ -201,7 +186,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) bf16 dss[kWarps][16 * kCols];
   __shared__ float row_lse[kWarps][16], row_d[kWarps][16];
   const int64_t bh = blockIdx.y;
-  const Head hd{qkv, T, C, bh / NH, bh % NH, HS};
+  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;
   const int64_t q0 = int64_t{blockIdx.x} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
@@ -268,7 +253,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) bf16 dsts[kWarps][16 * kCols];
   __shared__ float col_lse[kCols], col_d[kCols];
   const int64_t bh = blockIdx.y;
-  const Head hd{qkv, T, C, bh / NH, bh % NH, HS};
+  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;  // r: this lane's key row of the warp
   const int64_t k0 = int64_t{blockIdx.x} * kRows, wk0 = k0 + 16 * warp, j = wk0 + r;
@@ -344,30 +329,17 @@ dim3 grid(int64_t B, int64_t T, int64_t NH) {
   return dim3(static_cast<unsigned>((T + kRows - 1) / kRows), static_cast<unsigned>(B * NH));
 }
 
-template <class F>
-void with_head_size(int64_t HS, F&& f) {
-  switch (HS) {
-    case 32:
-      return f(std::integral_constant<int, 32>{});
-    case 64:
-      return f(std::integral_constant<int, 64>{});
-    default:
-      throw std::invalid_argument("tensor-core attention: head size " + std::to_string(HS) +
-                                  " is not compiled (32, 64)");
-  }
-}
-
 }  // namespace
 
 bool tc_attention_supports(int64_t head_size) {
-  return head_size == 32 || head_size == 64;
+  return head_size_in<32, 64>(head_size);
 }
 
 template <class OutT>
 void tc_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
                           int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size(C / NH, [&](auto hs) {
+  with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     launch(tc_forward_kernel<HS, OutT>, grid(B, T, NH), kThreadsTc, stream, out, lse, qkv, T, C, NH,
            1.0f / std::sqrt(float(HS)));
@@ -380,7 +352,7 @@ void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, 
                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size(C / NH, [&](auto hs) {
+  with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = 1.0f / std::sqrt(float(HS));
     launch(tc_backward_dq_kernel<HS, OutT>, grid(B, T, NH), kThreadsTc, stream, dqkv, dsum_scratch,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tests/unit/cuda/cuda_test_util.h"
+#include "tests/unit/kernels/kernel_test_util.h"
 
 using namespace trainer;
 using namespace trainer::cuda::test;
@@ -101,30 +102,6 @@ TEST_CASE("cuda_gelu_forward_and_backward_match_cpu", "[cuda]") {
 
 namespace {
 
-// Each row's log-sum-exp of the scaled causal scores, in double: what the flash kernels keep.
-std::vector<float> host_lse(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t NH,
-                            int64_t HS) {
-  const int64_t C = NH * HS;
-  std::vector<float> lse(static_cast<size_t>(B * NH * T));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < NH; ++h)
-      for (int64_t t = 0; t < T; ++t) {
-        std::vector<double> s;
-        for (int64_t t2 = 0; t2 <= t; ++t2) {
-          double dot = 0;
-          for (int64_t d = 0; d < HS; ++d)
-            dot += double(qkv[static_cast<size_t>((b * T + t) * 3 * C + h * HS + d)]) *
-                   qkv[static_cast<size_t>((b * T + t2) * 3 * C + C + h * HS + d)];
-          s.push_back(dot / std::sqrt(double(HS)));
-        }
-        double mx = -1e300, sum = 0;
-        for (double v : s) mx = std::max(mx, v);
-        for (double v : s) sum += std::exp(v - mx);
-        lse[static_cast<size_t>((b * NH + h) * T + t)] = float(mx + std::log(sum));
-      }
-  return lse;
-}
-
 // The cuda backend with TRAINER_ATTENTION set to `kernel` (restored after).
 std::unique_ptr<Backend> cuda_with_attention(const char* kernel) {
   const char* old = std::getenv("TRAINER_ATTENTION");
@@ -174,8 +151,8 @@ TEST_CASE("cuda_attention_forward_and_backward_match_cpu", "[cuda]") {
                              host(qkv, {B, T, 3 * C}), host(out, {B, T, C}),
                              host(att, {B, NH, T, T}), int(NH));
       check_close(download(*gpu, gout), out, kF32Tol, "attention out" + at);
-      check_close(download(*gpu, gatt), flash ? host_lse(qkv, B, T, NH, HS) : att, kF32Tol,
-                  (flash ? "attention lse" : "attention att") + at);
+      check_close(download(*gpu, gatt), flash ? kernel_test::lse_float64(qkv, B, T, NH, HS) : att,
+                  kF32Tol, (flash ? "attention lse" : "attention att") + at);
       check_close(download(*gpu, gdq), dqkv, kF32Tol, "attention dqkv" + at);
     }
   }

@@ -6,8 +6,8 @@
 // kernels/ uses: shared memory, __syncthreads, __syncwarp, xor shuffles, grid-stride loops,
 // __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores are
 // done by lane 0, so kernels must __syncwarp() before reading a stored tile, as on a device);
-// no atomics, dynamic shared memory or streams. Define TRAINER_CUDA_EMULATION, include this, then a kernel
-// source (kernels/common.cuh's launch() then runs here; CUDA_CHECK_LAUNCH does nothing).
+// no atomics, dynamic shared memory or streams. Define TRAINER_CUDA_EMULATION, include this, then a
+// kernel source (kernels/common.cuh's launch() then runs here; CUDA_CHECK_LAUNCH does nothing).
 #include <algorithm>
 #include <array>
 #include <barrier>

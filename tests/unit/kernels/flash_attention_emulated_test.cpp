@@ -12,59 +12,16 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops_optim.h"
 #include "tests/unit/kernels/emulated.h"
+#include "tests/unit/kernels/kernel_test_util.h"
 #define kernels kernels_emulated
 #include "kernels/kernels.h"
 #undef kernels
 
 using namespace trainer;
 namespace emu = trainer::kernels_emulated;
+using namespace trainer::kernel_test;
 
 namespace {
-
-std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -2, float hi = 2) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
-
-Tensor host(std::vector<float>& v, Shape s) {
-  return Tensor(v.data(), s);
-}
-
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double worst = 0, scale = 1e-30;
-  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale : 1e30;
-    worst = std::max(worst, e);
-  }
-  return worst;
-}
-
-std::vector<float> lse_float64(const std::vector<float>& qkv, int64_t B, int64_t T, int64_t NH,
-                               int64_t HS) {
-  const int64_t C = NH * HS;
-  std::vector<float> lse(static_cast<size_t>(B * NH * T));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < NH; ++h)
-      for (int64_t t = 0; t < T; ++t) {
-        std::vector<double> s;
-        for (int64_t t2 = 0; t2 <= t; ++t2) {
-          double dot = 0;
-          for (int64_t d = 0; d < HS; ++d)
-            dot += double(qkv[static_cast<size_t>((b * T + t) * 3 * C + h * HS + d)]) *
-                   qkv[static_cast<size_t>((b * T + t2) * 3 * C + C + h * HS + d)];
-          s.push_back(dot / std::sqrt(double(HS)));
-        }
-        double mx = -1e300, sum = 0;
-        for (double v : s) mx = std::max(mx, v);
-        for (double v : s) sum += std::exp(v - mx);
-        lse[static_cast<size_t>((b * NH + h) * T + t)] = float(mx + std::log(sum));
-      }
-  return lse;
-}
 
 // Forward then backward through the emulated launchers of kernels/flash_attention.cu.
 template <class OutT>

@@ -13,35 +13,23 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops_optim.h"
 #include "tests/unit/kernels/emulated.h"
+#include "tests/unit/kernels/kernel_test_util.h"
 #define kernels kernels_emulated
 #include "kernels/kernels.h"
 #undef kernels
 
 using namespace trainer;
 namespace emu = trainer::kernels_emulated;
+using namespace trainer::kernel_test;
 
 namespace {
 
 constexpr double kTol = 1e-5;
 const cudaStream_t kStream = nullptr;
 
-std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
 std::vector<float> nans(int64_t n) {
   return std::vector<float>(static_cast<size_t>(n), std::nanf(""));
 }
-Tensor host(std::vector<float>& v, Shape s) {
-  return Tensor(v.data(), s);
-}
-Tensor host(std::vector<int32_t>& v, Shape s) {
-  return Tensor(v.data(), s, DType::i32);
-}
-
 void check_close(const std::vector<float>& got, const std::vector<float>& want,
                  const std::string& what, double tol = kTol) {
   REQUIRE(got.size() == want.size());

@@ -1,0 +1,46 @@
+#pragma once
+// What the attention kernels share: where head h of batch b sits in qkv [B,T,3C] and out [B,T,C],
+// reading an fp32 or bf16 `out`, and the dispatch of a runtime head size to compiled ones.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/common.cuh"
+
+namespace trainer::kernels {
+
+template <int HS>
+struct AttentionHead {
+  const float* qkv;
+  int64_t T, C, b, h;
+  __device__ const float* q(int64_t t) const { return qkv + (b * T + t) * 3 * C + h * HS; }
+  __device__ const float* k(int64_t t) const { return q(t) + C; }
+  __device__ const float* v(int64_t t) const { return q(t) + 2 * C; }
+  __device__ int64_t o(int64_t t) const { return (b * T + t) * C + h * HS; }
+};
+
+__device__ inline float load_float(const float* p) {
+  return *p;
+}
+__device__ inline float load_float(const uint16_t* p) {
+  return from_bf16_bits(*p);
+}
+
+template <int... Sizes>
+bool head_size_in(int64_t head_size) {
+  return ((head_size == Sizes) || ...);
+}
+
+// Calls f(std::integral_constant<int, HS>) for head_size among Sizes; throws naming `kernels`
+// otherwise.
+template <int... Sizes, class F>
+void with_head_size(int64_t head_size, const char* kernels, F&& f) {
+  const bool found =
+      ((head_size == Sizes ? (f(std::integral_constant<int, Sizes>{}), true) : false) || ...);
+  if (!found)
+    throw std::invalid_argument(std::string(kernels) + ": head size " + std::to_string(head_size) +
+                                " is not compiled");
+}
+
+}  // namespace trainer::kernels

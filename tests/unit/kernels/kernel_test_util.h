@@ -1,0 +1,65 @@
+#pragma once
+// Helpers of the kernel tests (tests/unit/kernels, and tests/unit/cuda for lse_float64): seeded
+// inputs, host tensors, the worst relative error, and the float64 row log-sum-exp that the flash
+// attention kernels keep.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "runtime/core/tensor.h"
+
+namespace trainer::kernel_test {
+
+inline std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -2, float hi = 2) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+inline Tensor host(std::vector<float>& v, Shape s) {
+  return Tensor(v.data(), s);
+}
+inline Tensor host(std::vector<int32_t>& v, Shape s) {
+  return Tensor(v.data(), s, DType::i32);
+}
+
+// max |got - want| / max |want|; a non-finite `got` counts as 1e30.
+inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0, scale = 1e-30;
+  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale : 1e30;
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+// Each row's log-sum-exp of the scaled causal scores of qkv [B,T,3C], in float64: [B,NH,T].
+inline std::vector<float> lse_float64(const std::vector<float>& qkv, int64_t B, int64_t T,
+                                      int64_t NH, int64_t HS) {
+  const int64_t C = NH * HS;
+  std::vector<float> lse(static_cast<size_t>(B * NH * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> s;
+        for (int64_t t2 = 0; t2 <= t; ++t2) {
+          double dot = 0;
+          for (int64_t d = 0; d < HS; ++d)
+            dot += double(qkv[static_cast<size_t>((b * T + t) * 3 * C + h * HS + d)]) *
+                   qkv[static_cast<size_t>((b * T + t2) * 3 * C + C + h * HS + d)];
+          s.push_back(dot / std::sqrt(double(HS)));
+        }
+        double mx = -1e300, sum = 0;
+        for (double v : s) mx = std::max(mx, v);
+        for (double v : s) sum += std::exp(v - mx);
+        lse[static_cast<size_t>((b * NH + h) * T + t)] = float(mx + std::log(sum));
+      }
+  return lse;
+}
+
+}  // namespace trainer::kernel_test
