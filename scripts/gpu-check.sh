@@ -6,13 +6,16 @@
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); train
 # configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU; print
 # the tables last.
-# usage: scripts/gpu-check.sh [BUILD_DIR]     env: STEPS (default 40), RTOL (default 2e-2)
+# usage: scripts/gpu-check.sh [BUILD_DIR]          builds here (needs the project's Debian libraries)
+#        scripts/gpu-check.sh --bundle DIR         runs what scripts/gpu-bundle.sh built elsewhere
+# env: STEPS (default 40), RTOL (default 2e-2), GPT2_STEPS (default 30), GPU_CHECK_OUT (results)
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
+bundle=""
+if [ "${1:-}" = --bundle ]; then bundle="$(cd "$2" && pwd)"; shift 2; fi
 build="${1:-$src/build-gpu}"
 steps="${STEPS:-40}"
 rtol="${RTOL:-2e-2}"
-out="$build/gpu-check"
 deadline=$((SECONDS + 480))
 left() { echo $((deadline - SECONDS)); }
 
@@ -20,15 +23,27 @@ command -v nvidia-smi >/dev/null || { echo "gpu-check: nvidia-smi not found: no 
 arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')"
 arch="${arch:-90}"
 gpu_name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
-echo "gpu-check: $gpu_name, sm_$arch, build dir $build"
 
-cmake -S "$src" -B "$build" -DTRAINER_CUDA=ON -DTRAINER_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
-timeout "$(left)" cmake --build "$build" -j"$(nproc)" --target trainer unit_cuda unit_cpu cuda_ops_bench
+if [ -n "$bundle" ]; then
+  # Binaries from scripts/gpu-bundle.sh; CUDA's libraries (cuBLASLt, NCCL, cudart) from this
+  # machine, wherever its toolkit or its Python packages keep them.
+  echo "gpu-check: $gpu_name, sm_$arch, prebuilt bundle $bundle ($(cat "$bundle/BUILD"))"
+  cuda_dirs=$(find /usr/local /opt /usr/lib -name 'libcublasLt.so.*' -o -name 'libnccl.so.*' \
+    -o -name 'libcudart.so.*' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd: -)
+  export LD_LIBRARY_PATH="$bundle/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  bin="$bundle/bin" tests="$bundle/bin" out="${GPU_CHECK_OUT:-$bundle/gpu-check}"
+  ldd "$bin/trainer" | grep "not found" && { echo "gpu-check: libraries missing" >&2; exit 1; }
+else
+  echo "gpu-check: $gpu_name, sm_$arch, build dir $build"
+  cmake -S "$src" -B "$build" -DTRAINER_CUDA=ON -DTRAINER_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+  timeout "$(left)" cmake --build "$build" -j"$(nproc)" --target trainer unit_cuda cuda_ops_bench
+  bin="$build" tests="$build/tests" out="${GPU_CHECK_OUT:-$build/gpu-check}"
+fi
 rm -rf "$out" && mkdir -p "$out"
 
 echo "== cuda op tests"
-timeout "$(left)" "$build/tests/unit_cuda" -s -r compact >"$out/unit_cuda.txt" 2>&1 || {
+timeout "$(left)" "$tests/unit_cuda" -s -r compact >"$out/unit_cuda.txt" 2>&1 || {
   cat "$out/unit_cuda.txt"; echo "gpu-check: cuda op tests FAILED" >&2; exit 1; }
 if grep -q "SKIPPED: no CUDA device" "$out/unit_cuda.txt"; then
   grep -m1 "SKIPPED" "$out/unit_cuda.txt"; echo "gpu-check: tests skipped on a GPU machine" >&2; exit 1
@@ -36,12 +51,12 @@ fi
 tail -1 "$out/unit_cuda.txt"
 
 echo "== cuda ops at GPT-2-small shapes, each beside its reference"
-timeout "$(left)" "$build/tests/cuda_ops_bench" --reps 5 >"$out/ops_bench.txt" 2>&1 || {
+timeout "$(left)" "$tests/cuda_ops_bench" --reps 5 >"$out/ops_bench.txt" 2>&1 || {
   cat "$out/ops_bench.txt"; echo "gpu-check: cuda_ops_bench FAILED" >&2; exit 1; }
 
 train() {  # device precision -> $out/<device>-<precision>/metrics.jsonl
   local run="$1-$2"
-  timeout "$(left)" "$build/trainer" train "$src/configs/tiny.yaml" --out "$out/$run" \
+  timeout "$(left)" "$bin/trainer" train "$src/configs/tiny.yaml" --out "$out/$run" \
     --set hardware.device="$1" --set precision.compute="$2" --set train.steps="$steps" \
     --set train.eval_every=0 --set logging.every_steps=1 --set run.seed=1234 >"$out/$run.log" 2>&1 ||
     { tail -20 "$out/$run.log"; echo "gpu-check: training $run FAILED" >&2; exit 1; }
@@ -51,7 +66,7 @@ for precision in fp32 bf16; do
   echo "== tiny.yaml, $steps steps on cuda and cpu, $precision"
   train cuda "$precision"
   train cpu "$precision"
-  /usr/bin/python3 "$src/tests/lib/compare_metrics.py" "$out/cpu-$precision/metrics.jsonl" \
+  python3 "$src/tests/lib/compare_metrics.py" "$out/cpu-$precision/metrics.jsonl" \
     "$out/cuda-$precision/metrics.jsonl" --rtol "$rtol" --min-steps "$steps" --fields loss \
     >>"$out/curve.txt" 2>&1 || curve_ok=FAIL
 done
@@ -59,7 +74,7 @@ done
 # GPT-2 small (124M, seq 1024, bf16) on the GPU: throughput and MFU against the 40% target.
 gpt2_steps="${GPT2_STEPS:-30}"
 echo "== configs/gpt2_small_cuda.yaml, $gpt2_steps steps (micro_batch 8, bf16)"
-timeout "$(left)" "$build/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/gpt2" \
+timeout "$(left)" "$bin/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/gpt2" \
   --set train.steps="$gpt2_steps" --set train.micro_batch=8 --set train.grad_accum=1 \
   --set train.warmup_steps=10 --set train.eval_every=0 --set checkpoint.every_steps=0 \
   --set logging.every_steps=5 >"$out/gpt2.log" 2>&1 ||
@@ -74,7 +89,7 @@ echo "== gpu-check summary ($gpu_name, sm_$arch, $((SECONDS)) s)"
 printf '%-58s %s\n' "check" "result"
 grep -E "^.*(passed|failed)" "$out/unit_cuda.txt" | sed -E 's/^.*: (passed|failed): (.*)$/\1 \2/' |
   awk '{ printf "%-58s %s\n", substr($0, index($0, " ") + 1, 58), $1 }' | head -40 || true
-/usr/bin/python3 - "$out" "$curve_ok" <<'PY'
+python3 - "$out" "$curve_ok" <<'PY'
 import json, sys
 out, curve = sys.argv[1], sys.argv[2]
 for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16"):
