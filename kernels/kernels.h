@@ -86,9 +86,10 @@ void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets,
 
 // --- optimizer and utilities (optim_util.cu) ---
 // bias_correction1/2 = 1 - beta^step, computed by the caller in double like the cpu reference.
+// params_bf16 (may be null): also receives the updated params rounded to bf16, in the same pass.
 void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n, float lr,
                 float beta1, float beta2, float eps, float weight_decay, float bias_correction1,
-                float bias_correction2, cudaStream_t stream);
+                float bias_correction2, uint16_t* params_bf16, cudaStream_t stream);
 void scale(float* x, float alpha, int64_t n, cudaStream_t stream);
 void axpy(float* y, const float* x, float alpha, int64_t n, cudaStream_t stream);
 // Sum of x^2 (squares=true) or of x in fp64 over a fixed grid: the same bits on every run.

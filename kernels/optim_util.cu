@@ -11,7 +11,7 @@ namespace {
 
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t n,
                              float lr, float beta1, float beta2, float eps, float wd, float bc1,
-                             float bc2) {
+                             float bc2, uint16_t* params_bf16) {
   GRID_STRIDE(i, n) {
     const float g = grads[i];
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
@@ -19,7 +19,9 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
     m[i] = mi;
     v[i] = vi;
     const float mhat = mi / bc1, vhat = vi / bc2;
-    params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+    const float p = params[i] - lr * (mhat / (sqrtf(vhat) + eps) + wd * params[i]);
+    params[i] = p;
+    if (params_bf16) params_bf16[i] = bf16_bits(p);
   }
 }
 
@@ -63,10 +65,10 @@ __global__ void from_bf16_kernel(float* dst, const uint16_t* src, int64_t n) {
 
 void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n, float lr,
                 float beta1, float beta2, float eps, float weight_decay, float bias_correction1,
-                float bias_correction2, cudaStream_t stream) {
+                float bias_correction2, uint16_t* params_bf16, cudaStream_t stream) {
   if (n == 0) return;
   launch(adamw_kernel, grid_for(n), kThreads, stream, params, grads, m, v, n, lr, beta1, beta2, eps,
-         weight_decay, bias_correction1, bias_correction2);
+         weight_decay, bias_correction1, bias_correction2, params_bf16);
   CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -103,9 +103,11 @@ class Backend {
                                      float dloss_scale) = 0;
 
   // --- optimizer and utilities ---
-  // AdamW with decoupled weight decay on fp32 params/grads/moments (all same numel).
+  // AdamW with decoupled weight decay on fp32 params/grads/moments (all same numel). When
+  // `params_bf16` is given (bf16, same numel) the updated params are also written there, rounded
+  // to nearest even: the bf16 weight copy of bf16 compute, in the same pass.
   virtual void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
-                          const AdamWParams& p) = 0;
+                          const AdamWParams& p, Tensor params_bf16 = Tensor()) = 0;
   virtual void scale(Tensor x, float alpha) = 0;                  // x *= alpha
   virtual void axpy(Tensor y, const Tensor& x, float alpha) = 0;  // y += alpha * x
   virtual double sum_squares(const Tensor& x) = 0;                // sum x^2 in fp64 accumulation

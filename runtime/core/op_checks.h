@@ -61,6 +61,13 @@ inline void check_numel(const Tensor& t, int64_t numel, const char* op, const ch
                                        << numel << " elements");
 }
 
+// The bf16 weight copy an optimizer step may write: bf16, `numel` elements.
+inline void check_bf16_copy(const Tensor& t, int64_t numel, const char* op) {
+  TRAINER_CHECK(t.dtype == DType::bf16,
+                op << ": params_bf16 must be bf16, got " << dtype_name(t.dtype));
+  check_numel(t, numel, op, "params_bf16");
+}
+
 // [OC, C] of a linear weight.
 inline void weight_dims(const Tensor& w, int64_t& oc, int64_t& c, const char* op) {
   TRAINER_CHECK(w.shape.rank == 2, op << ": weight " << w.shape.str() << " must be [OC, C]");

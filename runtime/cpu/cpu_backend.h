@@ -46,8 +46,8 @@ class CpuBackend : public Backend {
   void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
                              float dloss_scale) override;
 
-  void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
-                  const AdamWParams& p) override;
+  void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v, const AdamWParams& p,
+                  Tensor params_bf16 = Tensor()) override;
   void scale(Tensor x, float alpha) override;
   void axpy(Tensor y, const Tensor& x, float alpha) override;
   double sum_squares(const Tensor& x) override;

@@ -155,14 +155,20 @@ void CudaBackend::gemm_bf16(const Gemm& g) {
 }
 
 void CudaBackend::adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
-                             const AdamWParams& p) {
+                             const AdamWParams& p, Tensor params_bf16) {
   const char* op = "adamw_step";
   const int64_t n = adamw_numel(params, grads, m, v, p, op);
+  uint16_t* copy = nullptr;
+  if (!params_bf16.empty()) {
+    check_bf16_copy(params_bf16, n, op);
+    check_device(params_bf16, op, "params_bf16");
+    copy = static_cast<uint16_t*>(params_bf16.data);
+  }
   const float bc1 = float(1 - std::pow(double(p.beta1), double(p.step)));
   const float bc2 = float(1 - std::pow(double(p.beta2), double(p.step)));
   kernels::adamw_step(need_f32(params, op, "params"), need_f32(grads, op, "grads"),
                       need_f32(m, op, "m"), need_f32(v, op, "v"), n, p.lr, p.beta1, p.beta2, p.eps,
-                      p.weight_decay, bc1, bc2, stream_);
+                      p.weight_decay, bc1, bc2, copy, stream_);
 }
 
 void CudaBackend::scale(Tensor x, float alpha) {

@@ -56,7 +56,9 @@ class Gpt {
   // op, every gradient, the loss and the optimizer stay fp32. Reallocates the activations.
   void set_compute_bf16(bool on);
   void refresh_compute_weights();  // call after every optimizer step
-  // Bytes of the bf16 weight copy (0 in fp32 compute, where the matmuls read params()).
+  // The bf16 weight copy (an empty Tensor in fp32 compute, where the matmuls read params()), and
+  // its bytes. An optimizer may write it directly (AdamW::step) instead of a refresh.
+  Tensor bf16_copy() const { return bf16_ ? compute_params_ : Tensor(); }
   size_t compute_copy_bytes() const { return bf16_ ? compute_params_.nbytes() : 0; }
   Activations& activations() { return *acts_; }
   size_t activation_bytes() const { return acts_ ? acts_->bytes() : 0; }

@@ -26,9 +26,11 @@ class AdamW {
   AdamW(const AdamW&) = delete;
   AdamW& operator=(const AdamW&) = delete;
 
-  // params/grads point at element `begin` of their flat buffers (numel end-begin).
+  // params/grads point at element `begin` of their flat buffers (numel end-begin). params_bf16
+  // (optional, bf16, same numel): the bf16 weight copy, rewritten from the updated params in the
+  // same pass (Backend::adamw_step).
   void step(Tensor params, const Tensor& grads, float lr, float beta1, float beta2, float eps,
-            float weight_decay);
+            float weight_decay, Tensor params_bf16 = Tensor());
 
   int64_t step_count() const { return t_; }
   void set_step_count(int64_t t) { t_ = t; }

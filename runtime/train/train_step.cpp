@@ -83,8 +83,8 @@ void TrainStep::clip_and_update(double grad_norm, double lr, StepResult& r) {
     zero_->step(lr_f, b1, b2, eps, wd);  // updates the shard, then gathers or releases params
     return;
   }
-  opt_->step(model_.params(), model_.grads(), lr_f, b1, b2, eps, wd);
-  model_.refresh_compute_weights();
+  // The step rewrites the bf16 weight copy too (bf16 compute), in the same pass.
+  opt_->step(model_.params(), model_.grads(), lr_f, b1, b2, eps, wd, model_.bf16_copy());
 }
 
 parallel::ZeroMemory TrainStep::state_bytes() const {

@@ -229,11 +229,12 @@ void bench_memory_bound(Backend& be, int64_t N) {
       share_of(ce_bytes, ce_s, 2.0 * 4 * P, copy_s));
 
   Tensor m = buf.make({P}, DType::f32, 35, 0, 0.01f), v = buf.make({P}, DType::f32, 36, 0, 0.01f);
+  Tensor copy = buf.make({P}, DType::bf16, 37);
   AdamWParams hp;
   hp.lr = 1e-4f, hp.step = 10;
-  const double adam_s = time_op(be, [&] { be.adamw_step(a, b, m, v, hp); });
-  const double adam_bytes = 7.0 * 4 * P;  // read p, g, m, v; write p, m, v
-  row("adamw (124M params)", "124M floats", adam_s, gbps(adam_bytes, adam_s),
+  const double adam_s = time_op(be, [&] { be.adamw_step(a, b, m, v, hp, copy); });
+  const double adam_bytes = 7.0 * 4 * P + 2.0 * P;  // read p, g, m, v; write p, m, v, bf16 p
+  row("adamw + bf16 copy (124M params)", "124M floats", adam_s, gbps(adam_bytes, adam_s),
       share_of(adam_bytes, adam_s, 2.0 * 4 * P, copy_s));
 }
 

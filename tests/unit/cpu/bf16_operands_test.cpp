@@ -105,6 +105,26 @@ TEST_CASE("bf16_outputs_are_the_fp32_results_rounded_once", "[cpu][bf16]") {
   check_bitwise(widened(out16), rounded(out), "attention out");
 }
 
+TEST_CASE("adamw_step_writes_the_bf16_copy_of_the_updated_params", "[cpu][bf16][optim]") {
+  CpuBackend be;
+  const int64_t n = 257;
+  auto p = random_floats(sz(n), 1), g = random_floats(sz(n), 2);
+  auto m = random_floats(sz(n), 3, -0.1f, 0.1f), v = random_floats(sz(n), 4, 0, 0.01f);
+  auto p2 = p, m2 = m, v2 = v;
+  AdamWParams hp;
+  hp.lr = 1e-2f, hp.weight_decay = 0.1f, hp.step = 5;
+  std::vector<uint16_t> copy(sz(n), 0x7fc0);
+  be.adamw_step(tensor(p, {n}), tensor(g, {n}), tensor(m, {n}), tensor(v, {n}), hp,
+                bf16(copy, {n}));
+  be.adamw_step(tensor(p2, {n}), tensor(g, {n}), tensor(m2, {n}), tensor(v2, {n}), hp);
+  check_bitwise(p, p2, "params with and without the copy");
+  check_bitwise(widened(copy), rounded(p2), "the copy is the new params rounded");
+  std::vector<float> wrong(sz(n));
+  CHECK_THROWS_WITH(be.adamw_step(tensor(p, {n}), tensor(g, {n}), tensor(m, {n}), tensor(v, {n}),
+                                  hp, tensor(wrong, {n})),
+                    Catch::Contains("params_bf16 must be bf16"));
+}
+
 TEST_CASE("mixed_matmul_operand_dtypes_are_refused_naming_both", "[cpu][bf16][checks]") {
   CpuBackend be;
   std::vector<float> x(12), out(9);

@@ -15,9 +15,18 @@ TEST_CASE("cuda_adamw_scale_axpy_match_cpu", "[cuda]") {
        v = randoms(n, 4, 0, 0.1f);
   Tensor gp = upload(*gpu, p, {n}), gg = upload(*gpu, g, {n}), gm = upload(*gpu, m, {n}),
          gv = upload(*gpu, v, {n});
+  Tensor gcopy =
+      upload(*gpu, std::vector<uint16_t>(static_cast<size_t>(n), 0x7fc0), {n}, DType::bf16);
   AdamWParams hp;
   hp.lr = 1e-3f, hp.weight_decay = 0.1f, hp.step = 7;
-  gpu->adamw_step(gp, gg, gm, gv, hp);
+  gpu->adamw_step(gp, gg, gm, gv, hp, gcopy);  // also writes the bf16 copy of the new params
+  std::vector<uint16_t> copy(static_cast<size_t>(n));
+  gpu->to_host(copy.data(), gcopy);
+  const std::vector<float> stepped = download(*gpu, gp);
+  for (size_t i = 0; i < copy.size(); ++i) {
+    INFO("bf16 copy element " << i);
+    CHECK(copy[i] == cpu::bf16_bits_from_float(stepped[i]));
+  }
   gpu->scale(gg, 0.75f);
   gpu->axpy(gp, gg, -0.5f);
   ref.adamw_step(host(p, {n}), host(g, {n}), host(m, {n}), host(v, {n}), hp);

@@ -164,12 +164,18 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
   hp.lr = 1e-2f, hp.weight_decay = 0.1f, hp.step = 3;
   const float bc1 = float(1 - std::pow(double(hp.beta1), 3.0));
   const float bc2 = float(1 - std::pow(double(hp.beta2), 3.0));
+  std::vector<uint16_t> copy(static_cast<size_t>(n), 0x7fc0), rcopy(copy.size());
   emu::adamw_step(p.data(), g.data(), m.data(), v.data(), n, hp.lr, hp.beta1, hp.beta2, hp.eps,
-                  hp.weight_decay, bc1, bc2, kStream);
-  ref.adamw_step(host(rp, {n}), host(g, {n}), host(rm, {n}), host(rv, {n}), hp);
+                  hp.weight_decay, bc1, bc2, copy.data(), kStream);
+  ref.adamw_step(host(rp, {n}), host(g, {n}), host(rm, {n}), host(rv, {n}), hp,
+                 Tensor(rcopy.data(), {n}, DType::bf16));
   check_close(p, rp, "adamw params");
   check_close(m, rm, "adamw m");
   check_close(v, rv, "adamw v");
+  for (size_t i = 0; i < copy.size(); ++i) {  // the bf16 copy: the emulated params, rounded
+    INFO("bf16 copy element " << i);
+    CHECK(copy[i] == cpu::bf16_bits_from_float(p[i]));
+  }
 
   auto y = randoms(n, 5), x = randoms(n, 6), ry = y;
   emu::axpy(y.data(), x.data(), 0.5f, n, kStream);
