@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "runtime/core/backend.h"
+#include "runtime/cpu/ops_optim.h"
 
 using namespace trainer;
 using Clock = std::chrono::steady_clock;
@@ -71,10 +71,7 @@ std::vector<float> download(Backend& be, const Tensor& t) {
   } else {
     std::vector<uint16_t> bits(h.size());
     be.to_host(bits.data(), t);
-    for (size_t i = 0; i < h.size(); ++i) {
-      const uint32_t u = static_cast<uint32_t>(bits[i]) << 16;
-      std::memcpy(&h[i], &u, 4);
-    }
+    for (size_t i = 0; i < h.size(); ++i) h[i] = cpu::float_from_bf16_bits(bits[i]);
   }
   return h;
 }

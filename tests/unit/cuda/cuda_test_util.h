@@ -14,6 +14,7 @@
 #include "runtime/core/backend.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops_optim.h"
+#include "tests/unit/kernels/kernel_test_util.h"
 
 namespace trainer::cuda::test {
 
@@ -37,13 +38,8 @@ inline std::unique_ptr<Backend> cuda_or_skip() {
   return nullptr;
 }
 
-inline std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(gen);
-  return v;
-}
+using kernel_test::check_close;
+using kernel_test::randoms;
 
 // A device copy of a host vector (freed with the backend's arena when the backend goes).
 template <class T>
@@ -72,25 +68,6 @@ inline Tensor host(std::vector<float>& v, Shape s) {
 }
 inline Tensor host(std::vector<int32_t>& v, Shape s) {
   return Tensor(v.data(), s, DType::i32);
-}
-
-// max |got - want| / max |want|, NaN-aware; prints the worst element of both sides on failure.
-inline void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                        const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0, scale = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < want.size(); ++i) scale = std::max(scale, std::fabs(double(want[i])));
-  scale = std::max(scale, 1e-30);
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale
-                                           : std::numeric_limits<double>::infinity();
-    if (!(e <= worst)) worst = e, at = i;
-  }
-  INFO(what << ": worst relative error " << worst << " at [" << at << "]: cuda " << got[at]
-            << " vs cpu " << want[at] << " (tolerance " << tol << ", " << want.size()
-            << " elements)");
-  CHECK(worst < tol);
 }
 
 inline constexpr double kF32Tol = 1e-5;

@@ -20,6 +20,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/cpu/ops_optim.h"
+
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
   dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
@@ -123,18 +125,15 @@ inline float __uint_as_float(uint32_t u) {
   return f;
 }
 
-// bfloat16 storage, round to nearest even (as __float2bfloat16).
+// bfloat16 storage, rounded to nearest even as __float2bfloat16 does: the cpu backend's rounding.
 struct __nv_bfloat16 {
   uint16_t bits;
 };
 inline __nv_bfloat16 __float2bfloat16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x0040u)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return {static_cast<uint16_t>(u >> 16)};
+  return {trainer::cpu::bf16_bits_from_float(f)};
 }
 inline float __bfloat162float(__nv_bfloat16 b) {
-  return __uint_as_float(static_cast<uint32_t>(b.bits) << 16);
+  return trainer::cpu::float_from_bf16_bits(b.bits);
 }
 
 namespace nvcuda::wmma {

@@ -38,8 +38,8 @@ template <int HS>
 void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
   const int64_t C = NH * HS;
   INFO("B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS << (bf16_out ? " bf16" : " fp32"));
-  auto qkv = randoms(B * T * 3 * C, 1), dy = randoms(B * T * C, 2, -1, 1);
-  const auto prior = randoms(B * T * 3 * C, 3, -1, 1);  // backward must add to it
+  auto qkv = randoms(B * T * 3 * C, 1, -2, 2), dy = randoms(B * T * C, 2);
+  const auto prior = randoms(B * T * 3 * C, 3);  // backward must add to it
   std::vector<float> lse(static_cast<size_t>(B * NH * T), std::nanf(""));
   std::vector<float> dqkv = prior, out_f(static_cast<size_t>(B * T * C), std::nanf(""));
   std::vector<uint16_t> out_b(out_f.size(), 0x7fc0);

@@ -1,18 +1,21 @@
 #pragma once
-// Helpers of the kernel tests (tests/unit/kernels, and tests/unit/cuda for lse_float64): seeded
-// inputs, host tensors, the worst relative error, and the float64 row log-sum-exp that the flash
-// attention kernels keep.
+// Helpers of the kernel tests (tests/unit/kernels, and tests/unit/cuda): seeded inputs, host
+// tensors, the worst relative error and its Catch2 check, and the float64 row log-sum-exp that
+// the flash attention kernels keep.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "runtime/core/tensor.h"
 
 namespace trainer::kernel_test {
 
-inline std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -2, float hi = 2) {
+inline std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -1, float hi = 1) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(static_cast<size_t>(n));
@@ -36,6 +39,24 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
     worst = std::max(worst, e);
   }
   return worst;
+}
+
+// max |got - want| / max |want| below tol, NaN-aware; prints the worst element of both sides.
+inline void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                        const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  double worst = 0, scale = 1e-30;
+  size_t at = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale
+                                           : std::numeric_limits<double>::infinity();
+    if (!(e <= worst)) worst = e, at = i;
+  }
+  INFO(what << ": worst relative error " << worst << " at [" << at << "]: got " << got[at]
+            << " vs cpu " << want[at] << " (tolerance " << tol << ", " << want.size()
+            << " elements)");
+  CHECK(worst < tol);
 }
 
 // Each row's log-sum-exp of the scaled causal scores of qkv [B,T,3C], in float64: [B,NH,T].

@@ -30,21 +30,6 @@ const cudaStream_t kStream = nullptr;
 std::vector<float> nans(int64_t n) {
   return std::vector<float>(static_cast<size_t>(n), std::nanf(""));
 }
-void check_close(const std::vector<float>& got, const std::vector<float>& want,
-                 const std::string& what, double tol = kTol) {
-  REQUIRE(got.size() == want.size());
-  double worst = 0, scale = 1e-30;
-  size_t at = 0;
-  for (float w : want) scale = std::max(scale, std::fabs(double(w)));
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale
-                                           : std::numeric_limits<double>::infinity();
-    if (!(e <= worst)) worst = e, at = i;
-  }
-  INFO(what << ": worst relative error " << worst << " at [" << at << "]: emulated " << got[at]
-            << " vs cpu " << want[at]);
-  CHECK(worst < tol);
-}
 
 }  // namespace
 
@@ -58,9 +43,9 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   std::vector<float> ry(y.size()), rmean(mean.size()), rrstd(rstd.size());
   ref.layernorm_forward(host(ry, {N, C}), host(rmean, {N}), host(rrstd, {N}), host(x, {N, C}),
                         host(w, {C}), host(b, {C}));
-  check_close(y, ry, "layernorm out");
-  check_close(mean, rmean, "layernorm mean");
-  check_close(rstd, rrstd, "layernorm rstd");
+  check_close(y, ry, kTol, "layernorm out");
+  check_close(mean, rmean, kTol, "layernorm mean");
+  check_close(rstd, rrstd, kTol, "layernorm rstd");
 
   auto dx = randoms(N * C, 5), dw = randoms(C, 6), db = randoms(C, 7);
   auto rdx = dx, rdw = dw, rdb = db;
@@ -69,9 +54,9 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
                           mean.data(), rstd.data(), scratch.data(), N, C, kStream);
   ref.layernorm_backward(host(rdx, {N, C}), host(rdw, {C}), host(rdb, {C}), host(dy, {N, C}),
                          host(x, {N, C}), host(w, {C}), host(rmean, {N}), host(rrstd, {N}));
-  check_close(dx, rdx, "layernorm dinp");
-  check_close(dw, rdw, "layernorm dweight");
-  check_close(db, rdb, "layernorm dbias");
+  check_close(dx, rdx, kTol, "layernorm dinp");
+  check_close(dw, rdw, kTol, "layernorm dweight");
+  check_close(db, rdb, kTol, "layernorm dbias");
 
   const int64_t n = 3000;
   auto gx = randoms(n, 8, -5, 5), gdy = randoms(n, 9), gdx = randoms(n, 10), gy = nans(n);
@@ -80,8 +65,8 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   emu::gelu_backward(gdx.data(), gx.data(), gdy.data(), n, kStream);
   ref.gelu_forward(host(rgy, {n}), host(gx, {n}));
   ref.gelu_backward(host(rgdx, {n}), host(gx, {n}), host(gdy, {n}));
-  check_close(gy, rgy, "gelu out");
-  check_close(gdx, rgdx, "gelu dinp");
+  check_close(gy, rgy, kTol, "gelu out");
+  check_close(gdx, rgdx, kTol, "gelu dinp");
 
   // bias: dbias += column sums (deterministic order), out += bias
   const int64_t OC = 45;
@@ -96,8 +81,8 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   scratch.resize(static_cast<size_t>(emu::column_sums_scratch_floats(N, OC)));
   emu::bias_backward(dbias.data(), dout.data(), scratch.data(), N, OC, kStream);
   emu::add_bias(out.data(), bias.data(), N, OC, kStream);
-  check_close(dbias, want_db, "bias_backward");
-  check_close(out, want_out, "add_bias");
+  check_close(dbias, want_db, kTol, "bias_backward");
+  check_close(out, want_out, kTol, "add_bias");
 }
 
 TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {
@@ -113,9 +98,9 @@ TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {
                         int(NH));
   ref.attention_backward(host(rdqkv, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
                          host(rout, {B, T, C}), host(ratt, {B, NH, T, T}), int(NH));
-  check_close(out, rout, "attention out");
-  check_close(att, ratt, "attention att");
-  check_close(dqkv, rdqkv, "attention dqkv");
+  check_close(out, rout, kTol, "attention out");
+  check_close(att, ratt, kTol, "attention att");
+  check_close(dqkv, rdqkv, kTol, "attention dqkv");
 }
 
 TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels]") {
@@ -135,9 +120,9 @@ TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels
                         host(wpe, {maxT, C}), off);
   ref.embedding_backward(host(rdwte, {V, C}), host(rdwpe, {maxT, C}), host(dy, {B, T, C}),
                          host(tok, {B, T}), off);
-  check_close(out, rout, "embedding out");
-  check_close(dwte, rdwte, "embedding dwte");
-  check_close(dwpe, rdwpe, "embedding dwpe");
+  check_close(out, rout, kTol, "embedding out");
+  check_close(dwte, rdwte, kTol, "embedding dwte");
+  check_close(dwpe, rdwpe, kTol, "embedding dwpe");
 }
 
 TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets", "[kernels]") {
@@ -150,8 +135,8 @@ TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets", "[k
     tgt[i] = i % 4 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
   emu::softmax_cross_entropy(logits.data(), losses.data(), tgt.data(), N, V, 0.125f, kStream);
   ref.softmax_cross_entropy(host(rlogits, {N, V}), host(rlosses, {N}), host(tgt, {N}), 0.125f);
-  check_close(losses, rlosses, "cross-entropy losses");
-  check_close(logits, rlogits, "cross-entropy dlogits");
+  check_close(losses, rlosses, kTol, "cross-entropy losses");
+  check_close(logits, rlogits, kTol, "cross-entropy dlogits");
 }
 
 TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]") {
@@ -169,9 +154,9 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
                   hp.weight_decay, bc1, bc2, copy.data(), kStream);
   ref.adamw_step(host(rp, {n}), host(g, {n}), host(rm, {n}), host(rv, {n}), hp,
                  Tensor(rcopy.data(), {n}, DType::bf16));
-  check_close(p, rp, "adamw params");
-  check_close(m, rm, "adamw m");
-  check_close(v, rv, "adamw v");
+  check_close(p, rp, kTol, "adamw params");
+  check_close(m, rm, kTol, "adamw m");
+  check_close(v, rv, kTol, "adamw v");
   for (size_t i = 0; i < copy.size(); ++i) {  // the bf16 copy: the emulated params, rounded
     INFO("bf16 copy element " << i);
     CHECK(copy[i] == cpu::bf16_bits_from_float(p[i]));
@@ -182,7 +167,7 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
   emu::scale(y.data(), -2.0f, n, kStream);
   ref.axpy(host(ry, {n}), host(x, {n}), 0.5f);
   ref.scale(host(ry, {n}), -2.0f);
-  check_close(y, ry, "axpy then scale");
+  check_close(y, ry, kTol, "axpy then scale");
 
   std::vector<double> result(1), partials(emu::kReducePartials);
   emu::sum_fp64(result.data(), partials.data(), x.data(), n, true, kStream);
