@@ -25,6 +25,10 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
   }
 }
 
+__global__ void fill_kernel(float* x, float value, int64_t n) {
+  GRID_STRIDE(i, n) x[i] = value;
+}
+
 __global__ void scale_kernel(float* x, float alpha, int64_t n) {
   GRID_STRIDE(i, n) x[i] *= alpha;
 }
@@ -70,6 +74,12 @@ void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n
   launch(adamw_kernel, grid_for(n), kThreads, stream, params, grads, m, v, n, lr, beta1, beta2, eps,
          weight_decay, bias_correction1, bias_correction2, params_bf16);
   CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+void fill(float* x, float value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch(fill_kernel, grid_for(n), kThreads, stream, x, value, n);
+  CUDA_CHECK_LAUNCH("fill_kernel");
 }
 
 void scale(float* x, float alpha, int64_t n, cudaStream_t stream) {

@@ -43,6 +43,11 @@ class Backend {
   virtual void to_host(void* dst, const Tensor& src) = 0;
   virtual void from_host(Tensor dst, const void* src) = 0;
   virtual void synchronize() {}
+  // fp32 `t` is no longer needed (ZeRO's released ranges): afterwards it reads `fill`, except
+  // where the backend handed whole pages back to the system (the cpu backend), which read 0.
+  virtual void release(Tensor t, float fill) = 0;
+  // Bytes of `t` held in memory now: all of them, unless the backend releases pages.
+  virtual int64_t resident_bytes(const Tensor& t) { return static_cast<int64_t>(t.nbytes()); }
 
   // --- GEMM ---
   // C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X or X^T. Batched with strides

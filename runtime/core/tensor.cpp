@@ -72,4 +72,13 @@ Tensor Tensor::view(Shape s) const {
   return Tensor(data, s, dtype, device);
 }
 
+Tensor Tensor::slice(int64_t offset, int64_t n) const {
+  if (empty()) return Tensor();
+  if (n == 0) return Tensor(data, {0}, dtype, device);  // touches nothing: any offset will do
+  TRAINER_CHECK(offset >= 0 && n >= 0 && offset + n <= numel(),
+                "slice [" << offset << ", " << offset + n << ") of tensor " << shape.str());
+  const size_t bytes = static_cast<size_t>(offset) * dtype_size(dtype);
+  return Tensor(static_cast<char*>(data) + bytes, {n}, dtype, device);
+}
+
 }  // namespace trainer

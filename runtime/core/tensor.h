@@ -46,6 +46,9 @@ struct Tensor {
   int32_t* i32() const;  // checked access for int32 tensors
   // Same memory, new shape of equal element count.
   Tensor view(Shape s) const;
+  // Elements [offset, offset + n) of the flat storage as a 1-D tensor (an empty tensor stays
+  // empty: an absent optional argument; n = 0 gives a 0-element tensor whatever the offset).
+  Tensor slice(int64_t offset, int64_t n) const;
 };
 
 }  // namespace trainer

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/cpu/host_pages.h"
 #include "runtime/cpu/ops.h"
 #include "runtime/cpu/tensor_checks.h"
 
@@ -45,6 +46,15 @@ void CpuBackend::to_host(void* dst, const Tensor& src) {
 void CpuBackend::from_host(Tensor dst, const void* src) {
   check_host(dst, "from_host", "dst");
   if (dst.nbytes()) std::memcpy(dst.data, src, dst.nbytes());
+}
+
+void CpuBackend::release(Tensor t, float fill) {
+  release_range(need_f32(t, "release", "t"), 0, t.numel(), fill);
+}
+
+int64_t CpuBackend::resident_bytes(const Tensor& t) {
+  check_host(t, "resident_bytes", "t");
+  return resident_page_bytes(t.data, t.nbytes());
 }
 
 void CpuBackend::gemm(const Gemm& g) {

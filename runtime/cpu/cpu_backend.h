@@ -21,6 +21,9 @@ class CpuBackend : public Backend {
   void copy(Tensor dst, const Tensor& src) override;
   void to_host(void* dst, const Tensor& src) override;
   void from_host(Tensor dst, const void* src) override;
+  // Whole pages inside a released range go back to the kernel (host_pages.h).
+  void release(Tensor t, float fill) override;
+  int64_t resident_bytes(const Tensor& t) override;
 
   void gemm(const Gemm& g) override;
   void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,

@@ -80,6 +80,10 @@ void CudaBackend::zero(Tensor t) {
   CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
 }
 
+void CudaBackend::release(Tensor t, float fill) {
+  kernels::fill(need_f32(t, "release", "t"), fill, t.numel(), stream_);
+}
+
 void CudaBackend::copy(Tensor dst, const Tensor& src) {
   check_device(dst, "copy", "dst");
   check_device(src, "copy", "src");

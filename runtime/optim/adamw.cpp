@@ -36,16 +36,11 @@ AdamW::~AdamW() {
 void AdamW::step(Tensor params, const Tensor& grads, float lr, float beta1, float beta2, float eps,
                  float weight_decay, Tensor params_bf16) {
   ++t_;
-  auto slice = [](const Tensor& t, int64_t off, int64_t n) {
-    if (t.empty()) return Tensor();
-    const size_t bytes = static_cast<size_t>(off) * dtype_size(t.dtype);
-    return Tensor(static_cast<char*>(t.data) + bytes, {n}, t.dtype, t.device);
-  };
   for (const DecayRun& r : runs_) {
     const int64_t off = r.offset - begin_;
     AdamWParams p{lr, beta1, beta2, eps, r.decay ? weight_decay : 0.0f, t_};
-    be_.adamw_step(slice(params, off, r.numel), slice(grads, off, r.numel), slice(m_, off, r.numel),
-                   slice(v_, off, r.numel), p, slice(params_bf16, off, r.numel));
+    be_.adamw_step(params.slice(off, r.numel), grads.slice(off, r.numel), m_.slice(off, r.numel),
+                   v_.slice(off, r.numel), p, params_bf16.slice(off, r.numel));
   }
 }
 

@@ -1,7 +1,6 @@
 #include "runtime/parallel/zero_comm.h"
 
-#include <algorithm>
-#include <cstring>
+#include "runtime/core/check.h"
 
 namespace trainer::parallel {
 namespace {
@@ -12,65 +11,80 @@ size_t count(int64_t n) {
   return static_cast<size_t>(n);
 }
 
+float* f32(const Tensor& t) {
+  return static_cast<float*>(t.data);
+}
+
 }  // namespace
 
-void reduce_scatter_in_place(dist::Comm& comm, const ZeroShards& s, float* buf) {
+void reduce_scatter_in_place(dist::Comm& comm, const ZeroShards& s, const Tensor& buf) {
   const int64_t c = s.chunk();
   // Rank-major chunks: chunk `rank` of the input is the output's place, as in NCCL's in-place
   // definition (GlooComm copies its input before reducing).
-  comm.reduce_scatter(buf, buf + c * comm.rank(), count(c), kF32, dist::ReduceOp::sum);
+  comm.reduce_scatter(f32(buf), f32(buf) + c * comm.rank(), count(c), kF32, dist::ReduceOp::sum);
   const int64_t tail = s.numel() - s.tail_begin();
-  if (tail > 0) comm.all_reduce(buf + s.tail_begin(), count(tail), kF32, dist::ReduceOp::sum);
+  if (tail > 0) comm.all_reduce(f32(buf) + s.tail_begin(), count(tail), kF32, dist::ReduceOp::sum);
 }
 
-void all_gather_in_place(dist::Comm& comm, const ZeroShards& s, float* buf,
-                         std::vector<float>& staging) {
+void all_gather_in_place(Backend& be, dist::Comm& comm, const ZeroShards& s, const Tensor& buf,
+                         const Tensor& staging) {
   const int64_t c = s.chunk();
-  staging.assign(buf + c * comm.rank(), buf + c * (comm.rank() + 1));
-  comm.all_gather(staging.data(), buf, count(c), kF32);
+  be.copy(staging.slice(0, c), buf.slice(c * comm.rank(), c));
+  comm.all_gather(staging.data, buf.data, count(c), kF32);
   const int64_t tail = s.numel() - s.tail_begin();
-  if (tail > 0) comm.broadcast(buf + s.tail_begin(), count(tail), kF32, s.dp() - 1);
+  if (tail > 0) comm.broadcast(f32(buf) + s.tail_begin(), count(tail), kF32, s.dp() - 1);
 }
+
+RangeReduceScatter::RangeReduceScatter(Backend& be, dist::Comm& comm, const ZeroShards& s,
+                                       int64_t max_piece)
+    : be_(be), comm_(comm), s_(s), staging_(be, max_piece * (s.dp() + 1)) {}
 
 RangeReduceScatter::~RangeReduceScatter() {
   if (!work_) return;
-  try {  // the comm thread must not write into staging_ after it is gone
+  try {  // the communicator must not write into staging_ after it is gone
     work_->wait();
   } catch (...) {  // the failure was (or will be) reported by whoever waits on the group
   }
 }
 
-void RangeReduceScatter::start(const float* buf, Range r) {
+void RangeReduceScatter::start(const Tensor& buf, Range r) {
+  TRAINER_CHECK(!work_, "reduce-scatter started while one is in flight");
   r_ = r;
   k_ = s_.max_piece(r.begin, r.end);
   const int dp = s_.dp();
-  staging_.assign(count(k_) * static_cast<size_t>(dp + 1), 0.0f);
+  TRAINER_CHECK(k_ * (dp + 1) <= staging_.numel(),
+                "range [" << r.begin << ", " << r.end << ") needs pieces of " << k_
+                          << " elements, more than the staging holds");
+  // Padding past a shorter piece holds stale values: it only sums into padding, never read.
   for (int q = 0; q < dp; ++q) {
     const Range p = s_.piece(q, r.begin, r.end);
-    std::copy(buf + p.begin, buf + p.end, staging_.begin() + static_cast<long>(k_ * q));
+    be_.copy(staging_.slice(k_ * q, p.size()), buf.slice(p.begin, p.size()));
   }
   work_ = comm_.reduce_scatter_async(staging_.data(), staging_.data() + k_ * dp, count(k_), kF32,
                                      dist::ReduceOp::sum);
 }
 
-void RangeReduceScatter::finish(float* shard_acc) {
+void RangeReduceScatter::finish(const Tensor& shard_acc) {
   if (!work_) return;
   work_->wait();
   work_.reset();
-  const float* out = staging_.data() + k_ * s_.dp();
   const Range mine = s_.piece(comm_.rank(), r_.begin, r_.end);
-  float* acc = shard_acc + (mine.begin - s_.shard(comm_.rank()).begin);
-  for (int64_t i = 0; i < mine.size(); ++i) acc[i] += out[i];
+  const int64_t at = mine.begin - s_.shard(comm_.rank()).begin;
+  be_.axpy(shard_acc.slice(at, mine.size()), staging_.slice(k_ * s_.dp(), mine.size()), 1.0f);
 }
 
-void RangeGather::start(float* buf, Range r) {
+RangeGather::RangeGather(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece)
+    : be_(be), comm_(comm), s_(s), send_(be, max_piece), recv_(be, max_piece * s.dp()) {}
+
+void RangeGather::start(const Tensor& buf, Range r) {
+  TRAINER_CHECK(!work_, "gather started while one is in flight");
   buf_ = buf;
   r_ = r;
   k_ = s_.max_piece(r.begin, r.end);
+  TRAINER_CHECK(k_ <= send_.numel(), "range [" << r.begin << ", " << r.end << ") needs pieces of "
+                                               << k_ << " elements, more than the staging holds");
   const Range mine = s_.piece(comm_.rank(), r.begin, r.end);
-  send_.assign(count(k_), 0.0f);
-  std::copy(buf + mine.begin, buf + mine.end, send_.begin());
-  recv_.resize(count(k_) * static_cast<size_t>(s_.dp()));
+  be_.copy(send_.slice(0, mine.size()), buf.slice(mine.begin, mine.size()));
   work_ = comm_.all_gather_async(send_.data(), recv_.data(), count(k_), kF32);
 }
 
@@ -80,8 +94,7 @@ void RangeGather::finish() {
   work_.reset();
   for (int q = 0; q < s_.dp(); ++q) {
     const Range p = s_.piece(q, r_.begin, r_.end);
-    std::copy(recv_.begin() + static_cast<long>(k_ * q),
-              recv_.begin() + static_cast<long>(k_ * q + p.size()), buf_ + p.begin);
+    be_.copy(buf_.slice(p.begin, p.size()), recv_.slice(k_ * q, p.size()));
   }
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// The collectives ZeRO runs over the flat fp32 buffer, cut by ZeroShards. Buffers are host
-// pointers of the cpu backend; `staging` is host scratch the caller keeps between calls.
+// The collectives ZeRO runs over the flat fp32 buffer, cut by ZeroShards. Buffers are Backend
+// memory (host on cpu, device on cuda) and every copy and add goes through the Backend, so the
+// same code runs over Gloo and over NCCL. Staging is BackendBuffer, sized once by its owner.
 //
 // Whole buffer (ZeRO-1 after backward, ZeRO-1/2 after the update): one reduce-scatter /
 // all-gather over the equal part, in place (chunk r of the buffer is rank r's shard), plus the
@@ -10,60 +11,64 @@
 // padded to the largest piece k; a reduce-scatter / all-gather of count k moves them. Traffic is
 // dp*k (<= dp * min(range, chunk)), the price of keeping every rank's shard contiguous.
 #include <memory>
-#include <vector>
 
+#include "runtime/core/backend.h"
+#include "runtime/core/backend_buffer.h"
 #include "runtime/dist/comm.h"
 #include "runtime/parallel/zero_shard.h"
 
 namespace trainer::parallel {
 
 // buf[n] := the group sum on this rank's shard (other elements are left as they were).
-void reduce_scatter_in_place(dist::Comm& comm, const ZeroShards& s, float* buf);
-// Every rank's shard of buf (in place on its owner) to every rank.
-void all_gather_in_place(dist::Comm& comm, const ZeroShards& s, float* buf,
-                         std::vector<float>& staging);
+void reduce_scatter_in_place(dist::Comm& comm, const ZeroShards& s, const Tensor& buf);
+// Every rank's shard of buf (in place on its owner) to every rank. staging: chunk() floats.
+void all_gather_in_place(Backend& be, dist::Comm& comm, const ZeroShards& s, const Tensor& buf,
+                         const Tensor& staging);
 
 // Adds this rank's piece of the group sum of buf[r] into shard_acc (element 0 = shard begin).
 // start() copies the owners' pieces into the object's own staging, so buf[r] may be reused or
-// released as soon as it returns, and posts the reduce-scatter on the communicator's thread;
-// finish() waits and adds. One reduce-scatter in flight per object; several objects may be in
-// flight at once (they complete in issue order).
+// released as soon as it returns (on a device: by work queued after it), and posts the
+// reduce-scatter on the communicator; finish() waits and adds. One reduce-scatter in flight per
+// object; several objects may be in flight at once (they complete in issue order).
 class RangeReduceScatter {
  public:
-  RangeReduceScatter(dist::Comm& comm, const ZeroShards& s) : comm_(comm), s_(s) {}
+  // max_piece: the largest ZeroShards::max_piece of any range this object will carry.
+  RangeReduceScatter(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece);
   ~RangeReduceScatter();
-  void start(const float* buf, Range r);
-  void finish(float* shard_acc);
+  void start(const Tensor& buf, Range r);
+  void finish(const Tensor& shard_acc);
   bool pending() const { return work_ != nullptr; }
-  size_t capacity() const { return staging_.capacity(); }
+  int64_t bytes() const { return staging_.nbytes(); }
 
  private:
+  Backend& be_;
   dist::Comm& comm_;
   const ZeroShards& s_;
   Range r_;
   int64_t k_ = 0;
-  std::vector<float> staging_;  // dp padded pieces, then this rank's reduced piece
+  BackendBuffer staging_;  // dp padded pieces, then this rank's reduced piece
   std::shared_ptr<dist::Work> work_;
 };
 
 // Gathers buf[r] from the owners' pieces (in place in buf). start() posts the all-gather on the
-// communicator's thread; finish() waits and unpacks. One gather in flight per object.
+// communicator; finish() waits and unpacks. One gather in flight per object.
 class RangeGather {
  public:
-  RangeGather(dist::Comm& comm, const ZeroShards& s) : comm_(comm), s_(s) {}
-  void start(float* buf, Range r);
+  RangeGather(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece);
+  void start(const Tensor& buf, Range r);
   void finish();
   bool pending() const { return work_ != nullptr; }
   Range range() const { return r_; }
-  size_t capacity() const { return send_.capacity() + recv_.capacity(); }
+  int64_t bytes() const { return send_.nbytes() + recv_.nbytes(); }
 
  private:
+  Backend& be_;
   dist::Comm& comm_;
   const ZeroShards& s_;
-  float* buf_ = nullptr;
+  Tensor buf_;
   Range r_;
   int64_t k_ = 0;
-  std::vector<float> send_, recv_;
+  BackendBuffer send_, recv_;
   std::shared_ptr<dist::Work> work_;
 };
 

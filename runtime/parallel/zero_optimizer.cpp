@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "runtime/core/check.h"
-#include "runtime/parallel/host_pages.h"
 
 namespace trainer::parallel {
 namespace {
@@ -22,8 +21,10 @@ std::vector<Range> ranges_by_unit(const model::ParamLayout& layout) {
   return out;
 }
 
-Tensor slice(const Tensor& t, int64_t off, int64_t n) {
-  return Tensor(static_cast<float*>(t.data) + off, {n}, DType::f32, t.device);
+int64_t max_piece_of(const std::vector<Range>& ranges, const ZeroShards& s) {
+  int64_t k = 0;
+  for (const Range& r : ranges) k = std::max(k, s.max_piece(r.begin, r.end));
+  return k;
 }
 
 }  // namespace
@@ -35,19 +36,18 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
       comm_(comm),
       shards_(model.layout().total_numel(), comm.size()),
       unit_range_(ranges_by_unit(model.layout())),
-      sync_gather_(comm, shards_),
-      prefetch_(comm, shards_) {
+      max_unit_piece_(max_piece_of(unit_range_, shards_)) {
   TRAINER_CHECK(stage >= 1 && stage <= 3, "zero stage " << stage);
-  TRAINER_CHECK(be.device() == DeviceType::cpu, "ZeRO runs on the cpu backend only for now");
   const Range s = shard();
   opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), s.begin, s.end);
+  if (stage_ <= 2) gather_staging_ = BackendBuffer(be_, shards_.chunk());
   if (stage_ >= 2) {
-    grad_acc_ =
-        Tensor(be_.alloc(static_cast<size_t>(s.size()) * 4), {s.size()}, DType::f32, be_.device());
-    be_.zero(grad_acc_);
+    grad_acc_ = BackendBuffer(be_, s.size());
     model_.hooks().unit_grads_ready = [this](int unit) { on_unit_grads_ready(unit); };
   }
   if (stage_ == 3) {
+    sync_gather_.emplace(be_, comm_, shards_, max_unit_piece_);
+    prefetch_.emplace(be_, comm_, shards_, max_unit_piece_);
     live_.assign(unit_range_.size(), true);
     model_.hooks().before_unit = [this](int unit, bool bwd) { before_unit(unit, bwd); };
     publish_params();
@@ -55,12 +55,11 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
 }
 
 ZeroOptimizer::~ZeroOptimizer() {
-  prefetch_.finish();
-  if (grad_acc_.data) be_.free(grad_acc_.data);
+  if (prefetch_) prefetch_->finish();
 }
 
 Tensor ZeroOptimizer::shard_grads() const {
-  return stage_ >= 2 ? grad_acc_ : slice(model_.grads(), shard().begin, shard().size());
+  return stage_ >= 2 ? grad_acc_.tensor() : model_.grads().slice(shard().begin, shard().size());
 }
 
 void ZeroOptimizer::begin_step() {
@@ -68,22 +67,22 @@ void ZeroOptimizer::begin_step() {
     be_.zero(model_.grads());
     return;
   }
-  release_range(grads(), 0, shards_.numel(), 0.0f);  // pages come back as backward writes them
-  be_.zero(grad_acc_);
+  be_.release(model_.grads(), 0.0f);  // pages come back as backward writes them
+  be_.zero(grad_acc_.tensor());
 }
 
 void ZeroOptimizer::sample_residency() {
-  const size_t n = static_cast<size_t>(shards_.numel()) * 4;
-  peak_params_ = std::max(peak_params_, resident_bytes(params(), n));
-  peak_grads_ = std::max(peak_grads_, resident_bytes(grads(), n));
+  peak_params_ = std::max(peak_params_, be_.resident_bytes(model_.params()));
+  peak_grads_ = std::max(peak_grads_, be_.resident_bytes(model_.grads()));
   peak_scratch_ = std::max(peak_scratch_, scratch_bytes());
 }
 
 int64_t ZeroOptimizer::scratch_bytes() const {
-  size_t floats = staging_.capacity() + sync_gather_.capacity() + prefetch_.capacity();
-  for (const auto& rs : scatters_) floats += rs->capacity();
-  for (const auto& rs : spare_scatters_) floats += rs->capacity();
-  return static_cast<int64_t>(floats * sizeof(float));
+  int64_t bytes = gather_staging_.nbytes();
+  if (sync_gather_) bytes += sync_gather_->bytes() + prefetch_->bytes();
+  for (const auto& rs : scatters_) bytes += rs->bytes();
+  for (const auto& rs : spare_scatters_) bytes += rs->bytes();
+  return bytes;
 }
 
 void ZeroOptimizer::on_unit_grads_ready(int unit) {
@@ -91,26 +90,25 @@ void ZeroOptimizer::on_unit_grads_ready(int unit) {
   if (scatters_.size() >= kScattersInFlight) finish_oldest_scatter();
   std::unique_ptr<RangeReduceScatter> rs;
   if (spare_scatters_.empty()) {
-    rs = std::make_unique<RangeReduceScatter>(comm_, shards_);
+    rs = std::make_unique<RangeReduceScatter>(be_, comm_, shards_, max_unit_piece_);
   } else {
     rs = std::move(spare_scatters_.back());
     spare_scatters_.pop_back();
   }
-  rs->start(grads(), r);  // copies the pieces: the full-size range is free from here on
+  rs->start(model_.grads(), r);  // copies the pieces: the full-size range is free from here on
   scatters_.push_back(std::move(rs));
-  sample_residency();                            // the peak: this unit's full-size grads still live
-  release_range(grads(), r.begin, r.end, 0.0f);  // spent: zero, and its pages go back
+  sample_residency();  // the peak: this unit's full-size grads still live
+  be_.release(model_.grads().slice(r.begin, r.size()), 0.0f);  // spent: zero (pages go back)
 }
 
 void ZeroOptimizer::finish_oldest_scatter() {
-  scatters_.front()->finish(static_cast<float*>(grad_acc_.data));
+  scatters_.front()->finish(grad_acc_.tensor());
   spare_scatters_.push_back(std::move(scatters_.front()));
   scatters_.pop_front();
 }
 
 void ZeroOptimizer::reduce_gradients() {
-  if (stage_ == 1)
-    reduce_scatter_in_place(comm_, shards_, static_cast<float*>(model_.grads().data));
+  if (stage_ == 1) reduce_scatter_in_place(comm_, shards_, model_.grads());
   while (!scatters_.empty()) finish_oldest_scatter();
 }
 
@@ -125,16 +123,16 @@ void ZeroOptimizer::scale_grads(float alpha) {
 
 void ZeroOptimizer::step(float lr, float beta1, float beta2, float eps, float weight_decay) {
   const Range s = shard();
-  opt_->step(slice(model_.params(), s.begin, s.size()), shard_grads(), lr, beta1, beta2, eps,
+  opt_->step(model_.params().slice(s.begin, s.size()), shard_grads(), lr, beta1, beta2, eps,
              weight_decay);
   publish_params();
 }
 
 void ZeroOptimizer::publish_params() {
   if (stage_ < 3) {
-    all_gather_in_place(comm_, shards_, params(), staging_);
+    all_gather_in_place(be_, comm_, shards_, model_.params(), gather_staging_.tensor());
   } else {
-    prefetch_.finish();
+    prefetch_->finish();
     prefetch_unit_ = -1;
     for (size_t u = 0; u < unit_range_.size(); ++u) release(static_cast<int>(u));
   }
@@ -147,26 +145,30 @@ void ZeroOptimizer::release(int unit) {
   const Range mine = shards_.piece(comm_.rank(), r.begin, r.end);
   // Freed pages read 0; the bytes sharing a page with the shard read NaN.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  release_range(params(), r.begin, mine.begin, nan);
-  release_range(params(), mine.end, r.end, nan);
+  release_params({r.begin, mine.begin}, nan);
+  release_params({mine.end, r.end}, nan);
+}
+
+void ZeroOptimizer::release_params(Range r, float fill) {
+  if (r.size() > 0) be_.release(model_.params().slice(r.begin, r.size()), fill);
 }
 
 void ZeroOptimizer::ensure_gathered(int unit) {
   if (prefetch_unit_ >= 0) {  // a prefetch is in flight: land it first (FIFO order)
-    prefetch_.finish();
+    prefetch_->finish();
     live_[static_cast<size_t>(prefetch_unit_)] = true;
     prefetch_unit_ = -1;
   }
   if (live_[static_cast<size_t>(unit)]) return;
-  sync_gather_.start(params(), unit_range_[static_cast<size_t>(unit)]);
-  sync_gather_.finish();
+  sync_gather_->start(model_.params(), unit_range_[static_cast<size_t>(unit)]);
+  sync_gather_->finish();
   live_[static_cast<size_t>(unit)] = true;
 }
 
 void ZeroOptimizer::prefetch(int unit) {
   if (unit < 0 || static_cast<size_t>(unit) >= unit_range_.size()) return;
   if (live_[static_cast<size_t>(unit)]) return;
-  prefetch_.start(params(), unit_range_[static_cast<size_t>(unit)]);
+  prefetch_->start(model_.params(), unit_range_[static_cast<size_t>(unit)]);
   prefetch_unit_ = unit;
 }
 
@@ -186,7 +188,7 @@ ZeroMemory ZeroOptimizer::memory() const {
   const int64_t full = shards_.numel() * 4;
   ZeroMemory m;
   m.params = stage_ == 3 ? peak_params_ : full;
-  m.grads = stage_ >= 2 ? peak_grads_ + static_cast<int64_t>(grad_acc_.nbytes()) : full;
+  m.grads = stage_ >= 2 ? peak_grads_ + grad_acc_.nbytes() : full;
   m.optimizer = static_cast<int64_t>(opt_->bytes());
   m.scratch = std::max(peak_scratch_, scratch_bytes());
   return m;

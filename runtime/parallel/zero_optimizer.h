@@ -13,11 +13,14 @@
 //            shows up in the loss). wte (unit 0) stays gathered from the embedding to the tied
 //            head's backward. After the update only the shard is valid.
 // The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
-// (1-3) and the gradient accumulator (2-3) and, on the cpu backend, hands the pages of released
-// ranges back to the kernel (host_pages.h), so that grads (2-3) and params (3) outside live units
-// really leave memory.
+// (1-3) and the gradient accumulator (2-3). Released ranges go through Backend::release: the cpu
+// backend hands their pages back to the kernel, so that grads (2-3) and params (3) outside live
+// units really leave memory; the cuda backend keeps its buffers and only fills them.
+// Everything goes through the Backend and the Comm, so this runs on the cpu backend over Gloo
+// and on the cuda backend over NCCL alike.
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "runtime/core/backend.h"
@@ -66,8 +69,7 @@ class ZeroOptimizer {
   void ensure_gathered(int unit);
   void prefetch(int unit);
   void release(int unit);
-  float* params() const { return static_cast<float*>(model_.params().data); }
-  float* grads() const { return static_cast<float*>(model_.grads().data); }
+  void release_params(Range r, float fill);
   void sample_residency();
   int64_t scratch_bytes() const;
 
@@ -77,15 +79,16 @@ class ZeroOptimizer {
   dist::Comm& comm_;
   ZeroShards shards_;
   std::vector<Range> unit_range_;  // by unit id
+  int64_t max_unit_piece_;         // the largest piece of any unit: the range staging's size
   std::unique_ptr<optim::AdamW> opt_;
-  Tensor grad_acc_;  // stage >= 2: shard-sized gradient accumulator
-  std::vector<float> staging_;
+  BackendBuffer grad_acc_;        // stage >= 2: shard-sized gradient accumulator
+  BackendBuffer gather_staging_;  // stage <= 2: one chunk, for the whole-buffer all-gather
   // stage >= 2: reduce-scatters of finished units in flight (oldest first), and spent ones kept
   // for reuse (their staging stays allocated).
   static constexpr size_t kScattersInFlight = 2;
   std::deque<std::unique_ptr<RangeReduceScatter>> scatters_;
   std::vector<std::unique_ptr<RangeReduceScatter>> spare_scatters_;
-  RangeGather sync_gather_, prefetch_;
+  std::optional<RangeGather> sync_gather_, prefetch_;  // stage 3
   int prefetch_unit_ = -1;
   std::vector<bool> live_;  // stage 3: unit gathered
   int64_t peak_params_ = 0, peak_grads_ = 0, peak_scratch_ = 0;

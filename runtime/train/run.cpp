@@ -86,9 +86,6 @@ void check_supported(const config::RunConfig& cfg, const dist::MeshShape& shape)
     throw config::ConfigError(
         "config: precision.compute = fp8: the fp8 GEMM path is not implemented yet; use bf16 or "
         "fp32");
-  if (cfg.hardware.device == "cuda" && cfg.parallel.zero > 0)
-    throw config::ConfigError("config: parallel.zero = " + std::to_string(cfg.parallel.zero) +
-                              " needs hardware.device = cpu for now (got cuda)");
 }
 
 void log_banner(const report::RunReport& base, const report::RunContext& ctx,

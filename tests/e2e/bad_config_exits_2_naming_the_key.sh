@@ -26,8 +26,6 @@ expect_error "train.micro_batch = 0" --set train.micro_batch=0
 expect_error "parallel.zero = 5" --set parallel.zero=5
 expect_error "precision.compute = fp8" --set precision.compute=fp8
 expect_error "precision.compute = fp8" --set precision.compute=fp8 --set hardware.device=cuda
-# Combinations the cuda backend does not run yet are refused before any device is touched.
-expect_error "parallel.zero = 1" --set hardware.device=cuda --set parallel.zero=1
 expect_error "model.d_model = 130" --set model.d_model=130
 expect_error "train.steps = -1" --set train.steps=-1
 expect_error "logging.level" --set logging.level=loud

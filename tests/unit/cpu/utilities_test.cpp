@@ -1,5 +1,5 @@
-// AdamW, reductions, bf16 rounding, memory, make_backend, shape checks and thread-count
-// determinism of the CpuBackend.
+// AdamW, reductions, bf16 rounding, memory (release included), make_backend, shape checks and
+// thread-count determinism of the CpuBackend.
 #include <omp.h>
 
 #include <bit>
@@ -153,6 +153,33 @@ TEST_CASE("memory_ops_allocate_aligned_and_round_trip", "[cpu][memory]") {
   CHECK(back == std::vector<float>(sz(n), 0.0f));
   be.free(p);
   be.free(q);
+}
+
+TEST_CASE("release_returns_whole_pages_and_fills_the_edges", "[cpu][memory]") {
+  CpuBackend be;
+  const int64_t n = 1 << 20;  // 4 MiB: many whole pages
+  Tensor t(be.alloc(sz(n) * 4), {n});
+  auto src = random_floats(sz(n), 3);
+  be.from_host(t, src.data());
+  const int64_t before = be.resident_bytes(t);
+  CHECK(before == static_cast<int64_t>(t.nbytes()));  // just written: every page is in memory
+  const int64_t lo = 1001, hi = n - 999;              // not on page boundaries
+  be.release(t.slice(lo, hi - lo), std::numeric_limits<float>::quiet_NaN());
+  const int64_t after = be.resident_bytes(t);
+  INFO("resident bytes " << before << " -> " << after);
+  CHECK(after < before - static_cast<int64_t>(sz(hi - lo) * 4) + 3 * 4096);
+  const float* p = t.f32();
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("element " << i);
+    const float v = p[i];
+    if (i < lo || i >= hi)
+      REQUIRE(v == src[sz(i)]);  // outside the range: kept
+    else
+      REQUIRE((std::isnan(v) || v == 0.0f));  // the fill where a page is shared, else a freed page
+  }
+  CHECK(std::isnan(p[lo]));  // the range's first element shares its page with live data
+  CHECK(std::isnan(p[hi - 1]));
+  be.free(t.data);
 }
 
 TEST_CASE("make_backend_gives_cpu_and_explains_the_others", "[cpu][factory]") {

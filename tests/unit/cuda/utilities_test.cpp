@@ -1,4 +1,5 @@
-// AdamW, scale/axpy, reductions and bf16 rounding of the cuda backend against the cpu backend.
+// AdamW, scale/axpy, release, reductions and bf16 rounding of the cuda backend against the cpu
+// backend.
 #include <cstring>
 
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -36,6 +37,22 @@ TEST_CASE("cuda_adamw_scale_axpy_match_cpu", "[cuda]") {
   check_close(download(*gpu, gm), m, kF32Tol, "adamw m");
   check_close(download(*gpu, gv), v, kF32Tol, "adamw v");
   check_close(download(*gpu, gg), g, kF32Tol, "scale");
+}
+
+TEST_CASE("cuda_release_fills_the_range_and_keeps_the_memory", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  const int64_t n = 70'001;
+  auto x = randoms(n, 1);
+  Tensor gx = upload(*gpu, x, {n});
+  gpu->release(gx.slice(5, n - 10), std::nanf(""));  // ZeRO-3's poisoning of a released unit
+  const std::vector<float> back = download(*gpu, gx);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool released = i >= 5 && i < n - 5;
+    INFO("element " << i);
+    REQUIRE((released ? std::isnan(back[size_t(i)]) : back[size_t(i)] == x[size_t(i)]));
+  }
+  CHECK(gpu->resident_bytes(gx) == static_cast<int64_t>(gx.nbytes()));  // device memory stays
 }
 
 TEST_CASE("cuda_sum_and_sum_squares_match_cpu_in_fp64", "[cuda]") {

@@ -168,6 +168,10 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
   ref.axpy(host(ry, {n}), host(x, {n}), 0.5f);
   ref.scale(host(ry, {n}), -2.0f);
   check_close(y, ry, kTol, "axpy then scale");
+  emu::fill(y.data() + 1, -3.5f, n - 2, kStream);  // leaves the first and last element
+  CHECK(y.front() == ry.front());
+  CHECK(y.back() == ry.back());
+  for (int64_t i = 1; i < n - 1; ++i) REQUIRE(y[static_cast<size_t>(i)] == -3.5f);
 
   std::vector<double> result(1), partials(emu::kReducePartials);
   emu::sum_fp64(result.data(), partials.data(), x.data(), n, true, kStream);

@@ -1,4 +1,4 @@
-#include "runtime/parallel/host_pages.h"
+#include "runtime/cpu/host_pages.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-namespace trainer::parallel {
+namespace trainer::cpu {
 namespace {
 
 uintptr_t page_size() {
@@ -32,7 +32,7 @@ void release_range(float* buf, int64_t lo, int64_t hi, float fill) {
     std::fill(reinterpret_cast<float*>(pa), reinterpret_cast<float*>(pb), 0.0f);
 }
 
-int64_t resident_bytes(const void* p, size_t bytes) {
+int64_t resident_page_bytes(const void* p, size_t bytes) {
   if (bytes == 0) return 0;
   const uintptr_t ps = page_size();
   const uintptr_t a = reinterpret_cast<uintptr_t>(p) / ps * ps;
@@ -45,4 +45,4 @@ int64_t resident_bytes(const void* p, size_t bytes) {
   return std::min(static_cast<int64_t>(bytes), pages * static_cast<int64_t>(ps));
 }
 
-}  // namespace trainer::parallel
+}  // namespace trainer::cpu
