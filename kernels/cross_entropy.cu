@@ -8,12 +8,14 @@ namespace trainer::kernels {
 namespace {
 
 __global__ void softmax_cross_entropy_kernel(float* logits, float* losses, const int32_t* targets,
-                                             int64_t V, float dloss_scale) {
+                                             int64_t V, int64_t Vp, float dloss_scale) {
   __shared__ float red[32];
   const int64_t row = blockIdx.x;
-  float* z = logits + row * V;
+  float* z = logits + row * Vp;
   const int64_t target = targets[row];
   const bool write_grad = dloss_scale != 0.0f;
+  if (write_grad)  // vocabulary padding: no gradient
+    for (int64_t j = V + threadIdx.x; j < Vp; j += blockDim.x) z[j] = 0.0f;
   if (target < 0 || target >= V) {  // ignored row (or a bad target: NaN loss, no OOB read)
     if (threadIdx.x == 0) losses[row] = target < 0 ? 0.0f : NAN;
     if (write_grad)
@@ -37,11 +39,11 @@ __global__ void softmax_cross_entropy_kernel(float* logits, float* losses, const
 }  // namespace
 
 void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t N,
-                           int64_t V, float dloss_scale, cudaStream_t stream) {
+                           int64_t V, int64_t Vp, float dloss_scale, cudaStream_t stream) {
   if (N == 0) return;
   const int threads = V >= 1024 ? 1024 : (V >= 256 ? 256 : 64);
   launch(softmax_cross_entropy_kernel, static_cast<unsigned>(N), threads, stream, logits, losses,
-         targets, V, dloss_scale);
+         targets, V, Vp, dloss_scale);
   CUDA_CHECK_LAUNCH("softmax_cross_entropy_kernel");
 }
 

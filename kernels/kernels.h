@@ -81,8 +81,9 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 // --- loss (cross_entropy.cu) ---
 // losses[N]; logits overwritten by dlogits * dloss_scale when dloss_scale != 0. target < 0:
 // ignored; target >= V: loss NaN.
+// Rows of logits are Vp >= V long; columns [V, Vp) are vocabulary padding (gradient 0).
 void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t N,
-                           int64_t V, float dloss_scale, cudaStream_t stream);
+                           int64_t V, int64_t Vp, float dloss_scale, cudaStream_t stream);
 
 // --- optimizer and utilities (optim_util.cu) ---
 // bias_correction1/2 = 1 - beta^step, computed by the caller in double like the cpu reference.

@@ -24,8 +24,15 @@ std::vector<float> transpose(const std::vector<float>& a, int64_t rows, int64_t 
   return t;
 }
 
-int64_t padded_vocab(int64_t v) {
+// llm.c files pad wte to a multiple of 128 rows whatever the model's own padding.
+int64_t llmc_padded_vocab(int64_t v) {
   return (v + 127) / 128 * 128;
+}
+
+// Files hold wte with the vocab_size real rows; the model's layout may add zero padding rows
+// (model.make_vocab_size_divisible_by). Elements of a tensor as files store it:
+int64_t file_numel(const model::ParamSpec& spec, const model::GptDims& d) {
+  return spec.name == "wte.weight" ? int64_t{d.vocab} * d.d_model : spec.numel;
 }
 
 model::ParamLayout whole_layout(const model::GptDims& dims) {
@@ -64,11 +71,12 @@ GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
   GlobalWeights w;
   for (const auto& name : llmc_order(d)) {
     std::vector<float>& t = w[name];
-    t.resize(static_cast<size_t>(layout.find(name).numel));
-    const bool wte = name == "wte.weight";
-    if (!in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(t.size() * 4)))
+    const model::ParamSpec& spec = layout.find(name);
+    t.assign(static_cast<size_t>(spec.numel), 0.0f);  // the model's padding rows stay zero
+    const int64_t n = file_numel(spec, d);
+    if (!in.read(reinterpret_cast<char*>(t.data()), static_cast<std::streamsize>(n * 4)))
       throw CheckpointError(path + ": truncated in '" + name + "'");
-    if (wte) in.seekg((Vp - d.vocab) * C * 4, std::ios::cur);  // padding rows
+    if (name == "wte.weight") in.seekg((Vp - d.vocab) * C * 4, std::ios::cur);  // file padding
   }
   const auto size = static_cast<int64_t>(std::filesystem::file_size(path));
   if (static_cast<int64_t>(in.tellg()) != size)
@@ -84,13 +92,14 @@ GlobalWeights read_hf(const std::string& path, const model::GptDims& d) {
   for (const auto& spec : layout.params()) {
     const TensorInfo& info = r.info(spec.name);
     std::vector<int64_t> want = spec.global_shape;
+    if (spec.name == "wte.weight") want[0] = d.vocab;  // without the model's padding rows
     if (hf_transposed(spec.name) && want.size() == 2) std::swap(want[0], want[1]);
     if (info.shape != want)
       throw CheckpointError(path + ": '" + spec.name + "' has shape " +
                             nlohmann::json(info.shape).dump() + ", the config's model needs " +
                             nlohmann::json(want).dump());
-    std::vector<float> t(static_cast<size_t>(spec.numel));
-    r.read_f32(spec.name, 0, spec.numel, t.data());
+    std::vector<float> t(static_cast<size_t>(spec.numel), 0.0f);
+    r.read_f32(spec.name, 0, file_numel(spec, d), t.data());
     if (hf_transposed(spec.name) && want.size() == 2) t = transpose(t, want[0], want[1]);
     w[spec.name] = std::move(t);
   }
@@ -123,6 +132,9 @@ void write_hf_safetensors(const std::string& path, const model::GptDims& dims,
     if (hf_transposed(spec.name) && shape.size() == 2) {
       keep.push_back(transpose(src, shape[0], shape[1]));
       std::swap(shape[0], shape[1]);
+    } else if (spec.name == "wte.weight") {  // the vocab_size real rows only
+      shape[0] = dims.vocab;
+      keep.emplace_back(src.begin(), src.begin() + file_numel(spec, dims));
     } else {
       keep.push_back(src);
     }
@@ -135,7 +147,7 @@ void write_hf_safetensors(const std::string& path, const model::GptDims& dims,
 void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWeights& w) {
   if (d.ffn_mult != 4) throw CheckpointError("llm.c export needs model.ffn_mult 4");
   int32_t h[256] = {};
-  const int64_t Vp = padded_vocab(d.vocab);
+  const int64_t Vp = llmc_padded_vocab(d.vocab);
   h[0] = kLlmcMagic;
   h[1] = 3;
   h[2] = d.seq_len;
@@ -146,9 +158,11 @@ void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWe
   h[7] = static_cast<int32_t>(Vp);
   std::ofstream out(path + ".tmp", std::ios::binary);
   out.write(reinterpret_cast<const char*>(h), sizeof h);
+  const auto layout = whole_layout(d);
   for (const auto& name : llmc_order(d)) {
     const auto& t = w.at(name);
-    out.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(t.size() * 4));
+    const int64_t n = file_numel(layout.find(name), d);
+    out.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(n * 4));
     if (name == "wte.weight") {
       const std::vector<float> pad(static_cast<size_t>((Vp - d.vocab) * d.d_model), 0.0f);
       out.write(reinterpret_cast<const char*>(pad.data()),

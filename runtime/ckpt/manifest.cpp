@@ -27,8 +27,10 @@ bool Piece::whole_tensor_local(const std::vector<int64_t>& global_shape) const {
 namespace {
 
 nlohmann::json dims_json(const model::GptDims& d) {
-  return {{"vocab_size", d.vocab}, {"seq_len", d.seq_len}, {"n_layer", d.n_layer},
-          {"d_model", d.d_model},  {"n_head", d.n_head},   {"ffn_mult", d.ffn_mult}};
+  return {{"vocab_size", d.vocab}, {"make_vocab_size_divisible_by", d.vocab_multiple},
+          {"seq_len", d.seq_len},  {"n_layer", d.n_layer},
+          {"d_model", d.d_model},  {"n_head", d.n_head},
+          {"ffn_mult", d.ffn_mult}};
 }
 
 model::GptDims dims_from(const nlohmann::json& j) {
@@ -39,6 +41,7 @@ model::GptDims dims_from(const nlohmann::json& j) {
   d.d_model = j.at("d_model");
   d.n_head = j.at("n_head");
   d.ffn_mult = j.at("ffn_mult");
+  d.vocab_multiple = j.value("make_vocab_size_divisible_by", 1);  // older manifests: no padding
   return d;
 }
 

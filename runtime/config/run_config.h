@@ -36,8 +36,19 @@ struct ModelConfig {
   int d_model = 128;
   int n_head = 4;
   int ffn_mult = 4;
+  // wte and the logits get vocab_size rounded up to a multiple of this (Megatron's default 128;
+  // llm.c pads GPT-2's 50257 to 50304 the same way): odd row lengths keep the tied output layer's
+  // bf16 GEMMs off the fast tensor-core kernels. The padding rows stay zero and out of the loss.
+  int make_vocab_size_divisible_by = 128;
   MoeConfig moe;
   std::string init_from;  // optional safetensors / llm.c file to start from
+
+  int padded_vocab_size() const {
+    return padded_vocab_size_of(vocab_size, make_vocab_size_divisible_by);
+  }
+  static int padded_vocab_size_of(int vocab, int multiple) {
+    return (vocab + multiple - 1) / multiple * multiple;
+  }
 };
 
 struct PipelineConfig {

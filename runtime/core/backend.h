@@ -101,11 +101,12 @@ class Backend {
   virtual void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout,
                                   const Tensor& tokens, int64_t pos_offset) = 0;
 
-  // Fused softmax + cross-entropy over logits[N,V]. Writes losses[N] (natural log) and, when
-  // dloss_scale != 0, overwrites logits with dlogits = (softmax - onehot(target)) * dloss_scale.
-  // Targets < 0 are ignored (loss 0, gradient 0).
+  // Fused softmax + cross-entropy over logits[N,Vp] whose first `vocab` columns are the classes
+  // (the rest is vocabulary padding: outside the softmax, gradient 0). Writes losses[N] (natural
+  // log) and, when dloss_scale != 0, overwrites logits with dlogits = (softmax -
+  // onehot(target)) * dloss_scale. Targets < 0 are ignored (loss 0, gradient 0).
   virtual void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
-                                     float dloss_scale) = 0;
+                                     float dloss_scale, int64_t vocab) = 0;
 
   // --- optimizer and utilities ---
   // AdamW with decoupled weight decay on fp32 params/grads/moments (all same numel). When

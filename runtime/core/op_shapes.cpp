@@ -112,13 +112,15 @@ EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, co
   return d;
 }
 
-RowDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
-                                   const Tensor& targets) {
+CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
+                                            const Tensor& targets, int64_t vocab) {
   const char* op = "softmax_cross_entropy";
-  const int64_t V = last_dim(logits), N = rows_of(logits, V, op, "logits");
+  const int64_t Vp = last_dim(logits), N = rows_of(logits, Vp, op, "logits");
   check_numel(losses, N, op, "losses");
   check_numel(targets, N, op, "targets");
-  return {N, V};
+  TRAINER_CHECK(vocab >= 1 && vocab <= Vp, op << ": vocab " << vocab << " must be in [1, " << Vp
+                                              << "] (the logits' row length)");
+  return {N, vocab, Vp};
 }
 
 }  // namespace trainer

@@ -18,6 +18,9 @@ struct LinearDims {
 struct RowDims {
   int64_t N, C;  // rows, row width
 };
+struct CrossEntropyDims {
+  int64_t N, V, Vp;  // rows, classes, row length (V plus vocabulary padding)
+};
 struct AttentionDims {
   int64_t B, T, C;  // C = n_head * head_dim
 };
@@ -47,7 +50,7 @@ EmbeddingDims embedding_forward_dims(const Tensor& out, const Tensor& tokens, co
                                      const Tensor& wpe, int64_t pos_offset);
 EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,
                                       const Tensor& tokens, int64_t pos_offset);
-RowDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
-                                   const Tensor& targets);
+CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
+                                            const Tensor& targets, int64_t vocab);
 
 }  // namespace trainer

@@ -46,8 +46,8 @@ class CpuBackend : public Backend {
                          int64_t pos_offset) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,
                           int64_t pos_offset) override;
-  void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
-                             float dloss_scale) override;
+  void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets, float dloss_scale,
+                             int64_t vocab) override;
 
   void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v, const AdamWParams& p,
                   Tensor params_bf16 = Tensor()) override;

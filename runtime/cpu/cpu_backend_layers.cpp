@@ -106,13 +106,13 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout
 }
 
 void CpuBackend::softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
-                                       float dloss_scale) {
+                                       float dloss_scale, int64_t vocab) {
   const char* op = "softmax_cross_entropy";
-  const RowDims d = softmax_cross_entropy_dims(logits, losses, targets);
+  const CrossEntropyDims d = softmax_cross_entropy_dims(logits, losses, targets, vocab);
   const int32_t* tgt = need_i32(targets, op, "targets");
-  check_tokens(tgt, d.N, d.C, op, "targets", true);
+  check_tokens(tgt, d.N, d.V, op, "targets", true);
   cpu::softmax_cross_entropy(need_f32(logits, op, "logits"), need_f32(losses, op, "losses"), tgt,
-                             d.N, d.C, dloss_scale);
+                             d.N, d.V, dloss_scale, d.Vp);
 }
 
 }  // namespace trainer::cpu

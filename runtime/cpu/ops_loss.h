@@ -7,16 +7,21 @@
 
 namespace trainer::cpu {
 
-// losses[N] = logsumexp(logits[i]) - logits[i, target[i]] (natural log). When dloss_scale != 0,
-// logits[N,V] is overwritten in place with (softmax - onehot(target)) * dloss_scale. A target
-// < 0 is ignored: loss 0 and, when writing gradients, a zero row. Targets must be < V.
+// losses[N] = logsumexp(logits[i, :V]) - logits[i, target[i]] (natural log). When
+// dloss_scale != 0, logits is overwritten in place with (softmax - onehot(target)) * dloss_scale.
+// Rows are Vp >= V long (Vp = 0: V); columns [V, Vp) are vocabulary padding: outside the softmax,
+// and their gradient is 0. A target < 0 is ignored: loss 0 and, when writing gradients, a zero
+// row. Targets must be < V.
 template <class Real>
 void softmax_cross_entropy(Real* logits, Real* losses, const int32_t* targets, int64_t N, int64_t V,
-                           Real dloss_scale) {
-  TRAINER_PARALLEL_FOR_IF(N * V >= kParallelMinWork)
+                           Real dloss_scale, int64_t Vp = 0) {
+  if (Vp == 0) Vp = V;
+  TRAINER_PARALLEL_FOR_IF(N * Vp >= kParallelMinWork)
   for (int64_t i = 0; i < N; ++i) {
-    Real* z = logits + i * V;
+    Real* z = logits + i * Vp;
     const int64_t target = targets[i];
+    if (dloss_scale != Real(0))
+      for (int64_t j = V; j < Vp; ++j) z[j] = 0;
     if (target < 0) {
       losses[i] = 0;
       if (dloss_scale != Real(0))

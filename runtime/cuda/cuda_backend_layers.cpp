@@ -171,12 +171,12 @@ void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dou
 }
 
 void CudaBackend::softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
-                                        float dloss_scale) {
+                                        float dloss_scale, int64_t vocab) {
   const char* op = "softmax_cross_entropy";
-  const RowDims d = softmax_cross_entropy_dims(logits, losses, targets);
-  const int64_t N = d.N, V = d.C;
+  const CrossEntropyDims d = softmax_cross_entropy_dims(logits, losses, targets, vocab);
   kernels::softmax_cross_entropy(need_f32(logits, op, "logits"), need_f32(losses, op, "losses"),
-                                 need_i32(targets, op, "targets"), N, V, dloss_scale, stream_);
+                                 need_i32(targets, op, "targets"), d.N, d.V, d.Vp, dloss_scale,
+                                 stream_);
 }
 
 }  // namespace trainer::cuda

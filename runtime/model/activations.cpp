@@ -27,7 +27,7 @@ class Carver {
 void carve(Carver& c, Activations& a, const ParamLayout& layout, const Backend& be) {
   const GptDims& d = layout.dims();
   const GptShard& s = layout.shard();
-  const int64_t B = a.B, T = a.T, C = d.d_model, V = d.vocab;
+  const int64_t B = a.B, T = a.T, C = d.d_model, V = d.padded_vocab();
   const int64_t NH = d.n_head / s.tp_size, FC = d.ffn_hidden() / s.tp_size, CL = C / s.tp_size;
   const DType mm = a.matmul_input;
   a.inputs = c.take({B, T}, DType::i32);

@@ -74,6 +74,8 @@ void Gpt::init_weights(uint64_t seed) {
       const double std = p.residual_proj ? residual_std : 0.02;
       for (float& v : global) v = static_cast<float>(std * rng.normal());
     }
+    if (p.name == "wte.weight")  // the padding rows past V: zero (they only meet masked logits)
+      std::fill(global.begin() + static_cast<long>(d.vocab) * d.d_model, global.end(), 0.0f);
     local.resize(static_cast<size_t>(p.numel));
     extract_local(p, global.data(), local.data());
     be_.from_host(param(p), local.data());
@@ -169,7 +171,8 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   be_.layernorm_forward(rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd), rows(last),
                         weight_view("ln_f.weight", false), weight_view("ln_f.bias", false));
   be_.matmul_forward(rows(a.logits), rows(a.lnf), matmul_weight("wte.weight"), Tensor());
-  be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale);
+  be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale,
+                            layout_.dims().vocab);
   return be_.sum(a.losses) / static_cast<double>(a.losses.numel());
 }
 

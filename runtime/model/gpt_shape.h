@@ -8,14 +8,20 @@
 namespace trainer::model {
 
 struct GptDims {
-  int vocab = 256;    // V
-  int seq_len = 128;  // T (max positions)
-  int n_layer = 4;    // L
-  int d_model = 128;  // C
-  int n_head = 4;     // NH
-  int ffn_mult = 4;   // F: hidden = F*C
+  int vocab = 256;         // V
+  int seq_len = 128;       // T (max positions)
+  int n_layer = 4;         // L
+  int d_model = 128;       // C
+  int n_head = 4;          // NH
+  int ffn_mult = 4;        // F: hidden = F*C
+  int vocab_multiple = 1;  // wte and the logits have padded_vocab() rows / columns
 
   int head_dim() const { return d_model / n_head; }
+  // V rounded up to vocab_multiple (model.make_vocab_size_divisible_by): the rows past V are
+  // padding, zero in wte and excluded from the loss.
+  int padded_vocab() const {
+    return config::ModelConfig::padded_vocab_size_of(vocab, vocab_multiple);
+  }
   int ffn_hidden() const { return ffn_mult * d_model; }
   static GptDims from_config(const config::ModelConfig& m);
 };

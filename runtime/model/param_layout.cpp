@@ -71,7 +71,7 @@ ParamSpec row_parallel(std::string name, std::vector<int64_t> global, const GptS
 ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_(s) {
   TRAINER_CHECK(d.n_head % s.tp_size == 0 && d.ffn_hidden() % s.tp_size == 0,
                 "tp " << s.tp_size << " must divide n_head and the FFN width");
-  const int64_t C = d.d_model, V = d.vocab, T = d.seq_len, FC = d.ffn_hidden();
+  const int64_t C = d.d_model, V = d.padded_vocab(), T = d.seq_len, FC = d.ffn_hidden();
   if (s.has_embedding || s.has_head) {
     // The output layer is tied to wte, so a last stage without the embedding still holds it.
     ParamSpec wte = replicated("wte.weight", {V, C});

@@ -60,6 +60,7 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   r.model.d_model = cfg.model.d_model;
   r.model.n_head = cfg.model.n_head;
   r.model.vocab_size = cfg.model.vocab_size;
+  r.model.padded_vocab_size = cfg.model.padded_vocab_size();
   r.model.flops_per_token = flops_per_token(dims);
 
   r.data.train = cfg.data.train;

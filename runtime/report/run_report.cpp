@@ -81,6 +81,7 @@ ojson model_json(const ModelInfo& m) {
           {"d_model", m.d_model},
           {"n_head", m.n_head},
           {"vocab_size", m.vocab_size},
+          {"padded_vocab_size", m.padded_vocab_size},
           {"flops_per_token", m.flops_per_token}};
 }
 

@@ -58,6 +58,7 @@ struct ModelInfo {
   int64_t params = 0;
   int64_t non_embedding_params = 0;
   int n_layer = 0, d_model = 0, n_head = 0, vocab_size = 0;
+  int padded_vocab_size = 0;  // wte rows and logits columns (params and flops count vocab_size)
   double flops_per_token = 0;
 };
 

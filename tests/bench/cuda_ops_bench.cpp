@@ -1,6 +1,8 @@
 // Times the cuda backend's ops at GPT-2-small shapes (B*T = 8192 rows, C 768, 12 heads of 64,
 // T 1024, V 50257), each beside a reference run in the same invocation:
-//   - bf16 GEMMs (the four linear layers and the head, forward and backward) vs fp32 GEMMs;
+//   - bf16 GEMMs (the four linear layers and the head, forward and backward) vs fp32 GEMMs, and
+//     the head with the vocabulary padded to 50304 (model.make_vocab_size_divisible_by: 128) vs
+//     the bare 50257;
 //   - attention forward+backward: tensor-core and fp32 flash kernels vs the reference kernels
 //     (the T x T matrix materialised), with the largest relative difference of out and dqkv to
 //     the reference's;
@@ -122,25 +124,33 @@ void bench_gemms(Backend& be, int64_t N) {
                            {"fc", 768, 3072},
                            {"fc proj", 3072, 768},
                            {"lm head", 768, 50257}};
+  auto time_linear = [&](const Linear& l, DType t) {
+    Buffers buf{be, {}};
+    Tensor x = buf.make({N, l.C}, t, 1), w = buf.make({l.OC, l.C}, t, 2);
+    Tensor y = buf.make({N, l.OC}, DType::f32, 3), dy = buf.make({N, l.OC}, DType::f32, 4);
+    Tensor dx = buf.make({N, l.C}, DType::f32, 5), dw = buf.make({l.OC, l.C}, DType::f32, 6);
+    return time_op(be, [&] {
+      be.matmul_forward(y, x, w, Tensor());
+      be.matmul_backward(dx, dw, Tensor(), dy, x, w);
+    });
+  };
+  auto flop = [&](const Linear& l) {  // fwd + 2 bwd GEMMs
+    return 3 * 2.0 * double(N) * double(l.C) * double(l.OC);
+  };
+  auto shape = [&](const Linear& l) {
+    return std::to_string(N) + "x" + std::to_string(l.C) + "x" + std::to_string(l.OC);
+  };
+  double head_s = 0;
   for (const Linear& l : layers) {
-    double seconds[2] = {0, 0};
-    for (int bf16 = 0; bf16 < 2; ++bf16) {
-      Buffers buf{be, {}};
-      const DType t = bf16 ? DType::bf16 : DType::f32;
-      Tensor x = buf.make({N, l.C}, t, 1), w = buf.make({l.OC, l.C}, t, 2);
-      Tensor y = buf.make({N, l.OC}, DType::f32, 3), dy = buf.make({N, l.OC}, DType::f32, 4);
-      Tensor dx = buf.make({N, l.C}, DType::f32, 5), dw = buf.make({l.OC, l.C}, DType::f32, 6);
-      seconds[bf16] = time_op(be, [&] {
-        be.matmul_forward(y, x, w, Tensor());
-        be.matmul_backward(dx, dw, Tensor(), dy, x, w);
-      });
-    }
-    const double flop = 3 * 2.0 * double(N) * double(l.C) * double(l.OC);  // fwd + 2 bwd GEMMs
-    const std::string shape =
-        std::to_string(N) + "x" + std::to_string(l.C) + "x" + std::to_string(l.OC);
-    row(std::string("matmul fwd+bwd bf16 ") + l.name, shape, seconds[1], tflops(flop, seconds[1]),
-        ratio("fp32", seconds[0], seconds[1]));
+    const double fp32_s = time_linear(l, DType::f32), bf16_s = time_linear(l, DType::bf16);
+    row(std::string("matmul fwd+bwd bf16 ") + l.name, shape(l), bf16_s, tflops(flop(l), bf16_s),
+        ratio("fp32", fp32_s, bf16_s));
+    head_s = bf16_s;  // the last row: the head at V 50257
   }
+  const Linear padded{"lm head, vocab padded", 768, 50304};
+  const double padded_s = time_linear(padded, DType::bf16);
+  row(std::string("matmul fwd+bwd bf16 ") + padded.name, shape(padded), padded_s,
+      tflops(flop(padded), padded_s), ratio("V 50257", head_s, padded_s));
 }
 
 // Forward + backward of one attention layer with TRAINER_ATTENTION = kernel.
@@ -220,7 +230,8 @@ void bench_memory_bound(Backend& be, int64_t N) {
   Tensor targets(be.alloc(tgt.size() * 4), {N}, DType::i32, DeviceType::cuda);
   buf.owned.push_back(targets.data);
   be.from_host(targets, tgt.data());
-  const double ce_s = time_op(be, [&] { be.softmax_cross_entropy(logits, losses, targets, 1.0f); });
+  const double ce_s =
+      time_op(be, [&] { be.softmax_cross_entropy(logits, losses, targets, 1.0f, V); });
   const double ce_bytes = 3.0 * 4 * double(N) * V;  // read twice, write the gradient once
   row("softmax cross-entropy fwd+bwd", std::to_string(N) + "x50257", ce_s, gbps(ce_bytes, ce_s),
       share_of(ce_bytes, ce_s, 2.0 * 4 * P, copy_s));

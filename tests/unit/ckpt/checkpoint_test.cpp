@@ -1,5 +1,6 @@
 // Checkpoint save/load without a training run: a layout's flat buffer written as one or several
 // "ranks" must read back identically through the global reader, whatever grid reads it.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -201,4 +202,33 @@ TEST_CASE("hf_and_llmc_exports_read_back_to_the_same_weights") {
   other.n_layer = 3;
   CHECK_THROWS_WITH(read_weight_file(llmc, other), Catch::Contains("n_layer"));
   CHECK_THROWS_WITH(read_weight_file(hf, other), Catch::Contains("h.2."));
+}
+
+TEST_CASE("exports_hold_vocab_size_rows_whatever_the_models_vocab_padding") {
+  model::GptDims padded = small_dims();
+  padded.vocab_multiple = 16;  // wte: 64 rows in the model, 50 in every file
+  const model::GptDims plain = small_dims();
+  const model::ParamLayout layout(padded, model::GptShard::whole(padded));
+  State src(layout.total_numel());
+  const model::ParamSpec& wte = layout.find("wte.weight");
+  REQUIRE(wte.global_shape[0] == 64);
+  for (int64_t i = int64_t{padded.vocab} * padded.d_model; i < wte.numel; ++i)
+    src.p[static_cast<size_t>(wte.offset + i)] = 0.0f;  // the model keeps its padding rows zero
+  CheckpointReader reader(write_sharded(fresh_dir("pad"), layout, src, 2));
+  const GlobalWeights w = read_weights(reader);
+  const std::string hf = fresh_dir("pad_out") + "/model.safetensors";
+  const std::string llmc = fs::path(hf).parent_path().string() + "/model.bin";
+  write_hf_safetensors(hf, padded, w);
+  write_llmc(llmc, padded, w);
+  CHECK(SafetensorsReader(hf).info("wte.weight").shape ==
+        std::vector<int64_t>{plain.vocab, plain.d_model});
+  CHECK(read_weight_file(hf, padded) == w);
+  CHECK(read_weight_file(llmc, padded) == w);
+  // The files are the unpadded model's: it reads them, and they give it the same real rows.
+  const GlobalWeights unpadded = read_weight_file(hf, plain);
+  CHECK(read_weight_file(llmc, plain) == unpadded);
+  const std::vector<float>& rows = unpadded.at("wte.weight");
+  REQUIRE(rows.size() == static_cast<size_t>(plain.vocab * plain.d_model));
+  CHECK(std::equal(rows.begin(), rows.end(), w.at("wte.weight").begin()));
+  CHECK(unpadded.at("h.1.mlp.c_fc.weight") == w.at("h.1.mlp.c_fc.weight"));
 }

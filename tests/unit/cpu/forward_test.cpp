@@ -184,10 +184,36 @@ TEST_CASE("cross_entropy_losses_match_log_sum_exp_reference", "[cpu][forward]") 
   const std::vector<float> before = logits;
   std::vector<float> losses(sz(N));
   CpuBackend().softmax_cross_entropy(tensor(logits, {N, V}), tensor(losses, {N}),
-                                     tensor(targets, {N}), 0.0f);
+                                     tensor(targets, {N}), 0.0f, V);
   check_close("losses", losses, expect, 1e-5, 1e-6);
   INFO("dloss_scale 0 must leave the logits untouched");
   CHECK(logits == before);
+}
+
+TEST_CASE("cross_entropy_vocab_padding_columns_are_outside_the_softmax", "[cpu][forward]") {
+  const int64_t N = 4, V = 9, Vp = 16;
+  std::vector<int32_t> targets = {8, -1, 0, 4};
+  auto logits = random_floats(sz(N * V), 16, -4, 4);
+  std::vector<float> padded(sz(N * Vp));
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < Vp; ++j)  // large padding values: any leak into the softmax shows
+      padded[sz(i * Vp + j)] = j < V ? logits[sz(i * V + j)] : 50.0f + float(j);
+  std::vector<float> losses(sz(N)), padded_losses(sz(N));
+  CpuBackend be;
+  be.softmax_cross_entropy(tensor(logits, {N, V}), tensor(losses, {N}), tensor(targets, {N}), 0.5f,
+                           V);
+  be.softmax_cross_entropy(tensor(padded, {N, Vp}), tensor(padded_losses, {N}),
+                           tensor(targets, {N}), 0.5f, V);
+  CHECK(padded_losses == losses);  // the same arithmetic on the same V columns: bit-identical
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < Vp; ++j) {
+      INFO("row " << i << " column " << j);
+      CHECK(padded[sz(i * Vp + j)] == (j < V ? logits[sz(i * V + j)] : 0.0f));
+    }
+  INFO("a vocab past the row length is refused");
+  CHECK_THROWS_WITH(be.softmax_cross_entropy(tensor(padded, {N, Vp}), tensor(padded_losses, {N}),
+                                             tensor(targets, {N}), 0.5f, Vp + 1),
+                    Catch::Contains("vocab 17 must be in [1, 16]"));
 }
 
 }  // namespace

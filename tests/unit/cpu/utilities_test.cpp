@@ -267,8 +267,8 @@ TEST_CASE("cross_entropy_is_stable_for_large_logits", "[cpu][forward]") {
   for (float& z : shifted) z += 1000.0f;  // exp(1000) overflows without the max shift
   std::vector<float> l1(sz(N)), l2(sz(N));
   CpuBackend be;
-  be.softmax_cross_entropy(tensor(logits, {N, V}), tensor(l1, {N}), tensor(targets, {N}), 1.0f);
-  be.softmax_cross_entropy(tensor(shifted, {N, V}), tensor(l2, {N}), tensor(targets, {N}), 1.0f);
+  be.softmax_cross_entropy(tensor(logits, {N, V}), tensor(l1, {N}), tensor(targets, {N}), 1.0f, V);
+  be.softmax_cross_entropy(tensor(shifted, {N, V}), tensor(l2, {N}), tensor(targets, {N}), 1.0f, V);
   check_close("losses with +1000 shift", l2, std::vector<double>(l1.begin(), l1.end()), 1e-3, 1e-3);
   check_close("dlogits with +1000 shift", shifted,
               std::vector<double>(logits.begin(), logits.end()), 1e-3, 1e-4);

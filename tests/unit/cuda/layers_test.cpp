@@ -203,20 +203,23 @@ TEST_CASE("cuda_embedding_forward_and_backward_match_cpu_with_repeated_tokens", 
   check_close(download(*gpu, gdwpe), dwpe, kF32Tol, "embedding dwpe");
 }
 
-TEST_CASE("cuda_softmax_cross_entropy_matches_cpu_with_ignored_targets", "[cuda]") {
+TEST_CASE("cuda_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_padding", "[cuda]") {
   auto gpu = cuda_or_skip();
   if (!gpu) return;
   cpu::CpuBackend ref;
   const int64_t N = 19, V = 300;
-  auto logits = randoms(N * V, 1, -4, 4);
-  std::vector<int32_t> tgt(static_cast<size_t>(N));
-  for (size_t i = 0; i < tgt.size(); ++i)
-    tgt[i] = i % 7 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
-  std::vector<float> losses(static_cast<size_t>(N));
-  Tensor gl = upload(*gpu, logits, {N, V}), gloss = poisoned(*gpu, {N}),
-         gt = upload(*gpu, tgt, {N});
-  gpu->softmax_cross_entropy(gl, gloss, gt, 0.125f);
-  ref.softmax_cross_entropy(host(logits, {N, V}), host(losses, {N}), host(tgt, {N}), 0.125f);
-  check_close(download(*gpu, gloss), losses, kF32Tol, "cross-entropy losses");
-  check_close(download(*gpu, gl), logits, kF32Tol, "cross-entropy dlogits");
+  for (const int64_t Vp : {V, V + 84}) {  // rows of V classes, then Vp - V padding columns
+    INFO("row length " << Vp);
+    auto logits = randoms(N * Vp, 1, -4, 4);
+    std::vector<int32_t> tgt(static_cast<size_t>(N));
+    for (size_t i = 0; i < tgt.size(); ++i)
+      tgt[i] = i % 7 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
+    std::vector<float> losses(static_cast<size_t>(N));
+    Tensor gl = upload(*gpu, logits, {N, Vp}), gloss = poisoned(*gpu, {N}),
+           gt = upload(*gpu, tgt, {N});
+    gpu->softmax_cross_entropy(gl, gloss, gt, 0.125f, V);
+    ref.softmax_cross_entropy(host(logits, {N, Vp}), host(losses, {N}), host(tgt, {N}), 0.125f, V);
+    check_close(download(*gpu, gloss), losses, kF32Tol, "cross-entropy losses");
+    check_close(download(*gpu, gl), logits, kF32Tol, "cross-entropy dlogits");
+  }
 }

@@ -125,18 +125,23 @@ TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels
   check_close(dwpe, rdwpe, kTol, "embedding dwpe");
 }
 
-TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets", "[kernels]") {
+TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_padding",
+          "[kernels]") {
   cpu::CpuBackend ref;
   const int64_t N = 7, V = 300;
-  auto logits = randoms(N * V, 1, -4, 4), rlogits = logits, losses = nans(N);
-  std::vector<float> rlosses(losses.size());
-  std::vector<int32_t> tgt(static_cast<size_t>(N));
-  for (size_t i = 0; i < tgt.size(); ++i)
-    tgt[i] = i % 4 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
-  emu::softmax_cross_entropy(logits.data(), losses.data(), tgt.data(), N, V, 0.125f, kStream);
-  ref.softmax_cross_entropy(host(rlogits, {N, V}), host(rlosses, {N}), host(tgt, {N}), 0.125f);
-  check_close(losses, rlosses, kTol, "cross-entropy losses");
-  check_close(logits, rlogits, kTol, "cross-entropy dlogits");
+  for (const int64_t Vp : {V, V + 20}) {  // rows of V classes, then Vp - V padding columns
+    INFO("row length " << Vp);
+    auto logits = randoms(N * Vp, 1, -4, 4), rlogits = logits, losses = nans(N);
+    std::vector<float> rlosses(losses.size());
+    std::vector<int32_t> tgt(static_cast<size_t>(N));
+    for (size_t i = 0; i < tgt.size(); ++i)
+      tgt[i] = i % 4 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
+    emu::softmax_cross_entropy(logits.data(), losses.data(), tgt.data(), N, V, Vp, 0.125f, kStream);
+    ref.softmax_cross_entropy(host(rlogits, {N, Vp}), host(rlosses, {N}), host(tgt, {N}), 0.125f,
+                              V);
+    check_close(losses, rlosses, kTol, "cross-entropy losses");
+    check_close(logits, rlogits, kTol, "cross-entropy dlogits");
+  }
 }
 
 TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]") {

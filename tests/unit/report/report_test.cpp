@@ -65,6 +65,7 @@ const std::vector<std::string> kDesignFields = {
     "model/d_model",
     "model/n_head",
     "model/vocab_size",
+    "model/padded_vocab_size",
     "model/flops_per_token",
     "throughput/tokens_per_second",
     "throughput/tokens_per_second_per_device",
