@@ -85,6 +85,13 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t N,
                            int64_t V, int64_t Vp, float dloss_scale, cudaStream_t stream);
 
+// --- fp8 (fp8.cu; runtime/core/fp8_recipe.h) ---
+// out[n] = e4m3(x * scale) for bf16 x, with the scale that tensor_state (kFp8TensorFloats floats)
+// gives this call; the state moves on by amax(|x|). used[0..1] receive that scale and its inverse
+// (the GEMM's descale); partials: kReducePartials floats of workspace.
+void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, float* tensor_state,
+                          float* used, float* partials, cudaStream_t stream);
+
 // --- optimizer and utilities (optim_util.cu) ---
 // bias_correction1/2 = 1 - beta^step, computed by the caller in double like the cpu reference.
 // params_bf16 (may be null): also receives the updated params rounded to bf16, in the same pass.

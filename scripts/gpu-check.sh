@@ -3,9 +3,10 @@
 # arch (sm_90 when unknown); run the cuda op tests (each op vs the cpu backend); time the ops at
 # GPT-2-small shapes beside their references (tests/bench/cuda_ops_bench.cpp); train
 # configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, in fp32 and in
-# bf16, and compare the loss curves (loose tolerance: reduction orders differ); train
-# configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU; print
-# the tables last.
+# bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
+# later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
+# configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU (bf16, and
+# fp8 where the GPU has it); print the tables last.
 # usage: scripts/gpu-check.sh [BUILD_DIR]          builds here (needs the project's Debian libraries)
 #        scripts/gpu-check.sh --bundle DIR         runs what scripts/gpu-bundle.sh built elsewhere
 # env: STEPS (default 40), RTOL (default 2e-2), GPT2_STEPS (default 30), GPU_CHECK_OUT (results)
@@ -70,15 +71,29 @@ for precision in fp32 bf16; do
     "$out/cuda-$precision/metrics.jsonl" --rtol "$rtol" --min-steps "$steps" --fields loss \
     >>"$out/curve.txt" 2>&1 || curve_ok=FAIL
 done
+fp8=no
+if [ "$arch" -ge 90 ]; then
+  fp8=yes
+  echo "== tiny.yaml, $steps steps on cuda, fp8 vs bf16"
+  train cuda fp8
+  python3 "$src/tests/lib/compare_metrics.py" "$out/cuda-bf16/metrics.jsonl" \
+    "$out/cuda-fp8/metrics.jsonl" --rtol "${FP8_RTOL:-5e-2}" --min-steps "$steps" --fields loss \
+    >>"$out/curve.txt" 2>&1 || curve_ok=FAIL
+fi
 
 # GPT-2 small (124M, seq 1024, bf16) on the GPU: throughput and MFU against the 40% target.
 gpt2_steps="${GPT2_STEPS:-30}"
-echo "== configs/gpt2_small_cuda.yaml, $gpt2_steps steps (micro_batch 8, bf16)"
-timeout "$(left)" "$bin/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/gpt2" \
-  --set train.steps="$gpt2_steps" --set train.micro_batch=8 --set train.grad_accum=1 \
-  --set train.warmup_steps=10 --set train.eval_every=0 --set checkpoint.every_steps=0 \
-  --set logging.every_steps=5 >"$out/gpt2.log" 2>&1 ||
-  { tail -20 "$out/gpt2.log"; echo "gpu-check: GPT-2 small on cuda FAILED" >&2; exit 1; }
+gpt2() {  # run-name precision
+  echo "== configs/gpt2_small_cuda.yaml, $gpt2_steps steps (micro_batch 8, $2)"
+  timeout "$(left)" "$bin/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/$1" \
+    --set precision.compute="$2" --set train.steps="$gpt2_steps" --set train.micro_batch=8 \
+    --set train.grad_accum=1 --set train.warmup_steps=10 --set train.eval_every=0 \
+    --set checkpoint.every_steps=0 --set logging.every_steps=5 >"$out/$1.log" 2>&1 ||
+    { tail -20 "$out/$1.log"; echo "gpu-check: GPT-2 small $2 on cuda FAILED" >&2; exit 1; }
+}
+gpt2 gpt2 bf16
+# fp8 after the bf16 figure is safe, and only with the time for it.
+if [ "$fp8" = yes ] && [ "$(left)" -gt 90 ]; then gpt2 gpt2-fp8 fp8; fi
 
 # The tables: the ops' times, each op's worst error (from the test output), then throughput from
 # report.json.
@@ -92,17 +107,24 @@ grep -E "^.*(passed|failed)" "$out/unit_cuda.txt" | sed -E 's/^.*: (passed|faile
 python3 - "$out" "$curve_ok" <<'PY'
 import json, sys
 out, curve = sys.argv[1], sys.argv[2]
-for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16"):
+import os
+for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16", "cuda-fp8"):
+    if not os.path.exists(f"{out}/{run}/report.json"):
+        continue
     r = json.load(open(f"{out}/{run}/report.json"))
     t, l = r["throughput"], r["loss"]
     print(f"{'tiny ' + run + ' (' + r['hardware']['device_name'] + ')':58} "
           f"tokens/s {t['tokens_per_second']:.0f}  MFU {100 * t['mfu']:.2f}%  "
           f"step p50 {t['step_time_s']['p50'] * 1e3:.1f} ms  final loss {l['final_train_loss']:.4f}")
-print(f"{'tiny loss curves cuda vs cpu, fp32 and bf16 (same seed)':58} {curve}")
-r = json.load(open(f"{out}/gpt2/report.json"))
-t = r["throughput"]
-print(f"{'GPT-2 small bf16 (124M, T 1024, B 8)':58} tokens/s {t['tokens_per_second']:.0f}  "
-      f"MFU {100 * t['mfu']:.1f}% (target 40%)  step p50 {t['step_time_s']['p50'] * 1e3:.1f} ms  "
-      f"loss {r['loss']['final_train_loss']:.3f}")
+print(f"{'tiny loss curves cuda vs cpu fp32/bf16, fp8 vs bf16 (same seed)':58} {curve}")
+for run, label in (("gpt2", "bf16"), ("gpt2-fp8", "fp8")):
+    if not os.path.exists(f"{out}/{run}/report.json"):
+        continue
+    r = json.load(open(f"{out}/{run}/report.json"))
+    t = r["throughput"]
+    print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 8)':58} "
+          f"tokens/s {t['tokens_per_second']:.0f}  MFU {100 * t['mfu']:.1f}% (bf16 peak; target "
+          f"40%)  step p50 {t['step_time_s']['p50'] * 1e3:.1f} ms  "
+          f"loss {r['loss']['final_train_loss']:.3f}")
 PY
 [ "$curve_ok" = PASS ] || { cat "$out/curve.txt"; exit 1; }

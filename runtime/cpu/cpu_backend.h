@@ -4,6 +4,7 @@
 // through fp32 buffers (Bf16Staging). Results do not depend on the number
 // of threads (no reductions whose order changes between runs).
 #include <string>
+#include <vector>
 
 #include "runtime/core/backend.h"
 #include "runtime/cpu/bf16_staging.h"
@@ -30,6 +31,10 @@ class CpuBackend : public Backend {
                       const Tensor& bias) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight) override;
+  // Emulated (the reference of the cuda kernels' tests); supports_fp8() stays false, so runs
+  // refuse precision.compute: fp8 on the cpu backend.
+  void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                          Tensor fp8_state) override;
 
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
                          const Tensor& weight, const Tensor& bias) override;
@@ -58,7 +63,8 @@ class CpuBackend : public Backend {
   void round_to_bf16(Tensor dst, const Tensor& src) override;
 
  private:
-  Bf16Staging staging_;  // bf16 operands and outputs, computed in fp32
+  Bf16Staging staging_;                      // bf16 operands and outputs, computed in fp32
+  std::vector<float> fp8_inp_, fp8_weight_;  // the e4m3 values of the quantized operands
 };
 
 }  // namespace trainer::cpu

@@ -84,6 +84,7 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
                 g.stride_c,
                 g.bias != nullptr,
                 g.bf16_inputs,
+                g.fp8_inputs,
                 alignment};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
@@ -103,7 +104,17 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                 &bias_type, sizeof(bias_type)));
   }
-  const cudaDataType_t in_type = g.bf16_inputs ? CUDA_R_16BF : CUDA_R_32F;
+  if (g.fp8_inputs) {
+    // Hopper's fp8 kernels are "TN" only: the column-major first operand (our b) transposed.
+    TRAINER_CHECK(g.trans_b && !g.trans_a && !g.bias && g.batch == 1,
+                  "LtGemm: fp8 needs trans_b, no trans_a, no bias epilogue and no batch");
+    const int8_t fast_accum = 1;  // Transformer Engine's choice for the forward GEMM
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                                                &fast_accum, sizeof(fast_accum)));
+  }
+  const cudaDataType_t in_type = g.fp8_inputs    ? CUDA_R_8F_E4M3
+                                 : g.bf16_inputs ? CUDA_R_16BF
+                                                 : CUDA_R_32F;
   // Stored shapes (column-major rows x cols) of the row-major operands.
   plan->a =
       layout(in_type, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb, g.batch, g.stride_b);
@@ -141,6 +152,12 @@ bool LtGemm::run(const LtGemmArgs& args) {
   if (g.bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                 &g.bias, sizeof(g.bias)));
+  if (g.fp8_inputs) {  // the operands swap places in the column-major view: b is cuBLASLt's A
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                &g.b_scale, sizeof(g.b_scale)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                &g.a_scale, sizeof(g.a_scale)));
+  }
   CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta,
                               g.c, plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_,
                               stream_));

@@ -1,7 +1,8 @@
 #pragma once
 // LtGemm: row-major GEMMs through cuBLASLt on one stream. fp32 (strict fp32 compute, no TF32, so
-// results match the cpu backend to ~1e-6) and bf16 inputs with fp32 accumulation. One plan
-// (descriptors + heuristic's algorithm) is cached per shape; an optional bias epilogue.
+// results match the cpu backend to ~1e-6), bf16 inputs with fp32 accumulation, and fp8 e4m3
+// inputs with per-tensor descales (Hopper). One plan (descriptors + heuristic's algorithm) is
+// cached per shape; an optional bias epilogue.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -23,6 +24,11 @@ struct LtGemmArgs {
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
   const float* bias = nullptr;  // c[i, j] += bias[j] (fp32, length n)
   bool bf16_inputs = false;     // a and b hold bf16; c stays fp32
+  // a and b hold e4m3 (c stays fp32): c = a_scale * b_scale * op(a) op(b), the scales being device
+  // floats. cuBLASLt's fp8 GEMMs take only trans_b && !trans_a here (its "TN"), no bias epilogue.
+  bool fp8_inputs = false;
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
 };
 
 class LtGemm {
@@ -39,7 +45,7 @@ class LtGemm {
  private:
   struct Plan;
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, bool, bool, int>;
+                         int64_t, int64_t, int64_t, bool, bool, bool, int>;
   Plan* plan_for(const LtGemmArgs& g, int alignment);
 
   cudaStream_t stream_;

@@ -48,6 +48,7 @@ CudaBackend::CudaBackend(int local_rank) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   device_name_ = prop.name;
+  compute_capability_ = prop.major * 10 + prop.minor;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   lt_workspace_ = arena_.alloc(kLtWorkspaceBytes);
   lt_ = std::make_unique<LtGemm>(stream_, lt_workspace_, kLtWorkspaceBytes);

@@ -44,6 +44,11 @@ class CudaBackend : public Backend {
                       const Tensor& bias) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight) override;
+  // fp8 on compute capability 9.0 and later (Hopper): kernels/fp8.cu quantizes, cuBLASLt
+  // multiplies e4m3 x e4m3 with fp32 accumulation (cuda_backend_fp8.cpp).
+  bool supports_fp8() const override { return compute_capability_ >= 90; }
+  void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                          Tensor fp8_state) override;
 
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
                          const Tensor& weight, const Tensor& bias) override;
@@ -90,6 +95,7 @@ class CudaBackend : public Backend {
   void run_gemm(LtGemmArgs a);
 
   int device_ = 0;
+  int compute_capability_ = 0;  // major * 10 + minor
   AttentionKernel attention_kernel_ = AttentionKernel::tensor_core;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
@@ -105,6 +111,8 @@ class CudaBackend : public Backend {
   size_t col_scratch_bytes_ = 0;
   void* dout_scratch_ = nullptr;  // matmul_backward's dout rounded to bf16
   size_t dout_scratch_bytes_ = 0;
+  void* fp8_scratch_ = nullptr;  // the e4m3 operands, the amax partials and the used scales
+  size_t fp8_scratch_bytes_ = 0;
 };
 
 }  // namespace trainer::cuda

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "runtime/core/check.h"
+#include "runtime/core/fp8_recipe.h"
 #include "runtime/core/rng.h"
 
 namespace trainer::model {
@@ -42,6 +43,7 @@ Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard) : be_(be), lay
 }
 
 Gpt::~Gpt() {
+  if (fp8_states_.data) be_.free(fp8_states_.data);
   if (compute_params_.data != params_.data) be_.free(compute_params_.data);
   be_.free(params_.data);
   be_.free(grads_.data);
@@ -83,6 +85,32 @@ void Gpt::init_weights(uint64_t seed) {
   refresh_compute_weights();
 }
 
+void Gpt::set_compute_fp8(bool on) {
+  if (on == fp8_) return;
+  if (on) {
+    TRAINER_CHECK(!acts_ || acts_->recompute != Recompute::full,
+                  "fp8 compute cannot rerun the forward under full activation recompute");
+    set_compute_bf16(true);
+    const int64_t n = int64_t{layout_.shard().num_layers} * 4 * kFp8StateFloats;
+    fp8_states_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, be_.device());
+    be_.zero(fp8_states_);  // fresh: the first call of each uses current scaling
+  } else {
+    be_.free(fp8_states_.data);
+    fp8_states_ = Tensor();
+  }
+  fp8_ = on;
+}
+
+void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                         int l, int which) {
+  if (!fp8_) {
+    be_.matmul_forward(out, inp, weight, bias);
+    return;
+  }
+  const int64_t at = (int64_t{l} * 4 + which) * kFp8StateFloats;
+  be_.matmul_forward_fp8(out, inp, weight, bias, fp8_states_.slice(at, kFp8StateFloats));
+}
+
 void Gpt::set_compute_bf16(bool on) {
   if (on == bf16_) return;
   bf16_ = on;
@@ -110,6 +138,8 @@ void Gpt::refresh_compute_weights() {
 void Gpt::allocate_activations(int B, int T, Recompute recompute) {
   if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute) return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
+  TRAINER_CHECK(!fp8_ || recompute != Recompute::full,
+                "fp8 compute cannot rerun the forward under full activation recompute");
   acts_.reset();
   acts_ = std::make_unique<Activations>(be_, layout_, B, T, recompute,
                                         bf16_ ? DType::bf16 : DType::f32);
@@ -187,19 +217,19 @@ void Gpt::block_forward(int l) {
 
   be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
                         w.ln1w, w.ln1b);
-  be_.matmul_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb);
+  linear_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb, l, 0);
   be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
-  be_.matmul_forward(rows(a.residual_mid), rows(a.atty), w.projw,
-                     add_row_bias ? w.projb : Tensor());
+  linear_forward(rows(a.residual_mid), rows(a.atty), w.projw, add_row_bias ? w.projb : Tensor(), l,
+                 1);
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_mid);
   be_.axpy(a.residual_mid, a.residual_in, 1.0f);
 
   be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
                         w.ln2w, w.ln2b);
-  be_.matmul_forward(rows(a.fch), rows(a.ln2), w.fcw, w.fcb);
+  linear_forward(rows(a.fch), rows(a.ln2), w.fcw, w.fcb, l, 2);
   be_.gelu_forward(a.fch_gelu, a.fch);
-  be_.matmul_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw,
-                     add_row_bias ? w.fcprojb : Tensor());
+  linear_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw,
+                 add_row_bias ? w.fcprojb : Tensor(), l, 3);
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_out);
   be_.axpy(a.residual_out, a.residual_mid, 1.0f);
 }

@@ -55,6 +55,13 @@ class Gpt {
   // weights) and bf16 activations (ln1, atty, ln2, fch_gelu, lnf are stored in bf16); every other
   // op, every gradient, the loss and the optimizer stay fp32. Reallocates the activations.
   void set_compute_bf16(bool on);
+  // fp8 compute: bf16 compute, and the blocks' four linear layers run their forward GEMM in fp8
+  // e4m3 with per-tensor delayed scaling (Backend::matmul_forward_fp8; one state per layer,
+  // fresh here). Their backward stays bf16. Refuses full recompute, which would rerun the
+  // forward GEMMs with moved scales. (Runs offer it only where Backend::supports_fp8(); the cpu
+  // backend's emulation serves the tests.)
+  void set_compute_fp8(bool on);
+  bool compute_fp8() const { return fp8_; }
   void refresh_compute_weights();  // call after every optimizer step
   // The bf16 weight copy (an empty Tensor in fp32 compute, where the matmuls read params()), and
   // its bytes. An optimizer may write it directly (AdamW::step) instead of a refresh.
@@ -73,6 +80,10 @@ class Gpt {
   void recompute_block(int local_layer);  // what activation checkpointing dropped
   Tensor weight_view(const std::string& name, bool grad) const;  // fp32 master or gradient
   Tensor matmul_weight(const std::string& name) const;           // the compute copy
+  // matmul_forward, or in fp8 compute matmul_forward_fp8 with linear `which` (0-3: qkv, attn
+  // proj, fc, fc proj) of local layer l's scaling state.
+  void linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                      int local_layer, int which);
   void call_before(int unit, bool backward);
   void call_ready(int unit);
 
@@ -81,6 +92,8 @@ class Gpt {
   Tensor params_, grads_;
   Tensor compute_params_;  // params_ itself in fp32 compute, a bf16 copy in bf16 compute
   bool bf16_ = false;
+  bool fp8_ = false;
+  Tensor fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;
   float dloss_scale_ = 0;

@@ -82,10 +82,15 @@ void check_supported(const config::RunConfig& cfg, const dist::MeshShape& shape)
   if (cfg.parallel.zero == 3 && cfg.precision.compute != "fp32")
     throw config::ConfigError("config: parallel.zero = 3 needs precision.compute = fp32 (got " +
                               cfg.precision.compute + ")");
-  if (cfg.precision.compute == "fp8")
+  if (cfg.precision.compute == "fp8" && cfg.hardware.device != "cuda")
     throw config::ConfigError(
-        "config: precision.compute = fp8: the fp8 GEMM path is not implemented yet; use bf16 or "
-        "fp32");
+        "config: precision.compute = fp8 needs hardware.device = cuda on a Hopper (sm_90) GPU (got "
+        "hardware.device = " +
+        cfg.hardware.device + "); use bf16 or fp32");
+  if (cfg.precision.compute == "fp8" && cfg.activation_checkpointing == "full")
+    throw config::ConfigError(
+        "config: precision.compute = fp8 with activation_checkpointing = full is not supported "
+        "(the rerun forward would quantize with moved scales); use none or selective");
 }
 
 void log_banner(const report::RunReport& base, const report::RunContext& ctx,
@@ -122,6 +127,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
   try {
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
+    if (cfg.precision.compute == "fp8" && !backend->supports_fp8())
+      throw config::ConfigError(
+          "config: precision.compute = fp8 needs a Hopper (sm_90) GPU or "
+          "later; this rank's device is " +
+          backend->name() + "; use bf16");
     if (env.world_size > 1) {
       mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
       if (lead) spdlog::info("collectives: dp over {}, world over gloo", dp_transport(*backend));
@@ -134,6 +144,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     model::Gpt gpt(*backend, dims, model::GptShard::whole(dims));
     gpt.init_weights(cfg.run.seed);
     gpt.set_compute_bf16(cfg.precision.compute == "bf16");
+    gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
     TrainStep trainer(cfg, *backend, gpt, dp);
 
     // 4. Data: each dp rank reads its own slice of the stream.

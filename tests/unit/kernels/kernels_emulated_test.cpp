@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/fp8_recipe.h"
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/cpu/fp8.h"
 #include "runtime/cpu/ops_optim.h"
 #include "tests/unit/kernels/emulated.h"
 #include "tests/unit/kernels/kernel_test_util.h"
@@ -198,5 +200,30 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
     const uint16_t rb = cpu::bf16_bits_from_float(rounded[i]);
     CHECK(rb == rbits[i]);
     CHECK(cpu::bf16_bits_from_float(back[i]) == rbits[i]);
+  }
+}
+
+TEST_CASE("emulated_fp8_quantize_with_delayed_scaling_matches_cpu_bit_for_bit", "[kernels][fp8]") {
+  const int64_t n = 70'001;  // many blocks of the amax reduction, a ragged last one
+  std::vector<float> state(kFp8TensorFloats, 0.0f), ref_state = state;
+  std::vector<float> used(2, std::nanf("")), partials(emu::kReducePartials, std::nanf(""));
+  for (int call = 0; call < 3; ++call) {  // fresh (current scaling), then delayed twice
+    INFO("call " << call);
+    auto x = randoms(n, 10 + uint32_t(call), -3.0f * float(call + 1), 2.0f);
+    std::vector<uint16_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) bits[i] = cpu::bf16_bits_from_float(x[i]);
+    std::vector<uint8_t> q(x.size(), 0x7f);
+    emu::fp8_quantize_delayed(q.data(), bits.data(), n, state.data(), used.data(), partials.data(),
+                              kStream);
+    float amax = 0.0f;
+    for (uint16_t b : bits) amax = std::fmax(amax, std::fabs(cpu::float_from_bf16_bits(b)));
+    const float scale = cpu::fp8_update_scaling(ref_state.data(), amax);
+    CHECK(used[0] == scale);
+    CHECK(used[1] == 1.0f / scale);
+    CHECK(state == ref_state);
+    for (size_t i = 0; i < q.size(); ++i) {
+      INFO("element " << i);
+      REQUIRE(q[i] == cpu::fp8_e4m3_from_float(cpu::float_from_bf16_bits(bits[i]) * scale));
+    }
   }
 }

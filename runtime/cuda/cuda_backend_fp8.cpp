@@ -1,0 +1,51 @@
+// CudaBackend: the fp8 forward GEMM of a linear layer (runtime/core/fp8_recipe.h).
+#include <string>
+
+#include "kernels/kernels.h"
+#include "runtime/core/fp8_recipe.h"
+#include "runtime/core/op_checks.h"
+#include "runtime/core/op_shapes.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_tensor_checks.h"
+
+namespace trainer::cuda {
+
+void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight,
+                                     const Tensor& bias, Tensor fp8_state) {
+  const char* op = "matmul_forward_fp8";
+  if (!supports_fp8())
+    throw CudaError(std::string(op) + ": fp8 needs compute capability 9.0 (Hopper) or later; " +
+                    device_name_ + " has " + std::to_string(compute_capability_ / 10) + "." +
+                    std::to_string(compute_capability_ % 10));
+  const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
+  TRAINER_CHECK(matmul_operand_dtype(inp, weight, op) == DType::bf16,
+                op << ": inp and weight must be bf16 (the bf16 weight copy and activations)");
+  check_numel(fp8_state, kFp8StateFloats, op, "fp8_state");
+  float* state = need_f32(fp8_state, op, "fp8_state");
+  // Scratch: inp and weight in e4m3 (each 256-byte aligned for cuBLASLt), the amax partials, and
+  // the used scale and its inverse per operand.
+  const auto aligned = [](int64_t bytes) { return (static_cast<size_t>(bytes) + 255) / 256 * 256; };
+  const size_t inp_bytes = aligned(d.N * d.C), weight_bytes = aligned(d.OC * d.C);
+  const size_t partial_bytes = aligned(int64_t{kernels::kReducePartials} * 4);
+  auto* base = static_cast<char*>(
+      scratch(fp8_scratch_, fp8_scratch_bytes_, inp_bytes + weight_bytes + partial_bytes + 256));
+  auto* q_inp = reinterpret_cast<uint8_t*>(base);
+  auto* q_weight = reinterpret_cast<uint8_t*>(base + inp_bytes);
+  auto* partials = reinterpret_cast<float*>(base + inp_bytes + weight_bytes);
+  auto* used = reinterpret_cast<float*>(base + inp_bytes + weight_bytes + partial_bytes);
+  kernels::fp8_quantize_delayed(q_inp, static_cast<const uint16_t*>(inp.data), d.N * d.C, state,
+                                used, partials, stream_);
+  kernels::fp8_quantize_delayed(q_weight, static_cast<const uint16_t*>(weight.data), d.OC * d.C,
+                                state + kFp8TensorFloats, used + 2, partials, stream_);
+  LtGemmArgs g;
+  g.fp8_inputs = true;
+  g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
+  g.a = q_inp, g.b = q_weight, g.c = need_f32(out, op, "out");
+  g.a_scale = used + 1, g.b_scale = used + 3;  // the inverses: the descales
+  run_gemm(g);
+  if (const float* b = opt_f32(bias, op, "bias"))
+    kernels::add_bias(static_cast<float*>(g.c), b, d.N, d.OC, stream_);
+}
+
+}  // namespace trainer::cuda
