@@ -87,6 +87,12 @@ void check_supported(const config::RunConfig& cfg, const dist::MeshShape& shape)
         "config: precision.compute = fp8 needs hardware.device = cuda on a Hopper (sm_90) GPU (got "
         "hardware.device = " +
         cfg.hardware.device + "); use bf16 or fp32");
+  const int64_t rows = int64_t{cfg.train.micro_batch} * cfg.model.seq_len;
+  if (cfg.precision.compute == "fp8" && (cfg.model.d_model % 16 != 0 || rows % 16 != 0))
+    throw config::ConfigError(
+        "config: precision.compute = fp8 needs model.d_model and train.micro_batch * "
+        "model.seq_len to be multiples of 16 (cuBLASLt's fp8 GEMMs); got d_model = " +
+        std::to_string(cfg.model.d_model) + ", micro_batch * seq_len = " + std::to_string(rows));
   if (cfg.precision.compute == "fp8" && cfg.activation_checkpointing == "full")
     throw config::ConfigError(
         "config: precision.compute = fp8 with activation_checkpointing = full is not supported "
