@@ -1,0 +1,173 @@
+#pragma once
+// A pretend device on the cpu, for checking that the code above the Backend never touches backend
+// memory from the host, as the cuda backend requires. OpaqueBackend hands out CpuBackend memory
+// under tagged addresses (bit 62 set: non-canonical on x86-64 and arm64, so a host read or write
+// through one faults) and reports DeviceType::cuda; each op strips the tags and runs the
+// CpuBackend's. OpaqueComm does the same for a communicator, as NCCL reads device memory itself.
+// Host pointers (a scalar, a staging vector) pass through both untouched. The arithmetic is the
+// CpuBackend's, so a run on these must give the plain cpu run's numbers bit for bit.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/core/backend.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/dist/comm.h"
+
+namespace trainer::testing {
+
+inline constexpr uintptr_t kOpaqueTag = uintptr_t{1} << 62;
+
+inline void* tag(void* p) {
+  return p ? reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) | kOpaqueTag) : nullptr;
+}
+template <class T>
+T* untag(T* p) {
+  return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) & ~kOpaqueTag);
+}
+inline bool tagged(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & kOpaqueTag) != 0;
+}
+
+class OpaqueBackend : public Backend {
+ public:
+  std::string name() const override { return "opaque"; }
+  DeviceType device() const override { return DeviceType::cuda; }
+
+  void* alloc(size_t bytes) override { return tag(cpu_.alloc(bytes)); }
+  void free(void* p) override { cpu_.free(untag(p)); }
+  void zero(Tensor t) override { cpu_.zero(in(t)); }
+  void copy(Tensor dst, const Tensor& src) override { cpu_.copy(in(dst), in(src)); }
+  void to_host(void* dst, const Tensor& src) override { cpu_.to_host(dst, in(src)); }
+  void from_host(Tensor dst, const void* src) override { cpu_.from_host(in(dst), src); }
+  void release(Tensor t, float fill) override { cpu_.release(in(t), fill); }
+  int64_t resident_bytes(const Tensor& t) override { return cpu_.resident_bytes(in(t)); }
+
+  void gemm(const Gemm& g) override {
+    Gemm h = g;
+    h.a = untag(g.a), h.b = untag(g.b), h.c = untag(g.c);
+    cpu_.gemm(h);
+  }
+  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
+                      const Tensor& bias) override {
+    cpu_.matmul_forward(in(out), in(inp), in(weight), in(bias));
+  }
+  void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                          Tensor state) override {
+    cpu_.matmul_forward_fp8(in(out), in(inp), in(weight), in(bias), in(state));
+  }
+  void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                       const Tensor& inp, const Tensor& weight) override {
+    cpu_.matmul_backward(in(dinp), in(dweight), in(dbias), in(dout), in(inp), in(weight));
+  }
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
+                         const Tensor& weight, const Tensor& bias) override {
+    cpu_.layernorm_forward(in(out), in(mean), in(rstd), in(inp), in(weight), in(bias));
+  }
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
+                          const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                          const Tensor& rstd) override {
+    cpu_.layernorm_backward(in(dinp), in(dweight), in(dbias), in(dout), in(inp), in(weight),
+                            in(mean), in(rstd));
+  }
+  void gelu_forward(Tensor out, const Tensor& inp) override { cpu_.gelu_forward(in(out), in(inp)); }
+  void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override {
+    cpu_.gelu_backward(in(dinp), in(inp), in(dout));
+  }
+  Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const override {
+    return cpu_.attention_state_shape(B, NH, T, HS);
+  }
+  void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override {
+    cpu_.attention_forward(in(out), in(att), in(qkv), n_head);
+  }
+  void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                          const Tensor& att, int n_head) override {
+    cpu_.attention_backward(in(dqkv), in(dout), in(qkv), in(out), in(att), n_head);
+  }
+  void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                         int64_t pos_offset) override {
+    cpu_.embedding_forward(in(out), in(tokens), in(wte), in(wpe), pos_offset);
+  }
+  void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,
+                          int64_t pos_offset) override {
+    cpu_.embedding_backward(in(dwte), in(dwpe), in(dout), in(tokens), pos_offset);
+  }
+  void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets, float dloss_scale,
+                             int64_t vocab) override {
+    cpu_.softmax_cross_entropy(in(logits), in(losses), in(targets), dloss_scale, vocab);
+  }
+  void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v, const AdamWParams& p,
+                  Tensor params_bf16) override {
+    cpu_.adamw_step(in(params), in(grads), in(m), in(v), p, in(params_bf16));
+  }
+  void scale(Tensor x, float alpha) override { cpu_.scale(in(x), alpha); }
+  void axpy(Tensor y, const Tensor& x, float alpha) override { cpu_.axpy(in(y), in(x), alpha); }
+  double sum_squares(const Tensor& x) override { return cpu_.sum_squares(in(x)); }
+  double sum(const Tensor& x) override { return cpu_.sum(in(x)); }
+  void round_to_bf16(Tensor dst, const Tensor& src) override {
+    cpu_.round_to_bf16(in(dst), in(src));
+  }
+
+ private:
+  // A tensor of this backend (tagged, DeviceType::cuda) as the CpuBackend's; an empty one stays
+  // empty. A host tensor handed to an op is a bug of the caller: it fails here.
+  static Tensor in(const Tensor& t) {
+    if (t.empty()) return t;
+    if (!tagged(t.data) || t.device != DeviceType::cuda)
+      throw std::runtime_error("OpaqueBackend: an op got a host tensor (" + t.shape.str() + ")");
+    Tensor h = t;
+    h.data = untag(t.data);
+    h.device = DeviceType::cpu;
+    return h;
+  }
+  mutable cpu::CpuBackend cpu_;
+};
+
+class OpaqueComm : public dist::Comm {
+ public:
+  explicit OpaqueComm(std::unique_ptr<dist::Comm> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::string name() const override { return inner_->name(); }
+  int global_rank(int r) const override { return inner_->global_rank(r); }
+  void all_reduce(void* d, size_t n, dist::CommDType t, dist::ReduceOp op) override {
+    inner_->all_reduce(untag(d), n, t, op);
+  }
+  std::shared_ptr<dist::Work> all_reduce_async(void* d, size_t n, dist::CommDType t,
+                                               dist::ReduceOp op) override {
+    return inner_->all_reduce_async(untag(d), n, t, op);
+  }
+  void reduce_scatter(const void* i, void* o, size_t n, dist::CommDType t,
+                      dist::ReduceOp op) override {
+    inner_->reduce_scatter(untag(i), untag(o), n, t, op);
+  }
+  std::shared_ptr<dist::Work> reduce_scatter_async(const void* i, void* o, size_t n,
+                                                   dist::CommDType t, dist::ReduceOp op) override {
+    return inner_->reduce_scatter_async(untag(i), untag(o), n, t, op);
+  }
+  void all_gather(const void* i, void* o, size_t n, dist::CommDType t) override {
+    inner_->all_gather(untag(i), untag(o), n, t);
+  }
+  std::shared_ptr<dist::Work> all_gather_async(const void* i, void* o, size_t n,
+                                               dist::CommDType t) override {
+    return inner_->all_gather_async(untag(i), untag(o), n, t);
+  }
+  void broadcast(void* d, size_t n, dist::CommDType t, int root) override {
+    inner_->broadcast(untag(d), n, t, root);
+  }
+  void all_to_all(const void* i, void* o, size_t n, dist::CommDType t) override {
+    inner_->all_to_all(untag(i), untag(o), n, t);
+  }
+  void send(const void* d, size_t bytes, int peer, int tag_) override {
+    inner_->send(untag(d), bytes, peer, tag_);
+  }
+  void recv(void* d, size_t bytes, int peer, int tag_) override {
+    inner_->recv(untag(d), bytes, peer, tag_);
+  }
+  void barrier() override { inner_->barrier(); }
+
+ private:
+  std::unique_ptr<dist::Comm> inner_;
+};
+
+}  // namespace trainer::testing
