@@ -130,6 +130,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   if (env.world_size > 1) store = dist::make_rendezvous_store(env, timeout);
   const bool lead = env.rank == 0;
   std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
+  int step_running = 0;  // the 1-based step in progress, named in a failure (0: none)
 
   try {
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
@@ -194,6 +195,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     const FaultInjector faults(env.rank);
     bool stop = false;
     for (int step = first_step; step < last && !stop; ++step) {
+      step_running = step + 1;
       faults.at_step(step + 1);
       const auto t0 = Clock::now();
       const StepResult r = trainer.run(step, next_train);
@@ -228,6 +230,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         spdlog::info("{}", report::progress_line(rec, total, rates, val));
       }
     }
+    step_running = 0;
 
     checkpoints.finish();
 
@@ -251,11 +254,15 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     }
     return 0;
   } catch (const std::exception& e) {
-    if (store) dist::report_failure(*store, env.rank, e.what());
+    // A failure inside the loop (a collective that timed out, a dead peer) names its step.
+    const std::string what =
+        step_running > 0 ? "step " + std::to_string(step_running) + ": " + e.what() : e.what();
+    if (store) dist::report_failure(*store, env.rank, what);
     if (lead && builder) {
       builder->set_rank_step_times({});
-      report::write_report(builder->finish("failed", e.what()), cfg.run.out_dir);
+      report::write_report(builder->finish("failed", what), cfg.run.out_dir);
     }
+    if (step_running > 0) throw std::runtime_error(what);
     throw;
   }
 }
