@@ -76,6 +76,7 @@ nlohmann::json to_json(const Manifest& m) {
   j["grid"] = {{"world", m.grid.world}, {"dp", m.grid.dp}, {"tp", m.grid.tp},
                {"pp", m.grid.pp},       {"cp", m.grid.cp}, {"zero", m.grid.zero}};
   j["loader"] = {{"shard", m.loader.shard}, {"offset", m.loader.offset}, {"epoch", m.loader.epoch}};
+  if (!m.fp8_scaling.empty()) j["fp8_scaling"] = m.fp8_scaling;  // floats round-trip through JSON
   for (const auto& t : m.tensors)
     j["tensors"].push_back({{"name", t.name}, {"global_shape", t.global_shape}});
   for (const auto& s : m.shards) {
@@ -104,6 +105,7 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     m.grid = {g.at("world"), g.at("dp"), g.at("tp"), g.at("pp"), g.at("cp"), g.at("zero")};
     const auto& l = j.at("loader");
     m.loader = {l.at("shard"), l.at("offset"), l.at("epoch")};
+    if (j.contains("fp8_scaling")) m.fp8_scaling = j.at("fp8_scaling").get<std::vector<float>>();
     for (const auto& t : j.at("tensors")) m.tensors.push_back({t.at("name"), t.at("global_shape")});
     for (const auto& s : j.at("shards")) {
       ShardFile f{s.at("rank"), s.at("file"), s.at("sha256"), s.at("bytes"), {}};

@@ -53,6 +53,9 @@ struct Manifest {
   data::LoaderState loader;
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
+  // precision.compute: fp8: rank 0's delayed-scaling states (Gpt::fp8_scaling_state), empty
+  // otherwise. The weights' halves are the same on every dp rank; the inputs' are rank 0's.
+  std::vector<float> fp8_scaling;
 };
 
 nlohmann::json to_json(const Manifest& m);

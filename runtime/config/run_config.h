@@ -149,6 +149,10 @@ RunConfig load_config_file(const std::string& path, const std::vector<std::strin
 // Checks values and divisibility against the world size (world_size 1 for single-process checks).
 // Also checks that data files exist. Throws ConfigError.
 void validate(RunConfig& cfg, int world_size);
+// Test hook: TRAINER_TEST_EMULATED_FP8=1 lets the cpu backend run precision.compute: fp8 through
+// its emulation (runtime/cpu/fp8.h), so the fp8 plumbing (checkpoints, resume) is tested where
+// there is no GPU. Not for users: validate() refuses fp8 on cpu otherwise.
+bool emulated_fp8_for_tests(const RunConfig& cfg);
 
 // Canonical YAML of the whole config (every key, resolved); its sha256 is the config hash.
 std::string to_yaml(const RunConfig& cfg);

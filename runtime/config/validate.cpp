@@ -1,4 +1,5 @@
 // validate(): per-key values, settings that depend on each other, the grid shape and data.
+#include <cstdlib>
 #include <filesystem>
 
 #include "runtime/config/field_value.h"
@@ -14,7 +15,7 @@ void check_names(const RunConfig& c) {
 
 void check_device_settings(const RunConfig& c) {
   const std::string& device = c.hardware.device;
-  if (c.precision.compute == "fp8" && device != "cuda")
+  if (c.precision.compute == "fp8" && device != "cuda" && !emulated_fp8_for_tests(c))
     fail(
         "precision.compute = fp8 needs hardware.device = cuda (fp8 GEMMs run on sm_90 GPUs only), "
         "but hardware.device = " +
@@ -22,6 +23,22 @@ void check_device_settings(const RunConfig& c) {
   if (c.distributed.backend == "nccl" && device != "cuda")
     fail("distributed.backend = nccl needs hardware.device = cuda, but hardware.device = " +
          device + "; use gloo or auto");
+}
+
+// What the fp8 forward GEMMs cannot take: shapes cuBLASLt's fp8 kernels refuse, and a forward
+// rerun (full recompute) that would quantize with moved scales.
+void check_fp8(const RunConfig& c) {
+  if (c.precision.compute != "fp8") return;
+  const long long rows = 1LL * c.train.micro_batch * c.model.seq_len;
+  if (c.model.d_model % 16 != 0 || rows % 16 != 0)
+    fail(
+        "precision.compute = fp8 needs model.d_model and train.micro_batch * model.seq_len to be "
+        "multiples of 16 (cuBLASLt's fp8 GEMMs); got " +
+        kv("d_model", c.model.d_model) + ", " + kv("micro_batch * seq_len", rows));
+  if (c.activation_checkpointing == "full")
+    fail(
+        "precision.compute = fp8 with activation_checkpointing = full is not supported (the rerun "
+        "forward would quantize with moved scales); use none or selective");
 }
 
 void check_init_from(const ModelConfig& m) {
@@ -36,9 +53,15 @@ void validate(RunConfig& cfg, int world_size) {
   check_fields(cfg);
   check_names(cfg);
   check_device_settings(cfg);
+  check_fp8(cfg);
   check_init_from(cfg.model);
   validate_layout(cfg, world_size);
   validate_data_sources(cfg);
+}
+
+bool emulated_fp8_for_tests(const RunConfig& cfg) {
+  const char* v = std::getenv("TRAINER_TEST_EMULATED_FP8");
+  return cfg.hardware.device == "cpu" && v != nullptr && std::string(v) == "1";
 }
 
 }  // namespace trainer::config

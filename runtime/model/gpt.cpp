@@ -101,6 +101,19 @@ void Gpt::set_compute_fp8(bool on) {
   fp8_ = on;
 }
 
+std::vector<float> Gpt::fp8_scaling_state() const {
+  if (!fp8_) return {};
+  std::vector<float> host(static_cast<size_t>(fp8_states_.numel()));
+  be_.to_host(host.data(), fp8_states_);
+  return host;
+}
+
+bool Gpt::set_fp8_scaling_state(const std::vector<float>& state) {
+  if (!fp8_ || state.size() != static_cast<size_t>(fp8_states_.numel())) return false;
+  be_.from_host(fp8_states_, state.data());
+  return true;
+}
+
 void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                          int l, int which) {
   if (!fp8_) {

@@ -62,6 +62,10 @@ class Gpt {
   // backend's emulation serves the tests.)
   void set_compute_fp8(bool on);
   bool compute_fp8() const { return fp8_; }
+  // The fp8 delayed-scaling states of this rank's layers (host copy), for checkpoints; set_...
+  // takes one of the same size back (a resume), anything else leaves the states fresh.
+  std::vector<float> fp8_scaling_state() const;
+  bool set_fp8_scaling_state(const std::vector<float>& state);
   void refresh_compute_weights();  // call after every optimizer step
   // The bf16 weight copy (an empty Tensor in fp32 compute, where the matmuls read params()), and
   // its bytes. An optimizer may write it directly (AdamW::step) instead of a refresh.

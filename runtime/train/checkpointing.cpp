@@ -117,6 +117,11 @@ void Checkpointing::load(const std::string& step_dir) {
   host.push();
   step_.set_adam_step(m.adam_step);
   step_.sync_params_from_owners();
+  if (model_.compute_fp8() && !model_.set_fp8_scaling_state(m.fp8_scaling) && rank_ == 0)
+    spdlog::warn(
+        "checkpoint {} has no fp8 scaling state for this model: the first step scales "
+        "from its own amaxes",
+        step_dir);
   loader_.restore(m.loader);
   last_saved_ = static_cast<int>(m.step);
   const auto t2 = std::chrono::steady_clock::now();
@@ -168,6 +173,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& 
       world_ ? world_->size() : 1, dp_size_, cfg_.parallel.tp, cfg_.parallel.pp, cfg_.parallel.cp,
       cfg_.parallel.zero};
   m.loader = loader_.state();
+  if (rank_ == 0) m.fp8_scaling = model_.fp8_scaling_state();  // empty unless fp8 compute
   return req;
 }
 
