@@ -67,7 +67,6 @@ class Backend {
   // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC]
   virtual void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                               const Tensor& bias) = 0;
-  // dinp[N,C] += dout weight; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout)
   // fp8 forward of a linear layer (precision.compute: fp8; runtime/core/fp8_recipe.h): inp[N,C]
   // and weight[OC,C], both bf16, are quantized to e4m3 with per-tensor delayed scaling from
   // `fp8_state` (fp32, kFp8StateFloats; updated with this call's amaxes), multiplied with fp32
@@ -76,6 +75,7 @@ class Backend {
   virtual bool supports_fp8() const { return false; }
   virtual void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight,
                                   const Tensor& bias, Tensor fp8_state) = 0;
+  // dinp[N,C] += dout weight; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout)
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                const Tensor& inp, const Tensor& weight) = 0;
 

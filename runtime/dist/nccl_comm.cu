@@ -98,14 +98,8 @@ class NcclComm : public Comm {
   }
 
   void all_reduce(void* data, size_t count, CommDType t, ReduceOp op) override {
-    const size_t bytes = count * comm_dtype_size(t);
-    if (!is_device_pointer(data)) {  // a host scalar: stage through the device buffer
-      check_staging(bytes);
-      CUDA_CHECK(cudaMemcpy(staging_, data, bytes, cudaMemcpyHostToDevice));
-      all_reduce(staging_, count, t, op);
-      CUDA_CHECK(cudaMemcpy(data, staging_, bytes, cudaMemcpyDeviceToHost));
-      return;
-    }
+    if (staged(data, count * comm_dtype_size(t), [&](void* d) { all_reduce(d, count, t, op); }))
+      return;  // a host scalar (all_reduce_scalar)
     all_reduce_async(data, count, t, op)->wait();
   }
   std::shared_ptr<Work> all_reduce_async(void* data, size_t count, CommDType t,
@@ -132,14 +126,8 @@ class NcclComm : public Comm {
                    [&] { return ncclAllGather(in, out, count, nccl_type(t), comm_, stream_); });
   }
   void broadcast(void* data, size_t count, CommDType t, int root) override {
-    const size_t bytes = count * comm_dtype_size(t);
-    if (!is_device_pointer(data)) {  // a host value (e.g. a step count): stage it
-      check_staging(bytes);
-      CUDA_CHECK(cudaMemcpy(staging_, data, bytes, cudaMemcpyHostToDevice));
-      broadcast(staging_, count, t, root);
-      CUDA_CHECK(cudaMemcpy(data, staging_, bytes, cudaMemcpyDeviceToHost));
-      return;
-    }
+    if (staged(data, count * comm_dtype_size(t), [&](void* d) { broadcast(d, count, t, root); }))
+      return;  // a host value (a step count)
     enqueue("broadcast", [&] {
       return ncclBroadcast(data, data, count, nccl_type(t), root, comm_, stream_);
     })->wait();
@@ -188,10 +176,18 @@ class NcclComm : public Comm {
 
  private:
   static constexpr size_t kStagingBytes = 1 << 16;
-  void check_staging(size_t bytes) const {
+  // For host `data`: runs `op` in place on a device copy and copies the result back, returning
+  // true; false (nothing done) for device memory.
+  template <class Op>
+  bool staged(void* data, size_t bytes, Op op) {
+    if (is_device_pointer(data)) return false;
     if (bytes > kStagingBytes)
       throw CommError("nccl group '" + opts_.name + "': host buffer of " + std::to_string(bytes) +
                       " bytes is too large to stage; use device memory");
+    CUDA_CHECK(cudaMemcpy(staging_, data, bytes, cudaMemcpyHostToDevice));
+    op(staging_);
+    CUDA_CHECK(cudaMemcpy(data, staging_, bytes, cudaMemcpyDeviceToHost));
+    return true;
   }
 
   [[noreturn]] void fail(const std::string& msg) {

@@ -43,7 +43,6 @@ Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard) : be_(be), lay
 }
 
 Gpt::~Gpt() {
-  if (fp8_states_.data) be_.free(fp8_states_.data);
   if (compute_params_.data != params_.data) be_.free(compute_params_.data);
   be_.free(params_.data);
   be_.free(grads_.data);
@@ -91,12 +90,10 @@ void Gpt::set_compute_fp8(bool on) {
     TRAINER_CHECK(!acts_ || acts_->recompute != Recompute::full,
                   "fp8 compute cannot rerun the forward under full activation recompute");
     set_compute_bf16(true);
-    const int64_t n = int64_t{layout_.shard().num_layers} * 4 * kFp8StateFloats;
-    fp8_states_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, be_.device());
-    be_.zero(fp8_states_);  // fresh: the first call of each uses current scaling
+    // Zeroed: fresh states, whose first call each uses current scaling.
+    fp8_states_ = BackendBuffer(be_, int64_t{layout_.shard().num_layers} * 4 * kFp8StateFloats);
   } else {
-    be_.free(fp8_states_.data);
-    fp8_states_ = Tensor();
+    fp8_states_ = BackendBuffer();
   }
   fp8_ = on;
 }
@@ -104,13 +101,13 @@ void Gpt::set_compute_fp8(bool on) {
 std::vector<float> Gpt::fp8_scaling_state() const {
   if (!fp8_) return {};
   std::vector<float> host(static_cast<size_t>(fp8_states_.numel()));
-  be_.to_host(host.data(), fp8_states_);
+  be_.to_host(host.data(), fp8_states_.tensor());
   return host;
 }
 
 bool Gpt::set_fp8_scaling_state(const std::vector<float>& state) {
   if (!fp8_ || state.size() != static_cast<size_t>(fp8_states_.numel())) return false;
-  be_.from_host(fp8_states_, state.data());
+  be_.from_host(fp8_states_.tensor(), state.data());
   return true;
 }
 

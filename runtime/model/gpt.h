@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/core/backend.h"
+#include "runtime/core/backend_buffer.h"
 #include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
 
@@ -97,7 +98,7 @@ class Gpt {
   Tensor compute_params_;  // params_ itself in fp32 compute, a bf16 copy in bf16 compute
   bool bf16_ = false;
   bool fp8_ = false;
-  Tensor fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
+  BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;
   float dloss_scale_ = 0;
