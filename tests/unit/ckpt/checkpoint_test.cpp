@@ -9,6 +9,7 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
 #include "runtime/ckpt/reshard.h"
+#include "tests/unit/temp_dir.h"
 
 using namespace trainer;
 using namespace trainer::ckpt;
@@ -38,8 +39,8 @@ struct State {
 };
 
 std::string fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("unit_ckpt_" + std::to_string(::getpid())) / name;
+  static const trainer::testing::TempDir root("ckpt");  // removed at the test's exit
+  const fs::path dir = root.path() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

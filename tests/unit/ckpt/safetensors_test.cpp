@@ -4,15 +4,15 @@
 #include <vector>
 
 #include "runtime/ckpt/safetensors.h"
+#include "tests/unit/temp_dir.h"
 
 using namespace trainer::ckpt;
 namespace fs = std::filesystem;
 
 namespace {
 std::string scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("unit_ckpt_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return (dir / name).string();
+  static const trainer::testing::TempDir dir("ckpt");  // removed at the test's exit
+  return dir.file(name);
 }
 }  // namespace
 

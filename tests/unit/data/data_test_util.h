@@ -1,35 +1,18 @@
 #pragma once
 // Helpers for the data tests: a scratch directory and raw file writers (independent of the code
 // under test, so they can build bad files too).
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "tests/unit/temp_dir.h"
+
 namespace trainer::data::testing {
 
-// A fresh directory under $TRAINER_TEST_TMP (or the system temp dir), removed at scope exit.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    const char* base = std::getenv("TRAINER_TEST_TMP");
-    std::filesystem::path root = base ? base : std::filesystem::temp_directory_path().string();
-    path_ = root / ("unit_data_" + tag + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using trainer::testing::TempDir;
 
 inline void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");

@@ -8,6 +8,7 @@
 #include "runtime/dist/prefix_store.h"
 #include "runtime/dist/store.h"
 #include "runtime/dist/tcp_store.h"
+#include "tests/unit/temp_dir.h"
 
 using namespace trainer::dist;
 using namespace std::chrono_literals;
@@ -22,8 +23,8 @@ std::string text(const std::vector<uint8_t>& v) {
 }
 
 std::string fresh_dir(const std::string& name) {
-  auto base = std::filesystem::temp_directory_path() /
-              ("trainer_store_" + name + "_" + std::to_string(::getpid()));
+  static const trainer::testing::TempDir root("store");  // removed at the test's exit
+  auto base = root.path() / name;
   std::filesystem::remove_all(base);
   return base.string();
 }
