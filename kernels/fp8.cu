@@ -31,31 +31,40 @@ __global__ void amax_partials_kernel(float* partials, const uint16_t* x, int64_t
   if (threadIdx.x == 0) partials[blockIdx.x] = m;
 }
 
-// One block: the amax of the partials moves `state` (one tensor's kFp8TensorFloats) on, and
-// used[0], used[1] get the scale that quantizes this call's tensor and its inverse.
-__global__ void update_scaling_kernel(float* state, float* used, const float* partials, int parts) {
+// 448 / amax, or `fallback` when amax is 0 or not finite (cpu::fp8_push_amax's rule).
+__device__ inline float scale_for(float amax, float fallback) {
+  return amax > 0.0f && amax < INFINITY ? kFp8E4m3Max / amax : fallback;
+}
+
+// One block: *amax = the max of the partials; used[0], used[1] = the scale that quantizes this
+// call's tensor (the state's, or from *amax for a fresh state) and its inverse.
+__global__ void call_scale_kernel(float* amax, float* used, const float* tensor_state,
+                                  const float* partials, int parts) {
   __shared__ float red[32];
   float m = 0.0f;
   for (int i = threadIdx.x; i < parts; i += blockDim.x) m = fmaxf(m, partials[i]);
   m = block_reduce(m, red, MaxOp{}, 0.0f);
   if (threadIdx.x != 0) return;
-  float* history = state;
-  const float previous = state[kFp8AmaxHistory];
-  const bool fresh = previous == 0.0f;
-  for (int i = kFp8AmaxHistory - 1; i > 0; --i) history[i] = history[i - 1];
-  history[0] = m;
-  float top = 0.0f;
-  for (int i = 0; i < kFp8AmaxHistory; ++i) top = fmaxf(top, history[i]);
-  float scale = previous;
-  if (top > 0.0f && top < INFINITY)
-    scale = kFp8E4m3Max / top;
-  else if (fresh)
-    scale = 1.0f;
-  state[kFp8AmaxHistory] = scale;
-  state[kFp8AmaxHistory + 1] = 1.0f / scale;
-  const float use = fresh ? scale : previous;
+  *amax = m;
+  const float state_scale = tensor_state[kFp8AmaxHistory];
+  const float use = state_scale == 0.0f ? scale_for(m, 1.0f) : state_scale;
   used[0] = use;
   used[1] = 1.0f / use;
+}
+
+// A thread per tensor part: pushes amaxes[i] into part i's history and sets its next scale.
+__global__ void push_amaxes_kernel(float* states, const float* amaxes, int64_t parts) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= parts) return;
+  float* s = states + i * kFp8TensorFloats;
+  for (int k = kFp8AmaxHistory - 1; k > 0; --k) s[k] = s[k - 1];
+  s[0] = amaxes[i];
+  float top = 0.0f;
+  for (int k = 0; k < kFp8AmaxHistory; ++k) top = fmaxf(top, s[k]);
+  const float previous = s[kFp8AmaxHistory];
+  const float scale = scale_for(top, previous == 0.0f ? 1.0f : previous);
+  s[kFp8AmaxHistory] = scale;
+  s[kFp8AmaxHistory + 1] = 1.0f / scale;
 }
 
 __global__ void quantize_kernel(uint8_t* out, const uint16_t* x, int64_t n, const float* scale) {
@@ -67,17 +76,23 @@ __global__ void quantize_kernel(uint8_t* out, const uint16_t* x, int64_t n, cons
 
 }  // namespace
 
-void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, float* tensor_state,
-                          float* used, float* partials, cudaStream_t stream) {
+void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, const float* tensor_state,
+                          float* amax, float* used, float* partials, cudaStream_t stream) {
   launch(amax_partials_kernel, kReducePartials, kThreads, stream, partials, x, n);
   CUDA_CHECK_LAUNCH("amax_partials_kernel");
-  launch(update_scaling_kernel, 1, kThreads, stream, tensor_state, used,
+  launch(call_scale_kernel, 1, kThreads, stream, amax, used, tensor_state,
          static_cast<const float*>(partials), kReducePartials);
-  CUDA_CHECK_LAUNCH("update_scaling_kernel");
+  CUDA_CHECK_LAUNCH("call_scale_kernel");
   if (n == 0) return;
   launch(quantize_kernel, grid_for(n), kThreads, stream, out, x, n,
          static_cast<const float*>(used));
   CUDA_CHECK_LAUNCH("quantize_kernel");
+}
+
+void fp8_push_amaxes(float* states, const float* amaxes, int64_t parts, cudaStream_t stream) {
+  if (parts == 0) return;
+  launch(push_amaxes_kernel, grid_for(parts), kThreads, stream, states, amaxes, parts);
+  CUDA_CHECK_LAUNCH("push_amaxes_kernel");
 }
 
 }  // namespace trainer::kernels

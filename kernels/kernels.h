@@ -87,10 +87,12 @@ void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets,
 
 // --- fp8 (fp8.cu; runtime/core/fp8_recipe.h) ---
 // out[n] = e4m3(x * scale) for bf16 x, with the scale that tensor_state (kFp8TensorFloats floats)
-// gives this call; the state moves on by amax(|x|). used[0..1] receive that scale and its inverse
-// (the GEMM's descale); partials: kReducePartials floats of workspace.
-void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, float* tensor_state,
-                          float* used, float* partials, cudaStream_t stream);
+// gives this call; *amax receives amax(|x|) and the state stays. used[0..1] receive that scale
+// and its inverse (the GEMM's descale); partials: kReducePartials floats of workspace.
+void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, const float* tensor_state,
+                          float* amax, float* used, float* partials, cudaStream_t stream);
+// Part i of states ([parts, kFp8TensorFloats]) pushes amaxes[i] into its history.
+void fp8_push_amaxes(float* states, const float* amaxes, int64_t parts, cudaStream_t stream);
 
 // --- optimizer and utilities (optim_util.cu) ---
 // bias_correction1/2 = 1 - beta^step, computed by the caller in double like the cpu reference.

@@ -53,8 +53,8 @@ struct Manifest {
   data::LoaderState loader;
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
-  // precision.compute: fp8: rank 0's delayed-scaling states (Gpt::fp8_scaling_state), empty
-  // otherwise. The weights' halves are the same on every dp rank; the inputs' are rank 0's.
+  // precision.compute: fp8: the delayed-scaling states (Gpt::fp8_scaling_state), empty otherwise.
+  // Rank 0's, which are every rank's: the amaxes are reduced over the dp replicas.
   std::vector<float> fp8_scaling;
 };
 

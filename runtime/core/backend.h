@@ -68,13 +68,17 @@ class Backend {
   virtual void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                               const Tensor& bias) = 0;
   // fp8 forward of a linear layer (precision.compute: fp8; runtime/core/fp8_recipe.h): inp[N,C]
-  // and weight[OC,C], both bf16, are quantized to e4m3 with per-tensor delayed scaling from
-  // `fp8_state` (fp32, kFp8StateFloats; updated with this call's amaxes), multiplied with fp32
-  // accumulation and descaled: out[N,OC] = inp W^T + bias (fp32). The backward of such a layer is
-  // matmul_backward on the bf16 operands. A backend without fp8 (supports_fp8() false) throws.
+  // and weight[OC,C], both bf16, are quantized to e4m3 with the scales of `fp8_state` (fp32,
+  // kFp8StateFloats: the input's part, then the weight's), multiplied with fp32 accumulation and
+  // descaled: out[N,OC] = inp W^T + bias (fp32). fp8_amax[0..1] (fp32) receive amax(|inp|) and
+  // amax(|weight|); the state does not move. The backward of such a layer is matmul_backward on
+  // the bf16 operands. A backend without fp8 (supports_fp8() false) throws.
   virtual bool supports_fp8() const { return false; }
   virtual void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight,
-                                  const Tensor& bias, Tensor fp8_state) = 0;
+                                  const Tensor& bias, const Tensor& fp8_state, Tensor fp8_amax) = 0;
+  // Moves n tensor parts of fp8 states on (fp8_states: n * kFp8TensorFloats fp32, amaxes: n
+  // fp32, already reduced over the amax group): part i pushes amaxes[i] into its history.
+  virtual void fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) = 0;
   // dinp[N,C] += dout weight; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout)
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                const Tensor& inp, const Tensor& weight) = 0;

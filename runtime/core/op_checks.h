@@ -7,6 +7,7 @@
 
 #include "runtime/core/backend.h"
 #include "runtime/core/check.h"
+#include "runtime/core/fp8_recipe.h"
 #include "runtime/core/tensor.h"
 
 namespace trainer {
@@ -66,6 +67,12 @@ inline void check_bf16_copy(const Tensor& t, int64_t numel, const char* op) {
   TRAINER_CHECK(t.dtype == DType::bf16,
                 op << ": params_bf16 must be bf16, got " << dtype_name(t.dtype));
   check_numel(t, numel, op, "params_bf16");
+}
+
+// fp8_push_amaxes: n amaxes for n * kFp8TensorFloats state floats. Returns n.
+inline int64_t fp8_push_parts(const Tensor& states, const Tensor& amaxes, const char* op) {
+  check_numel(states, amaxes.numel() * kFp8TensorFloats, op, "fp8_states");
+  return amaxes.numel();
 }
 
 // [OC, C] of a linear weight.

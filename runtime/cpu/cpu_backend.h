@@ -34,7 +34,8 @@ class CpuBackend : public Backend {
   // Emulated (the reference of the cuda kernels' tests); supports_fp8() stays false, so runs
   // refuse precision.compute: fp8 on the cpu backend.
   void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                          Tensor fp8_state) override;
+                          const Tensor& fp8_state, Tensor fp8_amax) override;
+  void fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) override;
 
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
                          const Tensor& weight, const Tensor& bias) override;

@@ -31,22 +31,29 @@ float float_from_fp8_e4m3(uint8_t bits) {
   return sign * std::ldexp(static_cast<float>(8 + mantissa), biased - 10);
 }
 
-float fp8_update_scaling(float* s, float amax) {
+namespace {
+
+// 448 / amax, or `fallback` when amax is 0 or not finite.
+float scale_for(float amax, float fallback) {
+  return amax > 0.0f && std::isfinite(amax) ? kFp8E4m3Max / amax : fallback;
+}
+
+}  // namespace
+
+float fp8_call_scale(const float* s, float amax) {
+  const float scale = s[kFp8AmaxHistory];
+  return scale == 0.0f ? scale_for(amax, 1.0f) : scale;
+}
+
+void fp8_push_amax(float* s, float amax) {
   float* history = s;
   float& scale = s[kFp8AmaxHistory];
-  float& inv_scale = s[kFp8AmaxHistory + 1];
-  const bool fresh = scale == 0.0f;
-  const float used = scale;
   std::copy_backward(history, history + kFp8AmaxHistory - 1, history + kFp8AmaxHistory);
   history[0] = amax;
   float top = 0.0f;  // fmax skips NaN, as the device's fmaxf does
   for (int i = 0; i < kFp8AmaxHistory; ++i) top = std::fmax(top, history[i]);
-  if (top > 0.0f && std::isfinite(top))
-    scale = kFp8E4m3Max / top;
-  else if (fresh)
-    scale = 1.0f;
-  inv_scale = 1.0f / scale;
-  return fresh ? scale : used;
+  scale = scale_for(top, scale == 0.0f ? 1.0f : scale);
+  s[kFp8AmaxHistory + 1] = 1.0f / scale;
 }
 
 }  // namespace trainer::cpu

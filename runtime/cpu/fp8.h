@@ -11,9 +11,12 @@ namespace trainer::cpu {
 uint8_t fp8_e4m3_from_float(float f);
 float float_from_fp8_e4m3(uint8_t bits);
 
-// One tensor's part of a state (kFp8TensorFloats floats) after a call that saw `amax`. Returns
-// the scale that quantizes this call's tensor: the previous one (delayed scaling), or, for a
-// fresh state, the one from `amax` itself (current scaling).
-float fp8_update_scaling(float* tensor_state, float amax);
+// The scale that quantizes a call's tensor, from one tensor's part of a state (kFp8TensorFloats
+// floats): the state's own (delayed scaling), or, for a fresh state, the one from the call's
+// `amax` itself (current scaling).
+float fp8_call_scale(const float* tensor_state, float amax);
+// Moves one tensor's part of a state on by a (reduced) amax: pushes it into the history and sets
+// the next scale and its inverse.
+void fp8_push_amax(float* tensor_state, float amax);
 
 }  // namespace trainer::cpu

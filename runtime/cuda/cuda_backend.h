@@ -48,7 +48,8 @@ class CudaBackend : public Backend {
   // multiplies e4m3 x e4m3 with fp32 accumulation (cuda_backend_fp8.cpp).
   bool supports_fp8() const override { return compute_capability_ >= 90; }
   void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                          Tensor fp8_state) override;
+                          const Tensor& fp8_state, Tensor fp8_amax) override;
+  void fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) override;
 
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
                          const Tensor& weight, const Tensor& bias) override;

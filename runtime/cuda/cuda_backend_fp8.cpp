@@ -12,7 +12,7 @@
 namespace trainer::cuda {
 
 void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight,
-                                     const Tensor& bias, Tensor fp8_state) {
+                                     const Tensor& bias, const Tensor& fp8_state, Tensor fp8_amax) {
   const char* op = "matmul_forward_fp8";
   if (!supports_fp8())
     throw CudaError(std::string(op) + ": fp8 needs compute capability 9.0 (Hopper) or later; " +
@@ -22,7 +22,9 @@ void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor
   TRAINER_CHECK(matmul_operand_dtype(inp, weight, op) == DType::bf16,
                 op << ": inp and weight must be bf16 (the bf16 weight copy and activations)");
   check_numel(fp8_state, kFp8StateFloats, op, "fp8_state");
-  float* state = need_f32(fp8_state, op, "fp8_state");
+  check_numel(fp8_amax, 2, op, "fp8_amax");
+  const float* state = need_f32(fp8_state, op, "fp8_state");
+  float* amax = need_f32(fp8_amax, op, "fp8_amax");
   // Scratch: inp and weight in e4m3 (each 256-byte aligned for cuBLASLt), the amax partials, and
   // the used scale and its inverse per operand.
   const auto aligned = [](int64_t bytes) { return (static_cast<size_t>(bytes) + 255) / 256 * 256; };
@@ -35,9 +37,9 @@ void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor
   auto* partials = reinterpret_cast<float*>(base + inp_bytes + weight_bytes);
   auto* used = reinterpret_cast<float*>(base + inp_bytes + weight_bytes + partial_bytes);
   kernels::fp8_quantize_delayed(q_inp, static_cast<const uint16_t*>(inp.data), d.N * d.C, state,
-                                used, partials, stream_);
+                                amax, used, partials, stream_);
   kernels::fp8_quantize_delayed(q_weight, static_cast<const uint16_t*>(weight.data), d.OC * d.C,
-                                state + kFp8TensorFloats, used + 2, partials, stream_);
+                                state + kFp8TensorFloats, amax + 1, used + 2, partials, stream_);
   LtGemmArgs g;
   g.fp8_inputs = true;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
@@ -46,6 +48,13 @@ void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor
   run_gemm(g);
   if (const float* b = opt_f32(bias, op, "bias"))
     kernels::add_bias(static_cast<float*>(g.c), b, d.N, d.OC, stream_);
+}
+
+void CudaBackend::fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) {
+  const char* op = "fp8_push_amaxes";
+  const int64_t parts = fp8_push_parts(fp8_states, amaxes, op);
+  kernels::fp8_push_amaxes(need_f32(fp8_states, op, "fp8_states"), need_f32(amaxes, op, "amaxes"),
+                           parts, stream_);
 }
 
 }  // namespace trainer::cuda

@@ -90,10 +90,18 @@ void Gpt::set_compute_fp8(bool on) {
     TRAINER_CHECK(!acts_ || acts_->recompute != Recompute::full,
                   "fp8 compute cannot rerun the forward under full activation recompute");
     set_compute_bf16(true);
-    // Zeroed: fresh states, whose first call each uses current scaling.
-    fp8_states_ = BackendBuffer(be_, int64_t{layout_.shard().num_layers} * 4 * kFp8StateFloats);
+    const int64_t linears = int64_t{layout_.shard().num_layers} * 4;
+    std::vector<float> fresh(static_cast<size_t>(linears * kFp8StateFloats), 0.0f);
+    for (int64_t i = 0; i < linears; ++i) {  // input parts at scale 1, weight parts fresh
+      fresh[static_cast<size_t>(i * kFp8StateFloats + kFp8AmaxHistory)] = 1.0f;
+      fresh[static_cast<size_t>(i * kFp8StateFloats + kFp8AmaxHistory + 1)] = 1.0f;
+    }
+    fp8_states_ = BackendBuffer(be_, linears * kFp8StateFloats);
+    be_.from_host(fp8_states_.tensor(), fresh.data());
+    fp8_amaxes_ = BackendBuffer(be_, linears * 2);
   } else {
     fp8_states_ = BackendBuffer();
+    fp8_amaxes_ = BackendBuffer();
   }
   fp8_ = on;
 }
@@ -117,8 +125,16 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
     be_.matmul_forward(out, inp, weight, bias);
     return;
   }
-  const int64_t at = (int64_t{l} * 4 + which) * kFp8StateFloats;
-  be_.matmul_forward_fp8(out, inp, weight, bias, fp8_states_.slice(at, kFp8StateFloats));
+  const int64_t linear = int64_t{l} * 4 + which;
+  be_.matmul_forward_fp8(out, inp, weight, bias,
+                         fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
+                         fp8_amaxes_.slice(linear * 2, 2));
+}
+
+void Gpt::push_fp8_amaxes() {
+  if (fp8_amaxes_.numel() == 0) return;  // no local layers
+  if (hooks_.fp8_amax_all_reduce) hooks_.fp8_amax_all_reduce(fp8_amaxes_.tensor());
+  be_.fp8_push_amaxes(fp8_states_.tensor(), fp8_amaxes_.tensor());
 }
 
 void Gpt::set_compute_bf16(bool on) {
@@ -205,6 +221,7 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
     call_before(1 + s.first_layer + l, false);
     block_forward(l);
   }
+  if (fp8_ && dloss_scale != 0.0f) push_fp8_amaxes();
   const int final_unit = layout_.dims().n_layer + 1;
   call_before(final_unit, false);
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;

@@ -21,6 +21,10 @@ struct Hooks {
   std::function<void(int unit)> unit_grads_ready;
   // Called before a unit's parameters are read (forward or backward): ZeRO-3 gathers them here.
   std::function<void(int unit, bool backward)> before_unit;
+  // fp8 compute: takes the max of a training forward's amaxes (fp32, backend memory) over the
+  // amax group, the ranks that hold the same layers, so that their scaling states stay equal.
+  // Null: a single replica.
+  std::function<void(Tensor amaxes)> fp8_amax_all_reduce;
 };
 
 class Gpt {
@@ -40,8 +44,10 @@ class Gpt {
   void allocate_activations(int B, int T, Recompute recompute = Recompute::none);
 
   // Forward over inputs/targets [B*T] (host ints). Returns the mean loss over the B*T tokens.
-  // When dloss_scale != 0 the loss gradient (softmax - onehot) * dloss_scale is prepared for
-  // backward(). pos_offset shifts positions (context-parallel chunks).
+  // When dloss_scale != 0 (training) the loss gradient (softmax - onehot) * dloss_scale is
+  // prepared for backward(), and in fp8 compute the scaling states move on by this forward's
+  // amaxes; an evaluation forward (0) leaves them. pos_offset shifts positions (context-parallel
+  // chunks).
   double forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
                  int64_t pos_offset = 0);
   // Accumulates parameter gradients of the last forward into grads().
@@ -58,13 +64,14 @@ class Gpt {
   void set_compute_bf16(bool on);
   // fp8 compute: bf16 compute, and the blocks' four linear layers run their forward GEMM in fp8
   // e4m3 with per-tensor delayed scaling (Backend::matmul_forward_fp8; one state per layer,
-  // fresh here). Their backward stays bf16. Refuses full recompute, which would rerun the
-  // forward GEMMs with moved scales. (Runs offer it only where Backend::supports_fp8(); the cpu
-  // backend's emulation serves the tests.)
+  // new here; runtime/core/fp8_recipe.h). Their backward stays bf16. Refuses full recompute, which
+  // would rerun the forward GEMMs with moved scales. (Runs offer it only where
+  // Backend::supports_fp8(); the cpu backend's emulation serves the tests.)
   void set_compute_fp8(bool on);
   bool compute_fp8() const { return fp8_; }
-  // The fp8 delayed-scaling states of this rank's layers (host copy), for checkpoints; set_...
-  // takes one of the same size back (a resume), anything else leaves the states fresh.
+  // The fp8 delayed-scaling states of this rank's layers (host copy; the same on every rank of
+  // the amax group), for checkpoints; set_... takes one of the same size back (a resume),
+  // anything else leaves the states new.
   std::vector<float> fp8_scaling_state() const;
   bool set_fp8_scaling_state(const std::vector<float>& state);
   void refresh_compute_weights();  // call after every optimizer step
@@ -99,6 +106,8 @@ class Gpt {
   bool bf16_ = false;
   bool fp8_ = false;
   BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
+  BackendBuffer fp8_amaxes_;  // the last forward's: [local layers, 4 linears, input/weight]
+  void push_fp8_amaxes();     // reduced over the amax group, into the states
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;
   float dloss_scale_ = 0;

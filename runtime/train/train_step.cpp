@@ -19,6 +19,11 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
                                                        cfg.parallel.overlap_grad_reduce);
     model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
   }
+  if (dp_.size() > 1)  // the dp replicas are fp8's amax group (Megatron's, without tp/cp)
+    model_.hooks().fp8_amax_all_reduce = [this](Tensor amaxes) {
+      dp_.comm->all_reduce(amaxes.data, static_cast<size_t>(amaxes.numel()), dist::CommDType::f32,
+                           dist::ReduceOp::max);
+    };
   const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * cfg.model.seq_len;
   inputs_.resize(bt);
   targets_.resize(bt);

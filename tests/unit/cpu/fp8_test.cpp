@@ -58,27 +58,35 @@ TEST_CASE("fp8_e4m3_every_code_round_trips_and_midpoints_round_to_even", "[cpu][
 TEST_CASE("fp8_delayed_scaling_uses_the_history_before_the_call", "[cpu][fp8]") {
   std::vector<float> s(kFp8TensorFloats, 0.0f);
   // A fresh state quantizes its first call with that call's own amax (current scaling).
-  CHECK(fp8_update_scaling(s.data(), 2.0f) == 224.0f);
+  CHECK(fp8_call_scale(s.data(), 2.0f) == 224.0f);
+  CHECK(fp8_call_scale(s.data(), 0.0f) == 1.0f);
+  CHECK(fp8_call_scale(s.data(), std::nanf("")) == 1.0f);
+  // The call does not move the state; the (reduced) amax pushed after it does.
+  fp8_push_amax(s.data(), 2.0f);
   CHECK(s[kFp8AmaxHistory] == 224.0f);
   CHECK(s[kFp8AmaxHistory + 1] == 1.0f / 224.0f);
-  // Later calls quantize with the scale from before them, then move it by their amax.
-  CHECK(fp8_update_scaling(s.data(), 4.0f) == 224.0f);
+  // Later calls quantize with the scale from before them, whatever their own amax.
+  CHECK(fp8_call_scale(s.data(), 4.0f) == 224.0f);
+  fp8_push_amax(s.data(), 4.0f);
   CHECK(s[kFp8AmaxHistory] == 112.0f);  // 448 / max(4, 2)
-  CHECK(fp8_update_scaling(s.data(), 1.0f) == 112.0f);
+  CHECK(fp8_call_scale(s.data(), 1.0f) == 112.0f);
+  fp8_push_amax(s.data(), 1.0f);
   CHECK(s[kFp8AmaxHistory] == 112.0f);  // 4 is still in the history
   CHECK(s[0] == 1.0f);
   CHECK(s[1] == 4.0f);
   CHECK(s[2] == 2.0f);
-  // The 4 leaves the window after kFp8AmaxHistory calls.
-  for (int i = 0; i < kFp8AmaxHistory - 2; ++i) fp8_update_scaling(s.data(), 1.0f);
+  // The 4 leaves the window after kFp8AmaxHistory pushes.
+  for (int i = 0; i < kFp8AmaxHistory - 2; ++i) fp8_push_amax(s.data(), 1.0f);
   CHECK(s[kFp8AmaxHistory] == 112.0f);
-  fp8_update_scaling(s.data(), 1.0f);
+  fp8_push_amax(s.data(), 1.0f);
   CHECK(s[kFp8AmaxHistory] == 448.0f);
-  // An all-zero or NaN amax keeps the scale.
-  fp8_update_scaling(s.data(), std::nanf(""));
+  // A NaN amax is skipped by the max; an all-zero history keeps the scale, 1 for a fresh one.
+  fp8_push_amax(s.data(), std::nanf(""));
   CHECK(s[kFp8AmaxHistory] == 448.0f);
   std::vector<float> zero(kFp8TensorFloats, 0.0f);
-  CHECK(fp8_update_scaling(zero.data(), 0.0f) == 1.0f);
+  fp8_push_amax(zero.data(), 0.0f);
+  CHECK(zero[kFp8AmaxHistory] == 1.0f);
+  CHECK(fp8_call_scale(zero.data(), 8.0f) == 1.0f);  // no longer fresh
 }
 
 // The bf16 bits of v's values (already bf16-representable after the rounding).
@@ -104,9 +112,15 @@ TEST_CASE("fp8_matmul_is_the_descaled_product_of_the_quantized_operands", "[cpu]
   for (float v : x) amax_x = std::max(amax_x, double(std::fabs(v)));
   for (float v : w) amax_w = std::max(amax_w, double(std::fabs(v)));
   const float sx = float(448.0 / amax_x), sw = float(448.0 / amax_w);  // fresh: current scaling
+  std::vector<float> amax(2, std::nanf(""));
   for (int call = 0; call < 2; ++call) {  // the second call reuses the first call's scales
     be.matmul_forward_fp8(tensor(out, {N, OC}), tx, tw, tensor(b, {OC}),
-                          tensor(state, {kFp8StateFloats}));
+                          tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
+    CHECK(amax[0] == float(amax_x));
+    CHECK(amax[1] == float(amax_w));
+    be.fp8_push_amaxes(tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
+    CHECK(state[kFp8AmaxHistory] == sx);
+    CHECK(state[kFp8TensorFloats + kFp8AmaxHistory] == sw);
     double err2 = 0, ref2 = 0;
     for (int64_t r = 0; r < N; ++r)
       for (int64_t c = 0; c < OC; ++c) {

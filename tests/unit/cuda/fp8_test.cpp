@@ -1,6 +1,6 @@
 // The fp8 forward GEMM (precision.compute: fp8, runtime/core/fp8_recipe.h) on the cuda backend
 // against the cpu backend's emulation: the device's e4m3 rounding of every bf16 value in range,
-// the delayed-scaling state, and the descaled product. Skips on devices before Hopper.
+// the amaxes, the delayed-scaling state, and the descaled product. Skips on devices before Hopper.
 #include <cstdint>
 #include <cstring>
 
@@ -46,7 +46,7 @@ TEST_CASE("cuda_fp8_rounds_every_bf16_value_like_the_cpu", "[cuda][fp8]") {
   Tensor out = poisoned(*gpu, {N, C});
   gpu->matmul_forward_fp8(out, upload(*gpu, x, {N, C}, DType::bf16),
                           upload(*gpu, eye, {C, C}, DType::bf16), Tensor(),
-                          upload(*gpu, state, {kFp8StateFloats}));
+                          upload(*gpu, state, {kFp8StateFloats}), poisoned(*gpu, {2}));
   const std::vector<float> y = download(*gpu, out);  // x rounded to e4m3, through 448 * (1/448)
   for (size_t i = 0; i < x.size(); ++i) {
     const float v = cpu::float_from_bf16_bits(x[i]);
@@ -64,18 +64,22 @@ TEST_CASE("cuda_fp8_matmul_and_scaling_state_match_cpu", "[cuda][fp8]") {
   const int64_t N = 256, C = 768, OC = 2304;  // GPT-2 small's qkv layer on 256 tokens
   auto w = bf16_bits_of(randoms(OC * C, 2, -0.05f, 0.05f));
   auto bias = randoms(OC, 3);
-  std::vector<float> state(kFp8StateFloats, 0.0f), ref_state = state;
-  Tensor gstate = upload(*gpu, state, {kFp8StateFloats});
+  std::vector<float> state(kFp8StateFloats, 0.0f), ref_state = state, ref_amax(2);
+  Tensor gstate = upload(*gpu, state, {kFp8StateFloats}), gamax = poisoned(*gpu, {2});
   Tensor gw = upload(*gpu, w, {OC, C}, DType::bf16), gb = upload(*gpu, bias, {OC});
   for (int call = 0; call < 3; ++call) {  // fresh (current scaling), then delayed
     INFO("call " << call);
     auto x = bf16_bits_of(randoms(N * C, 10 + uint32_t(call), -2.0f * float(call + 1), 3.0f));
     std::vector<float> want(static_cast<size_t>(N * OC));
     Tensor out = poisoned(*gpu, {N, OC});
-    gpu->matmul_forward_fp8(out, upload(*gpu, x, {N, C}, DType::bf16), gw, gb, gstate);
+    gpu->matmul_forward_fp8(out, upload(*gpu, x, {N, C}, DType::bf16), gw, gb, gstate, gamax);
     ref.matmul_forward_fp8(host(want, {N, OC}), host_bf16(x, {N, C}), host_bf16(w, {OC, C}),
-                           host(bias, {OC}), host(ref_state, {kFp8StateFloats}));
+                           host(bias, {OC}), host(ref_state, {kFp8StateFloats}),
+                           host(ref_amax, {2}));
     check_close(download(*gpu, out), want, kBf16Tol, "fp8 matmul out");
+    CHECK(download(*gpu, gamax) == ref_amax);
+    gpu->fp8_push_amaxes(gstate, gamax);
+    ref.fp8_push_amaxes(host(ref_state, {kFp8StateFloats}), host(ref_amax, {2}));
     CHECK(download(*gpu, gstate) == ref_state);
   }
 }

@@ -5,6 +5,7 @@
 // float rounding of expf/tanhf) is left to tests/unit/cuda.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -206,24 +207,54 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
 TEST_CASE("emulated_fp8_quantize_with_delayed_scaling_matches_cpu_bit_for_bit", "[kernels][fp8]") {
   const int64_t n = 70'001;  // many blocks of the amax reduction, a ragged last one
   std::vector<float> state(kFp8TensorFloats, 0.0f), ref_state = state;
-  std::vector<float> used(2, std::nanf("")), partials(emu::kReducePartials, std::nanf(""));
+  std::vector<float> used(2, std::nanf("")), amax(1, std::nanf(""));
+  std::vector<float> partials(emu::kReducePartials, std::nanf(""));
   for (int call = 0; call < 3; ++call) {  // fresh (current scaling), then delayed twice
     INFO("call " << call);
     auto x = randoms(n, 10 + uint32_t(call), -3.0f * float(call + 1), 2.0f);
     std::vector<uint16_t> bits(x.size());
     for (size_t i = 0; i < x.size(); ++i) bits[i] = cpu::bf16_bits_from_float(x[i]);
     std::vector<uint8_t> q(x.size(), 0x7f);
-    emu::fp8_quantize_delayed(q.data(), bits.data(), n, state.data(), used.data(), partials.data(),
-                              kStream);
-    float amax = 0.0f;
-    for (uint16_t b : bits) amax = std::fmax(amax, std::fabs(cpu::float_from_bf16_bits(b)));
-    const float scale = cpu::fp8_update_scaling(ref_state.data(), amax);
+    const std::vector<float> before = state;
+    emu::fp8_quantize_delayed(q.data(), bits.data(), n, state.data(), amax.data(), used.data(),
+                              partials.data(), kStream);
+    CHECK(state == before);  // a call reports its amax and leaves the state
+    float ref_amax = 0.0f;
+    for (uint16_t b : bits) ref_amax = std::fmax(ref_amax, std::fabs(cpu::float_from_bf16_bits(b)));
+    CHECK(amax[0] == ref_amax);
+    const float scale = cpu::fp8_call_scale(ref_state.data(), ref_amax);
     CHECK(used[0] == scale);
     CHECK(used[1] == 1.0f / scale);
-    CHECK(state == ref_state);
     for (size_t i = 0; i < q.size(); ++i) {
       INFO("element " << i);
       REQUIRE(q[i] == cpu::fp8_e4m3_from_float(cpu::float_from_bf16_bits(bits[i]) * scale));
+    }
+    emu::fp8_push_amaxes(state.data(), amax.data(), 1, kStream);
+    cpu::fp8_push_amax(ref_state.data(), ref_amax);
+    CHECK(state == ref_state);
+  }
+}
+
+TEST_CASE("emulated_fp8_push_amaxes_matches_cpu_bit_for_bit", "[kernels][fp8]") {
+  // 300 tensor parts (more than a block), fresh and used ones, over 20 pushes (past the window),
+  // with zero, NaN and infinite amaxes among them.
+  const int64_t parts = 300;
+  const auto sz = [](int64_t i) { return static_cast<size_t>(i); };
+  std::vector<float> states(sz(parts * kFp8TensorFloats), 0.0f), ref = states;
+  for (int push = 0; push < 20; ++push) {
+    INFO("push " << push);
+    auto amaxes = randoms(parts, 40 + uint32_t(push), 0.0f, 50.0f);
+    amaxes[sz(push)] = 0.0f;
+    amaxes[sz(push + 30)] = std::nanf("");
+    amaxes[sz(push + 60)] = INFINITY;
+    for (int64_t p = 200; p < parts; ++p)  // these stay fresh for the first 10 pushes
+      if (push < 10) amaxes[sz(p)] = 0.0f;
+    emu::fp8_push_amaxes(states.data(), amaxes.data(), parts, kStream);
+    for (int64_t p = 0; p < parts; ++p)
+      cpu::fp8_push_amax(ref.data() + p * kFp8TensorFloats, amaxes[sz(p)]);
+    for (size_t i = 0; i < states.size(); ++i) {
+      INFO("float " << i);
+      REQUIRE(std::memcmp(&states[i], &ref[i], sizeof(float)) == 0);  // NaN histories too
     }
   }
 }

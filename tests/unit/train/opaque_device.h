@@ -53,8 +53,11 @@ class OpaqueBackend : public Backend {
     cpu_.matmul_forward(in(out), in(inp), in(weight), in(bias));
   }
   void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                          Tensor state) override {
-    cpu_.matmul_forward_fp8(in(out), in(inp), in(weight), in(bias), in(state));
+                          const Tensor& state, Tensor amax) override {
+    cpu_.matmul_forward_fp8(in(out), in(inp), in(weight), in(bias), in(state), in(amax));
+  }
+  void fp8_push_amaxes(Tensor states, const Tensor& amaxes) override {
+    cpu_.fp8_push_amaxes(in(states), in(amaxes));
   }
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight) override {
