@@ -22,8 +22,9 @@ void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp)
       "memory per rank (ZeRO %d formula, dp %d, %s: params %d + grads %d + optimizer %d "
       "bytes/param): params %.0f B, grads %.0f B, optimizer %.0f B, total %.0f B (%.1f MiB)\n",
       cfg.parallel.zero, dp,
-      cfg.precision.compute == "fp32" ? "fp32 byte counts" : "mixed precision", b.params, b.grads,
-      b.optimizer, p.params, p.grads, p.optimizer, p.total(), p.total() / (1024.0 * 1024.0));
+      cfg.precision.compute == "fp32" ? "fp32" : "fp32 master weights + bf16 copy, fp32 gradients",
+      b.params, b.grads, b.optimizer, p.params, p.grads, p.optimizer, p.total(),
+      p.total() / (1024.0 * 1024.0));
 }
 
 }  // namespace

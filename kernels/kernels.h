@@ -101,6 +101,7 @@ void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n
                 float beta1, float beta2, float eps, float weight_decay, float bias_correction1,
                 float bias_correction2, uint16_t* params_bf16, cudaStream_t stream);
 void fill(float* x, float value, int64_t n, cudaStream_t stream);
+void fill(uint16_t* x, float value, int64_t n, cudaStream_t stream);  // bf16 bits of value
 void scale(float* x, float alpha, int64_t n, cudaStream_t stream);
 void axpy(float* y, const float* x, float alpha, int64_t n, cudaStream_t stream);
 // Sum of x^2 (squares=true) or of x in fp64 over a fixed grid: the same bits on every run.

@@ -29,6 +29,11 @@ __global__ void fill_kernel(float* x, float value, int64_t n) {
   GRID_STRIDE(i, n) x[i] = value;
 }
 
+__global__ void fill_bf16_kernel(uint16_t* x, float value, int64_t n) {
+  const uint16_t bits = bf16_bits(value);
+  GRID_STRIDE(i, n) x[i] = bits;
+}
+
 __global__ void scale_kernel(float* x, float alpha, int64_t n) {
   GRID_STRIDE(i, n) x[i] *= alpha;
 }
@@ -80,6 +85,12 @@ void fill(float* x, float value, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   launch(fill_kernel, grid_for(n), kThreads, stream, x, value, n);
   CUDA_CHECK_LAUNCH("fill_kernel");
+}
+
+void fill(uint16_t* x, float value, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch(fill_bf16_kernel, grid_for(n), kThreads, stream, x, value, n);
+  CUDA_CHECK_LAUNCH("fill_bf16_kernel");
 }
 
 void scale(float* x, float alpha, int64_t n, cudaStream_t stream) {

@@ -43,8 +43,9 @@ class Backend {
   virtual void to_host(void* dst, const Tensor& src) = 0;
   virtual void from_host(Tensor dst, const void* src) = 0;
   virtual void synchronize() {}
-  // fp32 `t` is no longer needed (ZeRO's released ranges): afterwards it reads `fill`, except
-  // where the backend handed whole pages back to the system (the cpu backend), which read 0.
+  // `t` (fp32, or bf16: `fill` rounded) is no longer needed (ZeRO's released ranges): afterwards
+  // it reads `fill`, except where the backend handed whole pages back to the system (the cpu
+  // backend), which read 0.
   virtual void release(Tensor t, float fill) = 0;
   // Bytes of `t` held in memory now: all of them, unless the backend releases pages.
   virtual int64_t resident_bytes(const Tensor& t) { return static_cast<int64_t>(t.nbytes()); }

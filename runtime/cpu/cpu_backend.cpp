@@ -49,6 +49,11 @@ void CpuBackend::from_host(Tensor dst, const void* src) {
 }
 
 void CpuBackend::release(Tensor t, float fill) {
+  check_host(t, "release", "t");
+  if (t.dtype == DType::bf16) {
+    release_range(static_cast<uint16_t*>(t.data), 0, t.numel(), bf16_bits_from_float(fill));
+    return;
+  }
   release_range(need_f32(t, "release", "t"), 0, t.numel(), fill);
 }
 

@@ -16,20 +16,12 @@ uintptr_t page_size() {
 
 }  // namespace
 
-void release_range(float* buf, int64_t lo, int64_t hi, float fill) {
-  if (hi <= lo) return;
+std::pair<uintptr_t, uintptr_t> discard_whole_pages(uintptr_t a, uintptr_t b) {
   const uintptr_t ps = page_size();
-  const uintptr_t a = reinterpret_cast<uintptr_t>(buf + lo);
-  const uintptr_t b = reinterpret_cast<uintptr_t>(buf + hi);
-  const uintptr_t pa = (a + ps - 1) / ps * ps, pb = b / ps * ps;  // whole pages inside
-  if (pb <= pa) {
-    std::fill(buf + lo, buf + hi, fill);
-    return;
-  }
-  std::fill(reinterpret_cast<float*>(a), reinterpret_cast<float*>(pa), fill);
-  std::fill(reinterpret_cast<float*>(pb), reinterpret_cast<float*>(b), fill);
-  if (madvise(reinterpret_cast<void*>(pa), pb - pa, MADV_DONTNEED) != 0)
-    std::fill(reinterpret_cast<float*>(pa), reinterpret_cast<float*>(pb), 0.0f);
+  const uintptr_t pa = (a + ps - 1) / ps * ps, pb = b / ps * ps;
+  if (pb > pa && madvise(reinterpret_cast<void*>(pa), pb - pa, MADV_DONTNEED) != 0)
+    std::fill(reinterpret_cast<char*>(pa), reinterpret_cast<char*>(pb), 0);
+  return {pa, pb};
 }
 
 int64_t resident_page_bytes(const void* p, size_t bytes) {

@@ -82,7 +82,7 @@ void CudaBackend::zero(Tensor t) {
 }
 
 void CudaBackend::release(Tensor t, float fill) {
-  kernels::fill(need_f32(t, "release", "t"), fill, t.numel(), stream_);
+  with_float_out(t, "release", "t", [&](auto* p) { kernels::fill(p, fill, t.numel(), stream_); });
 }
 
 void CudaBackend::copy(Tensor dst, const Tensor& src) {

@@ -158,7 +158,11 @@ void Gpt::set_compute_bf16(bool on) {
 }
 
 void Gpt::refresh_compute_weights() {
-  if (bf16_) be_.round_to_bf16(compute_params_, params_);
+  refresh_compute_weights(0, params_.numel());
+}
+
+void Gpt::refresh_compute_weights(int64_t begin, int64_t n) {
+  if (bf16_) be_.round_to_bf16(compute_params_.slice(begin, n), params_.slice(begin, n));
 }
 
 void Gpt::allocate_activations(int B, int T, Recompute recompute) {

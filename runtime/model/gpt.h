@@ -75,6 +75,8 @@ class Gpt {
   std::vector<float> fp8_scaling_state() const;
   bool set_fp8_scaling_state(const std::vector<float>& state);
   void refresh_compute_weights();  // call after every optimizer step
+  // The same for flat elements [begin, begin + n) only (ZeRO-3: a unit just gathered).
+  void refresh_compute_weights(int64_t begin, int64_t n);
   // The bf16 weight copy (an empty Tensor in fp32 compute, where the matmuls read params()), and
   // its bytes. An optimizer may write it directly (AdamW::step) instead of a refresh.
   Tensor bf16_copy() const { return bf16_ ? compute_params_ : Tensor(); }

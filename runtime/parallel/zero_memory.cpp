@@ -6,7 +6,7 @@ namespace trainer::parallel {
 
 BytesPerParam bytes_per_param(const std::string& compute) {
   if (compute == "fp32") return {4, 4, 8};
-  return {2, 2, 12};
+  return {6, 4, 8};
 }
 
 ZeroPrediction predict_zero_memory(int stage, int64_t num_params, int dp, BytesPerParam b) {

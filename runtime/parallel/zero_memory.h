@@ -2,8 +2,11 @@
 // The ZeRO paper's memory formula for model states per rank: (P + G + K)·Ψ bytes unsharded, with
 // Ψ params and Nd data-parallel ranks
 //   stage 0: (P+G+K)Ψ   stage 1: (P+G)Ψ + KΨ/Nd   stage 2: PΨ + (G+K)Ψ/Nd   stage 3: (P+G+K)Ψ/Nd.
-// Mixed precision (bf16 compute): P=2, G=2, K=12 (fp32 master, m, v). fp32 compute: P=4, G=4 and
-// K=8 (Adam m, v; the fp32 params are the master weights).
+// With the byte counts this runtime allocates: fp32 compute P=4, G=4, K=8 (Adam m, v; the fp32
+// params are the master weights); bf16 and fp8 compute P=6 (the fp32 master weights, which
+// layernorm, biases and the embedding read, plus the matmuls' bf16 copy), G=4 (fp32 gradients),
+// K=8: 18 bytes per parameter, as Megatron's bf16 with fp32 gradients. The paper's mixed
+// precision (P=2, G=2, K=12: the fp32 master in K) is kZeroPaperMixedPrecision.
 #include <cstdint>
 #include <string>
 
@@ -13,7 +16,9 @@ struct BytesPerParam {
   int params = 4, grads = 4, optimizer = 8;
 };
 
-// "fp32" -> 4/4/8; "bf16", "fp8" -> the paper's mixed-precision 2/2/12.
+inline constexpr BytesPerParam kZeroPaperMixedPrecision{2, 2, 12};
+
+// "fp32" -> 4/4/8; "bf16", "fp8" -> 6/4/8 (this runtime's allocations).
 BytesPerParam bytes_per_param(const std::string& compute);
 
 struct ZeroPrediction {

@@ -72,7 +72,10 @@ void ZeroOptimizer::begin_step() {
 }
 
 void ZeroOptimizer::sample_residency() {
-  peak_params_ = std::max(peak_params_, be_.resident_bytes(model_.params()));
+  const Tensor copy = model_.bf16_copy();
+  const int64_t params =
+      be_.resident_bytes(model_.params()) + (copy.empty() ? 0 : be_.resident_bytes(copy));
+  peak_params_ = std::max(peak_params_, params);
   peak_grads_ = std::max(peak_grads_, be_.resident_bytes(model_.grads()));
   peak_scratch_ = std::max(peak_scratch_, scratch_bytes());
 }
@@ -135,6 +138,7 @@ void ZeroOptimizer::publish_params() {
     prefetch_->finish();
     prefetch_unit_ = -1;
     for (size_t u = 0; u < unit_range_.size(); ++u) release(static_cast<int>(u));
+    return;  // each unit's bf16 copy is refreshed when it is gathered
   }
   model_.refresh_compute_weights();
 }
@@ -147,6 +151,10 @@ void ZeroOptimizer::release(int unit) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   release_params({r.begin, mine.begin}, nan);
   release_params({mine.end, r.end}, nan);
+  // bf16 compute: the unit's whole bf16 copy goes (this rank's piece too: the master weights
+  // stay, and the copy is rounded from them at the next gather).
+  const Tensor copy = model_.bf16_copy();
+  if (!copy.empty()) be_.release(copy.slice(r.begin, r.size()), nan);
 }
 
 void ZeroOptimizer::release_params(Range r, float fill) {
@@ -156,13 +164,19 @@ void ZeroOptimizer::release_params(Range r, float fill) {
 void ZeroOptimizer::ensure_gathered(int unit) {
   if (prefetch_unit_ >= 0) {  // a prefetch is in flight: land it first (FIFO order)
     prefetch_->finish();
-    live_[static_cast<size_t>(prefetch_unit_)] = true;
+    landed(prefetch_unit_);
     prefetch_unit_ = -1;
   }
   if (live_[static_cast<size_t>(unit)]) return;
   sync_gather_->start(model_.params(), unit_range_[static_cast<size_t>(unit)]);
   sync_gather_->finish();
+  landed(unit);
+}
+
+void ZeroOptimizer::landed(int unit) {
   live_[static_cast<size_t>(unit)] = true;
+  const Range r = unit_range_[static_cast<size_t>(unit)];
+  model_.refresh_compute_weights(r.begin, r.size());  // bf16 compute: the matmuls' copy
 }
 
 void ZeroOptimizer::prefetch(int unit) {
@@ -187,7 +201,8 @@ void ZeroOptimizer::before_unit(int unit, bool backward) {
 ZeroMemory ZeroOptimizer::memory() const {
   const int64_t full = shards_.numel() * 4;
   ZeroMemory m;
-  m.params = stage_ == 3 ? peak_params_ : full;
+  // params: the fp32 buffer and, in bf16 compute, its bf16 copy (released with it in stage 3).
+  m.params = stage_ == 3 ? peak_params_ : full + static_cast<int64_t>(model_.compute_copy_bytes());
   m.grads = stage_ >= 2 ? peak_grads_ + grad_acc_.nbytes() : full;
   m.optimizer = static_cast<int64_t>(opt_->bytes());
   m.scratch = std::max(peak_scratch_, scratch_bytes());

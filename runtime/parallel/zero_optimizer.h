@@ -11,7 +11,9 @@
 //            gathered: before_unit gathers a unit (prefetching the next one on the comm thread),
 //            the unit before it is released (poisoned with NaN, so a read of a released unit
 //            shows up in the loss). wte (unit 0) stays gathered from the embedding to the tied
-//            head's backward. After the update only the shard is valid.
+//            head's backward. After the update only the shard is valid. In bf16 compute a
+//            gathered unit's bf16 copy is rounded from its fp32 params (FSDP's mixed precision,
+//            gathering fp32), and released with it.
 // The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
 // (1-3) and the gradient accumulator (2-3). Released ranges go through Backend::release: the cpu
 // backend hands their pages back to the kernel, so that grads (2-3) and params (3) outside live
@@ -32,9 +34,10 @@
 
 namespace trainer::parallel {
 
-// Bytes live on this rank. params/grads: the model's flat buffers (all of it in the stages that
-// keep them whole; the peak resident part, measured with mincore, where ZeRO frees pages) plus
-// the shard gradient accumulator. scratch: communication staging (not in the ZeRO formula).
+// Bytes live on this rank. params/grads: the model's flat buffers, the params' bf16 copy included
+// (all of it in the stages that keep them whole; the peak resident part, measured with mincore,
+// where ZeRO frees pages) plus the shard gradient accumulator. scratch: communication staging (not
+// in the ZeRO formula).
 struct ZeroMemory {
   int64_t params = 0, grads = 0, optimizer = 0, scratch = 0;
 };
@@ -67,6 +70,7 @@ class ZeroOptimizer {
   void finish_oldest_scatter();
   void before_unit(int unit, bool backward);
   void ensure_gathered(int unit);
+  void landed(int unit);  // a gather of `unit` finished
   void prefetch(int unit);
   void release(int unit);
   void release_params(Range r, float fill);

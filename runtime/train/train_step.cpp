@@ -94,7 +94,7 @@ void TrainStep::clip_and_update(double grad_norm, double lr, StepResult& r) {
 
 parallel::ZeroMemory TrainStep::state_bytes() const {
   if (zero_) return zero_->memory();
-  return {static_cast<int64_t>(model_.params().nbytes()),
+  return {static_cast<int64_t>(model_.params().nbytes() + model_.compute_copy_bytes()),
           static_cast<int64_t>(model_.grads().nbytes()), static_cast<int64_t>(opt_->bytes())};
 }
 

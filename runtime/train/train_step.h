@@ -62,7 +62,8 @@ class TrainStep {
   optim::AdamW& optimizer() { return zero_ ? zero_->adam() : *opt_; }
   Backend& backend() { return be_; }
   size_t optimizer_bytes() const { return static_cast<size_t>(state_bytes().optimizer); }
-  // Bytes of params, grads and optimizer state allocated on this rank (ZeRO shards included).
+  // Bytes of params (the bf16 copy included), grads and optimizer state allocated on this rank
+  // (ZeRO shards included).
   parallel::ZeroMemory state_bytes() const;
 
  private:

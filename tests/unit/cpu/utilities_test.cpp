@@ -182,6 +182,32 @@ TEST_CASE("release_returns_whole_pages_and_fills_the_edges", "[cpu][memory]") {
   be.free(t.data);
 }
 
+TEST_CASE("release_of_a_bf16_range_returns_its_pages_and_fills_the_edges", "[cpu][memory]") {
+  CpuBackend be;              // ZeRO-3's release of a unit's bf16 weight copy
+  const int64_t n = 1 << 21;  // 4 MiB of bf16
+  Tensor t(be.alloc(sz(n) * 2), {n}, DType::bf16);
+  std::vector<uint16_t> src(sz(n));
+  for (int64_t i = 0; i < n; ++i) src[sz(i)] = static_cast<uint16_t>(0x3f80 + i % 97);
+  be.from_host(t, src.data());
+  const int64_t before = be.resident_bytes(t);
+  const int64_t lo = 1001, hi = n - 999;  // not on page boundaries
+  be.release(t.slice(lo, hi - lo), std::numeric_limits<float>::quiet_NaN());
+  const int64_t after = be.resident_bytes(t);
+  INFO("resident bytes " << before << " -> " << after);
+  CHECK(after < before - static_cast<int64_t>(sz(hi - lo) * 2) + 3 * 4096);
+  const auto* p = static_cast<const uint16_t*>(t.data);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("element " << i);
+    if (i < lo || i >= hi)
+      REQUIRE(p[i] == src[sz(i)]);  // outside the range: kept
+    else  // the fill (a bf16 NaN) where a page is shared, else a freed page (0)
+      REQUIRE((std::isnan(float_from_bf16_bits(p[i])) || p[i] == 0));
+  }
+  CHECK(std::isnan(float_from_bf16_bits(p[lo])));
+  CHECK(std::isnan(float_from_bf16_bits(p[hi - 1])));
+  be.free(t.data);
+}
+
 TEST_CASE("make_backend_gives_cpu_and_explains_the_others", "[cpu][factory]") {
   auto be = make_backend("cpu", 0);
   CHECK(be->name() == "cpu");

@@ -53,6 +53,18 @@ TEST_CASE("cuda_release_fills_the_range_and_keeps_the_memory", "[cuda]") {
     REQUIRE((released ? std::isnan(back[size_t(i)]) : back[size_t(i)] == x[size_t(i)]));
   }
   CHECK(gpu->resident_bytes(gx) == static_cast<int64_t>(gx.nbytes()));  // device memory stays
+  // A bf16 range (a unit's weight copy) reads the fill rounded to bf16.
+  std::vector<uint16_t> xb(static_cast<size_t>(n), 0x3f80);
+  Tensor gb = upload(*gpu, xb, {n}, DType::bf16);
+  gpu->release(gb.slice(5, n - 10), std::nanf(""));
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  gpu->to_host(bits.data(), gb);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool released = i >= 5 && i < n - 5;
+    INFO("bf16 element " << i);
+    REQUIRE((released ? std::isnan(cpu::float_from_bf16_bits(bits[size_t(i)]))
+                      : bits[size_t(i)] == 0x3f80));
+  }
 }
 
 TEST_CASE("cuda_sum_and_sum_squares_match_cpu_in_fp64", "[cuda]") {

@@ -180,6 +180,14 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
   CHECK(y.front() == ry.front());
   CHECK(y.back() == ry.back());
   for (int64_t i = 1; i < n - 1; ++i) REQUIRE(y[static_cast<size_t>(i)] == -3.5f);
+  std::vector<uint16_t> yb(static_cast<size_t>(n), 0x1234);  // bf16: the value's rounded bits
+  emu::fill(yb.data() + 1, 1.00390625f, n - 2, kStream);     // 1 + 2^-8: a tie, rounds to even
+  CHECK(yb.front() == 0x1234);
+  CHECK(yb.back() == 0x1234);
+  for (int64_t i = 1; i < n - 1; ++i)
+    REQUIRE(yb[static_cast<size_t>(i)] == cpu::bf16_bits_from_float(1.00390625f));
+  emu::fill(yb.data(), std::nanf(""), n, kStream);
+  for (uint16_t b : yb) REQUIRE(std::isnan(cpu::float_from_bf16_bits(b)));
 
   std::vector<double> result(1), partials(emu::kReducePartials);
   emu::sum_fp64(result.data(), partials.data(), x.data(), n, true, kStream);

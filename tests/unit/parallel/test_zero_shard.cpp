@@ -50,7 +50,7 @@ TEST_CASE("zero memory formula reproduces the ZeRO paper's 7.5B / 64 GPU example
   // Rajbhandari et al. 2020, Figure 1: Psi = 7.5B, Nd = 64, K = 12: 120 GB, 31.4 GB, 16.6 GB,
   // 1.88 GB per device for stages 0..3.
   const double paper_gb[] = {120, 31.4, 16.6, 1.88};
-  const trainer::parallel::BytesPerParam mixed = trainer::parallel::bytes_per_param("bf16");
+  const trainer::parallel::BytesPerParam mixed = trainer::parallel::kZeroPaperMixedPrecision;
   for (int stage = 0; stage <= 3; ++stage) {
     const double gb =
         trainer::parallel::predict_zero_memory(stage, 7'500'000'000, 64, mixed).total() / 1e9;

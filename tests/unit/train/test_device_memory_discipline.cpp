@@ -88,7 +88,7 @@ TEST_CASE("training_touches_backend_memory_only_through_the_backend_and_comm", "
     const char* precision;
   };
   for (const Case c : {Case{0, "fp32"}, Case{1, "bf16"}, Case{2, "bf16"}, Case{2, "fp32"},
-                       Case{3, "fp32"}, Case{0, "fp8"}}) {
+                       Case{3, "fp32"}, Case{3, "bf16"}, Case{0, "fp8"}, Case{3, "fp8"}}) {
     config::RunConfig cfg = testing::small_train_config();
     cfg.parallel.zero = c.zero;
     cfg.precision.compute = c.precision;
