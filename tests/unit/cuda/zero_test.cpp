@@ -1,0 +1,117 @@
+// Data parallelism and ZeRO 1-3 on the cuda backend, with two dp ranks as threads on one GPU:
+// their communicator is Gloo on host copies of the device buffers (DeviceStagingComm; NCCL takes
+// one rank per device), so what runs on the device is everything above the Comm: gradient
+// buckets, ZeRO's staging copies, adds, releases (fills) and gathers, the bf16 copy's refresh,
+// fp8's amax reduction, and the checkpoint's host copy. Each case is compared with the same run
+// on the cpu backend, and each ZeRO stage with stage 0 on cuda.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "runtime/cpu/cpu_backend.h"
+#include "tests/unit/cuda/cuda_test_util.h"
+#include "tests/unit/dist/comm_harness.h"
+#include "tests/unit/small_train_config.h"
+#include "tests/unit/train/dp_trace.h"
+#ifdef TRAINER_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#include "tests/unit/cuda/device_staging_comm.h"
+#endif
+
+using namespace trainer;
+using namespace trainer::cuda::test;
+
+#ifdef TRAINER_HAVE_CUDA
+namespace {
+
+constexpr int kDp = 2, kSteps = 3;
+
+double rel(double a, double b) {
+  return std::fabs(a - b) / std::max(std::fabs(b), 1e-12);
+}
+
+std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu) {
+  std::vector<testing::DpTrace> traces(kDp);
+  const auto errors = dist::testing::run_ranks(kDp, [&](dist::testing::RankContext& ctx) {
+    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(ctx, 60, "dp");
+    std::unique_ptr<Backend> be;
+    if (on_gpu) {
+      auto gpu = std::make_unique<cuda::CudaBackend>(0);
+      comm = std::make_unique<DeviceStagingComm>(std::move(comm), gpu->stream());
+      be = std::move(gpu);
+    } else {
+      be = std::make_unique<cpu::CpuBackend>();
+    }
+    traces[static_cast<size_t>(ctx.rank)] =
+        testing::train_dp_rank(cfg, *be, ctx.rank, *comm, kSteps);
+  });
+  for (size_t r = 0; r < errors.size(); ++r) {
+    INFO("rank " << r << (on_gpu ? " (cuda)" : " (cpu)") << ": " << errors[r]);
+    REQUIRE(errors[r].empty());
+  }
+  return traces;
+}
+
+}  // namespace
+#endif
+
+TEST_CASE("cuda_data_parallel_and_zero_stages_match_cpu_with_two_ranks_on_one_gpu",
+          "[cuda][zero]") {
+  auto probe = cuda_or_skip();
+  if (!probe) return;
+#ifdef TRAINER_HAVE_CUDA
+  const bool fp8 = probe->supports_fp8();
+  probe.reset();
+  struct Case {
+    int zero;
+    const char* precision;
+  };
+  std::vector<Case> cases = {{0, "fp32"}, {1, "fp32"}, {2, "fp32"}, {3, "fp32"},
+                             {0, "bf16"}, {2, "bf16"}, {3, "bf16"}};
+  if (fp8) cases.push_back({3, "fp8"});
+  std::vector<testing::DpTrace> zero0_fp32, zero0_bf16;
+  for (const Case c : cases) {
+    // d_model 64 over 2 heads: head size 32, which the tensor-core attention takes in bf16.
+    config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
+    cfg.parallel.zero = c.zero;
+    cfg.precision.compute = c.precision;
+    cfg.train.grad_clip = 0.05;  // small enough to clip: scale_grads runs too
+    const std::vector<testing::DpTrace> ref = run(cfg, false), gpu = run(cfg, true);
+    // cuBLASLt and the device's expf against OpenBLAS: fp32 agrees to ~1e-6 over these steps;
+    // bf16 and fp8 round operands, so a last-bit difference moves whole bf16/e4m3 steps.
+    const bool fp32 = std::string(c.precision) == "fp32";
+    const double tol = fp32 ? 1e-4 : 2e-2;
+    std::vector<testing::DpTrace>* stage0 =
+        fp32 ? &zero0_fp32 : (std::string(c.precision) == "bf16" ? &zero0_bf16 : nullptr);
+    if (stage0 && c.zero == 0) *stage0 = gpu;
+    for (int r = 0; r < kDp; ++r) {
+      const testing::DpTrace &a = ref[size_t(r)], &b = gpu[size_t(r)];
+      std::ostringstream what;
+      what << "zero " << c.zero << ", " << c.precision << ", rank " << r << ": cpu/cuda losses";
+      for (size_t s = 0; s < a.losses.size(); ++s) what << " " << a.losses[s] << "/" << b.losses[s];
+      what << "; norms";
+      for (size_t s = 0; s < a.norms.size(); ++s) what << " " << a.norms[s] << "/" << b.norms[s];
+      what << "; resumed eval " << a.resumed_eval << "/" << b.resumed_eval;
+      INFO(what.str());
+      REQUIRE(b.losses.size() == size_t(kSteps));
+      for (size_t s = 0; s < a.losses.size(); ++s) {
+        CHECK(rel(b.losses[s], a.losses[s]) < tol);
+        CHECK(rel(b.norms[s], a.norms[s]) < 5 * tol);
+      }
+      CHECK(rel(b.resumed_eval, a.resumed_eval) < tol);
+      CHECK(b.owned_params.size() == a.owned_params.size());
+      CHECK(b.losses.back() < b.losses.front());
+      // Every ZeRO stage does stage 0's arithmetic on the same device: only the gradient sum's
+      // grouping and the norm's partial sums differ.
+      if (stage0 && c.zero > 0 && !stage0->empty()) {
+        const testing::DpTrace& z0 = (*stage0)[size_t(r)];
+        for (size_t s = 0; s < b.losses.size(); ++s) {
+          CHECK(rel(b.losses[s], z0.losses[s]) < 1e-5);
+          CHECK(rel(b.norms[s], z0.norms[s]) < 1e-5);
+        }
+      }
+    }
+  }
+#endif
+}
