@@ -1,11 +1,13 @@
-# dp=2 under every ZeRO stage (0-3), run.deterministic: 40 steps straight vs
-# 20 (stop_after_steps) + --resume auto 20: bit-identical losses and final weights.
+# dp=2 under every ZeRO stage (0-3), and ZeRO-3 in bf16 compute (the bf16 weight copy is rebuilt
+# from the loaded fp32 shards), run.deterministic: 40 steps straight vs 20 (stop_after_steps) +
+# --resume auto 20: bit-identical losses and final weights.
 source "$2/tests/lib/dist_common.sh"
 det=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_steps=40)
-stages=(0 1 2 3)  # every stage must resume exactly: none may drop out of the test
+stages=(0 1 2 3 3b)  # every stage must resume exactly: none may drop out of the test ("b": bf16)
 echo "zero stages covered: ${stages[*]}"
 for z in "${stages[@]}"; do
-  zz=(--set parallel.zero=$z)
+  zz=(--set parallel.zero=${z%b})
+  [ "$z" = "${z%b}" ] || zz+=(--set precision.compute=bf16)
   run_launch full_$z 2 4 1 40 "${det[@]}" "${zz[@]}" --set checkpoint.dir=ckf_$z
   run_launch p1_$z 2 4 1 40 "${det[@]}" "${zz[@]}" --set checkpoint.dir=ckp_$z \
     --set train.stop_after_steps=20
