@@ -11,7 +11,6 @@
 
 #include "runtime/cpu/cpu_backend.h"
 #include "tests/unit/cuda/cuda_test_util.h"
-#include "tests/unit/dist/comm_harness.h"
 #include "tests/unit/small_train_config.h"
 #include "tests/unit/train/dp_trace.h"
 #ifdef TRAINER_HAVE_CUDA
@@ -32,25 +31,15 @@ double rel(double a, double b) {
 }
 
 std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu) {
-  std::vector<testing::DpTrace> traces(kDp);
-  const auto errors = dist::testing::run_ranks(kDp, [&](dist::testing::RankContext& ctx) {
-    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(ctx, 60, "dp");
-    std::unique_ptr<Backend> be;
-    if (on_gpu) {
-      auto gpu = std::make_unique<cuda::CudaBackend>(0);
-      comm = std::make_unique<DeviceStagingComm>(std::move(comm), gpu->stream());
-      be = std::move(gpu);
-    } else {
-      be = std::make_unique<cpu::CpuBackend>();
-    }
-    traces[static_cast<size_t>(ctx.rank)] =
-        testing::train_dp_rank(cfg, *be, ctx.rank, *comm, kSteps);
-  });
-  for (size_t r = 0; r < errors.size(); ++r) {
-    INFO("rank " << r << (on_gpu ? " (cuda)" : " (cpu)") << ": " << errors[r]);
-    REQUIRE(errors[r].empty());
-  }
-  return traces;
+  return testing::run_dp_ranks(
+      cfg, kDp, kSteps,
+      [&](std::unique_ptr<dist::Comm>& comm) -> std::unique_ptr<Backend> {
+        if (!on_gpu) return std::make_unique<cpu::CpuBackend>();
+        auto gpu = std::make_unique<cuda::CudaBackend>(0);
+        comm = std::make_unique<DeviceStagingComm>(std::move(comm), gpu->stream());
+        return gpu;
+      },
+      on_gpu ? "cuda" : "cpu");
 }
 
 }  // namespace

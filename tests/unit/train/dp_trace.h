@@ -3,6 +3,10 @@
 // communicators: a few steps of TrainStep on a fresh Gpt, then the checkpoint path (the owned
 // shard through a HostShard copy, pushed back, every rank's weights synced from the owners) and
 // one evaluation. Rank r's batches depend on r only, so runs of the same config are comparable.
+#include <catch2/catch.hpp>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/config/run_config.h"
@@ -11,6 +15,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/train/host_shard.h"
 #include "runtime/train/train_step.h"
+#include "tests/unit/dist/comm_harness.h"
 
 namespace trainer::testing {
 
@@ -52,6 +57,26 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
   step.sync_params_from_owners();
   t.resumed_eval = step.evaluate(1, batches);
   return t;
+}
+
+// A rank's backend, made on its own thread; it may wrap the rank's Gloo "dp" communicator.
+using RankBackend = std::function<std::unique_ptr<Backend>(std::unique_ptr<dist::Comm>& comm)>;
+
+// train_dp_rank on `ranks` threads, each with the backend `make` gives it; every rank must
+// finish without an error (`what` names the run in the failure message).
+inline std::vector<DpTrace> run_dp_ranks(const config::RunConfig& cfg, int ranks, int steps,
+                                         const RankBackend& make, const std::string& what) {
+  std::vector<DpTrace> traces(static_cast<size_t>(ranks));
+  const auto errors = dist::testing::run_ranks(ranks, [&](dist::testing::RankContext& ctx) {
+    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(ctx, 60, "dp");
+    std::unique_ptr<Backend> be = make(comm);
+    traces[static_cast<size_t>(ctx.rank)] = train_dp_rank(cfg, *be, ctx.rank, *comm, steps);
+  });
+  for (size_t r = 0; r < errors.size(); ++r) {
+    INFO("rank " << r << " (" << what << "): " << errors[r]);
+    REQUIRE(errors[r].empty());
+  }
+  return traces;
 }
 
 }  // namespace trainer::testing

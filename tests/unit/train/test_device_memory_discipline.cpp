@@ -8,7 +8,6 @@
 #include <sstream>
 #include <vector>
 
-#include "../dist/comm_harness.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "tests/unit/small_train_config.h"
 #include "tests/unit/train/dp_trace.h"
@@ -23,23 +22,14 @@ constexpr int kDp = 2, kSteps = 3;
 using Trace = testing::DpTrace;
 
 std::vector<Trace> run(const config::RunConfig& cfg, bool opaque) {
-  std::vector<Trace> traces(kDp);
-  const auto errors = dist::testing::run_ranks(kDp, [&](dist::testing::RankContext& ctx) {
-    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(ctx, 20, "dp");
-    if (opaque) comm = std::make_unique<testing::OpaqueComm>(std::move(comm));
-    std::unique_ptr<Backend> be;
-    if (opaque)
-      be = std::make_unique<testing::OpaqueBackend>();
-    else
-      be = std::make_unique<cpu::CpuBackend>();
-    traces[static_cast<size_t>(ctx.rank)] =
-        testing::train_dp_rank(cfg, *be, ctx.rank, *comm, kSteps);
-  });
-  for (size_t r = 0; r < errors.size(); ++r) {
-    INFO("rank " << r << (opaque ? " (opaque device)" : " (cpu)") << ": " << errors[r]);
-    REQUIRE(errors[r].empty());
-  }
-  return traces;
+  return testing::run_dp_ranks(
+      cfg, kDp, kSteps,
+      [&](std::unique_ptr<dist::Comm>& comm) -> std::unique_ptr<Backend> {
+        if (!opaque) return std::make_unique<cpu::CpuBackend>();
+        comm = std::make_unique<testing::OpaqueComm>(std::move(comm));
+        return std::make_unique<testing::OpaqueBackend>();
+      },
+      opaque ? "opaque device" : "cpu");
 }
 
 }  // namespace
