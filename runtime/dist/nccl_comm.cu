@@ -184,8 +184,11 @@ class NcclComm : public Comm {
     if (bytes > kStagingBytes)
       throw CommError("nccl group '" + opts_.name + "': host buffer of " + std::to_string(bytes) +
                       " bytes is too large to stage; use device memory");
-    CUDA_CHECK(cudaMemcpy(staging_, data, bytes, cudaMemcpyHostToDevice));
-    op(staging_);
+    // On the communicator's stream, so the collective after it reads the landed bytes: a plain
+    // cudaMemcpy from pageable memory may return before its DMA is done, and nothing would
+    // order the non-blocking stream after it.
+    CUDA_CHECK(cudaMemcpyAsync(staging_, data, bytes, cudaMemcpyHostToDevice, stream_));
+    op(staging_);  // waits for the collective
     CUDA_CHECK(cudaMemcpy(data, staging_, bytes, cudaMemcpyDeviceToHost));
     return true;
   }

@@ -89,27 +89,32 @@ class DeviceStagingComm : public dist::Comm {
                                cudaGetErrorString(e));
   }
   // A host view of `bytes` at p: p itself for host memory; for device memory a copy made after
-  // the compute stream's work, which write_back() copies back.
+  // the compute stream's work, which write_back() copies back on that stream (a plain
+  // cudaMemcpy from pageable memory may return before its DMA lands, and the non-blocking
+  // compute stream would not wait for it).
   class Staged {
    public:
-    Staged(DeviceStagingComm& c, void* p, size_t bytes) : p_(p), bytes_(bytes) {
+    Staged(DeviceStagingComm& c, void* p, size_t bytes) : p_(p), bytes_(bytes), stream_(c.stream_) {
       cudaPointerAttributes a{};
       check(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes");
       if (a.type != cudaMemoryTypeDevice || bytes == 0) return;
       device_ = true;
       host_.resize(bytes);
-      check(cudaStreamSynchronize(c.stream_), "cudaStreamSynchronize");
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
       check(cudaMemcpy(host_.data(), p, bytes, cudaMemcpyDeviceToHost), "copy to host");
     }
     void write_back() {
-      if (device_)
-        check(cudaMemcpy(p_, host_.data(), bytes_, cudaMemcpyHostToDevice), "copy to device");
+      if (!device_) return;
+      check(cudaMemcpyAsync(p_, host_.data(), bytes_, cudaMemcpyHostToDevice, stream_),
+            "copy to device");
+      check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");  // host_ may go after this
     }
     void* host() { return device_ ? host_.data() : p_; }
 
    private:
     void* p_;
     size_t bytes_;
+    cudaStream_t stream_;
     bool device_ = false;
     std::vector<unsigned char> host_;
   };
