@@ -35,10 +35,6 @@ void check_fp8(const RunConfig& c) {
         "precision.compute = fp8 needs model.d_model and train.micro_batch * model.seq_len to be "
         "multiples of 16 (cuBLASLt's fp8 GEMMs); got " +
         kv("d_model", c.model.d_model) + ", " + kv("micro_batch * seq_len", rows));
-  if (c.activation_checkpointing == "full")
-    fail(
-        "precision.compute = fp8 with activation_checkpointing = full is not supported (the rerun "
-        "forward would quantize with moved scales); use none or selective");
 }
 
 void check_init_from(const ModelConfig& m) {

@@ -7,11 +7,12 @@
 //   input:  [0, H) amax history (newest first), [H] scale, [H+1] 1/scale
 //   weight: the same at offset kFp8TensorFloats.
 // A call quantizes x to e4m3(x * scale) with the state's scale (computed from the amax history of
-// the steps before it) and reports its amax(|x|); the state itself does not move. After each
-// training forward the amaxes are reduced (max) over the amax group, the ranks that hold the same
-// layers (the dp replicas, as Megatron's amax reduction group), and each is pushed into its
-// history, which sets the next scale to 448 / max(history) (kept when that max is 0 or not
-// finite). Every rank of the group so holds the same states. A fresh part (all zero) has no
+// the steps before it) and reports its amax(|x|); the state itself does not move. At the end of
+// each training micro-batch's backward (so that full activation recompute reruns the forward
+// with the forward's scales) the amaxes are reduced (max) over the amax group, the ranks that
+// hold the same layers (the dp replicas, as Megatron's amax reduction group), and each is pushed
+// into its history, which sets the next scale to 448 / max(history) (kept when that max is 0 or
+// not finite). Every rank of the group so holds the same states. A fresh part (all zero) has no
 // history: its first call uses current scaling, the scale from that call's own amax. A new
 // layer's weight part starts fresh (the weights are the same on every replica); its input part
 // starts at scale 1 with an empty history, Transformer Engine's initial scale, because before the

@@ -87,8 +87,6 @@ void Gpt::init_weights(uint64_t seed) {
 void Gpt::set_compute_fp8(bool on) {
   if (on == fp8_) return;
   if (on) {
-    TRAINER_CHECK(!acts_ || acts_->recompute != Recompute::full,
-                  "fp8 compute cannot rerun the forward under full activation recompute");
     set_compute_bf16(true);
     const int64_t linears = int64_t{layout_.shard().num_layers} * 4;
     std::vector<float> fresh(static_cast<size_t>(linears * kFp8StateFloats), 0.0f);
@@ -168,8 +166,6 @@ void Gpt::refresh_compute_weights(int64_t begin, int64_t n) {
 void Gpt::allocate_activations(int B, int T, Recompute recompute) {
   if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute) return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
-  TRAINER_CHECK(!fp8_ || recompute != Recompute::full,
-                "fp8 compute cannot rerun the forward under full activation recompute");
   acts_.reset();
   acts_ = std::make_unique<Activations>(be_, layout_, B, T, recompute,
                                         bf16_ ? DType::bf16 : DType::f32);
@@ -225,7 +221,6 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
     call_before(1 + s.first_layer + l, false);
     block_forward(l);
   }
-  if (fp8_ && dloss_scale != 0.0f) push_fp8_amaxes();
   const int final_unit = layout_.dims().n_layer + 1;
   call_before(final_unit, false);
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
@@ -293,6 +288,9 @@ void Gpt::backward() {
   be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
                          g.dresidual, a.inputs, pos_offset_);
   call_ready(0);
+  // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
+  // with the scales the forward used (and reported the same amaxes).
+  if (fp8_) push_fp8_amaxes();
 }
 
 void Gpt::recompute_block(int l) {

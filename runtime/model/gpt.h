@@ -21,9 +21,9 @@ struct Hooks {
   std::function<void(int unit)> unit_grads_ready;
   // Called before a unit's parameters are read (forward or backward): ZeRO-3 gathers them here.
   std::function<void(int unit, bool backward)> before_unit;
-  // fp8 compute: takes the max of a training forward's amaxes (fp32, backend memory) over the
-  // amax group, the ranks that hold the same layers, so that their scaling states stay equal.
-  // Null: a single replica.
+  // fp8 compute: takes the max of a training micro-batch's amaxes (fp32, backend memory; at the
+  // end of backward) over the amax group, the ranks that hold the same layers, so that their
+  // scaling states stay equal. Null: a single replica.
   std::function<void(Tensor amaxes)> fp8_amax_all_reduce;
 };
 
@@ -45,12 +45,12 @@ class Gpt {
 
   // Forward over inputs/targets [B*T] (host ints). Returns the mean loss over the B*T tokens.
   // When dloss_scale != 0 (training) the loss gradient (softmax - onehot) * dloss_scale is
-  // prepared for backward(), and in fp8 compute the scaling states move on by this forward's
-  // amaxes; an evaluation forward (0) leaves them. pos_offset shifts positions (context-parallel
-  // chunks).
+  // prepared for backward(). pos_offset shifts positions (context-parallel chunks).
   double forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
                  int64_t pos_offset = 0);
-  // Accumulates parameter gradients of the last forward into grads().
+  // Accumulates parameter gradients of the last forward into grads(). In fp8 compute the scaling
+  // states then move on by that forward's amaxes (an evaluation forward, with no backward,
+  // leaves them).
   void backward();
 
   const ParamLayout& layout() const { return layout_; }
@@ -64,8 +64,7 @@ class Gpt {
   void set_compute_bf16(bool on);
   // fp8 compute: bf16 compute, and the blocks' four linear layers run their forward GEMM in fp8
   // e4m3 with per-tensor delayed scaling (Backend::matmul_forward_fp8; one state per layer,
-  // new here; runtime/core/fp8_recipe.h). Their backward stays bf16. Refuses full recompute, which
-  // would rerun the forward GEMMs with moved scales. (Runs offer it only where
+  // new here; runtime/core/fp8_recipe.h). Their backward stays bf16. (Runs offer it only where
   // Backend::supports_fp8(); the cpu backend's emulation serves the tests.)
   void set_compute_fp8(bool on);
   bool compute_fp8() const { return fp8_; }

@@ -1,7 +1,7 @@
 # precision.compute: fp8 with dp = 2 (the cpu backend's emulation, through the
-# TRAINER_TEST_EMULATED_FP8 test hook). Each training forward's amaxes are reduced (max) over the dp
-# replicas, so both ranks hold the same scaling states, and those are the single-process run's: the
-# global batch's amax is the max of the replicas' amaxes. Hence:
+# TRAINER_TEST_EMULATED_FP8 test hook). Each training micro-batch's amaxes are reduced (max) over
+# the dp replicas, so both ranks hold the same scaling states, and those are the single-process
+# run's: the global batch's amax is the max of the replicas' amaxes. Hence:
 #  - dp 2 x micro_batch 4 gives one process x micro_batch 8's first 3 steps within 1e-5 relative
 #    (losses and grad norms), at every ZeRO stage. Without the reduction step 2 is off by 2e-5
 #    (loss) and 3e-4 (grad norm). Later steps drift, as bf16's do: the reduction order's last-bit

@@ -25,8 +25,6 @@ expect_error "parallel" --set parallel.dp=3
 expect_error "train.micro_batch = 0" --set train.micro_batch=0
 expect_error "parallel.zero = 5" --set parallel.zero=5
 expect_error "precision.compute = fp8 needs hardware.device = cuda" --set precision.compute=fp8
-expect_error "activation_checkpointing = full" --set precision.compute=fp8 \
-  --set hardware.device=cuda --set activation_checkpointing=full
 expect_error "multiples of 16" --set precision.compute=fp8 --set hardware.device=cuda \
   --set model.d_model=136 --set model.n_head=4
 expect_error "model.d_model = 130" --set model.d_model=130
