@@ -25,4 +25,11 @@ inline constexpr int kFp8AmaxHistory = 16;
 inline constexpr int kFp8TensorFloats = kFp8AmaxHistory + 2;
 inline constexpr int kFp8StateFloats = 2 * kFp8TensorFloats;
 
+// A new layer's state (kFp8StateFloats floats): the input part at scale 1 with an empty history,
+// the weight part fresh (all zero).
+inline void fp8_new_state(float* state) {
+  for (int i = 0; i < kFp8StateFloats; ++i) state[i] = 0.0f;
+  state[kFp8AmaxHistory] = state[kFp8AmaxHistory + 1] = 1.0f;
+}
+
 }  // namespace trainer

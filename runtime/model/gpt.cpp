@@ -89,13 +89,10 @@ void Gpt::set_compute_fp8(bool on) {
   if (on) {
     set_compute_bf16(true);
     const int64_t linears = int64_t{layout_.shard().num_layers} * 4;
-    std::vector<float> fresh(static_cast<size_t>(linears * kFp8StateFloats), 0.0f);
-    for (int64_t i = 0; i < linears; ++i) {  // input parts at scale 1, weight parts fresh
-      fresh[static_cast<size_t>(i * kFp8StateFloats + kFp8AmaxHistory)] = 1.0f;
-      fresh[static_cast<size_t>(i * kFp8StateFloats + kFp8AmaxHistory + 1)] = 1.0f;
-    }
+    std::vector<float> states(static_cast<size_t>(linears * kFp8StateFloats));
+    for (int64_t i = 0; i < linears; ++i) fp8_new_state(states.data() + i * kFp8StateFloats);
     fp8_states_ = BackendBuffer(be_, linears * kFp8StateFloats);
-    be_.from_host(fp8_states_.tensor(), fresh.data());
+    be_.from_host(fp8_states_.tensor(), states.data());
     fp8_amaxes_ = BackendBuffer(be_, linears * 2);
   } else {
     fp8_states_ = BackendBuffer();
