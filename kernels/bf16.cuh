@@ -25,4 +25,12 @@ __device__ inline void store_out(uint16_t* p, float v) {
   *p = bf16_bits(v);
 }
 
+// Reads an fp32 input, or a bf16 (uint16 bits) one, as fp32.
+__device__ inline float load_in(const float* p) {
+  return *p;
+}
+__device__ inline float load_in(const uint16_t* p) {
+  return from_bf16_bits(*p);
+}
+
 }  // namespace trainer::kernels

@@ -28,9 +28,18 @@ template <class OutT>
 void gelu_forward(OutT* out, const float* inp, int64_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
                    cudaStream_t stream);  // dinp += gelu'(inp) * dout
-// dbias[OC] += sum over rows of dout[N,OC] (fixed order; scratch as for layernorm_backward), and
-// out[N,OC] += bias[OC].
-void bias_backward(float* dbias, const float* dout, float* scratch, int64_t N, int64_t OC,
+// The fused GELU ops' fallback (runtime/cuda when cuBLASLt has no GELU epilogue for a shape),
+// from the GEMM's fp32 sums: out = gelu(sum) and pre = sum; and dpre = gelu'(pre) * g
+// (overwritten). T: float, or uint16_t for bf16 bits, each rounded once. With T = float, `pre`
+// may be `sum` and `dpre` may be `g` (in place).
+template <class T>
+void gelu_forward_keep_input(T* out, T* pre, const float* sum, int64_t n, cudaStream_t stream);
+template <class T>
+void gelu_backward_from_sum(T* dpre, const T* pre, const float* g, int64_t n, cudaStream_t stream);
+// dbias[OC] += sum over rows of dout[N,OC] (fixed order; scratch as for layernorm_backward;
+// DoutT float, or uint16_t for a bf16 dout), and out[N,OC] += bias[OC].
+template <class DoutT>
+void bias_backward(float* dbias, const DoutT* dout, float* scratch, int64_t N, int64_t OC,
                    cudaStream_t stream);
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream);
 

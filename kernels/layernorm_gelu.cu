@@ -65,8 +65,10 @@ int64_t row_chunks(int64_t N) {
   return (N + kChunkRows - 1) / kChunkRows;
 }
 
-// inp == nullptr: only the plain column sums of dout (a bias gradient) into pb.
-__global__ void column_partials_kernel(float* pw, float* pb, const float* dout, const float* inp,
+// inp == nullptr: only the plain column sums of dout (a bias gradient, DoutT float or bf16
+// bits) into pb.
+template <class DoutT>
+__global__ void column_partials_kernel(float* pw, float* pb, const DoutT* dout, const float* inp,
                                        const float* mean, const float* rstd, int64_t N, int64_t C) {
   __shared__ float sw[kColLanes][32], sb[kColLanes][32];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
@@ -75,7 +77,7 @@ __global__ void column_partials_kernel(float* pw, float* pb, const float* dout, 
   float w = 0, b = 0;
   if (c < C)
     for (int64_t i = r0 + threadIdx.y; i < r1; i += kColLanes) {
-      const float dy = dout[i * C + c];
+      const float dy = load_in(dout + i * C + c);
       if (inp) w += dy * (inp[i * C + c] - mean[i]) * rstd[i];
       b += dy;
     }
@@ -103,25 +105,47 @@ __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_
     out[i] += bias[i % OC];
 }
 
+__device__ inline float gelu(float x) {
+  return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCubic * x * x * x)));
+}
+
+__device__ inline float gelu_derivative(float x) {
+  const float th = tanhf(kGeluScale * (x + kGeluCubic * x * x * x));
+  const float sech2 = 1.0f - th * th;
+  return 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+}
+
 template <class OutT>
 __global__ void gelu_forward_kernel(OutT* out, const float* inp, int64_t n) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = inp[i];
-    store_out(out + i, 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCubic * x * x * x))));
+    store_out(out + i, gelu(inp[i]));
   }
 }
 
 __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, int64_t n) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    dinp[i] += gelu_derivative(inp[i]) * dout[i];
+}
+
+// out = gelu(sum), pre = sum; for T = float, pre may be sum itself.
+template <class T>
+__global__ void gelu_forward_keep_input_kernel(T* out, T* pre, const float* sum, int64_t n) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = inp[i];
-    const float th = tanhf(kGeluScale * (x + kGeluCubic * x * x * x));
-    const float sech2 = 1.0f - th * th;
-    const float local =
-        0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-    dinp[i] += local * dout[i];
+    const float x = sum[i];
+    store_out(out + i, gelu(x));
+    store_out(pre + i, x);
   }
+}
+
+// dpre = gelu'(pre) * g; for T = float, g may be dpre itself.
+template <class T>
+__global__ void gelu_backward_from_sum_kernel(T* dpre, const T* pre, const float* g, int64_t n) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    store_out(dpre + i, gelu_derivative(load_in(pre + i)) * g[i]);
 }
 
 unsigned row_blocks(int64_t N) {
@@ -153,12 +177,13 @@ int64_t column_sums_scratch_floats(int64_t N, int64_t C) {
 namespace {
 
 // Stage 1 then stage 2 of the column sums; pw/dweight unused when inp is null.
-void column_sums(float* dweight, float* dbias, const float* dout, const float* inp,
+template <class DoutT>
+void column_sums(float* dweight, float* dbias, const DoutT* dout, const float* inp,
                  const float* mean, const float* rstd, float* scratch, int64_t N, int64_t C,
                  cudaStream_t stream) {
   const int64_t chunks = row_chunks(N);
   float *pw = scratch, *pb = scratch + chunks * C;
-  launch(column_partials_kernel, dim3(col_blocks(C), static_cast<unsigned>(chunks)),
+  launch(column_partials_kernel<DoutT>, dim3(col_blocks(C), static_cast<unsigned>(chunks)),
          dim3(32, kColLanes), stream, pw, pb, dout, inp, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("column_partials_kernel");
   if (inp && dweight) {
@@ -186,11 +211,14 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   column_sums(dweight, dbias, dout, inp, mean, rstd, scratch, N, C, stream);
 }
 
-void bias_backward(float* dbias, const float* dout, float* scratch, int64_t N, int64_t OC,
+template <class DoutT>
+void bias_backward(float* dbias, const DoutT* dout, float* scratch, int64_t N, int64_t OC,
                    cudaStream_t stream) {
   if (OC == 0 || N == 0) return;
   column_sums(nullptr, dbias, dout, nullptr, nullptr, nullptr, scratch, N, OC, stream);
 }
+template void bias_backward(float*, const float*, float*, int64_t, int64_t, cudaStream_t);
+template void bias_backward(float*, const uint16_t*, float*, int64_t, int64_t, cudaStream_t);
 
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream) {
   if (N * OC == 0) return;
@@ -213,5 +241,24 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,
   launch(gelu_backward_kernel, grid_for(n), kThreads, stream, dinp, inp, dout, n);
   CUDA_CHECK_LAUNCH("gelu_backward_kernel");
 }
+
+template <class T>
+void gelu_forward_keep_input(T* out, T* pre, const float* sum, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch(gelu_forward_keep_input_kernel<T>, grid_for(n), kThreads, stream, out, pre, sum, n);
+  CUDA_CHECK_LAUNCH("gelu_forward_keep_input_kernel");
+}
+template void gelu_forward_keep_input(float*, float*, const float*, int64_t, cudaStream_t);
+template void gelu_forward_keep_input(uint16_t*, uint16_t*, const float*, int64_t, cudaStream_t);
+
+template <class T>
+void gelu_backward_from_sum(T* dpre, const T* pre, const float* g, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch(gelu_backward_from_sum_kernel<T>, grid_for(n), kThreads, stream, dpre, pre, g, n);
+  CUDA_CHECK_LAUNCH("gelu_backward_from_sum_kernel");
+}
+template void gelu_backward_from_sum(float*, const float*, const float*, int64_t, cudaStream_t);
+template void gelu_backward_from_sum(uint16_t*, const uint16_t*, const float*, int64_t,
+                                     cudaStream_t);
 
 }  // namespace trainer::kernels

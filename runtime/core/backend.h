@@ -15,7 +15,10 @@
 //   both bf16; with bf16 operands the GEMMs accumulate in fp32 and matmul_backward rounds dout
 //   to bf16 for its two GEMMs (as autocast does), while dbias sums the fp32 dout. The ops that
 //   produce matmul inputs (layernorm_forward, gelu_forward, attention_forward) may write a bf16
-//   `out`: computed in fp32, rounded once to nearest even. Every gradient stays fp32.
+//   `out`: computed in fp32, rounded once to nearest even. Every gradient stays fp32, except
+//   the MLP's hidden one: the fused GELU ops below keep the pre-activation and its gradient in
+//   the operands' dtype (Megatron's bf16 activations), and matmul_backward then takes that
+//   bf16 dout as it is.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -80,9 +83,23 @@ class Backend {
   // Moves n tensor parts of fp8 states on (fp8_states: n * kFp8TensorFloats fp32, amaxes: n
   // fp32, already reduced over the amax group): part i pushes amaxes[i] into its history.
   virtual void fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) = 0;
-  // dinp[N,C] += dout weight; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout)
+  // dinp[N,C] += dout weight; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout). dout is
+  // fp32, or bf16 with bf16 operands (then the GEMMs and dbias read it as it is).
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                const Tensor& inp, const Tensor& weight) = 0;
+
+  // The MLP's hidden layer, a linear and its GELU in one op (the cuda backend fuses the GELU into
+  // the GEMM's epilogue, cuBLASLt's GELU_AUX_BIAS): pre[N,OC] = inp weight^T + bias and
+  // out[N,OC] = gelu(pre), both from the fp32 sum. pre and out have the operands' dtype (bf16:
+  // each rounded once to nearest even); inp, weight, bias as matmul_forward.
+  virtual void matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp, const Tensor& weight,
+                                   const Tensor& bias) = 0;
+  // matmul_backward of the linear after that GELU, carried through the GELU (cuBLASLt's DGELU
+  // epilogue): dpre[N,C] = (dout weight) * gelu'(pre), OVERWRITTEN (not accumulated: it is the
+  // GEMM's own output), in pre's dtype (bf16: rounded once from fp32); dweight += dout^T inp and
+  // dbias += sum_rows(dout) as matmul_backward. inp is gelu(pre), the forward's `out`.
+  virtual void matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias, const Tensor& dout,
+                                    const Tensor& inp, const Tensor& weight, const Tensor& pre) = 0;
 
   // --- layers ---
   // out[N,C] = (inp - mean) * rstd * weight + bias; mean[N], rstd[N] saved for backward. eps 1e-5.

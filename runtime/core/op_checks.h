@@ -39,6 +39,20 @@ inline DType matmul_operand_dtype(const Tensor& inp, const Tensor& weight, const
   return inp.dtype;
 }
 
+// matmul_backward's dout: fp32, or bf16 when the operands are bf16 (backend.h).
+inline void check_dout_dtype(const Tensor& dout, DType operands, const char* op) {
+  TRAINER_CHECK(dout.dtype == DType::f32 || (dout.dtype == DType::bf16 && operands == DType::bf16),
+                op << ": dout must be f32" << (operands == DType::bf16 ? " or bf16" : "")
+                   << " with " << dtype_name(operands) << " operands, got "
+                   << dtype_name(dout.dtype));
+}
+
+// The fused GELU ops' activations (pre, out, dpre) have the operands' dtype.
+inline void check_operand_dtype(const Tensor& t, DType operands, const char* op, const char* arg) {
+  TRAINER_CHECK(t.dtype == operands, op << ": " << arg << " must be " << dtype_name(operands)
+                                        << " like the operands, got " << dtype_name(t.dtype));
+}
+
 // An output that may be stored in bf16 (the input of a matmul): f32 or bf16.
 inline void check_float_out(const Tensor& t, const char* op, const char* arg) {
   TRAINER_CHECK(!t.empty(), op << ": " << arg << " is required");

@@ -4,9 +4,10 @@
 
 namespace trainer {
 
-LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tensor& weight,
-                               const Tensor& bias) {
-  const char* op = "matmul_forward";
+namespace {
+
+LinearDims linear_forward_dims(const char* op, const Tensor& out, const Tensor& inp,
+                               const Tensor& weight, const Tensor& bias) {
   LinearDims d{};
   weight_dims(weight, d.OC, d.C, op);
   d.N = rows_of(inp, d.C, op, "inp");
@@ -15,9 +16,9 @@ LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tenso
   return d;
 }
 
-LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
-                                const Tensor& dout, const Tensor& inp, const Tensor& weight) {
-  const char* op = "matmul_backward";
+LinearDims linear_backward_dims(const char* op, const Tensor& dinp, const Tensor& dweight,
+                                const Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                                const Tensor& weight) {
   LinearDims d{};
   weight_dims(weight, d.OC, d.C, op);
   d.N = rows_of(inp, d.C, op, "inp");
@@ -25,6 +26,36 @@ LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const
   if (!dinp.empty()) check_numel(dinp, d.N * d.C, op, "dinp");
   if (!dweight.empty()) check_numel(dweight, d.OC * d.C, op, "dweight");
   if (!dbias.empty()) check_numel(dbias, d.OC, op, "dbias");
+  return d;
+}
+
+}  // namespace
+
+LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tensor& weight,
+                               const Tensor& bias) {
+  return linear_forward_dims("matmul_forward", out, inp, weight, bias);
+}
+
+LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
+                                const Tensor& dout, const Tensor& inp, const Tensor& weight) {
+  return linear_backward_dims("matmul_backward", dinp, dweight, dbias, dout, inp, weight);
+}
+
+LinearDims matmul_gelu_forward_dims(const Tensor& out, const Tensor& pre, const Tensor& inp,
+                                    const Tensor& weight, const Tensor& bias) {
+  const char* op = "matmul_gelu_forward";
+  const LinearDims d = linear_forward_dims(op, out, inp, weight, bias);
+  check_numel(pre, d.N * d.OC, op, "pre");
+  return d;
+}
+
+LinearDims matmul_gelu_backward_dims(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                                     const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                     const Tensor& pre) {
+  const char* op = "matmul_gelu_backward";
+  TRAINER_CHECK(!dpre.empty(), op << ": dpre is required");
+  const LinearDims d = linear_backward_dims(op, dpre, dweight, dbias, dout, inp, weight);
+  check_numel(pre, d.N * d.C, op, "pre");
   return d;
 }
 

@@ -32,6 +32,12 @@ LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tenso
                                const Tensor& bias);
 LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                                 const Tensor& dout, const Tensor& inp, const Tensor& weight);
+// The fused GELU ops: the linear's dims; pre (and dpre, required) hold its output's elements.
+LinearDims matmul_gelu_forward_dims(const Tensor& out, const Tensor& pre, const Tensor& inp,
+                                    const Tensor& weight, const Tensor& bias);
+LinearDims matmul_gelu_backward_dims(const Tensor& dpre, const Tensor& dweight, const Tensor& dbias,
+                                     const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                     const Tensor& pre);
 RowDims layernorm_forward_dims(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                const Tensor& inp, const Tensor& weight, const Tensor& bias);
 RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/core/backend.h"
+#include "runtime/core/op_shapes.h"
 #include "runtime/cpu/bf16_staging.h"
 
 namespace trainer::cpu {
@@ -31,6 +32,12 @@ class CpuBackend : public Backend {
                       const Tensor& bias) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight) override;
+  // The fused GELU ops as their parts: the GEMM, then the GELU (or its derivative) on the fp32
+  // sums, each output rounded once.
+  void matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias) override;
+  void matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, const Tensor& pre) override;
   // Emulated (the reference of the cuda kernels' tests); supports_fp8() stays false, so runs
   // refuse precision.compute: fp8 on the cpu backend.
   void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
@@ -64,6 +71,11 @@ class CpuBackend : public Backend {
   void round_to_bf16(Tensor dst, const Tensor& src) override;
 
  private:
+  // matmul_backward into an fp32 dinp (may be null): the two ops' shared part.
+  void linear_backward(const char* op, float* dinp, Tensor dweight, Tensor dbias,
+                       const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                       const LinearDims& d);
+
   Bf16Staging staging_;                      // bf16 operands and outputs, computed in fp32
   std::vector<float> fp8_inp_, fp8_weight_;  // the e4m3 values of the quantized operands
 };

@@ -1,6 +1,8 @@
 // CpuBackend: the layer ops (matmul, layernorm, gelu, attention, embedding, cross-entropy).
 // Each checks its shapes (runtime/core/op_shapes.h), then calls the fp32 instantiation of
 // runtime/cpu/ops.h; bf16 operands and outputs go through staging_ (backend.h).
+#include <algorithm>
+
 #include "runtime/core/op_shapes.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops.h"
@@ -8,7 +10,8 @@
 
 namespace trainer::cpu {
 
-// Staging slots: inp 0, weight 1, the rounded dout 2, an op's bf16 output 3.
+// Staging slots: inp 0, weight 1, the rounded dout 2, an op's bf16 output 3, a second bf16
+// output 4, a further bf16 input 5.
 void CpuBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                                 const Tensor& bias) {
   const char* op = "matmul_forward";
@@ -23,14 +26,53 @@ void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, cons
                                  const Tensor& inp, const Tensor& weight) {
   const char* op = "matmul_backward";
   const LinearDims d = matmul_backward_dims(dinp, dweight, dbias, dout, inp, weight);
-  const bool bf16 = matmul_operand_dtype(inp, weight, op) == DType::bf16;
-  const float* dy = need_f32(dout, op, "dout");
-  // bf16 operands: the GEMMs see dout rounded to bf16; dbias sums the fp32 dout
-  const float* dy_gemm = bf16 ? staging_.rounded(dy, d.N * d.OC, 2) : dy;
-  cpu::matmul_backward(opt_f32(dinp, op, "dinp"), opt_f32(dweight, op, "dweight"),
-                       static_cast<float*>(nullptr), dy_gemm, staging_.input(inp, 0, op, "inp"),
-                       staging_.input(weight, 1, op, "weight"), d.N, d.C, d.OC);
+  linear_backward(op, opt_f32(dinp, op, "dinp"), dweight, dbias, dout, inp, weight, d);
+}
+
+void CpuBackend::linear_backward(const char* op, float* dinp, Tensor dweight, Tensor dbias,
+                                 const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                 const LinearDims& d) {
+  const DType operands = matmul_operand_dtype(inp, weight, op);
+  check_dout_dtype(dout, operands, op);
+  const float* dy = staging_.input(dout, 2, op, "dout");
+  // bf16 operands: the GEMMs see dout rounded to bf16; dbias sums the fp32 dout (a bf16 dout
+  // is already rounded)
+  const bool round = operands == DType::bf16 && dout.dtype == DType::f32;
+  const float* dy_gemm = round ? staging_.rounded(dy, d.N * d.OC, 5) : dy;
+  cpu::matmul_backward(dinp, opt_f32(dweight, op, "dweight"), static_cast<float*>(nullptr), dy_gemm,
+                       staging_.input(inp, 0, op, "inp"), staging_.input(weight, 1, op, "weight"),
+                       d.N, d.C, d.OC);
   if (!dbias.empty()) cpu::bias_backward(need_f32(dbias, op, "dbias"), dy, d.N, d.OC);
+}
+
+void CpuBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
+                                     const Tensor& weight, const Tensor& bias) {
+  const char* op = "matmul_gelu_forward";
+  const LinearDims d = matmul_gelu_forward_dims(out, pre, inp, weight, bias);
+  const DType operands = matmul_operand_dtype(inp, weight, op);
+  check_operand_dtype(out, operands, op, "out");
+  check_operand_dtype(pre, operands, op, "pre");
+  float* sum = staging_.output(pre, 3, op, "pre");
+  cpu::matmul_forward(sum, staging_.input(inp, 0, op, "inp"),
+                      staging_.input(weight, 1, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C,
+                      d.OC);
+  cpu::gelu_forward(staging_.output(out, 4, op, "out"), sum, d.N * d.OC);
+  staging_.commit(out, 4);
+  staging_.commit(pre, 3);
+}
+
+void CpuBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias, const Tensor& dout,
+                                      const Tensor& inp, const Tensor& weight, const Tensor& pre) {
+  const char* op = "matmul_gelu_backward";
+  const LinearDims d = matmul_gelu_backward_dims(dpre, dweight, dbias, dout, inp, weight, pre);
+  const DType operands = matmul_operand_dtype(inp, weight, op);
+  check_operand_dtype(dpre, operands, op, "dpre");
+  check_operand_dtype(pre, operands, op, "pre");
+  float* g = staging_.output(dpre, 3, op, "dpre");
+  std::fill(g, g + d.N * d.C, 0.0f);  // overwritten, not accumulated (backend.h)
+  linear_backward(op, g, dweight, dbias, dout, inp, weight, d);
+  cpu::gelu_backward_in_place(g, staging_.input(pre, 4, op, "pre"), d.N * d.C);
+  staging_.commit(dpre, 3);
 }
 
 void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,

@@ -86,19 +86,27 @@ void gelu_forward(Real* out, const Real* inp, int64_t n) {
   }
 }
 
+// gelu'(x) of the tanh approximation
+template <class Real>
+Real gelu_derivative(Real x) {
+  const Real s = kGeluScale<Real>, k = Real(0.044715);
+  const Real th = std::tanh(s * (x + k * x * x * x));
+  const Real sech2 = Real(1) - th * th;
+  return Real(0.5) * (Real(1) + th) + Real(0.5) * x * sech2 * s * (Real(1) + Real(3) * k * x * x);
+}
+
 // dinp[n] += gelu'(inp) * dout
 template <class Real>
 void gelu_backward(Real* dinp, const Real* inp, const Real* dout, int64_t n) {
-  const Real s = kGeluScale<Real>, k = Real(0.044715);
   TRAINER_PARALLEL_FOR_IF(n >= kParallelMinWork)
-  for (int64_t i = 0; i < n; ++i) {
-    const Real x = inp[i];
-    const Real th = std::tanh(s * (x + k * x * x * x));
-    const Real sech2 = Real(1) - th * th;
-    const Real local =
-        Real(0.5) * (Real(1) + th) + Real(0.5) * x * sech2 * s * (Real(1) + Real(3) * k * x * x);
-    dinp[i] += local * dout[i];
-  }
+  for (int64_t i = 0; i < n; ++i) dinp[i] += gelu_derivative(inp[i]) * dout[i];
+}
+
+// g[n] *= gelu'(inp): a gradient carried back through the GELU in place (matmul_gelu_backward)
+template <class Real>
+void gelu_backward_in_place(Real* g, const Real* inp, int64_t n) {
+  TRAINER_PARALLEL_FOR_IF(n >= kParallelMinWork)
+  for (int64_t i = 0; i < n; ++i) g[i] *= gelu_derivative(inp[i]);
 }
 
 // out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]; wpe may be null. Tokens must be valid.

@@ -51,10 +51,51 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
 // Largest power-of-two byte alignment (up to 256) shared by the pointers: heuristics depend on it.
 int common_alignment(const LtGemmArgs& g) {
   uintptr_t bits = reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b) |
-                   reinterpret_cast<uintptr_t>(g.c) | reinterpret_cast<uintptr_t>(g.bias);
+                   reinterpret_cast<uintptr_t>(g.c) | reinterpret_cast<uintptr_t>(g.bias) |
+                   reinterpret_cast<uintptr_t>(g.aux);
   int align = 256;
   while (align > 1 && (bits % static_cast<uintptr_t>(align)) != 0) align /= 2;
   return align;
+}
+
+cublasLtEpilogue_t epilogue_of(const LtGemmArgs& g) {
+  switch (g.epilogue) {
+    case LtGemmArgs::Epilogue::gelu_aux:
+      return g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case LtGemmArgs::Epilogue::dgelu:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case LtGemmArgs::Epilogue::none:
+      break;
+  }
+  return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The plan's epilogue: its kind, the bias type (fp32, also under a bf16 output) and the aux
+// matrix's leading dimension (packed: the column-major view's n rows). The pointers follow
+// (set_pointers), before the heuristic too: it reads their alignment.
+void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
+  const cublasLtEpilogue_t epi = epilogue_of(g);
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (g.bias) {
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                &bias_type, sizeof(bias_type)));
+  }
+  if (g.aux) {
+    const int64_t ld = g.n;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                                sizeof(ld)));
+  }
+}
+
+void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
+  if (g.bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                                sizeof(g.bias)));
+  if (g.aux)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                &g.aux, sizeof(g.aux)));
 }
 
 }  // namespace
@@ -84,7 +125,9 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
                 g.stride_c,
                 g.bias != nullptr,
                 g.bf16_inputs,
+                g.bf16_output,
                 g.fp8_inputs,
+                g.epilogue,
                 alignment};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
@@ -96,18 +139,12 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
                                               sizeof(op_first)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
                                               sizeof(op_second)));
-  if (g.bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
-                                                sizeof(epi)));
-    const cudaDataType_t bias_type = CUDA_R_32F;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                &bias_type, sizeof(bias_type)));
-  }
+  const bool fused = epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT;
+  if (fused) set_epilogue(plan->desc, g);
   if (g.fp8_inputs) {
     // Hopper's fp8 kernels are "TN" only: the column-major first operand (our b) transposed.
-    TRAINER_CHECK(g.trans_b && !g.trans_a && !g.bias && g.batch == 1,
-                  "LtGemm: fp8 needs trans_b, no trans_a, no bias epilogue and no batch");
+    TRAINER_CHECK(g.trans_b && !g.trans_a && !fused && g.batch == 1,
+                  "LtGemm: fp8 needs trans_b, no trans_a, no epilogue and no batch");
     const int8_t fast_accum = 1;  // Transformer Engine's choice for the forward GEMM
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
                                                 &fast_accum, sizeof(fast_accum)));
@@ -120,8 +157,9 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
       layout(in_type, g.trans_b ? g.k : g.n, g.trans_b ? g.n : g.k, g.ldb, g.batch, g.stride_b);
   plan->b =
       layout(in_type, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda, g.batch, g.stride_a);
-  plan->c = layout(CUDA_R_32F, g.n, g.m, g.ldc, g.batch, g.stride_c);
+  plan->c = layout(g.bf16_output ? CUDA_R_16BF : CUDA_R_32F, g.n, g.m, g.ldc, g.batch, g.stride_c);
 
+  if (fused) set_pointers(plan->desc, g);
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
@@ -135,7 +173,7 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
   if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
     plan->algo = result.algo;
     plan->has_algo = true;
-  } else if (!g.bias) {
+  } else if (!fused) {
     throw CudaError("cuBLASLt has no algorithm for gemm m=" + std::to_string(g.m) +
                     " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " (" +
                     cublasLtGetStatusString(st) + ")");
@@ -147,20 +185,32 @@ bool LtGemm::run(const LtGemmArgs& args) {
   const LtGemmArgs g = packed_gemm_args(args);
   if (g.m == 0 || g.n == 0) return true;
   TRAINER_CHECK(g.k > 0, "LtGemm: k == 0 is handled by the caller");
+  TRAINER_CHECK(!g.bf16_output || g.bf16_inputs, "LtGemm: a bf16 output needs bf16 inputs");
+  const bool gelu = g.epilogue != LtGemmArgs::Epilogue::none;
+  TRAINER_CHECK(gelu == (g.aux != nullptr) && (!gelu || g.batch == 1) &&
+                    (g.epilogue != LtGemmArgs::Epilogue::dgelu || !g.bias),
+                "LtGemm: a GELU epilogue takes aux, no batch, and dgelu no bias");
+  if (gelu && g.n % 8 != 0) return false;  // cuBLASLt's rule for the aux leading dimension
   Plan* plan = plan_for(g, common_alignment(g));
-  if (!plan->has_algo) return false;  // only for bias epilogues
-  if (g.bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                &g.bias, sizeof(g.bias)));
+  if (!plan->has_algo) return false;  // only for epilogues
+  set_pointers(plan->desc, g);
   if (g.fp8_inputs) {  // the operands swap places in the column-major view: b is cuBLASLt's A
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                                 &g.b_scale, sizeof(g.b_scale)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                 &g.a_scale, sizeof(g.a_scale)));
   }
-  CUBLAS_CHECK(cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta,
-                              g.c, plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_,
-                              stream_));
+  const cublasStatus_t st =
+      cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta, g.c,
+                     plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_, stream_);
+  // An epilogue the heuristic offered but the call refuses (checked before any launch): the
+  // caller's path without it, for this shape from now on.
+  if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) &&
+      epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT) {
+    plan->has_algo = false;
+    return false;
+  }
+  CUBLAS_CHECK(st);
   return true;
 }
 

@@ -2,14 +2,14 @@
 // LtGemm: row-major GEMMs through cuBLASLt on one stream. fp32 (strict fp32 compute, no TF32, so
 // results match the cpu backend to ~1e-6), bf16 inputs with fp32 accumulation, and fp8 e4m3
 // inputs with per-tensor descales (Hopper). One plan (descriptors + heuristic's algorithm) is
-// cached per shape; an optional bias epilogue.
+// cached per shape; optional bias and GELU epilogues.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <tuple>
 
 namespace trainer::cuda {
 
@@ -23,7 +23,14 @@ struct LtGemmArgs {
   int64_t lda = 0, ldb = 0, ldc = 0;  // 0: packed
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
   const float* bias = nullptr;  // c[i, j] += bias[j] (fp32, length n)
-  bool bf16_inputs = false;     // a and b hold bf16; c stays fp32
+  bool bf16_inputs = false;     // a and b hold bf16; c stays fp32 ...
+  bool bf16_output = false;     // ... unless this (with bf16_inputs): c, and aux, hold bf16
+  // GELU epilogues (cuBLASLt's): gelu_aux stores gelu(sum) in c and the sum itself (bias added)
+  // in aux; dgelu stores sum * gelu'(aux) in c (no bias). aux: c's dtype and shape, packed rows
+  // of n, n a multiple of 8.
+  enum class Epilogue { none, gelu_aux, dgelu };
+  Epilogue epilogue = Epilogue::none;
+  void* aux = nullptr;
   // a and b hold e4m3 (c stays fp32): c = a_scale * b_scale * op(a) op(b), the scales being device
   // floats. cuBLASLt's fp8 GEMMs take only trans_b && !trans_a here (its "TN"), no bias epilogue.
   bool fp8_inputs = false;
@@ -38,14 +45,21 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // Returns false (and does nothing) when cuBLASLt has no algorithm for a bias epilogue on this
-  // shape; the caller then adds the bias itself. Throws on every other failure.
+  // Returns false (and does nothing) when cuBLASLt has no algorithm for a bias or GELU epilogue
+  // on this shape (or refuses the call); the caller then does the epilogue's work itself.
+  // Throws on every other failure.
   bool run(const LtGemmArgs& args);
 
  private:
   struct Plan;
-  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, bool, bool, bool, int>;
+  struct Key {
+    bool trans_a, trans_b;
+    int64_t m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c;
+    bool bias, bf16_inputs, bf16_output, fp8_inputs;
+    LtGemmArgs::Epilogue epilogue;
+    int alignment;
+    auto operator<=>(const Key&) const = default;
+  };
   Plan* plan_for(const LtGemmArgs& g, int alignment);
 
   cudaStream_t stream_;

@@ -37,6 +37,13 @@ CudaBackend::CudaBackend(int local_rank) {
                         : kernel == "flash"     ? AttentionKernel::flash
                                                 : AttentionKernel::reference;
   }
+  if (const char* e = std::getenv("TRAINER_GELU_EPILOGUE"); e && *e) {
+    const std::string on = e;
+    TRAINER_CHECK(on == "0" || on == "1", "TRAINER_GELU_EPILOGUE = '"
+                                              << on << "': allowed are 1 (cuBLASLt's GELU "
+                                              << "epilogues, the default) and 0 (kernels/)");
+    gelu_epilogue_ = on == "1";
+  }
   std::string why;
   const int n = device_count(&why);
   if (n == 0) throw CudaError("cuda backend: no CUDA device (" + why + ")");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/core/backend.h"
+#include "runtime/core/op_shapes.h"
 #include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/device_arena.h"
 
@@ -44,6 +45,15 @@ class CudaBackend : public Backend {
                       const Tensor& bias) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight) override;
+  // The GELU rides in cuBLASLt's epilogues (GELU_AUX_BIAS forward, DGELU backward) where it has
+  // one for the shape, unless TRAINER_GELU_EPILOGUE=0; otherwise the GEMM writes fp32 sums and
+  // kernels/ applies the GELU. Same numbers either way, within fp32 (bf16) rounding.
+  void matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias) override;
+  void matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, const Tensor& pre) override;
+  bool gelu_epilogue() const { return gelu_epilogue_; }
+  void set_gelu_epilogue(bool on) { gelu_epilogue_ = on; }  // tests and benchmarks
   // fp8 on compute capability 9.0 and later (Hopper): kernels/fp8.cu quantizes, cuBLASLt
   // multiplies e4m3 x e4m3 with fp32 accumulation (cuda_backend_fp8.cpp).
   bool supports_fp8() const override { return compute_capability_ >= 90; }
@@ -94,10 +104,16 @@ class CudaBackend : public Backend {
   bool uses_tensor_cores(const Tensor& out, int64_t head_size) const;
   float* column_scratch(int64_t N, int64_t C);  // partial column sums (bias, layernorm params)
   void run_gemm(LtGemmArgs a);
+  // matmul_backward's dout as its GEMMs read it: itself, or rounded to bf16 (bf16 operands).
+  const void* gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op);
+  // dweight += dout^T inp and dbias += sum_rows(dout) (either may be empty).
+  void linear_param_grads(Tensor dweight, Tensor dbias, const Tensor& dout, const void* dy_gemm,
+                          const Tensor& inp, bool bf16, const LinearDims& d, const char* op);
 
   int device_ = 0;
   int compute_capability_ = 0;  // major * 10 + minor
   AttentionKernel attention_kernel_ = AttentionKernel::tensor_core;
+  bool gelu_epilogue_ = true;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
@@ -112,6 +128,8 @@ class CudaBackend : public Backend {
   size_t col_scratch_bytes_ = 0;
   void* dout_scratch_ = nullptr;  // matmul_backward's dout rounded to bf16
   size_t dout_scratch_bytes_ = 0;
+  void* gelu_scratch_ = nullptr;  // the fused GELU ops' fp32 sums, without the epilogue
+  size_t gelu_scratch_bytes_ = 0;
   void* fp8_scratch_ = nullptr;  // the e4m3 operands, the amax partials and the used scales
   size_t fp8_scratch_bytes_ = 0;
 };

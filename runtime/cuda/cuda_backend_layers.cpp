@@ -22,34 +22,128 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
                                   const Tensor& inp, const Tensor& weight) {
   const char* op = "matmul_backward";
   const LinearDims d = matmul_backward_dims(dinp, dweight, dbias, dout, inp, weight);
-  const int64_t N = d.N, C = d.C, OC = d.OC;
   const bool bf16 = matmul_operand_dtype(inp, weight, op) == DType::bf16;
-  const float* dy = need_f32(dout, op, "dout");
-  // bf16 operands: both GEMMs read dout rounded to bf16 (backend.h); dbias sums the fp32 dout.
-  const void* dy_gemm = dy;
-  if (bf16 && (!dinp.empty() || !dweight.empty())) {
-    const size_t bytes = static_cast<size_t>(N * OC) * dtype_size(DType::bf16);
-    auto* dy16 = static_cast<uint16_t*>(scratch(dout_scratch_, dout_scratch_bytes_, bytes));
-    kernels::cast_f32_to_bf16(dy16, dy, N * OC, stream_);
-    dy_gemm = dy16;
-  }
+  const void* dy_gemm =
+      dinp.empty() && dweight.empty() ? nullptr : gemm_dout(dout, bf16, d.N * d.OC, op);
   if (!dinp.empty()) {  // dinp[N,C] += dout[N,OC] weight[OC,C]
     LtGemmArgs g;
     g.bf16_inputs = bf16;
-    g.m = N, g.n = C, g.k = OC, g.beta = 1;
+    g.m = d.N, g.n = d.C, g.k = d.OC, g.beta = 1;
     g.a = dy_gemm, g.b = need_operand(weight, op, "weight"), g.c = need_f32(dinp, op, "dinp");
     run_gemm(g);
   }
+  linear_param_grads(dweight, dbias, dout, dy_gemm, inp, bf16, d, op);
+}
+
+const void* CudaBackend::gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op) {
+  check_dout_dtype(dout, bf16 ? DType::bf16 : DType::f32, op);
+  if (dout.dtype == DType::bf16 || !bf16) return need_operand(dout, op, "dout");
+  // fp32 dout, bf16 operands: both GEMMs read it rounded to bf16 (backend.h)
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(DType::bf16);
+  auto* dy16 = static_cast<uint16_t*>(scratch(dout_scratch_, dout_scratch_bytes_, bytes));
+  kernels::cast_f32_to_bf16(dy16, need_f32(dout, op, "dout"), n, stream_);
+  return dy16;
+}
+
+void CudaBackend::linear_param_grads(Tensor dweight, Tensor dbias, const Tensor& dout,
+                                     const void* dy_gemm, const Tensor& inp, bool bf16,
+                                     const LinearDims& d, const char* op) {
   if (!dweight.empty()) {  // dweight[OC,C] += dout^T inp
     LtGemmArgs g;
     g.bf16_inputs = bf16;
-    g.trans_a = true, g.m = OC, g.n = C, g.k = N, g.beta = 1;
+    g.trans_a = true, g.m = d.OC, g.n = d.C, g.k = d.N, g.beta = 1;
     g.a = dy_gemm, g.b = need_operand(inp, op, "inp"), g.c = need_f32(dweight, op, "dweight");
     run_gemm(g);
   }
-  if (!dbias.empty()) {
-    kernels::bias_backward(need_f32(dbias, op, "dbias"), dy, column_scratch(N, OC), N, OC, stream_);
+  if (dbias.empty()) return;
+  check_dout_dtype(dout, bf16 ? DType::bf16 : DType::f32, op);
+  float* db = need_f32(dbias, op, "dbias");
+  float* partials = column_scratch(d.N, d.OC);
+  if (dout.dtype == DType::bf16)  // (an fp32 dout is summed as it is, not rounded)
+    kernels::bias_backward(db, static_cast<const uint16_t*>(need_operand(dout, op, "dout")),
+                           partials, d.N, d.OC, stream_);
+  else
+    kernels::bias_backward(db, need_f32(dout, op, "dout"), partials, d.N, d.OC, stream_);
+}
+
+void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
+                                      const Tensor& weight, const Tensor& bias) {
+  const char* op = "matmul_gelu_forward";
+  const LinearDims d = matmul_gelu_forward_dims(out, pre, inp, weight, bias);
+  const DType operands = matmul_operand_dtype(inp, weight, op);
+  check_operand_dtype(out, operands, op, "out");
+  check_operand_dtype(pre, operands, op, "pre");
+  const bool bf16 = operands == DType::bf16;
+  LtGemmArgs g;
+  g.bf16_inputs = bf16;
+  g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
+  g.a = need_operand(inp, op, "inp"), g.b = need_operand(weight, op, "weight");
+  g.bias = opt_f32(bias, op, "bias");
+  void* y = need_operand_out(out, op, "out");
+  void* p = need_operand_out(pre, op, "pre");
+  if (gelu_epilogue_) {
+    LtGemmArgs fused = g;
+    fused.c = y, fused.aux = p, fused.bf16_output = bf16;
+    fused.epilogue = LtGemmArgs::Epilogue::gelu_aux;
+    if (lt_->run(fused)) return;
   }
+  const int64_t n = d.N * d.OC;
+  if (!bf16) {  // the sums land in pre, the GELU reads them there
+    g.c = p;
+    run_gemm(g);
+    kernels::gelu_forward_keep_input(static_cast<float*>(y), static_cast<float*>(p),
+                                     static_cast<const float*>(p), n, stream_);
+    return;
+  }
+  auto* sum = static_cast<float*>(
+      scratch(gelu_scratch_, gelu_scratch_bytes_, static_cast<size_t>(n) * sizeof(float)));
+  g.c = sum;
+  run_gemm(g);
+  kernels::gelu_forward_keep_input(static_cast<uint16_t*>(y), static_cast<uint16_t*>(p), sum, n,
+                                   stream_);
+}
+
+void CudaBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias,
+                                       const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                                       const Tensor& pre) {
+  const char* op = "matmul_gelu_backward";
+  const LinearDims d = matmul_gelu_backward_dims(dpre, dweight, dbias, dout, inp, weight, pre);
+  const DType operands = matmul_operand_dtype(inp, weight, op);
+  check_operand_dtype(dpre, operands, op, "dpre");
+  check_operand_dtype(pre, operands, op, "pre");
+  const bool bf16 = operands == DType::bf16;
+  const void* dy_gemm = gemm_dout(dout, bf16, d.N * d.OC, op);
+  // dpre[N,C] = (dout[N,OC] weight[OC,C]) * gelu'(pre): written, not accumulated (beta 0)
+  LtGemmArgs g;
+  g.bf16_inputs = bf16;
+  g.m = d.N, g.n = d.C, g.k = d.OC;
+  g.a = dy_gemm, g.b = need_operand(weight, op, "weight");
+  void* dp = need_operand_out(dpre, op, "dpre");
+  const void* p = need_operand_out(pre, op, "pre");
+  bool done = false;
+  if (gelu_epilogue_) {
+    LtGemmArgs fused = g;
+    fused.c = dp, fused.aux = const_cast<void*>(p), fused.bf16_output = bf16;
+    fused.epilogue = LtGemmArgs::Epilogue::dgelu;
+    done = lt_->run(fused);
+  }
+  if (!done) {
+    const int64_t n = d.N * d.C;
+    if (!bf16) {  // the GEMM writes dpre, the derivative scales it in place
+      g.c = dp;
+      run_gemm(g);
+      kernels::gelu_backward_from_sum(static_cast<float*>(dp), static_cast<const float*>(p),
+                                      static_cast<const float*>(dp), n, stream_);
+    } else {
+      auto* sum = static_cast<float*>(
+          scratch(gelu_scratch_, gelu_scratch_bytes_, static_cast<size_t>(n) * sizeof(float)));
+      g.c = sum;
+      run_gemm(g);
+      kernels::gelu_backward_from_sum(static_cast<uint16_t*>(dp), static_cast<const uint16_t*>(p),
+                                      sum, n, stream_);
+    }
+  }
+  linear_param_grads(dweight, dbias, dout, dy_gemm, inp, bf16, d, op);
 }
 
 void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,

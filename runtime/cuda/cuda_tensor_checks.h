@@ -25,6 +25,11 @@ inline const void* need_operand(const Tensor& t, const char* op, const char* arg
   return t.data;
 }
 
+// The same for an output the caller has checked to have the operands' dtype.
+inline void* need_operand_out(const Tensor& t, const char* op, const char* arg) {
+  return const_cast<void*>(need_operand(t, op, arg));
+}
+
 // Calls f with the typed output pointer: float* for f32, uint16_t* (bf16 bits) for bf16.
 template <class F>
 void with_float_out(const Tensor& out, const char* op, const char* arg, F&& f) {

@@ -58,7 +58,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Backend& 
     b.ln2 = c.take({B, T, C}, mm);
     b.ln2_mean = c.take({B, T});
     b.ln2_rstd = c.take({B, T});
-    b.fch = c.take({B, T, FC});
+    b.fch = c.take({B, T, FC}, mm);
     b.fch_gelu = c.take({B, T, FC}, mm);
     b.residual_out = c.take({B, T, C});
     if (l == 0) shared = b;
@@ -76,8 +76,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Backend& 
   a.grad.dln = c.take({B, T, C});
   a.grad.dqkv = c.take({B, T, 3 * CL});
   a.grad.datty = c.take({B, T, CL});
-  a.grad.dfch = c.take({B, T, FC});
-  a.grad.dfch_gelu = c.take({B, T, FC});
+  a.grad.dfch = c.take({B, T, FC}, mm);
 }
 
 }  // namespace

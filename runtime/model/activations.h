@@ -27,7 +27,8 @@ Recompute parse_recompute(const std::string& name);
 
 struct BlockActivations {
   Tensor residual_in;  // [B,T,C] block input (points into the previous block's output)
-  // ln1, atty, ln2, fch_gelu (and lnf) feed only matmuls: stored in Activations::matmul_input.
+  // ln1, atty, ln2, fch_gelu (and lnf) feed only matmuls, and fch only the fused GELU ops:
+  // stored in Activations::matmul_input.
   Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
   Tensor qkv;                      // [B,T,3C/tp]
   Tensor atty;                     // [B,T,C/tp] attention output before projection
@@ -39,14 +40,15 @@ struct BlockActivations {
 };
 
 struct GradScratch {
-  Tensor dresidual;                          // [B,T,C] running gradient of the residual stream
-  Tensor dln, dqkv, datty, dfch, dfch_gelu;  // per-block temporaries, reused by every block
+  Tensor dresidual;         // [B,T,C] running gradient of the residual stream
+  Tensor dln, dqkv, datty;  // per-block temporaries, reused by every block
+  Tensor dfch;              // the same, in matmul_input (Backend::matmul_gelu_backward)
 };
 
 class Activations {
  public:
-  // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch_gelu, lnf):
-  // bf16 under bf16 compute, which also halves their memory.
+  // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
+  // lnf, and dfch): bf16 under bf16 compute, which also halves their memory.
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
               Recompute recompute = Recompute::none, DType matmul_input = DType::f32);
   ~Activations();

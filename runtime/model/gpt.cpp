@@ -126,6 +126,20 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
                          fp8_amaxes_.slice(linear * 2, 2));
 }
 
+void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l) {
+  if (!fp8_) {  // the GELU rides in the GEMM's epilogue (Backend::matmul_gelu_forward)
+    be_.matmul_gelu_forward(rows(a.fch_gelu), rows(a.fch), rows(a.ln2), weight, bias);
+    return;
+  }
+  // fp8: the fp8 GEMM's fp32 sums, then the same two roundings as the fused op's
+  const int64_t n = a.fch.numel();
+  if (fp8_fc_sum_.numel() < n) fp8_fc_sum_ = BackendBuffer(be_, n);
+  const Tensor sum = fp8_fc_sum_.slice(0, n);
+  linear_forward(rows(sum.view(a.fch.shape)), rows(a.ln2), weight, bias, l, 2);
+  be_.round_to_bf16(a.fch, sum);
+  be_.gelu_forward(a.fch_gelu, sum);
+}
+
 void Gpt::push_fp8_amaxes() {
   if (fp8_amaxes_.numel() == 0) return;  // no local layers
   if (hooks_.fp8_amax_all_reduce) hooks_.fp8_amax_all_reduce(fp8_amaxes_.tensor());
@@ -249,8 +263,7 @@ void Gpt::block_forward(int l) {
 
   be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
                         w.ln2w, w.ln2b);
-  linear_forward(rows(a.fch), rows(a.ln2), w.fcw, w.fcb, l, 2);
-  be_.gelu_forward(a.fch_gelu, a.fch);
+  mlp_hidden_forward(a, w.fcw, w.fcb, l);
   linear_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw,
                  add_row_bias ? w.fcprojb : Tensor(), l, 3);
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_out);
@@ -315,10 +328,9 @@ void Gpt::block_backward(int l) {
   const Tensor dres = rows(g.dresidual);  // holds d(residual_out) on entry, d(residual_in) on exit
 
   // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
-  be_.zero(g.dfch_gelu);
-  be_.matmul_backward(rows(g.dfch_gelu), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu), w.fcprojw);
-  be_.zero(g.dfch);
-  be_.gelu_backward(g.dfch, a.fch, g.dfch_gelu);
+  // (dfch is overwritten, in the activations' dtype: Backend::matmul_gelu_backward)
+  be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu), w.fcprojw,
+                           rows(a.fch));
   be_.zero(g.dln);
   be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(a.ln2), w.fcw);
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);

@@ -59,8 +59,10 @@ class Gpt {
   Tensor param(const ParamSpec& p) const;    // view of one tensor in params()
   Tensor grad(const ParamSpec& p) const;
   // bf16 compute: the matmuls read a bf16 copy of the weights (refreshed from the fp32 master
-  // weights) and bf16 activations (ln1, atty, ln2, fch_gelu, lnf are stored in bf16); every other
-  // op, every gradient, the loss and the optimizer stay fp32. Reallocates the activations.
+  // weights) and bf16 activations (ln1, atty, ln2, fch_gelu, lnf are stored in bf16, and so are
+  // the MLP's pre-activation fch and its gradient, which only the fused GELU ops touch); every
+  // other op, every parameter gradient, the loss and the optimizer stay fp32. Reallocates the
+  // activations.
   void set_compute_bf16(bool on);
   // fp8 compute: bf16 compute, and the blocks' four linear layers run their forward GEMM in fp8
   // e4m3 with per-tensor delayed scaling (Backend::matmul_forward_fp8; one state per layer,
@@ -97,6 +99,8 @@ class Gpt {
   // proj, fc, fc proj) of local layer l's scaling state.
   void linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                       int local_layer, int which);
+  // The MLP's hidden layer of local layer l: fch = fc(ln2), fch_gelu = gelu(fch).
+  void mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l);
   void call_before(int unit, bool backward);
   void call_ready(int unit);
 
@@ -109,6 +113,7 @@ class Gpt {
   BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
   BackendBuffer fp8_amaxes_;  // the last forward's: [local layers, 4 linears, input/weight]
   void push_fp8_amaxes();     // reduced over the amax group, into the states
+  BackendBuffer fp8_fc_sum_;  // fp8 compute: the MLP's fp8 GEMM output before its GELU
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;
   float dloss_scale_ = 0;

@@ -6,6 +6,10 @@
 //   - attention forward+backward: tensor-core and fp32 flash kernels vs the reference kernels
 //     (the T x T matrix materialised), with the largest relative difference of out and dqkv to
 //     the reference's;
+//   - the MLP's GELU in bf16 (fc forward and fc proj's input backward, with the GELU between):
+//     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
+//     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
+//     relative difference of each path's dpre to the unfused one's;
 //   - layernorm, cross-entropy and AdamW in GB/s of the bytes they must move, vs a device copy.
 // Prints one table; scripts/gpu-check.sh runs it. Usage: cuda_ops_bench [--rows 8192] [--reps 10]
 #include <algorithm>
@@ -202,6 +206,68 @@ void bench_attention(int64_t N) {
       ratio("reference", ref16.seconds, tc.seconds) + err);
 }
 
+// The MLP's GELU at bf16, forward and the backward through it (fc's own backward left out: the
+// same in every path). path: "epilogue", "kernels" (both fused ops), "unfused".
+struct MlpRun {
+  double seconds = 0;
+  std::vector<float> dpre;
+};
+
+MlpRun run_mlp_gelu(const char* path, int64_t N) {
+  const std::string p = path;
+  setenv("TRAINER_GELU_EPILOGUE", p == "kernels" ? "0" : "1", 1);
+  auto be = make_backend("cuda", 0);
+  const int64_t C = 768, F = 3072;
+  const DType bf = DType::bf16, f32 = DType::f32;
+  Buffers buf{*be, {}};
+  Tensor x = buf.make({N, C}, bf, 41), wfc = buf.make({F, C}, bf, 42);
+  Tensor bfc = buf.make({F}, f32, 43), wp = buf.make({C, F}, bf, 44);
+  Tensor dwp = buf.make({C, F}, f32, 45), dbp = buf.make({C}, f32, 46);
+  Tensor dy = buf.make({N, C}, f32, 47), h = buf.make({N, F}, bf, 48);
+  MlpRun r;
+  if (p != "unfused") {
+    Tensor pre = buf.make({N, F}, bf, 49), dpre = buf.make({N, F}, bf, 50);
+    r.seconds = time_op(*be, [&] {
+      be->matmul_gelu_forward(h, pre, x, wfc, bfc);
+      be->matmul_gelu_backward(dpre, dwp, dbp, dy, h, wp, pre);
+    });
+    r.dpre = download(*be, dpre);
+  } else {  // what the model ran before the fused ops
+    Tensor fch = buf.make({N, F}, f32, 49), dh = buf.make({N, F}, f32, 50);
+    Tensor dfch = buf.make({N, F}, f32, 51);
+    r.seconds = time_op(*be, [&] {
+      be->matmul_forward(fch, x, wfc, bfc);
+      be->gelu_forward(h, fch);
+      be->zero(dh);
+      be->matmul_backward(dh, dwp, dbp, dy, h, wp);
+      be->zero(dfch);
+      be->gelu_backward(dfch, fch, dh);
+    });
+    r.dpre = download(*be, dfch);
+  }
+  return r;
+}
+
+void bench_mlp_gelu(int64_t N) {
+  const MlpRun unfused = run_mlp_gelu("unfused", N);
+  const MlpRun kernels = run_mlp_gelu("kernels", N);
+  const MlpRun epilogue = run_mlp_gelu("epilogue", N);
+  unsetenv("TRAINER_GELU_EPILOGUE");
+  const double flop = 3 * 2.0 * double(N) * 768 * 3072;  // fc fwd, fc proj dinp and dweight
+  const std::string shape = std::to_string(N) + "x768x3072";
+  char err[64];
+  row("mlp gelu bf16 unfused (reference)", shape, unfused.seconds, tflops(flop, unfused.seconds),
+      "");
+  std::snprintf(err, sizeof err, "; max rel diff dpre %.1e",
+                max_rel_diff(kernels.dpre, unfused.dpre));
+  row("mlp gelu bf16 fused, kernels/", shape, kernels.seconds, tflops(flop, kernels.seconds),
+      ratio("unfused", unfused.seconds, kernels.seconds) + err);
+  std::snprintf(err, sizeof err, "; max rel diff dpre %.1e",
+                max_rel_diff(epilogue.dpre, unfused.dpre));
+  row("mlp gelu bf16 fused, cuBLASLt epilogue", shape, epilogue.seconds,
+      tflops(flop, epilogue.seconds), ratio("unfused", unfused.seconds, epilogue.seconds) + err);
+}
+
 void bench_memory_bound(Backend& be, int64_t N) {
   Buffers buf{be, {}};
   const int64_t C = 768, V = 50257, P = 124439808;
@@ -264,6 +330,7 @@ int main(int argc, char** argv) {
   bench_gemms(*be, rows);
   bench_memory_bound(*be, rows);
   be.reset();
+  bench_mlp_gelu(rows);
   bench_attention(rows);
   return 0;
 }

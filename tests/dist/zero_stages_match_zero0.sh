@@ -21,6 +21,7 @@ for ga in 1 2; do
   mb=$((4 / ga))
   bf=(--set precision.compute=bf16)
   run_launch bref_$ga 2 $mb $ga 30 "${seq[@]}" "${bf[@]}" --set parallel.zero=0
+  head -1 bref_$ga/metrics.jsonl >bref1_$ga.jsonl
   head -3 bref_$ga/metrics.jsonl >bref3_$ga.jsonl
   for stage in 1 2 3; do
     out=bz${stage}_$ga
@@ -31,10 +32,15 @@ for ga in 1 2; do
         || fail "bf16: zero $stage dp 2 grad_accum $ga differs from zero 0"
     else
       # Stages 2-3 reduce each micro-batch's gradients apart, a different summation order (8e-8
-      # in fp32 above); bf16 rounding of the weights amplifies that over the steps, so only the
-      # first 3 steps are held to 1e-5 and the 30 to 1e-3 (loss).
+      # in fp32 above). The first step, before any update, differs by that order alone (3e-10
+      # measured, held to 1e-7). From there bf16 rounding (the weights, and the MLP's
+      # pre-activation and its gradient) flips a few roundings per step: 7e-5 in the grad norm
+      # at step 3 (measured), so the first 3 steps are held to 2e-4 and the 30 to 1e-3 (loss).
+      head -1 $out/metrics.jsonl >${out}_1.jsonl
       head -3 $out/metrics.jsonl >${out}_3.jsonl
-      compare_metrics bref3_$ga.jsonl ${out}_3.jsonl --rtol 1e-5 --min-steps 3 \
+      compare_metrics bref1_$ga.jsonl ${out}_1.jsonl --rtol 1e-7 --min-steps 1 \
+        || fail "bf16: zero $stage dp 2 grad_accum $ga differs from zero 0 at the first step"
+      compare_metrics bref3_$ga.jsonl ${out}_3.jsonl --rtol 2e-4 --min-steps 3 \
         || fail "bf16: zero $stage dp 2 grad_accum $ga differs from zero 0 in the first steps"
       compare_metrics bref_$ga/metrics.jsonl $out/metrics.jsonl --fields loss --rtol 1e-3 \
         --min-steps 30 || fail "bf16: zero $stage dp 2 grad_accum $ga drifts from zero 0"

@@ -30,6 +30,10 @@ namespace {
 constexpr double kTol = 1e-5;
 const cudaStream_t kStream = nullptr;
 
+size_t sz(int64_t n) {
+  return static_cast<size_t>(n);
+}
+
 std::vector<float> nans(int64_t n) {
   return std::vector<float>(static_cast<size_t>(n), std::nanf(""));
 }
@@ -86,6 +90,66 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   emu::add_bias(out.data(), bias.data(), N, OC, kStream);
   check_close(dbias, want_db, kTol, "bias_backward");
   check_close(out, want_out, kTol, "add_bias");
+}
+
+// The fused GELU ops' fallback kernels (cuda without cuBLASLt's epilogue) against the cpu
+// backend's fused ops on the same fp32 sums, and the bias gradient of a bf16 dout.
+TEST_CASE("emulated_fused_gelu_fallback_kernels_match_cpu", "[kernels][bf16]") {
+  cpu::CpuBackend ref;
+  const int64_t n = 3000;
+  auto sum = randoms(n, 1, -6, 6), g = randoms(n, 2);
+  auto bits = [](const std::vector<float>& v) {
+    std::vector<uint16_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) b[i] = cpu::bf16_bits_from_float(v[i]);
+    return b;
+  };
+  auto floats = [](const std::vector<uint16_t>& b) {
+    std::vector<float> v(b.size());
+    for (size_t i = 0; i < b.size(); ++i) v[i] = cpu::float_from_bf16_bits(b[i]);
+    return v;
+  };
+  auto bf16 = [](std::vector<uint16_t>& b) {
+    return Tensor(b.data(), {static_cast<int64_t>(b.size())}, DType::bf16);
+  };
+
+  // fp32, in place as the cuda backend runs it: the sums in pre, then out = gelu(pre)
+  auto pre = sum, out = nans(n);
+  emu::gelu_forward_keep_input(out.data(), pre.data(), pre.data(), n, kStream);
+  std::vector<float> rout(out.size());
+  ref.gelu_forward(host(rout, {n}), host(sum, {n}));
+  check_close(out, rout, kTol, "fp32 gelu out");
+  CHECK(pre == sum);
+  auto dpre = g;  // the GEMM's output, scaled in place
+  emu::gelu_backward_from_sum(dpre.data(), pre.data(), dpre.data(), n, kStream);
+  std::vector<float> rdpre(dpre.size());
+  ref.gelu_backward(host(rdpre, {n}), host(sum, {n}), host(g, {n}));
+  check_close(dpre, rdpre, kTol, "fp32 dpre");
+
+  // bf16: each output rounded once from fp32, the derivative at the rounded pre
+  std::vector<uint16_t> out16(sz(n), 0x7fc0), pre16(out16), rout16(out16.size()),
+      rpre16(out16.size());
+  emu::gelu_forward_keep_input(out16.data(), pre16.data(), sum.data(), n, kStream);
+  ref.gelu_forward(bf16(rout16), host(sum, {n}));
+  ref.round_to_bf16(bf16(rpre16), host(sum, {n}));
+  CHECK(pre16 == rpre16);
+  check_close(floats(out16), floats(rout16), 1e-2, "bf16 gelu out");
+  std::vector<uint16_t> dpre16(sz(n), 0x7fc0);
+  emu::gelu_backward_from_sum(dpre16.data(), pre16.data(), g.data(), n, kStream);
+  auto pre_wide = floats(pre16);
+  std::vector<float> rd(sz(n));
+  ref.gelu_backward(host(rd, {n}), host(pre_wide, {n}), host(g, {n}));
+  check_close(floats(dpre16), floats(bits(rd)), 1e-2, "bf16 dpre");
+
+  // dbias of a bf16 dout: the column sums of its values
+  const int64_t N = 601, OC = 40;
+  auto dout = bits(randoms(N * OC, 3));
+  auto dbias = randoms(OC, 4), want = dbias;
+  const auto wide = floats(dout);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t o = 0; o < OC; ++o) want[sz(o)] += wide[sz(i * OC + o)];
+  std::vector<float> scratch(static_cast<size_t>(emu::column_sums_scratch_floats(N, OC)));
+  emu::bias_backward(dbias.data(), dout.data(), scratch.data(), N, OC, kStream);
+  check_close(dbias, want, kTol, "bias_backward of a bf16 dout");
 }
 
 TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {

@@ -63,6 +63,15 @@ class OpaqueBackend : public Backend {
                        const Tensor& inp, const Tensor& weight) override {
     cpu_.matmul_backward(in(dinp), in(dweight), in(dbias), in(dout), in(inp), in(weight));
   }
+  void matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias) override {
+    cpu_.matmul_gelu_forward(in(out), in(pre), in(inp), in(weight), in(bias));
+  }
+  void matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias, const Tensor& dout,
+                            const Tensor& inp, const Tensor& weight, const Tensor& pre) override {
+    cpu_.matmul_gelu_backward(in(dpre), in(dweight), in(dbias), in(dout), in(inp), in(weight),
+                              in(pre));
+  }
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
                          const Tensor& weight, const Tensor& bias) override {
     cpu_.layernorm_forward(in(out), in(mean), in(rstd), in(inp), in(weight), in(bias));
