@@ -4,6 +4,7 @@
 // The backends wrap the device-taking ones with their own device (cpu/tensor_checks.h,
 // cuda/cuda_tensor_checks.h).
 #include <cstdint>
+#include <utility>
 
 #include "runtime/core/backend.h"
 #include "runtime/core/check.h"
@@ -47,10 +48,16 @@ inline void check_dout_dtype(const Tensor& dout, DType operands, const char* op)
                    << dtype_name(dout.dtype));
 }
 
-// The fused GELU ops' activations (pre, out, dpre) have the operands' dtype.
-inline void check_operand_dtype(const Tensor& t, DType operands, const char* op, const char* arg) {
-  TRAINER_CHECK(t.dtype == operands, op << ": " << arg << " must be " << dtype_name(operands)
-                                        << " like the operands, got " << dtype_name(t.dtype));
+// The fused GELU ops' dtypes: inp and weight agree (matmul_operand_dtype), and the activations
+// a and b (out and pre; dpre and pre) have theirs. Returns it.
+inline DType gelu_operand_dtype(const Tensor& inp, const Tensor& weight, const Tensor& a,
+                                const char* a_name, const Tensor& b, const char* b_name,
+                                const char* op) {
+  const DType operands = matmul_operand_dtype(inp, weight, op);
+  for (const auto& [t, arg] : {std::pair{&a, a_name}, std::pair{&b, b_name}})
+    TRAINER_CHECK(t->dtype == operands, op << ": " << arg << " must be " << dtype_name(operands)
+                                           << " like the operands, got " << dtype_name(t->dtype));
+  return operands;
 }
 
 // An output that may be stored in bf16 (the input of a matmul): f32 or bf16.

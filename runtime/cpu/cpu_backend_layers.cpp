@@ -49,9 +49,7 @@ void CpuBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
                                      const Tensor& weight, const Tensor& bias) {
   const char* op = "matmul_gelu_forward";
   const LinearDims d = matmul_gelu_forward_dims(out, pre, inp, weight, bias);
-  const DType operands = matmul_operand_dtype(inp, weight, op);
-  check_operand_dtype(out, operands, op, "out");
-  check_operand_dtype(pre, operands, op, "pre");
+  gelu_operand_dtype(inp, weight, out, "out", pre, "pre", op);
   float* sum = staging_.output(pre, 3, op, "pre");
   cpu::matmul_forward(sum, staging_.input(inp, 0, op, "inp"),
                       staging_.input(weight, 1, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C,
@@ -65,9 +63,7 @@ void CpuBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias,
                                       const Tensor& inp, const Tensor& weight, const Tensor& pre) {
   const char* op = "matmul_gelu_backward";
   const LinearDims d = matmul_gelu_backward_dims(dpre, dweight, dbias, dout, inp, weight, pre);
-  const DType operands = matmul_operand_dtype(inp, weight, op);
-  check_operand_dtype(dpre, operands, op, "dpre");
-  check_operand_dtype(pre, operands, op, "pre");
+  gelu_operand_dtype(inp, weight, dpre, "dpre", pre, "pre", op);
   float* g = staging_.output(dpre, 3, op, "dpre");
   std::fill(g, g + d.N * d.C, 0.0f);  // overwritten, not accumulated (backend.h)
   linear_backward(op, g, dweight, dbias, dout, inp, weight, d);

@@ -70,10 +70,7 @@ void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
                                       const Tensor& weight, const Tensor& bias) {
   const char* op = "matmul_gelu_forward";
   const LinearDims d = matmul_gelu_forward_dims(out, pre, inp, weight, bias);
-  const DType operands = matmul_operand_dtype(inp, weight, op);
-  check_operand_dtype(out, operands, op, "out");
-  check_operand_dtype(pre, operands, op, "pre");
-  const bool bf16 = operands == DType::bf16;
+  const bool bf16 = gelu_operand_dtype(inp, weight, out, "out", pre, "pre", op) == DType::bf16;
   LtGemmArgs g;
   g.bf16_inputs = bf16;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
@@ -108,10 +105,7 @@ void CudaBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias
                                        const Tensor& pre) {
   const char* op = "matmul_gelu_backward";
   const LinearDims d = matmul_gelu_backward_dims(dpre, dweight, dbias, dout, inp, weight, pre);
-  const DType operands = matmul_operand_dtype(inp, weight, op);
-  check_operand_dtype(dpre, operands, op, "dpre");
-  check_operand_dtype(pre, operands, op, "pre");
-  const bool bf16 = operands == DType::bf16;
+  const bool bf16 = gelu_operand_dtype(inp, weight, dpre, "dpre", pre, "pre", op) == DType::bf16;
   const void* dy_gemm = gemm_dout(dout, bf16, d.N * d.OC, op);
   // dpre[N,C] = (dout[N,OC] weight[OC,C]) * gelu'(pre): written, not accumulated (beta 0)
   LtGemmArgs g;

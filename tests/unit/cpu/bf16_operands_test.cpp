@@ -3,42 +3,15 @@
 // dout), and a bf16 output is the fp32 result rounded once. The cuda backend is held to the same
 // contract against this one (tests/unit/cuda/bf16_test.cpp).
 #include <catch2/catch.hpp>
-#include <cstring>
 
 #include "runtime/core/check.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops.h"
+#include "tests/unit/cpu/bf16_test_util.h"
 #include "tests/unit/cpu/op_test_util.h"
 
 namespace trainer::cpu::test {
 namespace {
-
-std::vector<uint16_t> to_bits(const std::vector<float>& v) {
-  std::vector<uint16_t> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i) b[i] = bf16_bits_from_float(v[i]);
-  return b;
-}
-
-std::vector<float> widened(const std::vector<uint16_t>& b) {
-  std::vector<float> v(b.size());
-  for (size_t i = 0; i < b.size(); ++i) v[i] = float_from_bf16_bits(b[i]);
-  return v;
-}
-
-std::vector<float> rounded(const std::vector<float>& v) {
-  return widened(to_bits(v));
-}
-
-Tensor bf16(std::vector<uint16_t>& b, Shape s) {
-  return Tensor(b.data(), s, DType::bf16);
-}
-
-void check_bitwise(const std::vector<float>& got, const std::vector<float>& want,
-                   const char* what) {
-  INFO(what);
-  REQUIRE(got.size() == want.size());
-  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
-}
 
 TEST_CASE("bf16_matmul_operands_equal_fp32_matmul_on_the_rounded_values", "[cpu][bf16]") {
   CpuBackend be;

@@ -8,31 +8,15 @@
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops.h"
+#include "tests/unit/cpu/bf16_test_util.h"
 #include "tests/unit/cpu/op_test_util.h"
 
 namespace trainer::cpu::test {
 namespace {
 
-std::vector<uint16_t> to_bits(const std::vector<float>& v) {
-  std::vector<uint16_t> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i) b[i] = bf16_bits_from_float(v[i]);
-  return b;
-}
-
-std::vector<float> widened(const std::vector<uint16_t>& b) {
-  std::vector<float> v(b.size());
-  for (size_t i = 0; i < b.size(); ++i) v[i] = float_from_bf16_bits(b[i]);
-  return v;
-}
-
-Tensor bf16(std::vector<uint16_t>& b, Shape s) {
-  return Tensor(b.data(), s, DType::bf16);
-}
-
 // Equal values (bit for bit, except that a product with an underflowed gelu' may be -0 where
 // the accumulating reference adds it to +0).
-void check_bitwise(const std::vector<float>& got, const std::vector<float>& want,
-                   const char* what) {
+void check_equal(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   REQUIRE(got.size() == want.size());
   size_t first = 0;
   while (first < got.size() && got[first] == want[first]) ++first;
@@ -94,8 +78,8 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
     be.matmul_forward(tensor(pre_ref, {N, F}), tensor(x, {N, C}), tensor(w, {F, C}),
                       tensor(b, {F}));
     be.gelu_forward(tensor(h_ref, {N * F}), tensor(pre_ref, {N * F}));
-    check_bitwise(pre, pre_ref, "pre");
-    check_bitwise(h, h_ref, "out");
+    check_equal(pre, pre_ref, "pre");
+    check_equal(h, h_ref, "out");
 
     std::vector<float> dpre(pre.size(), 7.0f), g(pre.size()), dpre_ref(pre.size());
     GradBuf dw(wp.size(), 6), db(sz(C), 7);
@@ -105,9 +89,9 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
     be.matmul_backward(tensor(g, {N, F}), dw_ref.t({C, F}), db_ref.t({C}), tensor(dy, {N, C}),
                        tensor(h, {N, F}), tensor(wp, {C, F}));
     be.gelu_backward(tensor(dpre_ref, {N * F}), tensor(pre, {N * F}), tensor(g, {N * F}));
-    check_bitwise(dpre, dpre_ref, "dpre (overwritten: the 7s are gone)");
-    check_bitwise(dw.g, dw_ref.g, "dweight");
-    check_bitwise(db.g, db_ref.g, "dbias");
+    check_equal(dpre, dpre_ref, "dpre (overwritten: the 7s are gone)");
+    check_equal(dw.g, dw_ref.g, "dweight");
+    check_equal(db.g, db_ref.g, "dbias");
   }
 
   SECTION("bf16: the same fp32 sums, each output rounded once") {
@@ -120,8 +104,8 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
     be.matmul_forward(tensor(sum, {N, F}), bf16(x16, {N, C}), bf16(w16, {F, C}), tensor(b, {F}));
     be.round_to_bf16(bf16(pre_ref, {N * F}), tensor(sum, {N * F}));
     be.gelu_forward(bf16(h_ref, {N * F}), tensor(sum, {N * F}));  // from the fp32 sum
-    check_bitwise(widened(pre16), widened(pre_ref), "pre");
-    check_bitwise(widened(h16), widened(h_ref), "out");
+    check_equal(widened(pre16), widened(pre_ref), "pre");
+    check_equal(widened(h16), widened(h_ref), "out");
 
     std::vector<uint16_t> dpre16(pre16.size(), 0x7fc0);
     GradBuf dw(wp.size(), 6), db(sz(C), 7);
@@ -135,9 +119,9 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
     be.gelu_backward(tensor(dpre, {N * F}), tensor(pre_wide, {N * F}), tensor(g, {N * F}));
     std::vector<uint16_t> dpre_ref(pre16.size());
     be.round_to_bf16(bf16(dpre_ref, {N * F}), tensor(dpre, {N * F}));
-    check_bitwise(widened(dpre16), widened(dpre_ref), "dpre (gelu' of the bf16 pre, rounded)");
-    check_bitwise(dw.g, dw_ref.g, "dweight");
-    check_bitwise(db.g, db_ref.g, "dbias");
+    check_equal(widened(dpre16), widened(dpre_ref), "dpre (gelu' of the bf16 pre, rounded)");
+    check_equal(dw.g, dw_ref.g, "dweight");
+    check_equal(db.g, db_ref.g, "dbias");
 
     // The next layer's backward takes that bf16 dpre as it is: the same as its fp32 values.
     auto dpre_wide = widened(dpre16);
@@ -147,9 +131,9 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
                        bf16(x16, {N, C}), bf16(w16, {F, C}));
     be.matmul_backward(dx_ref.t({N, C}), dwfc_ref.t({F, C}), dbfc_ref.t({F}),
                        tensor(dpre_wide, {N, F}), bf16(x16, {N, C}), bf16(w16, {F, C}));
-    check_bitwise(dx.g, dx_ref.g, "bf16 dout: dinp");
-    check_bitwise(dwfc.g, dwfc_ref.g, "bf16 dout: dweight");
-    check_bitwise(dbfc.g, dbfc_ref.g, "bf16 dout: dbias");
+    check_equal(dx.g, dx_ref.g, "bf16 dout: dinp");
+    check_equal(dwfc.g, dwfc_ref.g, "bf16 dout: dweight");
+    check_equal(dbfc.g, dbfc_ref.g, "bf16 dout: dbias");
   }
 }
 
