@@ -91,7 +91,9 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 // losses[N]; logits overwritten by dlogits * dloss_scale when dloss_scale != 0. target < 0:
 // ignored; target >= V: loss NaN.
 // Rows of logits are Vp >= V long; columns [V, Vp) are vocabulary padding (gradient 0).
-void softmax_cross_entropy(float* logits, float* losses, const int32_t* targets, int64_t N,
+// LogitT: float, or uint16_t for bf16 logits (read as fp32; dlogits rounded once).
+template <class LogitT>
+void softmax_cross_entropy(LogitT* logits, float* losses, const int32_t* targets, int64_t N,
                            int64_t V, int64_t Vp, float dloss_scale, cudaStream_t stream);
 
 // --- fp8 (fp8.cu; runtime/core/fp8_recipe.h) ---

@@ -16,8 +16,9 @@
 //   to bf16 for its two GEMMs (as autocast does), while dbias sums the fp32 dout. The ops that
 //   produce matmul inputs (layernorm_forward, gelu_forward, attention_forward) may write a bf16
 //   `out`: computed in fp32, rounded once to nearest even. Every gradient stays fp32, except
-//   the MLP's hidden one: the fused GELU ops below keep the pre-activation and its gradient in
-//   the operands' dtype (Megatron's bf16 activations), and matmul_backward then takes that
+//   two activation gradients that stay in the activation's dtype (Megatron's bf16
+//   activations): the MLP's hidden one (the fused GELU ops below) and the logits' (a bf16
+//   matmul_forward output, softmax_cross_entropy in place); matmul_backward then takes such a
 //   bf16 dout as it is.
 #include <cstdint>
 #include <memory>
@@ -68,7 +69,8 @@ class Backend {
   };
   virtual void gemm(const Gemm& g) = 0;
 
-  // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC]
+  // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC]. out is fp32, or bf16 with bf16 operands
+  // (the fp32 sum, bias included, rounded once: the logits of bf16 compute).
   virtual void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                               const Tensor& bias) = 0;
   // fp8 forward of a linear layer (precision.compute: fp8; runtime/core/fp8_recipe.h): inp[N,C]
@@ -134,7 +136,8 @@ class Backend {
   // Fused softmax + cross-entropy over logits[N,Vp] whose first `vocab` columns are the classes
   // (the rest is vocabulary padding: outside the softmax, gradient 0). Writes losses[N] (natural
   // log) and, when dloss_scale != 0, overwrites logits with dlogits = (softmax -
-  // onehot(target)) * dloss_scale. Targets < 0 are ignored (loss 0, gradient 0).
+  // onehot(target)) * dloss_scale. Targets < 0 are ignored (loss 0, gradient 0). logits may be
+  // bf16 (bf16 compute, as Megatron's): read as fp32, every sum in fp32, dlogits rounded once.
   virtual void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
                                      float dloss_scale, int64_t vocab) = 0;
 

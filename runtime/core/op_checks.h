@@ -40,6 +40,13 @@ inline DType matmul_operand_dtype(const Tensor& inp, const Tensor& weight, const
   return inp.dtype;
 }
 
+// matmul_forward's out: fp32, or bf16 when the operands are bf16 (backend.h).
+inline void check_out_dtype(const Tensor& out, DType operands, const char* op) {
+  TRAINER_CHECK(out.dtype == DType::f32 || (out.dtype == DType::bf16 && operands == DType::bf16),
+                op << ": out must be f32" << (operands == DType::bf16 ? " or bf16" : "") << " with "
+                   << dtype_name(operands) << " operands, got " << dtype_name(out.dtype));
+}
+
 // matmul_backward's dout: fp32, or bf16 when the operands are bf16 (backend.h).
 inline void check_dout_dtype(const Tensor& dout, DType operands, const char* op) {
   TRAINER_CHECK(dout.dtype == DType::f32 || (dout.dtype == DType::bf16 && operands == DType::bf16),

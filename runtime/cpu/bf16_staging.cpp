@@ -35,6 +35,17 @@ float* Bf16Staging::output(const Tensor& t, int slot, const char* op, const char
   return t.dtype == DType::bf16 ? buffer(slot, t.numel()) : static_cast<float*>(t.data);
 }
 
+float* Bf16Staging::in_out(const Tensor& t, int slot, const char* op, const char* arg) {
+  float* dst = output(t, slot, op, arg);
+  if (t.dtype == DType::bf16) {
+    const auto* src = static_cast<const uint16_t*>(t.data);
+    const int64_t n = t.numel();
+    TRAINER_PARALLEL_FOR_IF(n >= kParallelMinWork)
+    for (int64_t i = 0; i < n; ++i) dst[i] = float_from_bf16_bits(src[i]);
+  }
+  return dst;
+}
+
 void Bf16Staging::commit(const Tensor& t, int slot) {
   if (t.dtype != DType::bf16) return;
   const int64_t n = t.numel();

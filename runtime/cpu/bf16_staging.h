@@ -20,6 +20,8 @@ class Bf16Staging {
   const float* rounded(const float* src, int64_t n, int slot);
   // Where to compute `t` in fp32: its own data, or `slot` when t is bf16 ...
   float* output(const Tensor& t, int slot, const char* op, const char* arg);
+  // The same, holding t's values (an op that updates t in place; commit after).
+  float* in_out(const Tensor& t, int slot, const char* op, const char* arg);
   // ... and, for bf16, the rounding of that slot into t.
   void commit(const Tensor& t, int slot);
 

@@ -16,10 +16,11 @@ void CpuBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& wei
                                 const Tensor& bias) {
   const char* op = "matmul_forward";
   const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
-  matmul_operand_dtype(inp, weight, op);
-  cpu::matmul_forward(need_f32(out, op, "out"), staging_.input(inp, 0, op, "inp"),
+  check_out_dtype(out, matmul_operand_dtype(inp, weight, op), op);
+  cpu::matmul_forward(staging_.output(out, 3, op, "out"), staging_.input(inp, 0, op, "inp"),
                       staging_.input(weight, 1, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C,
                       d.OC);
+  staging_.commit(out, 3);
 }
 
 void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
@@ -149,8 +150,9 @@ void CpuBackend::softmax_cross_entropy(Tensor logits, Tensor losses, const Tenso
   const CrossEntropyDims d = softmax_cross_entropy_dims(logits, losses, targets, vocab);
   const int32_t* tgt = need_i32(targets, op, "targets");
   check_tokens(tgt, d.N, d.V, op, "targets", true);
-  cpu::softmax_cross_entropy(need_f32(logits, op, "logits"), need_f32(losses, op, "losses"), tgt,
-                             d.N, d.V, dloss_scale, d.Vp);
+  cpu::softmax_cross_entropy(staging_.in_out(logits, 3, op, "logits"),
+                             need_f32(losses, op, "losses"), tgt, d.N, d.V, dloss_scale, d.Vp);
+  if (dloss_scale != 0) staging_.commit(logits, 3);  // the dlogits
 }
 
 }  // namespace trainer::cpu

@@ -133,16 +133,29 @@ float* CudaBackend::column_scratch(int64_t N, int64_t C) {
 
 void CudaBackend::run_gemm(LtGemmArgs a) {
   if (a.k == 0) {  // C = beta C: cuBLASLt needs k > 0
-    TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias,
-                  "gemm: k == 0 supported for a packed single fp32 matrix only");
+    TRAINER_CHECK(
+        a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias && !a.bf16_output,
+        "gemm: k == 0 supported for a packed single fp32 matrix only");
     kernels::scale(static_cast<float*>(a.c), a.beta, a.m * a.n, stream_);
     return;
   }
-  const float* bias = a.bias;
   if (lt_->run(a)) return;
-  a.bias = nullptr;  // no bias epilogue for this shape: plain GEMM, then the bias kernel
+  // no bias epilogue for this shape: plain GEMM, then the bias kernel (and, for a bf16 output,
+  // into fp32 sums that are rounded once after the bias)
+  const float* bias = a.bias;
+  a.bias = nullptr;
+  void* out = a.c;
+  if (a.bf16_output) {
+    TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n),
+                  "gemm: a bf16 output with a bias needs a packed single matrix");
+    a.c = scratch(sum_scratch_, sum_scratch_bytes_, static_cast<size_t>(a.m * a.n) * 4);
+    a.bf16_output = false;
+  }
   lt_->run(a);
   kernels::add_bias(static_cast<float*>(a.c), bias, a.m, a.n, stream_);
+  if (a.c != out)
+    kernels::cast_f32_to_bf16(static_cast<uint16_t*>(out), static_cast<const float*>(a.c),
+                              a.m * a.n, stream_);
 }
 
 namespace {

@@ -128,8 +128,8 @@ class CudaBackend : public Backend {
   size_t col_scratch_bytes_ = 0;
   void* dout_scratch_ = nullptr;  // matmul_backward's dout rounded to bf16
   size_t dout_scratch_bytes_ = 0;
-  void* gelu_scratch_ = nullptr;  // the fused GELU ops' fp32 sums, without the epilogue
-  size_t gelu_scratch_bytes_ = 0;
+  void* sum_scratch_ = nullptr;  // a GEMM's fp32 sums where cuBLASLt lacks the epilogue
+  size_t sum_scratch_bytes_ = 0;
   void* fp8_scratch_ = nullptr;  // the e4m3 operands, the amax partials and the used scales
   size_t fp8_scratch_bytes_ = 0;
 };

@@ -12,9 +12,11 @@ void CudaBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& we
   const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
   LtGemmArgs g;
   g.bf16_inputs = matmul_operand_dtype(inp, weight, op) == DType::bf16;
+  check_out_dtype(out, g.bf16_inputs ? DType::bf16 : DType::f32, op);
+  g.bf16_output = out.dtype == DType::bf16;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
   g.a = need_operand(inp, op, "inp"), g.b = need_operand(weight, op, "weight");
-  g.c = need_f32(out, op, "out"), g.bias = opt_f32(bias, op, "bias");
+  g.c = need_operand_out(out, op, "out"), g.bias = opt_f32(bias, op, "bias");
   run_gemm(g);
 }
 
@@ -93,7 +95,7 @@ void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
     return;
   }
   auto* sum = static_cast<float*>(
-      scratch(gelu_scratch_, gelu_scratch_bytes_, static_cast<size_t>(n) * sizeof(float)));
+      scratch(sum_scratch_, sum_scratch_bytes_, static_cast<size_t>(n) * sizeof(float)));
   g.c = sum;
   run_gemm(g);
   kernels::gelu_forward_keep_input(static_cast<uint16_t*>(y), static_cast<uint16_t*>(p), sum, n,
@@ -130,7 +132,7 @@ void CudaBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias
                                       static_cast<const float*>(dp), n, stream_);
     } else {
       auto* sum = static_cast<float*>(
-          scratch(gelu_scratch_, gelu_scratch_bytes_, static_cast<size_t>(n) * sizeof(float)));
+          scratch(sum_scratch_, sum_scratch_bytes_, static_cast<size_t>(n) * sizeof(float)));
       g.c = sum;
       run_gemm(g);
       kernels::gelu_backward_from_sum(static_cast<uint16_t*>(dp), static_cast<const uint16_t*>(p),
@@ -262,9 +264,11 @@ void CudaBackend::softmax_cross_entropy(Tensor logits, Tensor losses, const Tens
                                         float dloss_scale, int64_t vocab) {
   const char* op = "softmax_cross_entropy";
   const CrossEntropyDims d = softmax_cross_entropy_dims(logits, losses, targets, vocab);
-  kernels::softmax_cross_entropy(need_f32(logits, op, "logits"), need_f32(losses, op, "losses"),
-                                 need_i32(targets, op, "targets"), d.N, d.V, d.Vp, dloss_scale,
-                                 stream_);
+  float* pl = need_f32(losses, op, "losses");
+  const int32_t* pt = need_i32(targets, op, "targets");
+  with_float_out(logits, op, "logits", [&](auto* z) {
+    kernels::softmax_cross_entropy(z, pl, pt, d.N, d.V, d.Vp, dloss_scale, stream_);
+  });
 }
 
 }  // namespace trainer::cuda

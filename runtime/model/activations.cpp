@@ -69,7 +69,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Backend& 
     a.lnf = c.take({B, T, C}, mm);
     a.lnf_mean = c.take({B, T});
     a.lnf_rstd = c.take({B, T});
-    a.logits = c.take({B, T, V});
+    a.logits = c.take({B, T, V}, mm);
     a.losses = c.take({B, T});
   }
   a.grad.dresidual = c.take({B, T, C});

@@ -48,7 +48,7 @@ struct GradScratch {
 class Activations {
  public:
   // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
-  // lnf, and dfch): bf16 under bf16 compute, which also halves their memory.
+  // lnf, and dfch) and of the logits: bf16 under bf16 compute, which also halves their memory.
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
               Recompute recompute = Recompute::none, DType matmul_input = DType::f32);
   ~Activations();
@@ -62,7 +62,7 @@ class Activations {
   Tensor encoded;          // [B,T,C] embedding output
   std::vector<BlockActivations> blocks;
   Tensor lnf, lnf_mean, lnf_rstd;
-  Tensor logits;  // [B,T,V] (dlogits after a training forward)
+  Tensor logits;  // [B,T,V] in matmul_input (dlogits after a training forward)
   Tensor losses;  // [B,T]
   GradScratch grad;
   size_t bytes() const { return bytes_; }

@@ -60,8 +60,9 @@ class Gpt {
   Tensor grad(const ParamSpec& p) const;
   // bf16 compute: the matmuls read a bf16 copy of the weights (refreshed from the fp32 master
   // weights) and bf16 activations (ln1, atty, ln2, fch_gelu, lnf are stored in bf16, and so are
-  // the MLP's pre-activation fch and its gradient, which only the fused GELU ops touch); every
-  // other op, every parameter gradient, the loss and the optimizer stay fp32. Reallocates the
+  // the MLP's pre-activation fch and its gradient, which only the fused GELU ops touch, and the
+  // logits and their gradient, as Megatron's); every other op, every parameter gradient, the
+  // loss (from the logits' values, in fp32) and the optimizer stay fp32. Reallocates the
   // activations.
   void set_compute_bf16(bool on);
   // fp8 compute: bf16 compute, and the blocks' four linear layers run their forward GEMM in fp8

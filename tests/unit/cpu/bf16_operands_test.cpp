@@ -78,6 +78,36 @@ TEST_CASE("bf16_outputs_are_the_fp32_results_rounded_once", "[cpu][bf16]") {
   check_bitwise(widened(out16), rounded(out), "attention out");
 }
 
+// The logits of bf16 compute: the head's GEMM writes them in bf16, the cross-entropy reads them
+// as fp32 and writes dlogits in place, rounded once.
+TEST_CASE("bf16_logits_are_rounded_once_and_their_cross_entropy_is_the_fp32_one", "[cpu][bf16]") {
+  CpuBackend be;
+  const int64_t N = 6, C = 16, V = 37, Vp = 40;
+  auto x16 = to_bits(random_floats(sz(N * C), 1, -2, 2));
+  auto w16 = to_bits(random_floats(sz(Vp * C), 2, -2, 2));
+  auto bias = random_floats(sz(Vp), 3);
+  std::vector<uint16_t> logits16(sz(N * Vp));
+  std::vector<float> logits(logits16.size());
+  be.matmul_forward(bf16(logits16, {N, Vp}), bf16(x16, {N, C}), bf16(w16, {Vp, C}),
+                    tensor(bias, {Vp}));
+  be.matmul_forward(tensor(logits, {N, Vp}), bf16(x16, {N, C}), bf16(w16, {Vp, C}),
+                    tensor(bias, {Vp}));
+  check_bitwise(widened(logits16), rounded(logits), "bf16 logits: the fp32 sums rounded");
+
+  std::vector<int32_t> targets{3, -1, 36, 0, 17, 5};  // one ignored row
+  auto wide = widened(logits16);
+  std::vector<float> losses(sz(N)), losses_ref(sz(N));
+  be.softmax_cross_entropy(bf16(logits16, {N, Vp}), tensor(losses, {N}), tensor(targets, {N}), 0.0f,
+                           V);  // evaluation: the logits stay
+  check_bitwise(widened(logits16), wide, "evaluation leaves the logits");
+  be.softmax_cross_entropy(bf16(logits16, {N, Vp}), tensor(losses, {N}), tensor(targets, {N}),
+                           0.25f, V);
+  be.softmax_cross_entropy(tensor(wide, {N, Vp}), tensor(losses_ref, {N}), tensor(targets, {N}),
+                           0.25f, V);
+  check_bitwise(losses, losses_ref, "losses: the fp32 cross-entropy of the bf16 values");
+  check_bitwise(widened(logits16), rounded(wide), "dlogits: the fp32 ones rounded once");
+}
+
 TEST_CASE("adamw_step_writes_the_bf16_copy_of_the_updated_params", "[cpu][bf16][optim]") {
   CpuBackend be;
   const int64_t n = 257;
@@ -105,10 +135,10 @@ TEST_CASE("mixed_matmul_operand_dtypes_are_refused_naming_both", "[cpu][bf16][ch
   CHECK_THROWS_WITH(
       be.matmul_forward(tensor(out, {3, 3}), tensor(x, {3, 4}), bf16(w16, {3, 4}), Tensor()),
       Catch::Contains("matmul_forward") && Catch::Contains("f32 and bf16"));
-  std::vector<uint16_t> x16(12);
+  std::vector<uint16_t> out16(9);
   CHECK_THROWS_WITH(
-      be.matmul_forward(bf16(w16, {3, 3}), bf16(x16, {3, 4}), bf16(w16, {3, 4}), Tensor()),
-      Catch::Contains("out must be f32"));
+      be.matmul_forward(bf16(out16, {3, 3}), tensor(x, {3, 4}), tensor(x, {3, 4}), Tensor()),
+      Catch::Contains("matmul_forward: out must be f32 with f32 operands, got bf16"));
   std::vector<int32_t> tok(12);
   CHECK_THROWS_WITH(be.gelu_forward(tensor(tok, {12}), tensor(x, {12})),
                     Catch::Contains("gelu_forward") && Catch::Contains("f32 or bf16"));

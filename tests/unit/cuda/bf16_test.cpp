@@ -89,3 +89,36 @@ TEST_CASE("cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores", "[cu
     check_close(download(*gpu, gdq), dq, 2 * kBf16Tol, "attention dqkv (bf16 out)" + at);
   }
 }
+
+// The logits of bf16 compute: the head's GEMM writes them in bf16 (with and without a bias,
+// whose fp32 epilogue on a bf16 output cuBLASLt may lack), the cross-entropy reads them in fp32
+// and writes dlogits in place, rounded once.
+TEST_CASE("cuda_bf16_logits_and_their_cross_entropy_match_cpu", "[cuda][bf16]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t N = 24, C = 64, V = 300, Vp = 384;
+  auto x = bf16_bits_of(randoms(N * C, 1, -2, 2)), w = bf16_bits_of(randoms(Vp * C, 2, -2, 2));
+  auto bias = randoms(Vp, 3);
+  std::vector<int32_t> tgt(static_cast<size_t>(N));
+  for (size_t i = 0; i < tgt.size(); ++i)
+    tgt[i] = i % 7 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
+  Tensor gx = upload(*gpu, x, {N, C}, DType::bf16), gw = upload(*gpu, w, {Vp, C}, DType::bf16);
+  Tensor gb = upload(*gpu, bias, {Vp}), gt = upload(*gpu, tgt, {N});
+  for (const bool with_bias : {false, true}) {
+    const std::string at = with_bias ? " (bias)" : " (no bias)";
+    std::vector<uint16_t> z(static_cast<size_t>(N * Vp));
+    std::vector<float> losses(static_cast<size_t>(N));
+    Tensor gz = poisoned_bf16(*gpu, {N, Vp}), gloss = poisoned(*gpu, {N});
+    gpu->matmul_forward(gz, gx, gw, with_bias ? gb : Tensor());
+    ref.matmul_forward(host_bf16(z, {N, Vp}), host_bf16(x, {N, C}), host_bf16(w, {Vp, C}),
+                       with_bias ? host(bias, {Vp}) : Tensor());
+    check_close(download_bf16(*gpu, gz), floats_of(z), kBf16Tol, "bf16 logits" + at);
+    // the cross-entropy from the same bf16 logits on both sides
+    Tensor gz_same = upload(*gpu, z, {N, Vp}, DType::bf16);
+    gpu->softmax_cross_entropy(gz_same, gloss, gt, 0.125f, V);
+    ref.softmax_cross_entropy(host_bf16(z, {N, Vp}), host(losses, {N}), host(tgt, {N}), 0.125f, V);
+    check_close(download(*gpu, gloss), losses, kF32Tol, "losses of bf16 logits" + at);
+    check_close(download_bf16(*gpu, gz_same), floats_of(z), kBf16Tol, "bf16 dlogits" + at);
+  }
+}

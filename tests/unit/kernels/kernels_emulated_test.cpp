@@ -208,6 +208,22 @@ TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_p
                               V);
     check_close(losses, rlosses, kTol, "cross-entropy losses");
     check_close(logits, rlogits, kTol, "cross-entropy dlogits");
+
+    // bf16 logits (bf16 compute): the same fp32 math on their values, dlogits rounded once
+    std::vector<uint16_t> z16(sz(N * Vp)), rz16(z16.size());
+    const auto start = randoms(N * Vp, 2, -4, 4);
+    for (size_t i = 0; i < z16.size(); ++i) z16[i] = rz16[i] = cpu::bf16_bits_from_float(start[i]);
+    auto losses16 = nans(N);
+    emu::softmax_cross_entropy(z16.data(), losses16.data(), tgt.data(), N, V, Vp, 0.125f, kStream);
+    ref.softmax_cross_entropy(Tensor(rz16.data(), {N, Vp}, DType::bf16), host(rlosses, {N}),
+                              host(tgt, {N}), 0.125f, V);
+    check_close(losses16, rlosses, kTol, "bf16 cross-entropy losses");
+    std::vector<float> dz(z16.size()), rdz(z16.size());
+    for (size_t i = 0; i < z16.size(); ++i) {
+      dz[i] = cpu::float_from_bf16_bits(z16[i]);
+      rdz[i] = cpu::float_from_bf16_bits(rz16[i]);
+    }
+    check_close(dz, rdz, 1e-2, "bf16 cross-entropy dlogits");
   }
 }
 
