@@ -10,7 +10,8 @@
 //     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
 //     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
 //     relative difference of each path's dpre to the unfused one's;
-//   - layernorm, cross-entropy and AdamW in GB/s of the bytes they must move, vs a device copy.
+//   - layernorm, cross-entropy and AdamW in GB/s of the bytes they must move, vs a device copy;
+//     the head and the cross-entropy with bf16 logits vs fp32 logits.
 // Prints one table; scripts/gpu-check.sh runs it. Usage: cuda_ops_bench [--rows 8192] [--reps 10]
 #include <algorithm>
 #include <chrono>
@@ -128,10 +129,11 @@ void bench_gemms(Backend& be, int64_t N) {
                            {"fc", 768, 3072},
                            {"fc proj", 3072, 768},
                            {"lm head", 768, 50257}};
-  auto time_linear = [&](const Linear& l, DType t) {
+  // out_t: the output's and dout's dtype (bf16: the logits of bf16 compute)
+  auto time_linear = [&](const Linear& l, DType t, DType out_t = DType::f32) {
     Buffers buf{be, {}};
     Tensor x = buf.make({N, l.C}, t, 1), w = buf.make({l.OC, l.C}, t, 2);
-    Tensor y = buf.make({N, l.OC}, DType::f32, 3), dy = buf.make({N, l.OC}, DType::f32, 4);
+    Tensor y = buf.make({N, l.OC}, out_t, 3), dy = buf.make({N, l.OC}, out_t, 4);
     Tensor dx = buf.make({N, l.C}, DType::f32, 5), dw = buf.make({l.OC, l.C}, DType::f32, 6);
     return time_op(be, [&] {
       be.matmul_forward(y, x, w, Tensor());
@@ -155,6 +157,9 @@ void bench_gemms(Backend& be, int64_t N) {
   const double padded_s = time_linear(padded, DType::bf16);
   row(std::string("matmul fwd+bwd bf16 ") + padded.name, shape(padded), padded_s,
       tflops(flop(padded), padded_s), ratio("V 50257", head_s, padded_s));
+  const double bf16_logits_s = time_linear(padded, DType::bf16, DType::bf16);
+  row("matmul fwd+bwd bf16 lm head, bf16 logits", shape(padded), bf16_logits_s,
+      tflops(flop(padded), bf16_logits_s), ratio("fp32 logits", padded_s, bf16_logits_s));
 }
 
 // Forward + backward of one attention layer with TRAINER_ATTENTION = kernel.
@@ -301,6 +306,11 @@ void bench_memory_bound(Backend& be, int64_t N) {
   const double ce_bytes = 3.0 * 4 * double(N) * V;  // read twice, write the gradient once
   row("softmax cross-entropy fwd+bwd", std::to_string(N) + "x50257", ce_s, gbps(ce_bytes, ce_s),
       share_of(ce_bytes, ce_s, 2.0 * 4 * P, copy_s));
+  Tensor logits16 = logits_buf.make({N, V}, DType::bf16, 38, -4, 4);
+  const double ce16_s =
+      time_op(be, [&] { be.softmax_cross_entropy(logits16, losses, targets, 1.0f, V); });
+  row("softmax cross-entropy, bf16 logits", std::to_string(N) + "x50257", ce16_s,
+      gbps(ce_bytes / 2, ce16_s), ratio("fp32 logits", ce_s, ce16_s));
 
   Tensor m = buf.make({P}, DType::f32, 35, 0, 0.01f), v = buf.make({P}, DType::f32, 36, 0, 0.01f);
   Tensor copy = buf.make({P}, DType::bf16, 37);
