@@ -1,10 +1,16 @@
-// `trainer plan RUN.yaml`: checks a config and prints its model size, batch and memory estimate.
+// `trainer plan RUN.yaml [--set key=value ...]`: checks a config and prints its model size, batch
+// and memory estimate (model state by the ZeRO formula, activations as the model allocates them).
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/verbs.h"
 #include "runtime/config/run_config.h"
+#include "runtime/core/attention_state.h"
+#include "runtime/model/activations.h"
+#include "runtime/model/param_layout.h"
 #include "runtime/parallel/zero_memory.h"
 #include "runtime/report/flops.h"
 
@@ -14,7 +20,8 @@ namespace {
 
 // The ZeRO formula's model-state bytes per rank for this config (runtime/parallel/zero_memory.h);
 // a run's report.json memory.breakdown holds the measured side.
-void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp) {
+// Returns the total.
+double print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp) {
   const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
   const parallel::ZeroPrediction p =
       parallel::predict_zero_memory(cfg.parallel.zero, num_params, dp, b);
@@ -25,6 +32,29 @@ void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp)
       cfg.precision.compute == "fp32" ? "fp32" : "fp32 master weights + bf16 copy, fp32 gradients",
       b.params, b.grads, b.optimizer, p.params, p.grads, p.optimizer, p.total(),
       p.total() / (1024.0 * 1024.0));
+  return p.total();
+}
+
+// The activations of one micro-batch as Activations allocates them (report.json's
+// memory.breakdown.activations): the cuda kinds keep flash attention's row statistics where the
+// head size has flash kernels (unless TRAINER_ATTENTION=reference), the cpu the probabilities.
+size_t print_activation_memory(const config::RunConfig& cfg, const std::string& gpu) {
+  const model::GptDims dims = model::GptDims::from_config(cfg.model);
+  const model::ParamLayout layout(dims, model::GptShard::whole(dims));
+  const int B = cfg.train.micro_batch, T = cfg.model.seq_len;
+  const char* kernel = std::getenv("TRAINER_ATTENTION");
+  const bool flash = gpu != "cpu" && flash_attention_head_size(dims.head_dim()) &&
+                     !(kernel && std::string(kernel) == "reference");
+  const bool bf16 = cfg.precision.compute != "fp32";
+  const size_t bytes = model::Activations::bytes_needed(
+      layout, B, T, model::parse_recompute(cfg.activation_checkpointing),
+      bf16 ? DType::bf16 : DType::f32, attention_state_shape_of(flash, B, dims.n_head, T));
+  std::printf(
+      "activations per rank (micro_batch %d x %d tokens, activation_checkpointing %s, %s, "
+      "attention keeps %s): %zu B (%.1f MiB)\n",
+      B, T, cfg.activation_checkpointing.c_str(), bf16 ? "bf16 activations" : "fp32",
+      flash ? "row log-sum-exps" : "T x T probabilities", bytes, bytes / (1024.0 * 1024.0));
+  return bytes;
 }
 
 }  // namespace
@@ -34,6 +64,7 @@ void register_plan(CLI::App& app) {
     std::string config;
     int gpus = 1;
     std::string gpu = "cpu";
+    std::vector<std::string> sets;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("plan",
@@ -44,8 +75,9 @@ void register_plan(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--gpu", args->gpu, "Device kind")
       ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}));
+  cmd->add_option("--set", args->sets, "Override one key, as for train (repeatable)");
   cmd->callback([args] {
-    config::RunConfig cfg = config::load_config_file(args->config);
+    config::RunConfig cfg = config::load_config_file(args->config, args->sets);
     config::validate(cfg, args->gpus);
     const auto& m = cfg.model;
     const report::ModelDims md{m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
@@ -63,7 +95,11 @@ void register_plan(CLI::App& app) {
                 report::flops_per_token(md));
     std::printf("batch: %lld sequences x %d tokens = %lld tokens/step\n",
                 static_cast<long long>(seqs), m.seq_len, static_cast<long long>(seqs * m.seq_len));
-    print_zero_memory(cfg, pc.total, dp);
+    const double state = print_zero_memory(cfg, pc.total, dp);
+    const size_t activations = print_activation_memory(cfg, args->gpu);
+    std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
+                state + static_cast<double>(activations),
+                (state + static_cast<double>(activations)) / (1024.0 * 1024.0));
   });
 }
 

@@ -14,6 +14,7 @@
 #include "kernels/attention_common.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "runtime/core/attention_state.h"
 
 namespace trainer::kernels {
 namespace {
@@ -210,7 +211,7 @@ float scale_for(int64_t HS) {
 }  // namespace
 
 bool flash_attention_supports(int64_t head_size) {
-  return head_size_in<16, 32, 64>(head_size);
+  return flash_attention_head_size(head_size);  // the sizes with_head_size<16, 32, 64> compiles
 }
 
 template <class OutT>

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/core/attention_state.h"
 #include "runtime/core/tensor.h"
 
 namespace trainer {
@@ -121,7 +122,7 @@ class Backend {
   // also reads forward's `out` (flash kernels need rowsum(dout * out)); `out` may be bf16.
   virtual Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
     (void)HS;
-    return Shape{B, NH, T, T};
+    return attention_state_shape_of(false, B, NH, T);
   }
   virtual void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) = 0;
   virtual void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,

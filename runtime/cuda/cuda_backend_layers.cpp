@@ -194,7 +194,7 @@ bool CudaBackend::uses_tensor_cores(const Tensor& out, int64_t head_size) const 
 }
 
 Shape CudaBackend::attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
-  return uses_flash(HS) ? Shape{B, NH, T} : Shape{B, NH, T, T};
+  return attention_state_shape_of(uses_flash(HS), B, NH, T);
 }
 
 void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) {

@@ -24,11 +24,12 @@ class Carver {
   size_t used_ = 0;
 };
 
-void carve(Carver& c, Activations& a, const ParamLayout& layout, const Backend& be) {
+// att_state: what attention keeps per layer (Backend::attention_state_shape).
+void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& att_state) {
   const GptDims& d = layout.dims();
   const GptShard& s = layout.shard();
   const int64_t B = a.B, T = a.T, C = d.d_model, V = d.padded_vocab();
-  const int64_t NH = d.n_head / s.tp_size, FC = d.ffn_hidden() / s.tp_size, CL = C / s.tp_size;
+  const int64_t FC = d.ffn_hidden() / s.tp_size, CL = C / s.tp_size;
   const DType mm = a.matmul_input;
   a.inputs = c.take({B, T}, DType::i32);
   a.targets = c.take({B, T}, DType::i32);
@@ -52,8 +53,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Backend& 
     b.qkv = c.take({B, T, 3 * CL});
     // selective recompute rebuilds att and atty together (one attention_forward): share both
     b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL}, mm);
-    b.att =
-        l > 0 && share_att ? shared.att : c.take(be.attention_state_shape(B, NH, T, d.head_dim()));
+    b.att = l > 0 && share_att ? shared.att : c.take(att_state);
     b.residual_mid = c.take({B, T, C});
     b.ln2 = c.take({B, T, C}, mm);
     b.ln2_mean = c.take({B, T});
@@ -92,19 +92,30 @@ Recompute parse_recompute(const std::string& name) {
 
 Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r,
                          DType matmul_input_dtype)
-    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), be_(be) {
+    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), be_(&be) {
   TRAINER_CHECK(matmul_input == DType::f32 || matmul_input == DType::bf16,
                 "activations: matmul inputs must be f32 or bf16");
-  Carver measure(nullptr, be.device());
-  carve(measure, *this, layout, be);
-  bytes_ = measure.used();
-  memory_ = be_.alloc(bytes_);
+  const Shape att_state = be.attention_state_shape(B, layout.dims().n_head / layout.shard().tp_size,
+                                                   T, layout.dims().head_dim());
+  bytes_ = bytes_needed(layout, B, T, recompute, matmul_input, att_state);
+  memory_ = be_->alloc(bytes_);
   Carver real(static_cast<char*>(memory_), be.device());
-  carve(real, *this, layout, be);
+  carve(real, *this, layout, att_state);
+}
+
+Activations::Activations(int b, int t, Recompute r, DType matmul_input_dtype)
+    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype) {}
+
+size_t Activations::bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
+                                 DType matmul_input, const Shape& attention_state) {
+  Activations shape_only(B, T, recompute, matmul_input);
+  Carver measure(nullptr, DeviceType::cpu);
+  carve(measure, shape_only, layout, attention_state);
+  return measure.used();
 }
 
 Activations::~Activations() {
-  be_.free(memory_);
+  if (be_) be_->free(memory_);
 }
 
 }  // namespace trainer::model

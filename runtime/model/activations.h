@@ -67,8 +67,15 @@ class Activations {
   GradScratch grad;
   size_t bytes() const { return bytes_; }
 
+  // The bytes the constructor allocates for these arguments when attention keeps
+  // `attention_state` per layer (Backend::attention_state_shape), without allocating: the
+  // estimate of `trainer plan`.
+  static size_t bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
+                             DType matmul_input, const Shape& attention_state);
+
  private:
-  Backend& be_;
+  Activations(int B, int T, Recompute recompute, DType matmul_input);  // views only, no memory
+  Backend* be_ = nullptr;
   void* memory_ = nullptr;
   size_t bytes_ = 0;
 };

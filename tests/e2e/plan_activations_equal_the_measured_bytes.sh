@@ -1,0 +1,27 @@
+# `trainer plan`'s activation estimate is what a run allocates: for tiny.yaml on the cpu, in fp32
+# and bf16 and under each activation_checkpointing mode, the plan's "activations per rank" bytes
+# equal report.json's memory.breakdown.activations of a one-step run of the same settings. And
+# the bf16 and recompute variants really are smaller than fp32 without recompute.
+source "$2/tests/lib/common.sh"
+declare -A planned
+for precision in fp32 bf16; do
+  for recompute in none selective full; do
+    name=${precision}_$recompute
+    sets=(--set precision.compute=$precision --set activation_checkpointing=$recompute)
+    "$bin" plan "$src/configs/tiny.yaml" "${sets[@]}" >plan_$name.txt 2>&1 \
+      || { cat plan_$name.txt; fail "$name: plan failed"; }
+    plan=$(sed -n 's/^activations per rank .*: \([0-9]*\) B .*/\1/p' plan_$name.txt)
+    [ -n "$plan" ] || { cat plan_$name.txt; fail "$name: plan prints no activation bytes"; }
+    "$bin" train "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 --set train.eval_every=0 \
+      --set checkpoint.every_steps=0 --out $name >$name.log 2>&1 \
+      || { cat $name.log; fail "$name: the run failed"; }
+    measured=$(json_get $name/report.json 'd["memory"]["breakdown"]["activations"]')
+    echo "$name: plan $plan B, measured $measured B"
+    [ "$plan" = "$measured" ] || fail "$name: plan says $plan activation bytes, the run allocated $measured"
+    planned[$name]=$plan
+  done
+done
+for name in bf16_none fp32_selective fp32_full; do
+  [ "${planned[$name]}" -lt "${planned[fp32_none]}" ] \
+    || fail "$name (${planned[$name]} B) is not below fp32 without recompute (${planned[fp32_none]} B)"
+done
