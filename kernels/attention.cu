@@ -27,18 +27,19 @@ struct Row {
   __device__ int64_t o(const Dims& d, int64_t tt) const { return (b * d.T + tt) * d.C + h * d.HS; }
 };
 
-__device__ float dot(const float* a, const float* b, int64_t n) {
+template <class A, class B>
+__device__ float dot(const A* a, const B* b, int64_t n) {
   float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  for (int64_t i = 0; i < n; ++i) s += load_in(a + i) * load_in(b + i);
   return s;
 }
 
-template <class OutT>
-__global__ void attention_forward_kernel(OutT* out, float* att, const float* qkv, Dims d) {
+template <class OutT, class QkvT>
+__global__ void attention_forward_kernel(OutT* out, float* att, const QkvT* qkv, Dims d) {
   __shared__ float red[32];
   const Row r(d, blockIdx.x);
   float* a = att + int64_t{blockIdx.x} * d.T;
-  const float* q = qkv + r.q(d, r.t);
+  const QkvT* q = qkv + r.q(d, r.t);
   float maxv = -INFINITY;
   for (int64_t t2 = threadIdx.x; t2 <= r.t; t2 += blockDim.x) {
     a[t2] = dot(q, qkv + r.k(d, t2), d.HS) * d.scale;
@@ -52,14 +53,15 @@ __global__ void attention_forward_kernel(OutT* out, float* att, const float* qkv
   __syncthreads();  // the whole row of probabilities is needed below
   for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
     float o = 0;
-    for (int64_t t2 = 0; t2 <= r.t; ++t2) o += a[t2] * qkv[r.v(d, t2) + i];
+    for (int64_t t2 = 0; t2 <= r.t; ++t2) o += a[t2] * load_in(qkv + r.v(d, t2) + i);
     store_out(out + r.o(d, r.t) + i, o);
   }
 }
 
 // Per query row: dpre[t2] = att (datt - <datt, att>) scale, then dq[t] += dpre k.
+template <class QkvT>
 __global__ void attention_backward_query_kernel(float* dqkv, float* dpre, const float* dout,
-                                                const float* qkv, const float* att, Dims d) {
+                                                const QkvT* qkv, const float* att, Dims d) {
   __shared__ float red[32];
   const Row r(d, blockIdx.x);
   const float* a = att + int64_t{blockIdx.x} * d.T;
@@ -76,22 +78,23 @@ __global__ void attention_backward_query_kernel(float* dqkv, float* dpre, const 
   __syncthreads();
   for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
     float g = 0;
-    for (int64_t t2 = 0; t2 <= r.t; ++t2) g += dp[t2] * qkv[r.k(d, t2) + i];
+    for (int64_t t2 = 0; t2 <= r.t; ++t2) g += dp[t2] * load_in(qkv + r.k(d, t2) + i);
     dqkv[r.q(d, r.t) + i] += g;
   }
 }
 
 // Per key row t2: dk[t2] += sum_{t >= t2} dpre[t, t2] q[t]; dv[t2] += sum_{t >= t2} att[t, t2]
 // dy[t].
+template <class QkvT>
 __global__ void attention_backward_key_kernel(float* dqkv, const float* dpre, const float* dout,
-                                              const float* qkv, const float* att, Dims d) {
+                                              const QkvT* qkv, const float* att, Dims d) {
   const Row r(d, blockIdx.x);  // r.t is the key position t2
   const int64_t rows = r.bh * d.T * d.T;
   for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
     float gk = 0, gv = 0;
     for (int64_t t = r.t; t < d.T; ++t) {
       const int64_t idx = rows + t * d.T + r.t;
-      gk += dpre[idx] * qkv[r.q(d, t) + i];
+      gk += dpre[idx] * load_in(qkv + r.q(d, t) + i);
       gv += att[idx] * dout[r.o(d, t) + i];
     }
     dqkv[r.k(d, r.t) + i] += gk;
@@ -111,12 +114,12 @@ int threads_for(int64_t n) {
 
 }  // namespace
 
-template <class OutT>
-void attention_forward(OutT* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+template <class OutT, class QkvT>
+void attention_forward(OutT* out, float* att, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   const unsigned rows = static_cast<unsigned>(B * NH * T);
-  launch(attention_forward_kernel<OutT>, rows, threads_for(T), stream, out, att, qkv,
+  launch(attention_forward_kernel<OutT, QkvT>, rows, threads_for(T), stream, out, att, qkv,
          dims(T, C, NH));
   CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
@@ -124,19 +127,26 @@ template void attention_forward(float*, float*, const float*, int64_t, int64_t, 
                                 cudaStream_t);
 template void attention_forward(uint16_t*, float*, const float*, int64_t, int64_t, int64_t, int64_t,
                                 cudaStream_t);
+template void attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
+                                int64_t, cudaStream_t);
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+template <class QkvT>
+void attention_backward(float* dqkv, const float* dout, const QkvT* qkv, const float* att,
                         float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                         cudaStream_t stream) {
   if (B * T == 0) return;
   const unsigned rows = static_cast<unsigned>(B * NH * T);
   const Dims d = dims(T, C, NH);
-  launch(attention_backward_query_kernel, rows, threads_for(T), stream, dqkv, dpre_scratch, dout,
-         qkv, att, d);
+  launch(attention_backward_query_kernel<QkvT>, rows, threads_for(T), stream, dqkv, dpre_scratch,
+         dout, qkv, att, d);
   CUDA_CHECK_LAUNCH("attention_backward_query_kernel");
-  launch(attention_backward_key_kernel, rows, threads_for(d.HS), stream, dqkv, dpre_scratch, dout,
-         qkv, att, d);
+  launch(attention_backward_key_kernel<QkvT>, rows, threads_for(d.HS), stream, dqkv, dpre_scratch,
+         dout, qkv, att, d);
   CUDA_CHECK_LAUNCH("attention_backward_key_kernel");
 }
+template void attention_backward(float*, const float*, const float*, const float*, float*, int64_t,
+                                 int64_t, int64_t, int64_t, cudaStream_t);
+template void attention_backward(float*, const float*, const uint16_t*, const float*, float*,
+                                 int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 
 }  // namespace trainer::kernels

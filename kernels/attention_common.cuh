@@ -1,6 +1,6 @@
 #pragma once
 // What the attention kernels share: where head h of batch b sits in qkv [B,T,3C] and out [B,T,C],
-// reading an fp32 or bf16 `out`, and the dispatch of a runtime head size to compiled ones.
+// reading an fp32 or bf16 qkv and `out`, and the dispatch of a runtime head size to compiled ones.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -10,22 +10,16 @@
 
 namespace trainer::kernels {
 
-template <int HS>
+// QkvT: float, or uint16_t for bf16 qkv (bf16 compute), read through load_in (bf16.cuh).
+template <int HS, class QkvT = float>
 struct AttentionHead {
-  const float* qkv;
+  const QkvT* qkv;
   int64_t T, C, b, h;
-  __device__ const float* q(int64_t t) const { return qkv + (b * T + t) * 3 * C + h * HS; }
-  __device__ const float* k(int64_t t) const { return q(t) + C; }
-  __device__ const float* v(int64_t t) const { return q(t) + 2 * C; }
+  __device__ const QkvT* q(int64_t t) const { return qkv + (b * T + t) * 3 * C + h * HS; }
+  __device__ const QkvT* k(int64_t t) const { return q(t) + C; }
+  __device__ const QkvT* v(int64_t t) const { return q(t) + 2 * C; }
   __device__ int64_t o(int64_t t) const { return (b * T + t) * C + h * HS; }
 };
-
-__device__ inline float load_float(const float* p) {
-  return *p;
-}
-__device__ inline float load_float(const uint16_t* p) {
-  return from_bf16_bits(*p);
-}
 
 template <int... Sizes>
 bool head_size_in(int64_t head_size) {

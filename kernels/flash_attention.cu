@@ -29,35 +29,35 @@ namespace {
 constexpr int kTile = 32;  // rows per block (one thread each) and keys per shared tile
 
 // Rows [t0, t0 + kTile) of k and v (zeros past T) into shared tiles.
-template <int HS>
-__device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const AttentionHead<HS>& hd,
+template <int HS, class QkvT>
+__device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const AttentionHead<HS, QkvT>& hd,
                              int64_t t0) {
   for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
     const int j = e / HS, d = e % HS;
     const int64_t t = t0 + j;
-    ks[j][d] = t < hd.T ? hd.k(t)[d] : 0.0f;
-    vs[j][d] = t < hd.T ? hd.v(t)[d] : 0.0f;
+    ks[j][d] = t < hd.T ? load_in(hd.k(t) + d) : 0.0f;
+    vs[j][d] = t < hd.T ? load_in(hd.v(t) + d) : 0.0f;
   }
 }
 
-template <int HS, class OutT>
+template <int HS, class OutT, class QkvT>
 __global__ void __launch_bounds__(kTile)
-    flash_forward_kernel(OutT* out, float* lse, const float* qkv, int64_t T, int64_t C, int64_t NH,
+    flash_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
                          float scale) {
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
   const int64_t bh = blockIdx.y;
-  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
   const bool row = i < T;
   float q[HS], o[HS];
   TRAINER_UNROLL
-  for (int d = 0; d < HS; ++d) q[d] = row ? hd.q(i)[d] : 0.0f, o[d] = 0.0f;
+  for (int d = 0; d < HS; ++d) q[d] = row ? load_in(hd.q(i) + d) : 0.0f, o[d] = 0.0f;
   float m = -INFINITY, l = 0.0f;
   const int64_t key_end = q0 + kTile < T ? q0 + kTile : T;  // causal: no key past the last row
   for (int64_t k0 = 0; k0 < key_end; k0 += kTile) {
     __syncthreads();  // every thread is done with the previous tile
-    load_kv_tile<HS>(ks, vs, hd, k0);
+    load_kv_tile<HS, QkvT>(ks, vs, hd, k0);
     __syncthreads();
     if (!row || k0 > i) continue;
     const int64_t n = i - k0 + 1;  // keys k0..i of this tile are visible to row i
@@ -96,24 +96,24 @@ __global__ void __launch_bounds__(kTile)
 // One thread per query row i: D_i = <dout_i, out_i> (kept for the dk/dv kernel) and
 // dq_i += scale * sum_j p_ij (dp_ij - D_i) k_j with p_ij = exp(s_ij - lse_i), dp_ij = <dout_i,
 // v_j>.
-template <int HS, class OutT>
+template <int HS, class OutT, class QkvT>
 __global__ void __launch_bounds__(kTile)
-    flash_backward_dq_kernel(float* dqkv, float* dsum, const float* dout, const float* qkv,
+    flash_backward_dq_kernel(float* dqkv, float* dsum, const float* dout, const QkvT* qkv,
                              const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
                              float scale) {
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
   const int64_t bh = blockIdx.y;
-  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
   const bool row = i < T;
   float q[HS], dy[HS], dq[HS];
   float D = 0.0f;
   TRAINER_UNROLL
   for (int d = 0; d < HS; ++d) {
-    q[d] = row ? hd.q(i)[d] : 0.0f;
+    q[d] = row ? load_in(hd.q(i) + d) : 0.0f;
     dy[d] = row ? dout[hd.o(i) + d] : 0.0f;
-    D += row ? dy[d] * load_float(out + hd.o(i) + d) : 0.0f;
+    D += row ? dy[d] * load_in(out + hd.o(i) + d) : 0.0f;
     dq[d] = 0.0f;
   }
   const float L = row ? lse[bh * T + i] : 0.0f;
@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kTile)
   const int64_t key_end = q0 + kTile < T ? q0 + kTile : T;
   for (int64_t k0 = 0; k0 < key_end; k0 += kTile) {
     __syncthreads();
-    load_kv_tile<HS>(ks, vs, hd, k0);
+    load_kv_tile<HS, QkvT>(ks, vs, hd, k0);
     __syncthreads();
     if (!row || k0 > i) continue;
     const int64_t n = i - k0 + 1 < kTile ? i - k0 + 1 : kTile;
@@ -143,23 +143,23 @@ __global__ void __launch_bounds__(kTile)
 // One thread per key row j: dv_j += sum_i p_ij dout_i and dk_j += scale * sum_i ds_ij q_i over the
 // query rows i >= j. The thread's own k_j and v_j sit in padded shared rows (no bank conflicts);
 // the query tile is read by all threads at the same address (a broadcast).
-template <int HS>
+template <int HS, class QkvT>
 __global__ void __launch_bounds__(kTile)
-    flash_backward_dkdv_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
+    flash_backward_dkdv_kernel(float* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
                                const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
   __shared__ __align__(16) float qs[kTile][HS];
   __shared__ __align__(16) float dys[kTile][HS];
   __shared__ float kown[kTile][HS + 1], vown[kTile][HS + 1];
   __shared__ float ls[kTile], ds_row[kTile];
   const int64_t bh = blockIdx.y;
-  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int64_t k0 = int64_t{blockIdx.x} * kTile, j = k0 + threadIdx.x;
   const bool key = j < T;
   for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS;
     const int64_t t = k0 + r;
-    kown[r][d] = t < T ? hd.k(t)[d] : 0.0f;
-    vown[r][d] = t < T ? hd.v(t)[d] : 0.0f;
+    kown[r][d] = t < T ? load_in(hd.k(t) + d) : 0.0f;
+    vown[r][d] = t < T ? load_in(hd.v(t) + d) : 0.0f;
   }
   float dk[HS], dv[HS];
   TRAINER_UNROLL
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(kTile)
     for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
       const int r = e / HS, d = e % HS;
       const int64_t t = i0 + r;
-      qs[r][d] = t < T ? hd.q(t)[d] : 0.0f;
+      qs[r][d] = t < T ? load_in(hd.q(t) + d) : 0.0f;
       dys[r][d] = t < T ? dout[hd.o(t) + d] : 0.0f;
     }
     if (threadIdx.x < kTile) {
@@ -214,30 +214,30 @@ bool flash_attention_supports(int64_t head_size) {
   return flash_attention_head_size(head_size);  // the sizes with_head_size<16, 32, 64> compiles
 }
 
-template <class OutT>
-void flash_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T,
+template <class OutT, class QkvT>
+void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(flash_forward_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, out, lse, qkv, T, C, NH,
-           scale_for(HS));
+    launch(flash_forward_kernel<HS, OutT, QkvT>, grid(B, T, NH), kTile, stream, out, lse, qkv, T, C,
+           NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_forward_kernel");
   });
 }
 
-template <class OutT>
-void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const float* qkv,
+template <class OutT, class QkvT>
+void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(flash_backward_dq_kernel<HS, OutT>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch,
-           dout, qkv, out, lse, T, C, NH, scale_for(HS));
+    launch(flash_backward_dq_kernel<HS, OutT, QkvT>, grid(B, T, NH), kTile, stream, dqkv,
+           dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
-    launch(flash_backward_dkdv_kernel<HS>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch, dout,
-           qkv, lse, T, C, NH, scale_for(HS));
+    launch(flash_backward_dkdv_kernel<HS, QkvT>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch,
+           dout, qkv, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
   });
 }
@@ -252,5 +252,11 @@ template void flash_attention_backward(float*, float*, const float*, const float
 template void flash_attention_backward(float*, float*, const float*, const float*, const uint16_t*,
                                        const float*, int64_t, int64_t, int64_t, int64_t,
                                        cudaStream_t);
+// bf16 compute with bf16 qkv
+template void flash_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
+                                      int64_t, cudaStream_t);
+template void flash_attention_backward(float*, float*, const float*, const uint16_t*,
+                                       const uint16_t*, const float*, int64_t, int64_t, int64_t,
+                                       int64_t, cudaStream_t);
 
 }  // namespace trainer::kernels

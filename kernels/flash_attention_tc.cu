@@ -42,7 +42,7 @@ __device__ void load_rows(bf16* dst, int rows, int64_t t0, int64_t T, Src src, f
   for (int e = threadIdx.x; e < rows * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS;
     const int64_t t = t0 + r;
-    dst[r * HS + d] = __float2bfloat16(t < T ? src(t)[d] * mul : 0.0f);
+    dst[r * HS + d] = __float2bfloat16(t < T ? load_in(src(t) + d) * mul : 0.0f);
   }
 }
 
@@ -99,9 +99,9 @@ __device__ void add_rows(float* g, const FragC (&acc)[HS / 16], float* stage, in
 }
 
 // ---- forward: one block per (64 queries, b*h); O and the row statistics live in shared memory.
-template <int HS, class OutT>
+template <int HS, class OutT, class QkvT>
 __global__ void __launch_bounds__(kThreadsTc)
-    tc_forward_kernel(OutT* out, float* lse, const float* qkv, int64_t T, int64_t C, int64_t NH,
+    tc_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
                       float scale) {
   __shared__ __align__(32) bf16 qs[kRows * HS];
   __shared__ __align__(32) bf16 ks[kCols * HS];
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) float os[kWarps][16 * HS];
   __shared__ float row_m[kWarps][16], row_l[kWarps][16];
   const int64_t bh = blockIdx.y;
-  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;  // this lane's row of the warp and half of its columns
   const int64_t q0 = int64_t{blockIdx.x} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
@@ -170,9 +170,9 @@ __global__ void __launch_bounds__(kThreadsTc)
 }
 
 // ---- dq: one block per (64 queries, b*h). D_i = <dout_i, out_i> is written for dk/dv.
-template <int HS, class OutT>
+template <int HS, class OutT, class QkvT>
 __global__ void __launch_bounds__(kThreadsTc)
-    tc_backward_dq_kernel(float* dqkv, float* dsum, const float* dout, const float* qkv,
+    tc_backward_dq_kernel(float* dqkv, float* dsum, const float* dout, const QkvT* qkv,
                           const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
                           float scale) {
   // q and dout rows (bf16), then the fp32 dq staging of each warp: the same bytes.
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) bf16 dss[kWarps][16 * kCols];
   __shared__ float row_lse[kWarps][16], row_d[kWarps][16];
   const int64_t bh = blockIdx.y;
-  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;
   const int64_t q0 = int64_t{blockIdx.x} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   float D = 0.0f;
   if (i < T)
     for (int d = half * (HS / 2); d < (half + 1) * (HS / 2); ++d)
-      D += dout[hd.o(i) + d] * load_float(out + hd.o(i) + d);
+      D += dout[hd.o(i) + d] * load_in(out + hd.o(i) + d);
   D += __shfl_xor_sync(0xffffffffu, D, 1);
   if (half == 0) {
     row_d[warp][r] = D;
@@ -234,9 +234,9 @@ __global__ void __launch_bounds__(kThreadsTc)
 }
 
 // ---- dk, dv: one block per (64 keys, b*h), walking the query tiles at and after its keys.
-template <int HS>
+template <int HS, class QkvT>
 __global__ void __launch_bounds__(kThreadsTc)
-    tc_backward_dkdv_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
+    tc_backward_dkdv_kernel(float* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
                             const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
   // own: this block's k and v rows (bf16), then the scores and dP of each warp, then the fp32
   // dk/dv staging: one region, used in turn.
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) bf16 dsts[kWarps][16 * kCols];
   __shared__ float col_lse[kCols], col_d[kCols];
   const int64_t bh = blockIdx.y;
-  const AttentionHead<HS> hd{qkv, T, C, bh / NH, bh % NH};
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;  // r: this lane's key row of the warp
   const int64_t k0 = int64_t{blockIdx.x} * kRows, wk0 = k0 + 16 * warp, j = wk0 + r;
@@ -335,31 +335,31 @@ bool tc_attention_supports(int64_t head_size) {
   return head_size_in<32, 64>(head_size);
 }
 
-template <class OutT>
-void tc_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+template <class OutT, class QkvT>
+void tc_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                           int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(tc_forward_kernel<HS, OutT>, grid(B, T, NH), kThreadsTc, stream, out, lse, qkv, T, C, NH,
-           1.0f / std::sqrt(float(HS)));
+    launch(tc_forward_kernel<HS, OutT, QkvT>, grid(B, T, NH), kThreadsTc, stream, out, lse, qkv, T,
+           C, NH, 1.0f / std::sqrt(float(HS)));
     CUDA_CHECK_LAUNCH("tc_forward_kernel");
   });
 }
 
-template <class OutT>
-void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const float* qkv,
+template <class OutT, class QkvT>
+void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = 1.0f / std::sqrt(float(HS));
-    launch(tc_backward_dq_kernel<HS, OutT>, grid(B, T, NH), kThreadsTc, stream, dqkv, dsum_scratch,
-           dout, qkv, out, lse, T, C, NH, scale);
+    launch(tc_backward_dq_kernel<HS, OutT, QkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
+           dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("tc_backward_dq_kernel");
-    launch(tc_backward_dkdv_kernel<HS>, grid(B, T, NH), kThreadsTc, stream, dqkv, dsum_scratch,
-           dout, qkv, lse, T, C, NH, scale);
+    launch(tc_backward_dkdv_kernel<HS, QkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
+           dsum_scratch, dout, qkv, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("tc_backward_dkdv_kernel");
   });
 }
@@ -371,6 +371,11 @@ template void tc_attention_forward(float*, float*, const float*, int64_t, int64_
 template void tc_attention_backward(float*, float*, const float*, const float*, const uint16_t*,
                                     const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 template void tc_attention_backward(float*, float*, const float*, const float*, const float*,
+                                    const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+// bf16 compute with bf16 qkv
+template void tc_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
+                                   int64_t, cudaStream_t);
+template void tc_attention_backward(float*, float*, const float*, const uint16_t*, const uint16_t*,
                                     const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 
 }  // namespace trainer::kernels

@@ -43,35 +43,38 @@ void bias_backward(float* dbias, const DoutT* dout, float* scratch, int64_t N, i
                    cudaStream_t stream);
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream);
 
-// --- attention (attention.cu): the reference kernels, att[B,NH,T,T] materialised ---
-template <class OutT>
-void attention_forward(OutT* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+// --- attention: qkv is QkvT, float or uint16_t for bf16 bits (bf16 compute; instantiated with
+// a bf16 out only). dqkv stays fp32. ---
+// attention.cu: the reference kernels, att[B,NH,T,T] materialised.
+template <class OutT, class QkvT>
+void attention_forward(OutT* out, float* att, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, cudaStream_t stream);
 // dpre_scratch: B*NH*T*T floats of workspace (the pre-softmax gradient).
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+template <class QkvT>
+void attention_backward(float* dqkv, const float* dout, const QkvT* qkv, const float* att,
                         float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                         cudaStream_t stream);
 
 // --- attention (flash_attention.cu): FlashAttention-style, T x T never materialised ---
 // lse[B,NH,T] is each row's log-sum-exp, all backward needs besides qkv, out and dout.
 bool flash_attention_supports(int64_t head_size);  // 16, 32, 64
-template <class OutT>
-void flash_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T,
+template <class OutT, class QkvT>
+void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream);
 // dsum_scratch: B*NH*T floats (rowsum(dout * out)). `out` is forward's output (float or bf16).
-template <class OutT>
-void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const float* qkv,
+template <class OutT, class QkvT>
+void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream);
 
 // --- attention on tensor cores (flash_attention_tc.cu), for bf16 compute: the same contract as
 // flash_attention_*, with q, k, v, P, dout and dS rounded to bf16 for the WMMA products ---
 bool tc_attention_supports(int64_t head_size);  // 32, 64
-template <class OutT>
-void tc_attention_forward(OutT* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
+template <class OutT, class QkvT>
+void tc_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                           int64_t NH, cudaStream_t stream);
-template <class OutT>
-void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const float* qkv,
+template <class OutT, class QkvT>
+void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream);
 

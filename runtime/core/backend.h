@@ -119,7 +119,8 @@ class Backend {
   // Scaled by 1/sqrt(HS). `att` is what forward saves for backward, of attention_state_shape():
   // the softmax probabilities [B,NH,T,T] (the cpu reference, the default), or only each row's
   // log-sum-exp [B,NH,T] (a FlashAttention-style kernel that never materialises T x T). Backward
-  // also reads forward's `out` (flash kernels need rowsum(dout * out)); `out` may be bf16.
+  // also reads forward's `out` (flash kernels need rowsum(dout * out)); `out` may be bf16, and
+  // then qkv may be too (bf16 compute: read as fp32 values); dqkv stays fp32.
   virtual Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
     (void)HS;
     return attention_state_shape_of(false, B, NH, T);

@@ -40,6 +40,13 @@ inline DType matmul_operand_dtype(const Tensor& inp, const Tensor& weight, const
   return inp.dtype;
 }
 
+// Attention's qkv: fp32, or bf16 with a bf16 out (bf16 compute; backend.h).
+inline void check_qkv_dtype(const Tensor& qkv, DType out, const char* op) {
+  TRAINER_CHECK(qkv.dtype == DType::f32 || (qkv.dtype == DType::bf16 && out == DType::bf16),
+                op << ": qkv must be f32, or bf16 with a bf16 out; got qkv "
+                   << dtype_name(qkv.dtype) << " and out " << dtype_name(out));
+}
+
 // matmul_forward's out: fp32, or bf16 when the operands are bf16 (backend.h).
 inline void check_out_dtype(const Tensor& out, DType operands, const char* op) {
   TRAINER_CHECK(out.dtype == DType::f32 || (out.dtype == DType::bf16 && operands == DType::bf16),

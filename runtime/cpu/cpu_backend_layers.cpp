@@ -110,8 +110,9 @@ void CpuBackend::gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dou
 void CpuBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) {
   const char* op = "attention_forward";
   const AttentionDims d = attention_forward_dims(out, att, qkv, n_head, *this);
+  check_qkv_dtype(qkv, out.dtype, op);
   cpu::attention_forward(staging_.output(out, 3, op, "out"), need_f32(att, op, "att"),
-                         need_f32(qkv, op, "qkv"), d.B, d.T, d.C, int64_t{n_head});
+                         staging_.input(qkv, 0, op, "qkv"), d.B, d.T, d.C, int64_t{n_head});
   staging_.commit(out, 3);
 }
 
@@ -119,9 +120,10 @@ void CpuBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tenso
                                     const Tensor& out, const Tensor& att, int n_head) {
   const char* op = "attention_backward";
   const AttentionDims d = attention_backward_dims(dqkv, dout, qkv, out, att, n_head, *this);
+  check_qkv_dtype(qkv, out.dtype, op);
   cpu::attention_backward(need_f32(dqkv, op, "dqkv"), need_f32(dout, op, "dout"),
-                          need_f32(qkv, op, "qkv"), need_f32(att, op, "att"), d.B, d.T, d.C,
-                          int64_t{n_head});
+                          staging_.input(qkv, 0, op, "qkv"), need_f32(att, op, "att"), d.B, d.T,
+                          d.C, int64_t{n_head});
 }
 
 void CpuBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,

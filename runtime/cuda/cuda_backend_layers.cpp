@@ -201,17 +201,22 @@ void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, i
   const char* op = "attention_forward";
   const AttentionDims d = attention_forward_dims(out, att, qkv, n_head, *this);
   const int64_t B = d.B, T = d.T, C = d.C;
+  check_qkv_dtype(qkv, out.dtype, op);
   float* pa = need_f32(att, op, "att");
-  const float* pq = need_f32(qkv, op, "qkv");
   const bool flash = uses_flash(C / n_head), tc = uses_tensor_cores(out, C / n_head);
-  with_float_out(out, op, "out", [&](auto* y) {
+  const auto run = [&](auto* y, const auto* pq) {
     if (tc)
       kernels::tc_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
     else if (flash)
       kernels::flash_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
     else
       kernels::attention_forward(y, pa, pq, B, T, C, n_head, stream_);
-  });
+  };
+  if (qkv.dtype == DType::bf16)  // (and so is out)
+    run(static_cast<uint16_t*>(need_operand_out(out, op, "out")),
+        static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")));
+  else
+    with_float_out(out, op, "out", [&](auto* y) { run(y, need_f32(qkv, op, "qkv")); });
 }
 
 void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,
@@ -219,23 +224,26 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
   const char* op = "attention_backward";
   const AttentionDims d = attention_backward_dims(dqkv, dout, qkv, out, att, n_head, *this);
   const int64_t B = d.B, T = d.T, C = d.C;
+  check_qkv_dtype(qkv, out.dtype, op);
   float* pdq = need_f32(dqkv, op, "dqkv");
   const float* pdy = need_f32(dout, op, "dout");
-  const float* pq = need_f32(qkv, op, "qkv");
   const float* pa = need_f32(att, op, "att");
   // Scratch: the pre-softmax gradient [B,NH,T,T] (reference) or rowsum(dout * out) [B,NH,T].
   auto* work = static_cast<float*>(scratch(attn_scratch_, attn_scratch_bytes_, att.nbytes()));
-  if (!uses_flash(C / n_head)) {
-    kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);
-    return;
-  }
-  const bool tc = uses_tensor_cores(out, C / n_head);
-  with_float_in(out, op, "out", [&](const auto* y) {
-    if (tc)
+  const bool flash = uses_flash(C / n_head), tc = uses_tensor_cores(out, C / n_head);
+  const auto run = [&](const auto* y, const auto* pq) {
+    if (!flash)
+      kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);
+    else if (tc)
       kernels::tc_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
     else
       kernels::flash_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
-  });
+  };
+  if (qkv.dtype == DType::bf16)  // (and so is out)
+    run(static_cast<const uint16_t*>(need_operand(out, op, "out")),
+        static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")));
+  else
+    with_float_in(out, op, "out", [&](const auto* y) { run(y, need_f32(qkv, op, "qkv")); });
 }
 
 void CudaBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,

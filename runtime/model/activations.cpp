@@ -50,7 +50,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     b.ln1 = c.take({B, T, C}, mm);
     b.ln1_mean = c.take({B, T});
     b.ln1_rstd = c.take({B, T});
-    b.qkv = c.take({B, T, 3 * CL});
+    b.qkv = c.take({B, T, 3 * CL}, mm);
     // selective recompute rebuilds att and atty together (one attention_forward): share both
     b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL}, mm);
     b.att = l > 0 && share_att ? shared.att : c.take(att_state);

@@ -30,7 +30,7 @@ struct BlockActivations {
   // ln1, atty, ln2, fch_gelu (and lnf) feed only matmuls, and fch only the fused GELU ops:
   // stored in Activations::matmul_input.
   Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
-  Tensor qkv;                      // [B,T,3C/tp]
+  Tensor qkv;                      // [B,T,3C/tp], in matmul_input (attention reads it)
   Tensor atty;                     // [B,T,C/tp] attention output before projection
   Tensor att;  // Backend::attention_state_shape: [B,NH/tp,T,T] probabilities or [B,NH/tp,T] lse
   Tensor residual_mid;  // [B,T,C] x + attn(x)
@@ -48,7 +48,8 @@ struct GradScratch {
 class Activations {
  public:
   // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
-  // lnf, and dfch) and of the logits: bf16 under bf16 compute, which also halves their memory.
+  // lnf, and dfch), of qkv and of the logits: bf16 under bf16 compute, which also halves their
+  // memory.
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
               Recompute recompute = Recompute::none, DType matmul_input = DType::f32);
   ~Activations();

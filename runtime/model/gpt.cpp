@@ -120,10 +120,18 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
     be_.matmul_forward(out, inp, weight, bias);
     return;
   }
+  // fp8: the GEMM writes fp32; a bf16 out (qkv) takes those sums rounded once
+  const Tensor sum = out.dtype == DType::bf16 ? fp8_sums(out.shape) : out;
   const int64_t linear = int64_t{l} * 4 + which;
-  be_.matmul_forward_fp8(out, inp, weight, bias,
+  be_.matmul_forward_fp8(sum, inp, weight, bias,
                          fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
                          fp8_amaxes_.slice(linear * 2, 2));
+  if (sum.data != out.data) be_.round_to_bf16(out, sum);
+}
+
+Tensor Gpt::fp8_sums(const Shape& shape) {
+  if (fp8_sums_.numel() < shape.numel()) fp8_sums_ = BackendBuffer(be_, shape.numel());
+  return fp8_sums_.slice(0, shape.numel()).view(shape);
 }
 
 void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l) {
@@ -132,10 +140,8 @@ void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Te
     return;
   }
   // fp8: the fp8 GEMM's fp32 sums, then the same two roundings as the fused op's
-  const int64_t n = a.fch.numel();
-  if (fp8_fc_sum_.numel() < n) fp8_fc_sum_ = BackendBuffer(be_, n);
-  const Tensor sum = fp8_fc_sum_.slice(0, n);
-  linear_forward(rows(sum.view(a.fch.shape)), rows(a.ln2), weight, bias, l, 2);
+  const Tensor sum = fp8_sums(a.fch.shape);
+  linear_forward(rows(sum), rows(a.ln2), weight, bias, l, 2);
   be_.round_to_bf16(a.fch, sum);
   be_.gelu_forward(a.fch_gelu, sum);
 }

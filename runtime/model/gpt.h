@@ -60,8 +60,8 @@ class Gpt {
   Tensor grad(const ParamSpec& p) const;
   // bf16 compute: the matmuls read a bf16 copy of the weights (refreshed from the fp32 master
   // weights) and bf16 activations (ln1, atty, ln2, fch_gelu, lnf are stored in bf16, and so are
-  // the MLP's pre-activation fch and its gradient, which only the fused GELU ops touch, and the
-  // logits and their gradient, as Megatron's); every other op, every parameter gradient, the
+  // the MLP's pre-activation fch and its gradient, which only the fused GELU ops touch, qkv, and
+  // the logits and their gradient, as Megatron's); every other op, every parameter gradient, the
   // loss (from the logits' values, in fp32) and the optimizer stay fp32. Reallocates the
   // activations.
   void set_compute_bf16(bool on);
@@ -114,7 +114,10 @@ class Gpt {
   BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
   BackendBuffer fp8_amaxes_;  // the last forward's: [local layers, 4 linears, input/weight]
   void push_fp8_amaxes();     // reduced over the amax group, into the states
-  BackendBuffer fp8_fc_sum_;  // fp8 compute: the MLP's fp8 GEMM output before its GELU
+  // fp8 compute: an fp8 GEMM's fp32 output before it is rounded to bf16 (qkv) or passed
+  // through the GELU (fc); grown to the largest use.
+  BackendBuffer fp8_sums_;
+  Tensor fp8_sums(const Shape& shape);
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;
   float dloss_scale_ = 0;

@@ -5,7 +5,7 @@
 //     the bare 50257;
 //   - attention forward+backward: tensor-core and fp32 flash kernels vs the reference kernels
 //     (the T x T matrix materialised), with the largest relative difference of out and dqkv to
-//     the reference's;
+//     the reference's; the tensor-core kernels on a bf16 qkv vs an fp32 one;
 //   - the MLP's GELU in bf16 (fc forward and fc proj's input backward, with the GELU between):
 //     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
 //     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
@@ -168,12 +168,13 @@ struct AttentionRun {
   std::vector<float> out, dqkv;
 };
 
-AttentionRun run_attention(const char* kernel, bool bf16_out, int64_t B, int64_t T) {
+AttentionRun run_attention(const char* kernel, bool bf16_out, int64_t B, int64_t T,
+                           bool bf16_qkv = false) {
   setenv("TRAINER_ATTENTION", kernel, 1);
   auto be = make_backend("cuda", 0);
   const int64_t NH = 12, HS = 64, C = NH * HS;
   Buffers buf{*be, {}};
-  Tensor qkv = buf.make({B, T, 3 * C}, DType::f32, 11, -2, 2);
+  Tensor qkv = buf.make({B, T, 3 * C}, bf16_qkv ? DType::bf16 : DType::f32, 11, -2, 2);
   Tensor dy = buf.make({B, T, C}, DType::f32, 12);
   Tensor out = buf.make({B, T, C}, bf16_out ? DType::bf16 : DType::f32, 13);
   Tensor att = buf.make(be->attention_state_shape(B, NH, T, HS), DType::f32, 14);
@@ -198,6 +199,7 @@ void bench_attention(int64_t N) {
   const AttentionRun flash = run_attention("flash", false, B, T);
   const AttentionRun ref16 = run_attention("reference", true, B, T);
   const AttentionRun tc = run_attention("tensor_core", true, B, T);
+  const AttentionRun tc16 = run_attention("tensor_core", true, B, T, true);
   unsetenv("TRAINER_ATTENTION");
   char err[96];
   row("attention fwd+bwd reference fp32", shape, ref32.seconds, tflops(flop, ref32.seconds), "");
@@ -209,6 +211,8 @@ void bench_attention(int64_t N) {
                 max_rel_diff(tc.out, ref16.out), max_rel_diff(tc.dqkv, ref16.dqkv));
   row("attention fwd+bwd tensor cores bf16", shape, tc.seconds, tflops(flop, tc.seconds),
       ratio("reference", ref16.seconds, tc.seconds) + err);
+  row("attention tensor cores, bf16 qkv", shape, tc16.seconds, tflops(flop, tc16.seconds),
+      ratio("fp32 qkv", tc.seconds, tc16.seconds));
 }
 
 // The MLP's GELU at bf16, forward and the backward through it (fc's own backward left out: the

@@ -32,7 +32,7 @@ for ga in 1 2; do
         || fail "bf16: zero $stage dp 2 grad_accum $ga differs from zero 0"
     else
       # Stages 2-3 reduce each micro-batch's gradients apart, a different summation order (8e-8
-      # in fp32 above). The first step, before any update, differs by that order alone (1e-8
+      # in fp32 above). The first step, before any update, differs by that order alone (below 1e-8
       # measured, held to 1e-7). From there bf16 rounding (the weights, the MLP's pre-activation,
       # the logits and their gradients) flips a few roundings per step: 2e-7 to 7e-5 in the grad
       # norm at step 3 (measured as the rounded activations were added), so the first 3 steps

@@ -108,6 +108,35 @@ TEST_CASE("bf16_logits_are_rounded_once_and_their_cross_entropy_is_the_fp32_one"
   check_bitwise(widened(logits16), rounded(wide), "dlogits: the fp32 ones rounded once");
 }
 
+// A bf16 qkv (bf16 compute) is read as the fp32 values it widens to: the same out, att and
+// dqkv as an fp32 qkv holding them; with an fp32 out it is refused.
+TEST_CASE("bf16_qkv_attention_equals_fp32_attention_on_its_values", "[cpu][bf16]") {
+  CpuBackend be;
+  const int64_t B = 2, T = 7, C = 12, NH = 3;
+  auto qkv16 = to_bits(random_floats(sz(B * T * 3 * C), 21, -2, 2));
+  auto wide = widened(qkv16), dy = random_floats(sz(B * T * C), 22);
+  std::vector<uint16_t> out16(sz(B * T * C)), out_ref(out16.size());
+  std::vector<float> att(sz(B * NH * T * T)), att_ref(att.size());
+  std::vector<float> dq(wide.size()), dq_ref(wide.size());
+  be.attention_forward(bf16(out16, {B, T, C}), tensor(att, {B, NH, T, T}),
+                       bf16(qkv16, {B, T, 3 * C}), NH);
+  be.attention_forward(bf16(out_ref, {B, T, C}), tensor(att_ref, {B, NH, T, T}),
+                       tensor(wide, {B, T, 3 * C}), NH);
+  be.attention_backward(tensor(dq, {B, T, 3 * C}), tensor(dy, {B, T, C}),
+                        bf16(qkv16, {B, T, 3 * C}), bf16(out16, {B, T, C}),
+                        tensor(att, {B, NH, T, T}), NH);
+  be.attention_backward(tensor(dq_ref, {B, T, 3 * C}), tensor(dy, {B, T, C}),
+                        tensor(wide, {B, T, 3 * C}), bf16(out_ref, {B, T, C}),
+                        tensor(att_ref, {B, NH, T, T}), NH);
+  check_bitwise(widened(out16), widened(out_ref), "out");
+  check_bitwise(att, att_ref, "att");
+  check_bitwise(dq, dq_ref, "dqkv");
+  std::vector<float> out32(out16.size());
+  CHECK_THROWS_WITH(be.attention_forward(tensor(out32, {B, T, C}), tensor(att, {B, NH, T, T}),
+                                         bf16(qkv16, {B, T, 3 * C}), NH),
+                    Catch::Contains("attention_forward: qkv must be f32, or bf16 with a bf16 out"));
+}
+
 TEST_CASE("adamw_step_writes_the_bf16_copy_of_the_updated_params", "[cpu][bf16][optim]") {
   CpuBackend be;
   const int64_t n = 257;

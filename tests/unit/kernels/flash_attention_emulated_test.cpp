@@ -6,6 +6,7 @@
 // kernel source on machines without a GPU; tests/unit/cuda runs the same checks on a device.
 #include <array>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -112,5 +113,54 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
     CHECK(out_err < 1e-2);
     CHECK(lse_err < 1e-2);
     CHECK(grad_err < 2e-2);
+  }
+}
+
+// bf16 qkv (bf16 compute): every attention kernel family reads the bf16 bits as the fp32 values
+// they widen to, so its outputs equal, bit for bit, the same kernels' on an fp32 qkv holding
+// those values (bf16 out both times; dqkv stays fp32).
+TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
+          "[kernels][attention][bf16]") {
+  const int64_t B = 1, T = 40, NH = 2, HS = 32, C = NH * HS;
+  auto wide = randoms(B * T * 3 * C, 21, -2, 2);
+  std::vector<uint16_t> qkv16(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
+    qkv16[i] = cpu::bf16_bits_from_float(wide[i]);
+    wide[i] = cpu::float_from_bf16_bits(qkv16[i]);
+  }
+  const auto dy = randoms(B * T * C, 22);
+  struct Result {
+    std::vector<uint16_t> out;
+    std::vector<float> state, dqkv;
+  };
+  // family: 0 reference (attention.cu), 1 flash, 2 tensor cores
+  auto run = [&](int family, const auto* qkv) {
+    Result r;
+    r.out.assign(static_cast<size_t>(B * T * C), 0x7fc0);
+    r.state.assign(static_cast<size_t>(family == 0 ? B * NH * T * T : B * NH * T), std::nanf(""));
+    r.dqkv.assign(wide.size(), 0.0f);
+    std::vector<float> work(static_cast<size_t>(B * NH * T * T));
+    if (family == 0) {
+      emu::attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
+      emu::attention_backward(r.dqkv.data(), dy.data(), qkv, r.state.data(), work.data(), B, T, C,
+                              NH, nullptr);
+    } else if (family == 1) {
+      emu::flash_attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
+      emu::flash_attention_backward(r.dqkv.data(), work.data(), dy.data(), qkv, r.out.data(),
+                                    r.state.data(), B, T, C, NH, nullptr);
+    } else {
+      emu::tc_attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
+      emu::tc_attention_backward(r.dqkv.data(), work.data(), dy.data(), qkv, r.out.data(),
+                                 r.state.data(), B, T, C, NH, nullptr);
+    }
+    return r;
+  };
+  for (int family : {0, 1, 2}) {
+    INFO("family " << (family == 0 ? "reference" : family == 1 ? "flash" : "tensor cores"));
+    const Result from_bf16 = run(family, qkv16.data()), from_f32 = run(family, wide.data());
+    CHECK(from_bf16.out == from_f32.out);
+    CHECK(from_bf16.state == from_f32.state);
+    CHECK(from_bf16.dqkv == from_f32.dqkv);
+    CHECK(std::isfinite(from_bf16.dqkv[0]));  // and it ran
   }
 }

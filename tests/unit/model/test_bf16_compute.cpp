@@ -1,7 +1,7 @@
 // bf16 compute (precision.compute: bf16): the matmuls read a bf16 weight copy and bf16
 // activations, everything else stays fp32. Against the fp32 model on the same weights and
 // tokens: the loss and the gradients move by bf16 rounding (a few 1e-3, not 0, not more), and the
-// matmul-input tensors, the MLP's pre-activation and the logits take half their fp32 bytes.
+// matmul-input tensors, the MLP's pre-activation, qkv and the logits take half their fp32 bytes.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
@@ -71,13 +71,13 @@ TEST_CASE("bf16_compute_tracks_fp32_within_bf16_rounding", "[model][bf16]") {
   CHECK(grad_rel < 5e-2);
   CHECK(grad_rel > 1e-5);  // bf16 really rounds
 
-  // ln1, atty, ln2, fch, fch_gelu per layer, and lnf, the MLP's hidden gradient dfch and the
-  // logits once, each [B,T,width] at 2 bytes instead of 4.
+  // ln1, atty, ln2, fch, fch_gelu, qkv per layer, and lnf, the MLP's hidden gradient dfch and
+  // the logits once, each [B,T,width] at 2 bytes instead of 4.
   const size_t rows = size_t{kB} * kT, C = static_cast<size_t>(kDims.d_model);
   const size_t F = static_cast<size_t>(kDims.ffn_hidden());
   auto halved = [&](size_t width) { return aligned(rows * width * 4) - aligned(rows * width * 2); };
   size_t saved = 0;
-  for (size_t width : {C, C, C, F, F}) saved += halved(width);
+  for (size_t width : {C, C, C, F, F, 3 * C}) saved += halved(width);
   saved *= static_cast<size_t>(kDims.n_layer);
   saved += halved(C) + halved(F) + halved(static_cast<size_t>(kDims.padded_vocab()));
   CHECK(f.activation_bytes - b.activation_bytes == saved);
