@@ -32,11 +32,11 @@ for ga in 1 2; do
         || fail "bf16: zero $stage dp 2 grad_accum $ga differs from zero 0"
     else
       # Stages 2-3 reduce each micro-batch's gradients apart, a different summation order (8e-8
-      # in fp32 above). The first step, before any update, differs by that order alone (below 1e-8
-      # measured, held to 1e-7). From there bf16 rounding (the weights, the MLP's pre-activation,
-      # the logits and their gradients) flips a few roundings per step: 2e-7 to 7e-5 in the grad
-      # norm at step 3 (measured as the rounded activations were added), so the first 3 steps
-      # are held to 2e-4 and the 30 to 1e-3 (loss).
+      # in fp32 above). The first step, before any update, differs by that order alone (below
+      # 1e-8 measured, held to 1e-7). From there bf16 rounding (the weights, qkv, the MLP's
+      # pre-activation, the logits and their gradients) flips a few roundings per step: 2e-7 to
+      # 7e-5 in the grad norm at step 3 (measured as the rounded activations were added), so the
+      # first 3 steps are held to 2e-4 and the 30 to 1e-3 (loss).
       head -1 $out/metrics.jsonl >${out}_1.jsonl
       head -3 $out/metrics.jsonl >${out}_3.jsonl
       compare_metrics bref1_$ga.jsonl ${out}_1.jsonl --rtol 1e-7 --min-steps 1 \
