@@ -16,6 +16,12 @@ set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 bundle=""
 if [ "${1:-}" = --bundle ]; then bundle="$(cd "$2" && pwd)"; shift 2; fi
+# gpu-bundle.sh packs the bundle (bundle.tar.gz) so that it fits the device tool's carry limit.
+if [ -n "$bundle" ] && [ -f "$bundle/bundle.tar.gz" ]; then
+  unpacked="$(mktemp -d "${TMPDIR:-/tmp}/gpu-bundle.XXXXXX")"
+  tar -C "$unpacked" -xzf "$bundle/bundle.tar.gz"
+  bundle="$unpacked"
+fi
 build="${1:-$src/build-gpu}"
 steps="${STEPS:-40}"
 rtol="${RTOL:-2e-2}"
