@@ -47,19 +47,13 @@ inline void check_qkv_dtype(const Tensor& qkv, DType out, const char* op) {
                    << dtype_name(qkv.dtype) << " and out " << dtype_name(out));
 }
 
-// matmul_forward's out: fp32, or bf16 when the operands are bf16 (backend.h).
-inline void check_out_dtype(const Tensor& out, DType operands, const char* op) {
-  TRAINER_CHECK(out.dtype == DType::f32 || (out.dtype == DType::bf16 && operands == DType::bf16),
-                op << ": out must be f32" << (operands == DType::bf16 ? " or bf16" : "") << " with "
-                   << dtype_name(operands) << " operands, got " << dtype_name(out.dtype));
-}
-
-// matmul_backward's dout: fp32, or bf16 when the operands are bf16 (backend.h).
-inline void check_dout_dtype(const Tensor& dout, DType operands, const char* op) {
-  TRAINER_CHECK(dout.dtype == DType::f32 || (dout.dtype == DType::bf16 && operands == DType::bf16),
-                op << ": dout must be f32" << (operands == DType::bf16 ? " or bf16" : "")
-                   << " with " << dtype_name(operands) << " operands, got "
-                   << dtype_name(dout.dtype));
+// A linear layer's out (matmul_forward) or dout (matmul_backward), `arg`: fp32, or bf16 when the
+// operands are bf16 (backend.h).
+inline void check_linear_activation_dtype(const Tensor& t, DType operands, const char* op,
+                                          const char* arg) {
+  TRAINER_CHECK(t.dtype == DType::f32 || (t.dtype == DType::bf16 && operands == DType::bf16),
+                op << ": " << arg << " must be f32" << (operands == DType::bf16 ? " or bf16" : "")
+                   << " with " << dtype_name(operands) << " operands, got " << dtype_name(t.dtype));
 }
 
 // The fused GELU ops' dtypes: inp and weight agree (matmul_operand_dtype), and the activations

@@ -10,13 +10,13 @@
 
 namespace trainer::cpu {
 
-// Staging slots: inp 0, weight 1, the rounded dout 2, an op's bf16 output 3, a second bf16
-// output 4, a further bf16 input 5.
+// Staging slots: inp 0, weight 1, dout 2 (widened when bf16), an op's bf16 output 3, a second
+// bf16 output or input 4, dout rounded to bf16 5.
 void CpuBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                                 const Tensor& bias) {
   const char* op = "matmul_forward";
   const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
-  check_out_dtype(out, matmul_operand_dtype(inp, weight, op), op);
+  check_linear_activation_dtype(out, matmul_operand_dtype(inp, weight, op), op, "out");
   cpu::matmul_forward(staging_.output(out, 3, op, "out"), staging_.input(inp, 0, op, "inp"),
                       staging_.input(weight, 1, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C,
                       d.OC);
@@ -34,7 +34,7 @@ void CpuBackend::linear_backward(const char* op, float* dinp, Tensor dweight, Te
                                  const Tensor& dout, const Tensor& inp, const Tensor& weight,
                                  const LinearDims& d) {
   const DType operands = matmul_operand_dtype(inp, weight, op);
-  check_dout_dtype(dout, operands, op);
+  check_linear_activation_dtype(dout, operands, op, "dout");
   const float* dy = staging_.input(dout, 2, op, "dout");
   // bf16 operands: the GEMMs see dout rounded to bf16; dbias sums the fp32 dout (a bf16 dout
   // is already rounded)

@@ -12,7 +12,7 @@ void CudaBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& we
   const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
   LtGemmArgs g;
   g.bf16_inputs = matmul_operand_dtype(inp, weight, op) == DType::bf16;
-  check_out_dtype(out, g.bf16_inputs ? DType::bf16 : DType::f32, op);
+  check_linear_activation_dtype(out, g.bf16_inputs ? DType::bf16 : DType::f32, op, "out");
   g.bf16_output = out.dtype == DType::bf16;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
   g.a = need_operand(inp, op, "inp"), g.b = need_operand(weight, op, "weight");
@@ -38,7 +38,7 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
 }
 
 const void* CudaBackend::gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op) {
-  check_dout_dtype(dout, bf16 ? DType::bf16 : DType::f32, op);
+  check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
   if (dout.dtype == DType::bf16 || !bf16) return need_operand(dout, op, "dout");
   // fp32 dout, bf16 operands: both GEMMs read it rounded to bf16 (backend.h)
   const size_t bytes = static_cast<size_t>(n) * dtype_size(DType::bf16);
@@ -58,7 +58,7 @@ void CudaBackend::linear_param_grads(Tensor dweight, Tensor dbias, const Tensor&
     run_gemm(g);
   }
   if (dbias.empty()) return;
-  check_dout_dtype(dout, bf16 ? DType::bf16 : DType::f32, op);
+  check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
   float* db = need_f32(dbias, op, "dbias");
   float* partials = column_scratch(d.N, d.OC);
   if (dout.dtype == DType::bf16)  // (an fp32 dout is summed as it is, not rounded)

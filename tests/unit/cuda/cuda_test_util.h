@@ -73,17 +73,10 @@ inline Tensor host(std::vector<int32_t>& v, Shape s) {
 inline constexpr double kF32Tol = 1e-5;
 inline constexpr double kBf16Tol = 1e-2;
 
-// bf16 helpers: host rounding (the cpu backend's), a bf16 output full of NaN, and its values.
-inline std::vector<uint16_t> bf16_bits_of(const std::vector<float>& v) {
-  std::vector<uint16_t> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i) b[i] = cpu::bf16_bits_from_float(v[i]);
-  return b;
-}
-inline std::vector<float> floats_of(const std::vector<uint16_t>& b) {
-  std::vector<float> v(b.size());
-  for (size_t i = 0; i < b.size(); ++i) v[i] = cpu::float_from_bf16_bits(b[i]);
-  return v;
-}
+// bf16 helpers: host rounding and values (kernel_test_util.h), a bf16 output full of NaN, and
+// its values.
+using kernel_test::bf16_bits_of;
+using kernel_test::floats_of;
 inline Tensor poisoned_bf16(Backend& be, Shape s) {
   return upload(be, std::vector<uint16_t>(static_cast<size_t>(s.numel()), 0x7fc0), s, DType::bf16);
 }

@@ -122,12 +122,8 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
 TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
           "[kernels][attention][bf16]") {
   const int64_t B = 1, T = 40, NH = 2, HS = 32, C = NH * HS;
-  auto wide = randoms(B * T * 3 * C, 21, -2, 2);
-  std::vector<uint16_t> qkv16(wide.size());
-  for (size_t i = 0; i < wide.size(); ++i) {
-    qkv16[i] = cpu::bf16_bits_from_float(wide[i]);
-    wide[i] = cpu::float_from_bf16_bits(qkv16[i]);
-  }
+  const std::vector<uint16_t> qkv16 = bf16_bits_of(randoms(B * T * 3 * C, 21, -2, 2));
+  const std::vector<float> wide = floats_of(qkv16);
   const auto dy = randoms(B * T * C, 22);
   struct Result {
     std::vector<uint16_t> out;

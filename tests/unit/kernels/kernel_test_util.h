@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/core/tensor.h"
+#include "runtime/cpu/ops_optim.h"
 
 namespace trainer::kernel_test {
 
@@ -20,6 +21,18 @@ inline std::vector<float> randoms(int64_t n, uint32_t seed, float lo = -1, float
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// bf16 bits of fp32 values, rounded as the cpu backend rounds, and the values of bf16 bits.
+inline std::vector<uint16_t> bf16_bits_of(const std::vector<float>& v) {
+  std::vector<uint16_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = cpu::bf16_bits_from_float(v[i]);
+  return b;
+}
+inline std::vector<float> floats_of(const std::vector<uint16_t>& b) {
+  std::vector<float> v(b.size());
+  for (size_t i = 0; i < b.size(); ++i) v[i] = cpu::float_from_bf16_bits(b[i]);
   return v;
 }
 

@@ -98,16 +98,6 @@ TEST_CASE("emulated_fused_gelu_fallback_kernels_match_cpu", "[kernels][bf16]") {
   cpu::CpuBackend ref;
   const int64_t n = 3000;
   auto sum = randoms(n, 1, -6, 6), g = randoms(n, 2);
-  auto bits = [](const std::vector<float>& v) {
-    std::vector<uint16_t> b(v.size());
-    for (size_t i = 0; i < v.size(); ++i) b[i] = cpu::bf16_bits_from_float(v[i]);
-    return b;
-  };
-  auto floats = [](const std::vector<uint16_t>& b) {
-    std::vector<float> v(b.size());
-    for (size_t i = 0; i < b.size(); ++i) v[i] = cpu::float_from_bf16_bits(b[i]);
-    return v;
-  };
   auto bf16 = [](std::vector<uint16_t>& b) {
     return Tensor(b.data(), {static_cast<int64_t>(b.size())}, DType::bf16);
   };
@@ -132,19 +122,19 @@ TEST_CASE("emulated_fused_gelu_fallback_kernels_match_cpu", "[kernels][bf16]") {
   ref.gelu_forward(bf16(rout16), host(sum, {n}));
   ref.round_to_bf16(bf16(rpre16), host(sum, {n}));
   CHECK(pre16 == rpre16);
-  check_close(floats(out16), floats(rout16), 1e-2, "bf16 gelu out");
+  check_close(floats_of(out16), floats_of(rout16), 1e-2, "bf16 gelu out");
   std::vector<uint16_t> dpre16(sz(n), 0x7fc0);
   emu::gelu_backward_from_sum(dpre16.data(), pre16.data(), g.data(), n, kStream);
-  auto pre_wide = floats(pre16);
+  auto pre_wide = floats_of(pre16);
   std::vector<float> rd(sz(n));
   ref.gelu_backward(host(rd, {n}), host(pre_wide, {n}), host(g, {n}));
-  check_close(floats(dpre16), floats(bits(rd)), 1e-2, "bf16 dpre");
+  check_close(floats_of(dpre16), floats_of(bf16_bits_of(rd)), 1e-2, "bf16 dpre");
 
   // dbias of a bf16 dout: the column sums of its values
   const int64_t N = 601, OC = 40;
-  auto dout = bits(randoms(N * OC, 3));
+  auto dout = bf16_bits_of(randoms(N * OC, 3));
   auto dbias = randoms(OC, 4), want = dbias;
-  const auto wide = floats(dout);
+  const auto wide = floats_of(dout);
   for (int64_t i = 0; i < N; ++i)
     for (int64_t o = 0; o < OC; ++o) want[sz(o)] += wide[sz(i * OC + o)];
   std::vector<float> scratch(static_cast<size_t>(emu::column_sums_scratch_floats(N, OC)));
@@ -210,20 +200,13 @@ TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_p
     check_close(logits, rlogits, kTol, "cross-entropy dlogits");
 
     // bf16 logits (bf16 compute): the same fp32 math on their values, dlogits rounded once
-    std::vector<uint16_t> z16(sz(N * Vp)), rz16(z16.size());
-    const auto start = randoms(N * Vp, 2, -4, 4);
-    for (size_t i = 0; i < z16.size(); ++i) z16[i] = rz16[i] = cpu::bf16_bits_from_float(start[i]);
+    std::vector<uint16_t> z16 = bf16_bits_of(randoms(N * Vp, 2, -4, 4)), rz16 = z16;
     auto losses16 = nans(N);
     emu::softmax_cross_entropy(z16.data(), losses16.data(), tgt.data(), N, V, Vp, 0.125f, kStream);
     ref.softmax_cross_entropy(Tensor(rz16.data(), {N, Vp}, DType::bf16), host(rlosses, {N}),
                               host(tgt, {N}), 0.125f, V);
     check_close(losses16, rlosses, kTol, "bf16 cross-entropy losses");
-    std::vector<float> dz(z16.size()), rdz(z16.size());
-    for (size_t i = 0; i < z16.size(); ++i) {
-      dz[i] = cpu::float_from_bf16_bits(z16[i]);
-      rdz[i] = cpu::float_from_bf16_bits(rz16[i]);
-    }
-    check_close(dz, rdz, 1e-2, "bf16 cross-entropy dlogits");
+    check_close(floats_of(z16), floats_of(rz16), 1e-2, "bf16 cross-entropy dlogits");
   }
 }
 
