@@ -1,7 +1,6 @@
 // `trainer plan RUN.yaml [--set key=value ...]`: checks a config and prints its model size, batch
 // and memory estimate (model state by the ZeRO formula, activations as the model allocates them).
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,9 +41,8 @@ size_t print_activation_memory(const config::RunConfig& cfg, const std::string& 
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
   const model::ParamLayout layout(dims, model::GptShard::whole(dims));
   const int B = cfg.train.micro_batch, T = cfg.model.seq_len;
-  const char* kernel = std::getenv("TRAINER_ATTENTION");
-  const bool flash = gpu != "cpu" && flash_attention_head_size(dims.head_dim()) &&
-                     !(kernel && std::string(kernel) == "reference");
+  const bool flash =
+      gpu != "cpu" && cuda_attention_uses_flash(attention_kernel_from_env(), dims.head_dim());
   const bool bf16 = cfg.precision.compute != "fp32";
   const size_t bytes = model::Activations::bytes_needed(
       layout, B, T, model::parse_recompute(cfg.activation_checkpointing),

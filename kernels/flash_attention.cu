@@ -204,15 +204,16 @@ dim3 grid(int64_t B, int64_t T, int64_t NH) {
   return dim3(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(B * NH));
 }
 
+// The head sizes below (with_head_size<16, 32, 64>) are the rule the backend and `trainer plan`
+// follow.
+static_assert(flash_attention_head_size(16) && flash_attention_head_size(32) &&
+              flash_attention_head_size(64) && !flash_attention_head_size(128));
+
 float scale_for(int64_t HS) {
   return 1.0f / std::sqrt(float(HS));
 }
 
 }  // namespace
-
-bool flash_attention_supports(int64_t head_size) {
-  return flash_attention_head_size(head_size);  // the sizes with_head_size<16, 32, 64> compiles
-}
 
 template <class OutT, class QkvT>
 void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,

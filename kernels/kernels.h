@@ -57,7 +57,7 @@ void attention_backward(float* dqkv, const float* dout, const QkvT* qkv, const f
 
 // --- attention (flash_attention.cu): FlashAttention-style, T x T never materialised ---
 // lse[B,NH,T] is each row's log-sum-exp, all backward needs besides qkv, out and dout.
-bool flash_attention_supports(int64_t head_size);  // 16, 32, 64
+// Head sizes 16, 32, 64 (flash_attention_head_size in runtime/core/attention_state.h).
 template <class OutT, class QkvT>
 void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream);

@@ -9,9 +9,24 @@
 
 namespace trainer {
 
+// The cuda backend's attention kernels, chosen by the environment variable TRAINER_ATTENTION:
+//   tensor_core (default): WMMA flash kernels for a bf16 out and head sizes 32, 64; else as flash.
+//   flash:     FlashAttention-style kernels on CUDA cores, head sizes 16, 32, 64.
+//   reference: simple kernels that keep the probabilities, any head size.
+enum class AttentionKernel { tensor_core, flash, reference };
+
+// TRAINER_ATTENTION's choice (unset or empty: tensor_core). Another value throws
+// std::invalid_argument naming the variable, the value and the allowed ones.
+AttentionKernel attention_kernel_from_env();
+
 // The head sizes kernels/flash_attention.cu is compiled for (its with_head_size<16, 32, 64>).
-inline bool flash_attention_head_size(int64_t head_size) {
+constexpr bool flash_attention_head_size(int64_t head_size) {
   return head_size == 16 || head_size == 32 || head_size == 64;
+}
+
+// Whether the cuda backend runs a flash kernel (and keeps row statistics) for this head size.
+constexpr bool cuda_attention_uses_flash(AttentionKernel kernel, int64_t head_size) {
+  return kernel != AttentionKernel::reference && flash_attention_head_size(head_size);
 }
 
 inline Shape attention_state_shape_of(bool flash, int64_t B, int64_t NH, int64_t T) {

@@ -28,15 +28,7 @@ int device_count(std::string* why) {
 }
 
 CudaBackend::CudaBackend(int local_rank) {
-  if (const char* a = std::getenv("TRAINER_ATTENTION"); a && *a) {
-    const std::string kernel = a;
-    TRAINER_CHECK(
-        kernel == "tensor_core" || kernel == "flash" || kernel == "reference",
-        "TRAINER_ATTENTION = '" << kernel << "': allowed are tensor_core, flash, reference");
-    attention_kernel_ = kernel == "tensor_core" ? AttentionKernel::tensor_core
-                        : kernel == "flash"     ? AttentionKernel::flash
-                                                : AttentionKernel::reference;
-  }
+  attention_kernel_ = attention_kernel_from_env();
   if (const char* e = std::getenv("TRAINER_GELU_EPILOGUE"); e && *e) {
     const std::string on = e;
     TRAINER_CHECK(on == "0" || on == "1", "TRAINER_GELU_EPILOGUE = '"

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/core/attention_state.h"
 #include "runtime/core/backend.h"
 #include "runtime/core/op_shapes.h"
 #include "runtime/cuda/cublaslt_gemm.h"
@@ -68,13 +69,11 @@ class CudaBackend : public Backend {
                           const Tensor& rstd) override;
   void gelu_forward(Tensor out, const Tensor& inp) override;
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
-  // Attention kernels, by TRAINER_ATTENTION (default tensor_core):
-  //   tensor_core: a bf16 `out` (bf16 compute) runs kernels/flash_attention_tc.cu (WMMA, head
-  //                sizes 32, 64); otherwise as flash.
-  //   flash:       kernels/flash_attention.cu, fp32 on CUDA cores, head sizes 16, 32, 64.
-  //   reference:   kernels/attention.cu, any head size; also the fallback of the other two.
-  // The flash kernels keep the row log-sum-exp [B,NH,T], the reference the probabilities.
-  enum class AttentionKernel { tensor_core, flash, reference };
+  // Attention kernels, by TRAINER_ATTENTION (AttentionKernel, runtime/core/attention_state.h):
+  // tensor_core runs kernels/flash_attention_tc.cu (WMMA) for a bf16 `out` and head sizes 32, 64,
+  // flash kernels/flash_attention.cu (CUDA cores, 16, 32, 64), reference kernels/attention.cu
+  // (any head size; also the fallback of the other two). The flash kernels keep the row
+  // log-sum-exp [B,NH,T], the reference the probabilities.
   AttentionKernel attention_kernel() const { return attention_kernel_; }
   Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const override;
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;

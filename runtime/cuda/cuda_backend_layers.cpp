@@ -184,8 +184,7 @@ void CudaBackend::gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& do
 }
 
 bool CudaBackend::uses_flash(int64_t head_size) const {
-  return attention_kernel_ != AttentionKernel::reference &&
-         kernels::flash_attention_supports(head_size);
+  return cuda_attention_uses_flash(attention_kernel_, head_size);
 }
 
 bool CudaBackend::uses_tensor_cores(const Tensor& out, int64_t head_size) const {

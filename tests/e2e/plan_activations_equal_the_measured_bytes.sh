@@ -25,3 +25,18 @@ for name in bf16_none fp32_selective fp32_full; do
   [ "${planned[$name]}" -lt "${planned[fp32_none]}" ] \
     || fail "$name (${planned[$name]} B) is not below fp32 without recompute (${planned[fp32_none]} B)"
 done
+# On a GPU the flash kernels keep row statistics instead of the probabilities, unless
+# TRAINER_ATTENTION=reference (the same variable, and the same check, as the cuda backend's).
+gpu_plan() {
+  "$bin" plan "$src/configs/tiny.yaml" --gpu h200 >gpu_plan.txt 2>&1 \
+    || { cat gpu_plan.txt; fail "plan --gpu h200 (TRAINER_ATTENTION='${TRAINER_ATTENTION:-}') failed"; }
+  sed -n 's/^activations per rank .*: \([0-9]*\) B .*/\1/p' gpu_plan.txt
+}
+flash=$(gpu_plan)
+reference=$(TRAINER_ATTENTION=reference gpu_plan)
+echo "h200: flash $flash B, reference kernels $reference B"
+[ "$flash" -lt "$reference" ] || fail "flash's row statistics ($flash B) are not below the probabilities ($reference B)"
+TRAINER_ATTENTION=fast "$bin" plan "$src/configs/tiny.yaml" --gpu h200 >bad_env.txt 2>&1 \
+  && fail "plan accepted TRAINER_ATTENTION=fast"
+grep -q "TRAINER_ATTENTION = 'fast': allowed are tensor_core (the default), flash, reference" bad_env.txt \
+  || { cat bad_env.txt; fail "the error does not name TRAINER_ATTENTION, its value and what is allowed"; }

@@ -1,0 +1,20 @@
+#include "runtime/core/attention_state.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace trainer {
+
+AttentionKernel attention_kernel_from_env() {
+  const char* value = std::getenv("TRAINER_ATTENTION");
+  if (!value || !*value) return AttentionKernel::tensor_core;
+  const std::string kernel = value;
+  if (kernel == "tensor_core") return AttentionKernel::tensor_core;
+  if (kernel == "flash") return AttentionKernel::flash;
+  if (kernel == "reference") return AttentionKernel::reference;
+  throw std::invalid_argument("TRAINER_ATTENTION = '" + kernel +
+                              "': allowed are tensor_core (the default), flash, reference");
+}
+
+}  // namespace trainer
