@@ -43,14 +43,17 @@ size_t print_activation_memory(const config::RunConfig& cfg, const std::string& 
   const int B = cfg.train.micro_batch, T = cfg.model.seq_len;
   const bool flash =
       gpu != "cpu" && cuda_attention_uses_flash(attention_kernel_from_env(), dims.head_dim());
-  const bool bf16 = cfg.precision.compute != "fp32";
+  const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
   const size_t bytes = model::Activations::bytes_needed(
       layout, B, T, model::parse_recompute(cfg.activation_checkpointing),
-      bf16 ? DType::bf16 : DType::f32, attention_state_shape_of(flash, B, dims.n_head, T));
+      bf16 ? DType::bf16 : DType::f32, attention_state_shape_of(flash, B, dims.n_head, T), fp8);
   std::printf(
       "activations per rank (micro_batch %d x %d tokens, activation_checkpointing %s, %s, "
       "attention keeps %s): %zu B (%.1f MiB)\n",
-      B, T, cfg.activation_checkpointing.c_str(), bf16 ? "bf16 activations" : "fp32",
+      B, T, cfg.activation_checkpointing.c_str(),
+      fp8    ? "bf16 activations + fp8 GEMMs' fp32 sums"
+      : bf16 ? "bf16 activations"
+             : "fp32",
       flash ? "row log-sum-exps" : "T x T probabilities", bytes, bytes / (1024.0 * 1024.0));
   return bytes;
 }

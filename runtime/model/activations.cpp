@@ -1,5 +1,7 @@
 #include "runtime/model/activations.h"
 
+#include <algorithm>
+
 #include "runtime/core/check.h"
 
 namespace trainer::model {
@@ -25,7 +27,9 @@ class Carver {
 };
 
 // att_state: what attention keeps per layer (Backend::attention_state_shape).
-void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& att_state) {
+// fp8_sums: carve Activations::fp8_sums too.
+void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& att_state,
+           bool fp8_sums) {
   const GptDims& d = layout.dims();
   const GptShard& s = layout.shard();
   const int64_t B = a.B, T = a.T, C = d.d_model, V = d.padded_vocab();
@@ -77,6 +81,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   a.grad.dqkv = c.take({B, T, 3 * CL});
   a.grad.datty = c.take({B, T, CL});
   a.grad.dfch = c.take({B, T, FC}, mm);
+  if (fp8_sums) a.fp8_sums = c.take({B, T, std::max(3 * CL, FC)});
 }
 
 }  // namespace
@@ -91,26 +96,26 @@ Recompute parse_recompute(const std::string& name) {
 }
 
 Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r,
-                         DType matmul_input_dtype)
+                         DType matmul_input_dtype, bool fp8_sums)
     : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), be_(&be) {
   TRAINER_CHECK(matmul_input == DType::f32 || matmul_input == DType::bf16,
                 "activations: matmul inputs must be f32 or bf16");
   const Shape att_state = be.attention_state_shape(B, layout.dims().n_head / layout.shard().tp_size,
                                                    T, layout.dims().head_dim());
-  bytes_ = bytes_needed(layout, B, T, recompute, matmul_input, att_state);
+  bytes_ = bytes_needed(layout, B, T, recompute, matmul_input, att_state, fp8_sums);
   memory_ = be_->alloc(bytes_);
   Carver real(static_cast<char*>(memory_), be.device());
-  carve(real, *this, layout, att_state);
+  carve(real, *this, layout, att_state, fp8_sums);
 }
 
 Activations::Activations(int b, int t, Recompute r, DType matmul_input_dtype)
     : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype) {}
 
 size_t Activations::bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
-                                 DType matmul_input, const Shape& attention_state) {
+                                 DType matmul_input, const Shape& attention_state, bool fp8_sums) {
   Activations shape_only(B, T, recompute, matmul_input);
   Carver measure(nullptr, DeviceType::cpu);
-  carve(measure, shape_only, layout, attention_state);
+  carve(measure, shape_only, layout, attention_state, fp8_sums);
   return measure.used();
 }
 

@@ -49,9 +49,10 @@ class Activations {
  public:
   // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
   // lnf, and dfch), of qkv and of the logits: bf16 under bf16 compute, which also halves their
-  // memory.
+  // memory. fp8_sums: fp8 compute's scratch is wanted (see below).
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
-              Recompute recompute = Recompute::none, DType matmul_input = DType::f32);
+              Recompute recompute = Recompute::none, DType matmul_input = DType::f32,
+              bool fp8_sums = false);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -66,13 +67,17 @@ class Activations {
   Tensor logits;  // [B,T,V] in matmul_input (dlogits after a training forward)
   Tensor losses;  // [B,T]
   GradScratch grad;
+  // fp8 compute: an fp8 GEMM's fp32 sums before they are rounded (qkv) or passed through the
+  // GELU (fc), [B,T,widest linear output]; empty otherwise.
+  Tensor fp8_sums;
   size_t bytes() const { return bytes_; }
 
   // The bytes the constructor allocates for these arguments when attention keeps
   // `attention_state` per layer (Backend::attention_state_shape), without allocating: the
   // estimate of `trainer plan`.
   static size_t bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
-                             DType matmul_input, const Shape& attention_state);
+                             DType matmul_input, const Shape& attention_state,
+                             bool fp8_sums = false);
 
  private:
   Activations(int B, int T, Recompute recompute, DType matmul_input);  // views only, no memory

@@ -99,6 +99,7 @@ void Gpt::set_compute_fp8(bool on) {
     fp8_amaxes_ = BackendBuffer();
   }
   fp8_ = on;
+  if (acts_) reallocate_activations();  // with or without the fp8 sums
 }
 
 std::vector<float> Gpt::fp8_scaling_state() const {
@@ -130,8 +131,7 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
 }
 
 Tensor Gpt::fp8_sums(const Shape& shape) {
-  if (fp8_sums_.numel() < shape.numel()) fp8_sums_ = BackendBuffer(be_, shape.numel());
-  return fp8_sums_.slice(0, shape.numel()).view(shape);
+  return acts_->fp8_sums.slice(0, shape.numel()).view(shape);
 }
 
 void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l) {
@@ -164,12 +164,7 @@ void Gpt::set_compute_bf16(bool on) {
     compute_params_ = params_;
   }
   refresh_compute_weights();
-  if (acts_) {  // the matmul inputs change dtype: reallocate at the same size
-    const int B = acts_->B, T = acts_->T;
-    const Recompute r = acts_->recompute;
-    acts_.reset();
-    allocate_activations(B, T, r);
-  }
+  if (acts_) reallocate_activations();  // the matmul inputs change dtype
 }
 
 void Gpt::refresh_compute_weights() {
@@ -185,7 +180,14 @@ void Gpt::allocate_activations(int B, int T, Recompute recompute) {
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
   acts_.reset();
   acts_ = std::make_unique<Activations>(be_, layout_, B, T, recompute,
-                                        bf16_ ? DType::bf16 : DType::f32);
+                                        bf16_ ? DType::bf16 : DType::f32, fp8_);
+}
+
+void Gpt::reallocate_activations() {
+  const int B = acts_->B, T = acts_->T;
+  const Recompute recompute = acts_->recompute;
+  acts_.reset();
+  allocate_activations(B, T, recompute);
 }
 
 Tensor Gpt::weight_view(const std::string& name, bool grad_view) const {

@@ -102,6 +102,7 @@ class Gpt {
                       int local_layer, int which);
   // The MLP's hidden layer of local layer l: fch = fc(ln2), fch_gelu = gelu(fch).
   void mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l);
+  void reallocate_activations();  // at the same size, for a change of compute precision
   void call_before(int unit, bool backward);
   void call_ready(int unit);
 
@@ -114,10 +115,7 @@ class Gpt {
   BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
   BackendBuffer fp8_amaxes_;  // the last forward's: [local layers, 4 linears, input/weight]
   void push_fp8_amaxes();     // reduced over the amax group, into the states
-  // fp8 compute: an fp8 GEMM's fp32 output before it is rounded to bf16 (qkv) or passed
-  // through the GELU (fc); grown to the largest use.
-  BackendBuffer fp8_sums_;
-  Tensor fp8_sums(const Shape& shape);
+  Tensor fp8_sums(const Shape& shape);  // a view of Activations::fp8_sums
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;
   float dloss_scale_ = 0;

@@ -84,3 +84,27 @@ TEST_CASE("fp8_compute_under_full_recompute_equals_keeping_activations", "[model
   }
   CHECK_FALSE(kept.fp8_states.empty());
 }
+
+TEST_CASE("fp8_compute_counts_its_fp32_sums_in_the_activations", "[model][fp8]") {
+  // The fp8 GEMMs' fp32 sums (qkv and fc, [B,T,4C] at the widest) are part of the activations,
+  // allocated with them, so the report's activation bytes and `trainer plan` count them.
+  cpu::CpuBackend be;
+  model::Gpt gpt(be, kDims, model::GptShard::whole(kDims));
+  gpt.init_weights(7);
+  gpt.allocate_activations(kB, kT);
+  gpt.set_compute_bf16(true);
+  const size_t bf16 = gpt.activation_bytes();
+  gpt.set_compute_fp8(true);
+  const size_t fp8 = gpt.activation_bytes();
+  const size_t sums = size_t{kB} * kT * static_cast<size_t>(kDims.ffn_hidden()) * sizeof(float);
+  CHECK(fp8 - bf16 == (sums + 63) / 64 * 64);
+  const Shape att = be.attention_state_shape(kB, kDims.n_head, kT, kDims.head_dim());
+  CHECK(fp8 == model::Activations::bytes_needed(gpt.layout(), kB, kT, model::Recompute::none,
+                                                DType::bf16, att, true));
+  std::vector<int32_t> tokens(kB * kT, 1);
+  gpt.forward(tokens.data(), tokens.data(), 1.0f);
+  gpt.backward();
+  CHECK(gpt.activation_bytes() == fp8);  // nothing grown on the way
+  gpt.set_compute_fp8(false);
+  CHECK(gpt.activation_bytes() == bf16);
+}
