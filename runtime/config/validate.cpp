@@ -1,4 +1,5 @@
 // validate(): per-key values, settings that depend on each other, the grid shape and data.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -25,16 +26,19 @@ void check_device_settings(const RunConfig& c) {
          device + "; use gloo or auto");
 }
 
-// What the fp8 forward GEMMs cannot take: shapes cuBLASLt's fp8 kernels refuse, and a forward
-// rerun (full recompute) that would quantize with moved scales.
+// What the fp8 forward GEMMs cannot take: shapes cuBLASLt's fp8 kernels refuse (every inner
+// dimension, d_model and the ffn hidden size per tensor-parallel rank, and the rows a multiple of
+// 16), and a forward rerun (full recompute) that would quantize with moved scales.
 void check_fp8(const RunConfig& c) {
   if (c.precision.compute != "fp8") return;
   const long long rows = 1LL * c.train.micro_batch * c.model.seq_len;
-  if (c.model.d_model % 16 != 0 || rows % 16 != 0)
+  const int tp = std::max(1, c.parallel.tp);
+  if (c.model.d_model % (16 * tp) != 0 || rows % 16 != 0)
     fail(
-        "precision.compute = fp8 needs model.d_model and train.micro_batch * model.seq_len to be "
-        "multiples of 16 (cuBLASLt's fp8 GEMMs); got " +
-        kv("d_model", c.model.d_model) + ", " + kv("micro_batch * seq_len", rows));
+        "precision.compute = fp8 needs model.d_model / parallel.tp and train.micro_batch * "
+        "model.seq_len to be multiples of 16 (cuBLASLt's fp8 GEMMs); got " +
+        kv("d_model", c.model.d_model) + ", " + kv("tp", tp) + ", " +
+        kv("micro_batch * seq_len", rows));
 }
 
 void check_init_from(const ModelConfig& m) {

@@ -27,6 +27,8 @@ expect_error "parallel.zero = 5" --set parallel.zero=5
 expect_error "precision.compute = fp8 needs hardware.device = cuda" --set precision.compute=fp8
 expect_error "multiples of 16" --set precision.compute=fp8 --set hardware.device=cuda \
   --set model.d_model=136 --set model.n_head=4
+expect_error "model.d_model / parallel.tp" --set precision.compute=fp8 --set hardware.device=cuda \
+  --set model.d_model=144 --set parallel.tp=2
 expect_error "model.d_model = 130" --set model.d_model=130
 expect_error "train.steps = -1" --set train.steps=-1
 expect_error "logging.level" --set logging.level=loud
