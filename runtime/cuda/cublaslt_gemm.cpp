@@ -48,11 +48,9 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, i
   return l;
 }
 
-// Largest power-of-two byte alignment (up to 256) shared by the pointers: heuristics depend on it.
-int common_alignment(const LtGemmArgs& g) {
-  uintptr_t bits = reinterpret_cast<uintptr_t>(g.a) | reinterpret_cast<uintptr_t>(g.b) |
-                   reinterpret_cast<uintptr_t>(g.c) | reinterpret_cast<uintptr_t>(g.bias) |
-                   reinterpret_cast<uintptr_t>(g.aux);
+// Largest power-of-two byte alignment of p, up to 256 (a null pointer counts as 256).
+int alignment_of(const void* p) {
+  const auto bits = reinterpret_cast<uintptr_t>(p);
   int align = 256;
   while (align > 1 && (bits % static_cast<uintptr_t>(align)) != 0) align /= 2;
   return align;
@@ -70,7 +68,7 @@ cublasLtEpilogue_t epilogue_of(const LtGemmArgs& g) {
   return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-// The plan's epilogue: its kind, the bias type (fp32, also under a bf16 output) and the aux
+// The plan's epilogue: its kind, the bias type (fp32, or bf16 with bias_bf16) and the aux
 // matrix's leading dimension (packed: the column-major view's n rows). The pointers follow
 // (set_pointers), before the heuristic too: it reads their alignment.
 void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
@@ -78,7 +76,7 @@ void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (g.bias) {
-    const cudaDataType_t bias_type = CUDA_R_32F;
+    const cudaDataType_t bias_type = g.bias_bf16 ? CUDA_R_16BF : CUDA_R_32F;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                 &bias_type, sizeof(bias_type)));
   }
@@ -89,6 +87,8 @@ void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   }
 }
 
+// The epilogue's pointers, and fp8's scales (the operands swap places in the column-major view:
+// b is cuBLASLt's A).
 void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   if (g.bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
@@ -96,6 +96,25 @@ void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   if (g.aux)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                 &g.aux, sizeof(g.aux)));
+  if (g.fp8_inputs) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                &g.b_scale, sizeof(g.b_scale)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                &g.a_scale, sizeof(g.a_scale)));
+  }
+}
+
+// Tells the heuristic how aligned the matrices are (it assumes 256 bytes otherwise, and may pick
+// a kernel that faults on less). cuBLASLt's A is our b, its B our a, its C and D our c.
+void set_min_alignment(cublasLtMatmulPreference_t pref, int a, int b, int c) {
+  const auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, int bytes) {
+    const auto v = static_cast<uint32_t>(bytes);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+  };
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, b);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, a);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, c);
+  set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, c);
 }
 
 }  // namespace
@@ -110,7 +129,7 @@ LtGemm::~LtGemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
+LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) {
   const Key key{g.trans_a,
                 g.trans_b,
                 g.m,
@@ -124,6 +143,7 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
                 g.stride_b,
                 g.stride_c,
                 g.bias != nullptr,
+                g.bias_bf16,
                 g.bf16_inputs,
                 g.bf16_output,
                 g.fp8_inputs,
@@ -159,17 +179,18 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, int alignment) {
       layout(in_type, g.trans_a ? g.m : g.k, g.trans_a ? g.k : g.m, g.lda, g.batch, g.stride_a);
   plan->c = layout(g.bf16_output ? CUDA_R_16BF : CUDA_R_32F, g.n, g.m, g.ldc, g.batch, g.stride_c);
 
-  if (fused) set_pointers(plan->desc, g);
+  set_pointers(plan->desc, g);
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &ws, sizeof(ws)));
+  set_min_alignment(pref, alignment.a, alignment.b, alignment.c);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
       handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
     plan->algo = result.algo;
     plan->has_algo = true;
@@ -190,27 +211,31 @@ bool LtGemm::run(const LtGemmArgs& args) {
   TRAINER_CHECK(gelu == (g.aux != nullptr) && (!gelu || g.batch == 1) &&
                     (g.epilogue != LtGemmArgs::Epilogue::dgelu || !g.bias),
                 "LtGemm: a GELU epilogue takes aux, no batch, and dgelu no bias");
-  if (gelu && g.n % 8 != 0) return false;  // cuBLASLt's rule for the aux leading dimension
-  Plan* plan = plan_for(g, common_alignment(g));
-  if (!plan->has_algo) return false;  // only for epilogues
-  set_pointers(plan->desc, g);
-  if (g.fp8_inputs) {  // the operands swap places in the column-major view: b is cuBLASLt's A
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                &g.b_scale, sizeof(g.b_scale)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                &g.a_scale, sizeof(g.a_scale)));
+  const bool fused = epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT;
+  const Alignment alignment{alignment_of(g.a), alignment_of(g.b), alignment_of(g.c),
+                            alignment_of(g.bias), alignment_of(g.aux)};
+  // cuBLASLt's rule for the aux leading dimension; and an epilogue vector or matrix under 16
+  // bytes of alignment, which its kernels may read with wide loads (no preference covers them)
+  const bool refuse =
+      fused && ((gelu && g.n % 8 != 0) || alignment.bias < 16 || alignment.aux < 16);
+  Plan* plan = refuse ? nullptr : plan_for(g, alignment);
+  if (!plan || !plan->has_algo) {  // only for epilogues
+    ++stats_.refused;
+    return false;
   }
+  set_pointers(plan->desc, g);
   const cublasStatus_t st =
       cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta, g.c,
                      plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_, stream_);
   // An epilogue the heuristic offered but the call refuses (checked before any launch): the
   // caller's path without it, for this shape from now on.
-  if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) &&
-      epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT) {
+  if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) && fused) {
     plan->has_algo = false;
+    ++stats_.refused;
     return false;
   }
   CUBLAS_CHECK(st);
+  if (fused) ++stats_.fused;
   return true;
 }
 

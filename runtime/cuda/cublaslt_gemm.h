@@ -22,9 +22,10 @@ struct LtGemmArgs {
   void* c = nullptr;                  // [m,n], ldc
   int64_t lda = 0, ldb = 0, ldc = 0;  // 0: packed
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
-  const float* bias = nullptr;  // c[i, j] += bias[j] (fp32, length n)
-  bool bf16_inputs = false;     // a and b hold bf16; c stays fp32 ...
-  bool bf16_output = false;     // ... unless this (with bf16_inputs): c, and aux, hold bf16
+  const void* bias = nullptr;  // c[i, j] += bias[j] (length n): fp32, or bf16 with bias_bf16
+  bool bias_bf16 = false;      // (cuBLASLt's default bias type is the output's)
+  bool bf16_inputs = false;    // a and b hold bf16; c stays fp32 ...
+  bool bf16_output = false;    // ... unless this (with bf16_inputs): c, and aux, hold bf16
   // GELU epilogues (cuBLASLt's): gelu_aux stores gelu(sum) in c and the sum itself (bias added)
   // in aux; dgelu stores sum * gelu'(aux) in c (no bias). aux: c's dtype and shape, packed rows
   // of n, n a multiple of 8.
@@ -46,27 +47,41 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // Returns false (and does nothing) when cuBLASLt has no algorithm for a bias or GELU epilogue
-  // on this shape (or refuses the call); the caller then does the epilogue's work itself.
-  // Throws on every other failure.
+  // on this shape (or refuses the call), or when the bias or aux pointer is less than 16-byte
+  // aligned; the caller then does the epilogue's work itself. Throws on every other failure.
   bool run(const LtGemmArgs& args);
+
+  // Calls with a bias or GELU epilogue: how many ran fused, how many were handed back.
+  struct EpilogueStats {
+    int64_t fused = 0, refused = 0;
+  };
+  const EpilogueStats& epilogue_stats() const { return stats_; }
 
  private:
   struct Plan;
+  // The byte alignment (a power of two up to 256) of each pointer: cuBLASLt picks its algorithm
+  // for the alignment it is told (A, B, C/D) or sees (bias, aux) when planning, so a plan is
+  // only reused for pointers aligned at least as well.
+  struct Alignment {
+    int a, b, c, bias, aux;
+    auto operator<=>(const Alignment&) const = default;
+  };
   struct Key {
     bool trans_a, trans_b;
     int64_t m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c;
-    bool bias, bf16_inputs, bf16_output, fp8_inputs;
+    bool bias, bias_bf16, bf16_inputs, bf16_output, fp8_inputs;
     LtGemmArgs::Epilogue epilogue;
-    int alignment;
+    Alignment alignment;
     auto operator<=>(const Key&) const = default;
   };
-  Plan* plan_for(const LtGemmArgs& g, int alignment);
+  Plan* plan_for(const LtGemmArgs& g, const Alignment& alignment);
 
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
   cublasLtHandle_t handle_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  EpilogueStats stats_;
 };
 
 }  // namespace trainer::cuda

@@ -131,15 +131,15 @@ void CudaBackend::run_gemm(LtGemmArgs a) {
     kernels::scale(static_cast<float*>(a.c), a.beta, a.m * a.n, stream_);
     return;
   }
-  if (lt_->run(a)) return;
+  if (run_fused(a)) return;
   // no bias epilogue for this shape: plain GEMM, then the bias kernel (and, for a bf16 output,
   // into fp32 sums that are rounded once after the bias)
-  const float* bias = a.bias;
+  TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n),
+                "gemm: a bias needs a packed single matrix");
+  const auto* bias = static_cast<const float*>(a.bias);
   a.bias = nullptr;
   void* out = a.c;
   if (a.bf16_output) {
-    TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n),
-                  "gemm: a bf16 output with a bias needs a packed single matrix");
     a.c = scratch(sum_scratch_, sum_scratch_bytes_, static_cast<size_t>(a.m * a.n) * 4);
     a.bf16_output = false;
   }
@@ -148,6 +148,17 @@ void CudaBackend::run_gemm(LtGemmArgs a) {
   if (a.c != out)
     kernels::cast_f32_to_bf16(static_cast<uint16_t*>(out), static_cast<const float*>(a.c),
                               a.m * a.n, stream_);
+}
+
+bool CudaBackend::run_fused(LtGemmArgs a) {
+  if (lt_->run(a)) return true;
+  if (!a.bias || !a.bf16_output || a.bias_bf16) return false;
+  // cuBLASLt's default bias type is the output's: the fp32 bias rounded to bf16 in scratch
+  auto* bias16 = static_cast<uint16_t*>(
+      scratch(bias_scratch_, bias_scratch_bytes_, static_cast<size_t>(a.n) * sizeof(uint16_t)));
+  kernels::cast_f32_to_bf16(bias16, static_cast<const float*>(a.bias), a.n, stream_);
+  a.bias = bias16, a.bias_bf16 = true;
+  return lt_->run(a);
 }
 
 namespace {

@@ -94,6 +94,9 @@ class CudaBackend : public Backend {
   double sum(const Tensor& x) override;
   void round_to_bf16(Tensor dst, const Tensor& src) override;
   void cast_bf16_to_f32(Tensor dst, const Tensor& src);  // bf16 bits -> fp32
+  // GEMMs with a bias or GELU epilogue so far: how many ran in cuBLASLt's epilogue, and how many
+  // it handed back to the kernels (for the bench and the tests).
+  const LtGemm::EpilogueStats& epilogue_stats() const { return lt_->epilogue_stats(); }
 
  private:
   // A scratch buffer that only grows (attention's dpre, embedding's sort); stream-ordered reuse.
@@ -103,6 +106,10 @@ class CudaBackend : public Backend {
   bool uses_tensor_cores(const Tensor& out, int64_t head_size) const;
   float* column_scratch(int64_t N, int64_t C);  // partial column sums (bias, layernorm params)
   void run_gemm(LtGemmArgs a);
+  // A GEMM with cuBLASLt's bias or GELU epilogue; for a bf16 output whose fp32 bias cuBLASLt
+  // refuses, once more with the bias rounded to bf16 (its default bias type). False: neither ran,
+  // the caller does the epilogue's work.
+  bool run_fused(LtGemmArgs a);
   // matmul_backward's dout as its GEMMs read it: itself, or rounded to bf16 (bf16 operands).
   const void* gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op);
   // dweight += dout^T inp and dbias += sum_rows(dout) (either may be empty).
@@ -129,6 +136,8 @@ class CudaBackend : public Backend {
   size_t dout_scratch_bytes_ = 0;
   void* sum_scratch_ = nullptr;  // a GEMM's fp32 sums where cuBLASLt lacks the epilogue
   size_t sum_scratch_bytes_ = 0;
+  void* bias_scratch_ = nullptr;  // a bias rounded to bf16 (run_fused)
+  size_t bias_scratch_bytes_ = 0;
   void* fp8_scratch_ = nullptr;  // the e4m3 operands, the amax partials and the used scales
   size_t fp8_scratch_bytes_ = 0;
 };

@@ -84,7 +84,7 @@ void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
     LtGemmArgs fused = g;
     fused.c = y, fused.aux = p, fused.bf16_output = bf16;
     fused.epilogue = LtGemmArgs::Epilogue::gelu_aux;
-    if (lt_->run(fused)) return;
+    if (run_fused(fused)) return;
   }
   const int64_t n = d.N * d.OC;
   if (!bf16) {  // the sums land in pre, the GELU reads them there
