@@ -55,11 +55,9 @@ CudaBackend::CudaBackend(int local_rank) {
 }
 
 CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);  // nothing may still use the GEMM plans
   lt_.reset();
-  if (stream_) {
-    cudaStreamSynchronize(stream_);
-    cudaStreamDestroy(stream_);
-  }
+  if (stream_) cudaStreamDestroy(stream_);
 }
 
 void* CudaBackend::alloc(size_t bytes) {

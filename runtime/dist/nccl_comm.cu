@@ -81,10 +81,10 @@ class NcclComm : public Comm {
   }
   ~NcclComm() override {
     if (comm_) {
-      if (aborted_)
-        ncclCommAbort(comm_);
-      else
+      if (!aborted_ && finalized())
         ncclCommDestroy(comm_);
+      else
+        ncclCommAbort(comm_);
     }
     cudaFree(staging_);
     cudaStreamDestroy(stream_);
@@ -191,6 +191,21 @@ class NcclComm : public Comm {
     op(staging_);  // waits for the collective
     CUDA_CHECK(cudaMemcpy(data, staging_, bytes, cudaMemcpyDeviceToHost));
     return true;
+  }
+
+  // A non-blocking communicator is finalized (its outstanding operations flushed) before it is
+  // destroyed; false when that fails or outlasts the timeout (the caller then aborts it).
+  bool finalized() noexcept {
+    const ncclResult_t r = ncclCommFinalize(comm_);
+    if (r != ncclSuccess && r != ncclInProgress) return false;
+    const auto deadline = Clock::now() + std::chrono::duration<double>(opts_.timeout_s);
+    for (;;) {
+      ncclResult_t state = ncclInProgress;
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return false;
+      if (state != ncclInProgress) return state == ncclSuccess;
+      if (Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
   }
 
   [[noreturn]] void fail(const std::string& msg) {
