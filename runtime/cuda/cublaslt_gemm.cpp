@@ -219,10 +219,7 @@ bool LtGemm::run(const LtGemmArgs& args) {
   const bool refuse =
       fused && ((gelu && g.n % 8 != 0) || alignment.bias < 16 || alignment.aux < 16);
   Plan* plan = refuse ? nullptr : plan_for(g, alignment);
-  if (!plan || !plan->has_algo) {  // only for epilogues
-    ++stats_.refused;
-    return false;
-  }
+  if (!plan || !plan->has_algo) return false;  // only for epilogues
   set_pointers(plan->desc, g);
   const cublasStatus_t st =
       cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta, g.c,
@@ -231,11 +228,9 @@ bool LtGemm::run(const LtGemmArgs& args) {
   // caller's path without it, for this shape from now on.
   if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) && fused) {
     plan->has_algo = false;
-    ++stats_.refused;
     return false;
   }
   CUBLAS_CHECK(st);
-  if (fused) ++stats_.fused;
   return true;
 }
 

@@ -51,12 +51,6 @@ class LtGemm {
   // aligned; the caller then does the epilogue's work itself. Throws on every other failure.
   bool run(const LtGemmArgs& args);
 
-  // Calls with a bias or GELU epilogue: how many ran fused, how many were handed back.
-  struct EpilogueStats {
-    int64_t fused = 0, refused = 0;
-  };
-  const EpilogueStats& epilogue_stats() const { return stats_; }
-
  private:
   struct Plan;
   // The byte alignment (a power of two up to 256) of each pointer: cuBLASLt picks its algorithm
@@ -81,7 +75,6 @@ class LtGemm {
   size_t workspace_bytes_;
   cublasLtHandle_t handle_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_;
-  EpilogueStats stats_;
 };
 
 }  // namespace trainer::cuda

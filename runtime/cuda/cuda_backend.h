@@ -96,7 +96,10 @@ class CudaBackend : public Backend {
   void cast_bf16_to_f32(Tensor dst, const Tensor& src);  // bf16 bits -> fp32
   // GEMMs with a bias or GELU epilogue so far: how many ran in cuBLASLt's epilogue, and how many
   // it handed back to the kernels (for the bench and the tests).
-  const LtGemm::EpilogueStats& epilogue_stats() const { return lt_->epilogue_stats(); }
+  struct EpilogueStats {
+    int64_t fused = 0, handed_back = 0;
+  };
+  const EpilogueStats& epilogue_stats() const { return epilogue_stats_; }
 
  private:
   // A scratch buffer that only grows (attention's dpre, embedding's sort); stream-ordered reuse.
@@ -136,6 +139,7 @@ class CudaBackend : public Backend {
   size_t dout_scratch_bytes_ = 0;
   void* sum_scratch_ = nullptr;  // a GEMM's fp32 sums where cuBLASLt lacks the epilogue
   size_t sum_scratch_bytes_ = 0;
+  EpilogueStats epilogue_stats_;
   void* bias_scratch_ = nullptr;  // a bias rounded to bf16 (run_fused)
   size_t bias_scratch_bytes_ = 0;
   void* fp8_scratch_ = nullptr;  // the e4m3 operands, the amax partials and the used scales

@@ -121,7 +121,7 @@ void CudaBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias
     LtGemmArgs fused = g;
     fused.c = dp, fused.aux = const_cast<void*>(p), fused.bf16_output = bf16;
     fused.epilogue = LtGemmArgs::Epilogue::dgelu;
-    done = lt_->run(fused);
+    done = run_fused(fused);
   }
   if (!done) {
     const int64_t n = d.N * d.C;

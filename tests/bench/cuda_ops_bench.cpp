@@ -221,7 +221,7 @@ void bench_attention(int64_t N) {
 struct MlpRun {
   double seconds = 0;
   std::vector<float> dpre;
-  cuda::LtGemm::EpilogueStats epilogues;  // calls with an epilogue: fused in cuBLASLt or not
+  cuda::CudaBackend::EpilogueStats epilogues;  // calls with an epilogue: fused in cuBLASLt or not
 };
 
 MlpRun run_mlp_gelu(const char* path, int64_t N) {
@@ -278,7 +278,7 @@ void bench_mlp_gelu(int64_t N) {
   std::snprintf(err, sizeof err, "; max rel diff dpre %.1e; epilogues fused %lld, handed back %lld",
                 max_rel_diff(epilogue.dpre, unfused.dpre),
                 static_cast<long long>(epilogue.epilogues.fused),
-                static_cast<long long>(epilogue.epilogues.refused));
+                static_cast<long long>(epilogue.epilogues.handed_back));
   row("mlp gelu bf16 fused, cuBLASLt epilogue", shape, epilogue.seconds,
       tflops(flop, epilogue.seconds), ratio("unfused", unfused.seconds, epilogue.seconds) + err);
 }

@@ -102,7 +102,7 @@ TEST_CASE("cuda_fused_gelu_ops_match_cpu_with_and_without_the_epilogue", "[cuda]
     // Correct either way; whether cuBLASLt ran the epilogues decides the speed (the bench's row).
     const auto& stats = static_cast<cuda::CudaBackend&>(*gpu).epilogue_stats();
     WARN("after the" << (epilogue ? " epilogue" : " kernels") << " runs: cuBLASLt fused "
-                     << stats.fused << " epilogue calls, handed back " << stats.refused);
+                     << stats.fused << " epilogue calls, handed back " << stats.handed_back);
 #endif
   }
 }
