@@ -7,13 +7,15 @@
 namespace trainer::model {
 namespace {
 
-// Hands out consecutive, 64-byte aligned views of one allocation; a first pass (base == nullptr)
-// only measures.
+// Hands out consecutive, kActivationAlignment-aligned views of one allocation; a first pass (base
+// == nullptr) only measures.
 class Carver {
  public:
   Carver(char* base, DeviceType dev) : base_(base), dev_(dev) {}
   Tensor take(Shape s, DType t = DType::f32) {
-    size_t bytes = (static_cast<size_t>(s.numel()) * dtype_size(t) + 63) / 64 * 64;
+    const size_t bytes =
+        (static_cast<size_t>(s.numel()) * dtype_size(t) + kActivationAlignment - 1) /
+        kActivationAlignment * kActivationAlignment;
     Tensor out(base_ ? base_ + used_ : nullptr, s, t, dev_);
     used_ += bytes;
     return out;

@@ -12,6 +12,7 @@
 //              block lives in one set of buffers shared by all blocks, and backward reruns the
 //              block's forward before its backward.
 // Recomputation repeats the same ops on the same inputs, so gradients are bit-identical.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@
 namespace trainer::model {
 
 enum class Recompute { none, selective, full };
+
+// Each activation tensor starts at a multiple of this many bytes from the allocation (which the
+// cuda arena aligns to 256 too): cuBLASLt's GEMM kernels and their plans are chosen for the
+// operands' alignment, and 256 bytes is what they are tuned for.
+inline constexpr size_t kActivationAlignment = 256;
 // "none" | "selective" | "full" (the config's activation_checkpointing); throws on anything else.
 Recompute parse_recompute(const std::string& name);
 

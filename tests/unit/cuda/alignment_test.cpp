@@ -1,6 +1,6 @@
 // cuBLASLt picks its kernels for the alignment it is told: the linear ops on views at 4, 16 and
-// 64 bytes past an allocation's 256-byte start (a parameter inside the flat buffer, an activation
-// carved at 64 bytes) match the cpu backend, in fp32 and bf16, with bias and GELU epilogues and
+// 64 bytes past an allocation's 256-byte start (parameters inside the flat buffer sit at such
+// offsets) match the cpu backend, in fp32 and bf16, with bias and GELU epilogues and
 // the accumulating backward. A plan chosen for aligned pointers and reused for less aligned ones
 // would fault or refuse here. Relative error < 1e-5 (fp32), < 1e-2 (bf16); outputs start as NaN.
 #include <array>

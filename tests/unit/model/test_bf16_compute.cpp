@@ -48,7 +48,8 @@ Outcome run(bool bf16) {
 }
 
 size_t aligned(size_t bytes) {
-  return (bytes + 63) / 64 * 64;
+  return (bytes + model::kActivationAlignment - 1) / model::kActivationAlignment *
+         model::kActivationAlignment;
 }
 
 }  // namespace
