@@ -18,6 +18,7 @@ src="$(cd "$(dirname "$0")/.." && pwd)"
 bundle=""
 if [ "${1:-}" = --bundle ]; then bundle="$(cd "$2" && pwd)"; shift 2; fi
 # gpu-bundle.sh packs the bundle (bundle.tar.gz) so that it fits the device tool's carry limit.
+bundle_dir="$bundle"  # results go beside the bundle by default, not into the unpacked copy
 if [ -n "$bundle" ] && [ -f "$bundle/bundle.tar.gz" ]; then
   unpacked="$(mktemp -d "${TMPDIR:-/tmp}/gpu-bundle.XXXXXX")"
   tar -C "$unpacked" -xzf "$bundle/bundle.tar.gz"
@@ -51,7 +52,7 @@ if [ -n "$bundle" ]; then
     -o -name 'libnccl.so.*' -o -name 'libcudart.so.*' 2>/dev/null || true) |
     xargs -r -n1 dirname | sort -u | paste -sd: -)
   export LD_LIBRARY_PATH="$bundle/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  bin="$bundle/bin" tests="$bundle/bin" out="${GPU_CHECK_OUT:-$bundle/gpu-check}"
+  bin="$bundle/bin" tests="$bundle/bin" out="${GPU_CHECK_OUT:-$bundle_dir/gpu-check}"
   ldd "$bin/trainer" | grep "not found" && { echo "gpu-check: libraries missing" >&2; exit 1; }
 else
   echo "gpu-check: $gpu_name, sm_$arch, build dir $build"

@@ -1,5 +1,4 @@
 // validate(): per-key values, settings that depend on each other, the grid shape and data.
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -32,7 +31,7 @@ void check_device_settings(const RunConfig& c) {
 void check_fp8(const RunConfig& c) {
   if (c.precision.compute != "fp8") return;
   const long long rows = 1LL * c.train.micro_batch * c.model.seq_len;
-  const int tp = std::max(1, c.parallel.tp);
+  const int tp = c.parallel.tp;  // >= 1 (check_fields)
   if (c.model.d_model % (16 * tp) != 0 || rows % 16 != 0)
     fail(
         "precision.compute = fp8 needs model.d_model / parallel.tp and train.micro_batch * "

@@ -36,14 +36,8 @@ float* Bf16Staging::output(const Tensor& t, int slot, const char* op, const char
 }
 
 float* Bf16Staging::in_out(const Tensor& t, int slot, const char* op, const char* arg) {
-  float* dst = output(t, slot, op, arg);
-  if (t.dtype == DType::bf16) {
-    const auto* src = static_cast<const uint16_t*>(t.data);
-    const int64_t n = t.numel();
-    TRAINER_PARALLEL_FOR_IF(n >= kParallelMinWork)
-    for (int64_t i = 0; i < n; ++i) dst[i] = float_from_bf16_bits(src[i]);
-  }
-  return dst;
+  if (t.dtype != DType::bf16) return output(t, slot, op, arg);
+  return const_cast<float*>(input(t, slot, op, arg));  // the slot's own buffer: writable
 }
 
 void Bf16Staging::commit(const Tensor& t, int slot) {

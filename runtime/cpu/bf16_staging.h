@@ -13,7 +13,7 @@ namespace trainer::cpu {
 
 class Bf16Staging {
  public:
-  static constexpr int kSlots = 6;
+  static constexpr int kSlots = 5;
   // The fp32 values of `t` (f32 or bf16); a bf16 tensor is widened into `slot`.
   const float* input(const Tensor& t, int slot, const char* op, const char* arg);
   // src[n] rounded to bf16 values (kept in fp32) in `slot`: a bf16 gradient operand.

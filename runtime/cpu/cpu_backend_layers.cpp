@@ -10,8 +10,8 @@
 
 namespace trainer::cpu {
 
-// Staging slots: inp 0, weight 1, dout 2 (widened when bf16), an op's bf16 output 3, a second
-// bf16 output or input 4, dout rounded to bf16 5.
+// Staging slots: inp 0, weight 1, dout 2 (widened when bf16, or rounded to bf16 when fp32 under
+// bf16 operands), an op's bf16 output 3, a second bf16 output or input 4.
 void CpuBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
                                 const Tensor& bias) {
   const char* op = "matmul_forward";
@@ -32,17 +32,17 @@ void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, cons
 
 void CpuBackend::linear_backward(const char* op, float* dinp, Tensor dweight, Tensor dbias,
                                  const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                                 const LinearDims& d) {
+                                 const LinearDims& d, float dinp_beta) {
   const DType operands = matmul_operand_dtype(inp, weight, op);
   check_linear_activation_dtype(dout, operands, op, "dout");
   const float* dy = staging_.input(dout, 2, op, "dout");
   // bf16 operands: the GEMMs see dout rounded to bf16; dbias sums the fp32 dout (a bf16 dout
   // is already rounded)
   const bool round = operands == DType::bf16 && dout.dtype == DType::f32;
-  const float* dy_gemm = round ? staging_.rounded(dy, d.N * d.OC, 5) : dy;
+  const float* dy_gemm = round ? staging_.rounded(dy, d.N * d.OC, 2) : dy;  // dy is dout's own
   cpu::matmul_backward(dinp, opt_f32(dweight, op, "dweight"), static_cast<float*>(nullptr), dy_gemm,
                        staging_.input(inp, 0, op, "inp"), staging_.input(weight, 1, op, "weight"),
-                       d.N, d.C, d.OC);
+                       d.N, d.C, d.OC, dinp_beta);
   if (!dbias.empty()) cpu::bias_backward(need_f32(dbias, op, "dbias"), dy, d.N, d.OC);
 }
 
@@ -66,8 +66,7 @@ void CpuBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias,
   const LinearDims d = matmul_gelu_backward_dims(dpre, dweight, dbias, dout, inp, weight, pre);
   gelu_operand_dtype(inp, weight, dpre, "dpre", pre, "pre", op);
   float* g = staging_.output(dpre, 3, op, "dpre");
-  std::fill(g, g + d.N * d.C, 0.0f);  // overwritten, not accumulated (backend.h)
-  linear_backward(op, g, dweight, dbias, dout, inp, weight, d);
+  linear_backward(op, g, dweight, dbias, dout, inp, weight, d, 0);  // overwritten (backend.h)
   cpu::gelu_backward_in_place(g, staging_.input(pre, 4, op, "pre"), d.N * d.C);
   staging_.commit(dpre, 3);
 }

@@ -53,13 +53,13 @@ void bias_backward(Real* dbias, const Real* dout, int64_t N, int64_t OC) {
 }
 
 // dinp[N,C] += dout[N,OC] weight[OC,C]; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout).
-// Any gradient pointer may be null (not needed).
+// Any gradient pointer may be null (not needed). dinp_beta 0 overwrites dinp instead.
 template <class Real>
 void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                     const Real* weight, int64_t N, int64_t C, int64_t OC) {
+                     const Real* weight, int64_t N, int64_t C, int64_t OC, Real dinp_beta = 1) {
   if (dinp) {
     GemmArgs<Real> g;
-    g.m = N, g.n = C, g.k = OC, g.beta = 1;
+    g.m = N, g.n = C, g.k = OC, g.beta = dinp_beta;
     g.a = dout, g.b = weight, g.c = dinp;
     gemm(g);
   }

@@ -202,6 +202,11 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
   return (plans_[key] = std::move(plan)).get();
 }
 
+bool LtGemm::refuses_epilogue(const LtGemmArgs& g) {
+  return (g.epilogue != LtGemmArgs::Epilogue::none && g.n % 8 != 0) || alignment_of(g.bias) < 16 ||
+         alignment_of(g.aux) < 16;
+}
+
 bool LtGemm::run(const LtGemmArgs& args) {
   const LtGemmArgs g = packed_gemm_args(args);
   if (g.m == 0 || g.n == 0) return true;
@@ -212,14 +217,10 @@ bool LtGemm::run(const LtGemmArgs& args) {
                     (g.epilogue != LtGemmArgs::Epilogue::dgelu || !g.bias),
                 "LtGemm: a GELU epilogue takes aux, no batch, and dgelu no bias");
   const bool fused = epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT;
-  const Alignment alignment{alignment_of(g.a), alignment_of(g.b), alignment_of(g.c),
-                            alignment_of(g.bias), alignment_of(g.aux)};
-  // cuBLASLt's rule for the aux leading dimension; and an epilogue vector or matrix under 16
-  // bytes of alignment, which its kernels may read with wide loads (no preference covers them)
-  const bool refuse =
-      fused && ((gelu && g.n % 8 != 0) || alignment.bias < 16 || alignment.aux < 16);
-  Plan* plan = refuse ? nullptr : plan_for(g, alignment);
-  if (!plan || !plan->has_algo) return false;  // only for epilogues
+  if (fused && refuses_epilogue(g)) return false;
+  Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), alignment_of(g.c),
+                            alignment_of(g.bias), alignment_of(g.aux)});
+  if (!plan->has_algo) return false;  // only for epilogues
   set_pointers(plan->desc, g);
   const cublasStatus_t st =
       cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta, g.c,

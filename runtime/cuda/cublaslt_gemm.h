@@ -47,15 +47,19 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // Returns false (and does nothing) when cuBLASLt has no algorithm for a bias or GELU epilogue
-  // on this shape (or refuses the call), or when the bias or aux pointer is less than 16-byte
-  // aligned; the caller then does the epilogue's work itself. Throws on every other failure.
+  // on this shape (or refuses the call), or when refuses_epilogue(args); the caller then does the
+  // epilogue's work itself. Throws on every other failure.
   bool run(const LtGemmArgs& args);
+  // An epilogue this class does not even ask cuBLASLt for: a GELU aux whose rows (n) are no
+  // multiple of 8 (cuBLASLt's rule for its leading dimension), or a bias or aux pointer under 16
+  // bytes of alignment (its kernels may read them with wide loads; no preference covers them).
+  static bool refuses_epilogue(const LtGemmArgs& args);
 
  private:
   struct Plan;
   // The byte alignment (a power of two up to 256) of each pointer: cuBLASLt picks its algorithm
   // for the alignment it is told (A, B, C/D) or sees (bias, aux) when planning, so a plan is
-  // only reused for pointers aligned at least as well.
+  // only reused for pointers of the same alignments.
   struct Alignment {
     int a, b, c, bias, aux;
     auto operator<=>(const Alignment&) const = default;

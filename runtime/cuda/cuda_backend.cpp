@@ -151,8 +151,9 @@ void CudaBackend::run_gemm(LtGemmArgs a) {
 bool CudaBackend::run_fused(LtGemmArgs a) {
   const bool epilogue = a.bias || a.epilogue != LtGemmArgs::Epilogue::none;
   bool ran = lt_->run(a);
-  if (!ran && a.bias && a.bf16_output) {
-    // cuBLASLt's default bias type is the output's: the fp32 bias rounded to bf16 in scratch
+  if (!ran && a.bias && a.bf16_output && !LtGemm::refuses_epilogue(a)) {
+    // cuBLASLt had no algorithm for the fp32 bias; its default bias type is the output's: the
+    // bias rounded to bf16 in scratch
     auto* bias16 = static_cast<uint16_t*>(
         scratch(bias_scratch_, bias_scratch_bytes_, static_cast<size_t>(a.n) * sizeof(uint16_t)));
     kernels::cast_f32_to_bf16(bias16, static_cast<const float*>(a.bias), a.n, stream_);

@@ -109,11 +109,12 @@ class CudaBackend : public Backend {
   bool uses_tensor_cores(const Tensor& out, int64_t head_size) const;
   float* column_scratch(int64_t N, int64_t C);  // partial column sums (bias, layernorm params)
   void run_gemm(LtGemmArgs a);
-  // A GEMM with cuBLASLt's bias or GELU epilogue; for a bf16 output whose fp32 bias cuBLASLt
-  // refuses, once more with the bias rounded to bf16 (its default bias type). False: neither ran,
-  // the caller does the epilogue's work.
+  // A GEMM with cuBLASLt's bias or GELU epilogue; for a bf16 output whose fp32 bias cuBLASLt has
+  // no algorithm for, once more with the bias rounded to bf16 (its default bias type). False:
+  // neither ran, the caller does the epilogue's work.
   bool run_fused(LtGemmArgs a);
-  // matmul_backward's dout as its GEMMs read it: itself, or rounded to bf16 (bf16 operands).
+  // matmul_backward's dout (its dtype checked) as its GEMMs read it: itself, or rounded to bf16
+  // (bf16 operands).
   const void* gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op);
   // dweight += dout^T inp and dbias += sum_rows(dout) (either may be empty).
   void linear_param_grads(Tensor dweight, Tensor dbias, const Tensor& dout, const void* dy_gemm,

@@ -25,6 +25,7 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
   const char* op = "matmul_backward";
   const LinearDims d = matmul_backward_dims(dinp, dweight, dbias, dout, inp, weight);
   const bool bf16 = matmul_operand_dtype(inp, weight, op) == DType::bf16;
+  check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
   const void* dy_gemm =
       dinp.empty() && dweight.empty() ? nullptr : gemm_dout(dout, bf16, d.N * d.OC, op);
   if (!dinp.empty()) {  // dinp[N,C] += dout[N,OC] weight[OC,C]
@@ -38,7 +39,6 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
 }
 
 const void* CudaBackend::gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op) {
-  check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
   if (dout.dtype == DType::bf16 || !bf16) return need_operand(dout, op, "dout");
   // fp32 dout, bf16 operands: both GEMMs read it rounded to bf16 (backend.h)
   const size_t bytes = static_cast<size_t>(n) * dtype_size(DType::bf16);
@@ -58,14 +58,12 @@ void CudaBackend::linear_param_grads(Tensor dweight, Tensor dbias, const Tensor&
     run_gemm(g);
   }
   if (dbias.empty()) return;
-  check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
   float* db = need_f32(dbias, op, "dbias");
   float* partials = column_scratch(d.N, d.OC);
-  if (dout.dtype == DType::bf16)  // (an fp32 dout is summed as it is, not rounded)
-    kernels::bias_backward(db, static_cast<const uint16_t*>(need_operand(dout, op, "dout")),
-                           partials, d.N, d.OC, stream_);
-  else
-    kernels::bias_backward(db, need_f32(dout, op, "dout"), partials, d.N, d.OC, stream_);
+  // dout as it is (an fp32 dout is summed unrounded)
+  with_float_in(dout, op, "dout", [&](const auto* dy) {
+    kernels::bias_backward(db, dy, partials, d.N, d.OC, stream_);
+  });
 }
 
 void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
@@ -87,11 +85,10 @@ void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
     if (run_fused(fused)) return;
   }
   const int64_t n = d.N * d.OC;
-  if (!bf16) {  // the sums land in pre, the GELU reads them there
+  if (!bf16) {  // the sums land in pre (kept as they are), the GELU reads them there
     g.c = p;
     run_gemm(g);
-    kernels::gelu_forward_keep_input(static_cast<float*>(y), static_cast<float*>(p),
-                                     static_cast<const float*>(p), n, stream_);
+    kernels::gelu_forward(static_cast<float*>(y), static_cast<const float*>(p), n, stream_);
     return;
   }
   auto* sum = static_cast<float*>(
@@ -108,6 +105,7 @@ void CudaBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias
   const char* op = "matmul_gelu_backward";
   const LinearDims d = matmul_gelu_backward_dims(dpre, dweight, dbias, dout, inp, weight, pre);
   const bool bf16 = gelu_operand_dtype(inp, weight, dpre, "dpre", pre, "pre", op) == DType::bf16;
+  check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
   const void* dy_gemm = gemm_dout(dout, bf16, d.N * d.OC, op);
   // dpre[N,C] = (dout[N,OC] weight[OC,C]) * gelu'(pre): written, not accumulated (beta 0)
   LtGemmArgs g;
@@ -115,7 +113,7 @@ void CudaBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias
   g.m = d.N, g.n = d.C, g.k = d.OC;
   g.a = dy_gemm, g.b = need_operand(weight, op, "weight");
   void* dp = need_operand_out(dpre, op, "dpre");
-  const void* p = need_operand_out(pre, op, "pre");
+  const void* p = need_operand(pre, op, "pre");
   bool done = false;
   if (gelu_epilogue_) {
     LtGemmArgs fused = g;

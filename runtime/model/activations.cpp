@@ -13,9 +13,7 @@ class Carver {
  public:
   Carver(char* base, DeviceType dev) : base_(base), dev_(dev) {}
   Tensor take(Shape s, DType t = DType::f32) {
-    const size_t bytes =
-        (static_cast<size_t>(s.numel()) * dtype_size(t) + kActivationAlignment - 1) /
-        kActivationAlignment * kActivationAlignment;
+    const size_t bytes = activation_footprint(static_cast<size_t>(s.numel()) * dtype_size(t));
     Tensor out(base_ ? base_ + used_ : nullptr, s, t, dev_);
     used_ += bytes;
     return out;

@@ -28,6 +28,10 @@ enum class Recompute { none, selective, full };
 // cuda arena aligns to 256 too): cuBLASLt's GEMM kernels and their plans are chosen for the
 // operands' alignment, and 256 bytes is what they are tuned for.
 inline constexpr size_t kActivationAlignment = 256;
+// What a tensor of `bytes` takes in the activations' allocation.
+constexpr size_t activation_footprint(size_t bytes) {
+  return (bytes + kActivationAlignment - 1) / kActivationAlignment * kActivationAlignment;
+}
 // "none" | "selective" | "full" (the config's activation_checkpointing); throws on anything else.
 Recompute parse_recompute(const std::string& name);
 

@@ -226,8 +226,9 @@ struct MlpRun {
 
 MlpRun run_mlp_gelu(const char* path, int64_t N) {
   const std::string p = path;
-  setenv("TRAINER_GELU_EPILOGUE", p == "kernels" ? "0" : "1", 1);
   auto be = make_backend("cuda", 0);
+  auto& gpu = static_cast<cuda::CudaBackend&>(*be);
+  gpu.set_gelu_epilogue(p != "kernels");
   const int64_t C = 768, F = 3072;
   const DType bf = DType::bf16, f32 = DType::f32;
   Buffers buf{*be, {}};
@@ -243,7 +244,7 @@ MlpRun run_mlp_gelu(const char* path, int64_t N) {
       be->matmul_gelu_backward(dpre, dwp, dbp, dy, h, wp, pre);
     });
     r.dpre = download(*be, dpre);
-    r.epilogues = static_cast<cuda::CudaBackend&>(*be).epilogue_stats();
+    r.epilogues = gpu.epilogue_stats();
   } else {  // what the model ran before the fused ops
     Tensor fch = buf.make({N, F}, f32, 49), dh = buf.make({N, F}, f32, 50);
     Tensor dfch = buf.make({N, F}, f32, 51);
@@ -264,7 +265,6 @@ void bench_mlp_gelu(int64_t N) {
   const MlpRun unfused = run_mlp_gelu("unfused", N);
   const MlpRun kernels = run_mlp_gelu("kernels", N);
   const MlpRun epilogue = run_mlp_gelu("epilogue", N);
-  unsetenv("TRAINER_GELU_EPILOGUE");
   const double flop = 3 * 2.0 * double(N) * 768 * 3072;  // fc fwd, fc proj dinp and dweight
   const std::string shape = std::to_string(N) + "x768x3072";
   char err[128];

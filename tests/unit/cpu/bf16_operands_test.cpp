@@ -18,8 +18,8 @@ TEST_CASE("bf16_matmul_operands_equal_fp32_matmul_on_the_rounded_values", "[cpu]
   const int64_t N = 9, C = 20, OC = 14;
   const auto x = random_floats(sz(N * C), 1), w = random_floats(sz(OC * C), 2);
   auto bias = random_floats(sz(OC), 3), dy = random_floats(sz(N * OC), 4);
-  auto x16 = to_bits(x), w16 = to_bits(w);
-  auto xr = widened(x16), wr = widened(w16), dyr = rounded(dy);
+  auto x16 = bf16_bits_of(x), w16 = bf16_bits_of(w);
+  auto xr = floats_of(x16), wr = floats_of(w16), dyr = rounded(dy);
 
   std::vector<float> y(sz(N * OC)), y_ref(y.size());
   be.matmul_forward(tensor(y, {N, OC}), bf16(x16, {N, C}), bf16(w16, {OC, C}), tensor(bias, {OC}));
@@ -60,13 +60,13 @@ TEST_CASE("bf16_outputs_are_the_fp32_results_rounded_once", "[cpu][bf16]") {
                        tensor(wm, {C}), tensor(bm, {C}));
   be.layernorm_forward(bf16(ln16, {N, C}), tensor(mean, {N}), tensor(rstd, {N}), tensor(xm, {N, C}),
                        tensor(wm, {C}), tensor(bm, {C}));
-  check_bitwise(widened(ln16), rounded(ln), "layernorm out");
+  check_bitwise(floats_of(ln16), rounded(ln), "layernorm out");
 
   std::vector<float> ge(sz(N * C));
   std::vector<uint16_t> ge16(ge.size());
   be.gelu_forward(tensor(ge, {N * C}), tensor(xm, {N * C}));
   be.gelu_forward(bf16(ge16, {N * C}), tensor(xm, {N * C}));
-  check_bitwise(widened(ge16), rounded(ge), "gelu out");
+  check_bitwise(floats_of(ge16), rounded(ge), "gelu out");
 
   auto qkv = random_floats(sz(N * 3 * C), 14);
   std::vector<float> att(sz(B * NH * T * T)), out(sz(N * C));
@@ -75,7 +75,7 @@ TEST_CASE("bf16_outputs_are_the_fp32_results_rounded_once", "[cpu][bf16]") {
                        tensor(qkv, {B, T, 3 * C}), NH);
   be.attention_forward(bf16(out16, {B, T, C}), tensor(att, {B, NH, T, T}),
                        tensor(qkv, {B, T, 3 * C}), NH);
-  check_bitwise(widened(out16), rounded(out), "attention out");
+  check_bitwise(floats_of(out16), rounded(out), "attention out");
 }
 
 // The logits of bf16 compute: the head's GEMM writes them in bf16, the cross-entropy reads them
@@ -83,8 +83,8 @@ TEST_CASE("bf16_outputs_are_the_fp32_results_rounded_once", "[cpu][bf16]") {
 TEST_CASE("bf16_logits_are_rounded_once_and_their_cross_entropy_is_the_fp32_one", "[cpu][bf16]") {
   CpuBackend be;
   const int64_t N = 6, C = 16, V = 37, Vp = 40;
-  auto x16 = to_bits(random_floats(sz(N * C), 1, -2, 2));
-  auto w16 = to_bits(random_floats(sz(Vp * C), 2, -2, 2));
+  auto x16 = bf16_bits_of(random_floats(sz(N * C), 1, -2, 2));
+  auto w16 = bf16_bits_of(random_floats(sz(Vp * C), 2, -2, 2));
   auto bias = random_floats(sz(Vp), 3);
   std::vector<uint16_t> logits16(sz(N * Vp));
   std::vector<float> logits(logits16.size());
@@ -92,20 +92,20 @@ TEST_CASE("bf16_logits_are_rounded_once_and_their_cross_entropy_is_the_fp32_one"
                     tensor(bias, {Vp}));
   be.matmul_forward(tensor(logits, {N, Vp}), bf16(x16, {N, C}), bf16(w16, {Vp, C}),
                     tensor(bias, {Vp}));
-  check_bitwise(widened(logits16), rounded(logits), "bf16 logits: the fp32 sums rounded");
+  check_bitwise(floats_of(logits16), rounded(logits), "bf16 logits: the fp32 sums rounded");
 
   std::vector<int32_t> targets{3, -1, 36, 0, 17, 5};  // one ignored row
-  auto wide = widened(logits16);
+  auto wide = floats_of(logits16);
   std::vector<float> losses(sz(N)), losses_ref(sz(N));
   be.softmax_cross_entropy(bf16(logits16, {N, Vp}), tensor(losses, {N}), tensor(targets, {N}), 0.0f,
                            V);  // evaluation: the logits stay
-  check_bitwise(widened(logits16), wide, "evaluation leaves the logits");
+  check_bitwise(floats_of(logits16), wide, "evaluation leaves the logits");
   be.softmax_cross_entropy(bf16(logits16, {N, Vp}), tensor(losses, {N}), tensor(targets, {N}),
                            0.25f, V);
   be.softmax_cross_entropy(tensor(wide, {N, Vp}), tensor(losses_ref, {N}), tensor(targets, {N}),
                            0.25f, V);
   check_bitwise(losses, losses_ref, "losses: the fp32 cross-entropy of the bf16 values");
-  check_bitwise(widened(logits16), rounded(wide), "dlogits: the fp32 ones rounded once");
+  check_bitwise(floats_of(logits16), rounded(wide), "dlogits: the fp32 ones rounded once");
 }
 
 // A bf16 qkv (bf16 compute) is read as the fp32 values it widens to: the same out, att and
@@ -113,8 +113,8 @@ TEST_CASE("bf16_logits_are_rounded_once_and_their_cross_entropy_is_the_fp32_one"
 TEST_CASE("bf16_qkv_attention_equals_fp32_attention_on_its_values", "[cpu][bf16]") {
   CpuBackend be;
   const int64_t B = 2, T = 7, C = 12, NH = 3;
-  auto qkv16 = to_bits(random_floats(sz(B * T * 3 * C), 21, -2, 2));
-  auto wide = widened(qkv16), dy = random_floats(sz(B * T * C), 22);
+  auto qkv16 = bf16_bits_of(random_floats(sz(B * T * 3 * C), 21, -2, 2));
+  auto wide = floats_of(qkv16), dy = random_floats(sz(B * T * C), 22);
   std::vector<uint16_t> out16(sz(B * T * C)), out_ref(out16.size());
   std::vector<float> att(sz(B * NH * T * T)), att_ref(att.size());
   std::vector<float> dq(wide.size()), dq_ref(wide.size());
@@ -128,7 +128,7 @@ TEST_CASE("bf16_qkv_attention_equals_fp32_attention_on_its_values", "[cpu][bf16]
   be.attention_backward(tensor(dq_ref, {B, T, 3 * C}), tensor(dy, {B, T, C}),
                         tensor(wide, {B, T, 3 * C}), bf16(out_ref, {B, T, C}),
                         tensor(att_ref, {B, NH, T, T}), NH);
-  check_bitwise(widened(out16), widened(out_ref), "out");
+  check_bitwise(floats_of(out16), floats_of(out_ref), "out");
   check_bitwise(att, att_ref, "att");
   check_bitwise(dq, dq_ref, "dqkv");
   std::vector<float> out32(out16.size());
@@ -150,7 +150,7 @@ TEST_CASE("adamw_step_writes_the_bf16_copy_of_the_updated_params", "[cpu][bf16][
                 bf16(copy, {n}));
   be.adamw_step(tensor(p2, {n}), tensor(g, {n}), tensor(m2, {n}), tensor(v2, {n}), hp);
   check_bitwise(p, p2, "params with and without the copy");
-  check_bitwise(widened(copy), rounded(p2), "the copy is the new params rounded");
+  check_bitwise(floats_of(copy), rounded(p2), "the copy is the new params rounded");
   std::vector<float> wrong(sz(n));
   CHECK_THROWS_WITH(be.adamw_step(tensor(p, {n}), tensor(g, {n}), tensor(m, {n}), tensor(v, {n}),
                                   hp, tensor(wrong, {n})),

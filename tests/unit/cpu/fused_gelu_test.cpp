@@ -95,7 +95,7 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
   }
 
   SECTION("bf16: the same fp32 sums, each output rounded once") {
-    auto x16 = to_bits(x), w16 = to_bits(w), wp16 = to_bits(wp);
+    auto x16 = bf16_bits_of(x), w16 = bf16_bits_of(w), wp16 = bf16_bits_of(wp);
     std::vector<uint16_t> pre16(sz(N * F)), h16(pre16.size());
     be.matmul_gelu_forward(bf16(h16, {N, F}), bf16(pre16, {N, F}), bf16(x16, {N, C}),
                            bf16(w16, {F, C}), tensor(b, {F}));
@@ -104,8 +104,8 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
     be.matmul_forward(tensor(sum, {N, F}), bf16(x16, {N, C}), bf16(w16, {F, C}), tensor(b, {F}));
     be.round_to_bf16(bf16(pre_ref, {N * F}), tensor(sum, {N * F}));
     be.gelu_forward(bf16(h_ref, {N * F}), tensor(sum, {N * F}));  // from the fp32 sum
-    check_equal(widened(pre16), widened(pre_ref), "pre");
-    check_equal(widened(h16), widened(h_ref), "out");
+    check_equal(floats_of(pre16), floats_of(pre_ref), "pre");
+    check_equal(floats_of(h16), floats_of(h_ref), "out");
 
     std::vector<uint16_t> dpre16(pre16.size(), 0x7fc0);
     GradBuf dw(wp.size(), 6), db(sz(C), 7);
@@ -115,16 +115,16 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
     std::vector<float> g(pre16.size()), dpre(pre16.size());
     be.matmul_backward(tensor(g, {N, F}), dw_ref.t({C, F}), db_ref.t({C}), tensor(dy, {N, C}),
                        bf16(h16, {N, F}), bf16(wp16, {C, F}));
-    auto pre_wide = widened(pre16);
+    auto pre_wide = floats_of(pre16);
     be.gelu_backward(tensor(dpre, {N * F}), tensor(pre_wide, {N * F}), tensor(g, {N * F}));
     std::vector<uint16_t> dpre_ref(pre16.size());
     be.round_to_bf16(bf16(dpre_ref, {N * F}), tensor(dpre, {N * F}));
-    check_equal(widened(dpre16), widened(dpre_ref), "dpre (gelu' of the bf16 pre, rounded)");
+    check_equal(floats_of(dpre16), floats_of(dpre_ref), "dpre (gelu' of the bf16 pre, rounded)");
     check_equal(dw.g, dw_ref.g, "dweight");
     check_equal(db.g, db_ref.g, "dbias");
 
     // The next layer's backward takes that bf16 dpre as it is: the same as its fp32 values.
-    auto dpre_wide = widened(dpre16);
+    auto dpre_wide = floats_of(dpre16);
     GradBuf dx(x.size(), 8), dwfc(w.size(), 9), dbfc(b.size(), 10);
     GradBuf dx_ref = dx, dwfc_ref = dwfc, dbfc_ref = dbfc;
     be.matmul_backward(dx.t({N, C}), dwfc.t({F, C}), dbfc.t({F}), bf16(dpre16, {N, F}),

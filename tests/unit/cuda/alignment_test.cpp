@@ -3,7 +3,6 @@
 // offsets) match the cpu backend, in fp32 and bf16, with bias and GELU epilogues and
 // the accumulating backward. A plan chosen for aligned pointers and reused for less aligned ones
 // would fault or refuse here. Relative error < 1e-5 (fp32), < 1e-2 (bf16); outputs start as NaN.
-#include <array>
 #include <string>
 
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -29,15 +28,6 @@ Tensor upload_at(Backend& be, const std::vector<float>& v, Shape s, DType t, siz
   return Tensor(static_cast<char*>(whole.data) + offset, s, t, DeviceType::cuda);
 }
 
-std::vector<float> download_as(Backend& be, const Tensor& d) {
-  return d.dtype == DType::bf16 ? download_bf16(be, d) : download(be, d);
-}
-
-// The values the cpu reference computes with: bf16-rounded for a bf16 operand.
-std::vector<float> as_operand(const std::vector<float>& v, DType t) {
-  return t == DType::bf16 ? floats_of(bf16_bits_of(v)) : v;
-}
-
 }  // namespace
 
 TEST_CASE("cuda_linear_ops_on_views_at_4_16_and_64_byte_offsets_match_cpu", "[cuda][bf16]") {
@@ -50,56 +40,40 @@ TEST_CASE("cuda_linear_ops_on_views_at_4_16_and_64_byte_offsets_match_cpu", "[cu
       const double tol = dt == DType::bf16 ? kBf16Tol : kF32Tol;
       const std::string at = std::string(dt == DType::bf16 ? " bf16" : " fp32") + " at +" +
                              std::to_string(offset) + " B";
-      const auto x = randoms(N * C, 1), w = randoms(OC * C, 2), bias = randoms(OC, 3);
-      auto xr = as_operand(x, dt), wr = as_operand(w, dt), b = bias;
-      Tensor gx = upload_at(*gpu, x, {N, C}, dt, offset);
-      Tensor gw = upload_at(*gpu, w, {OC, C}, dt, offset);
-      Tensor gb = upload_at(*gpu, bias, {OC}, DType::f32, offset);
+      HostOperand x(randoms(N * C, 1), dt), w(randoms(OC * C, 2), dt);
+      auto b = randoms(OC, 3);
+      Tensor gx = upload_at(*gpu, x.f32, {N, C}, dt, offset);
+      Tensor gw = upload_at(*gpu, w.f32, {OC, C}, dt, offset);
+      Tensor gb = upload_at(*gpu, b, {OC}, DType::f32, offset);
       const std::vector<float> nan_out(static_cast<size_t>(N * OC), std::nanf(""));
 
       // forward with the bias epilogue (a bf16 out under bf16 operands: the logits' case)
-      std::vector<float> y(static_cast<size_t>(N * OC));
-      ref.matmul_forward(host(y, {N, OC}), host(xr, {N, C}), host(wr, {OC, C}), host(b, {OC}));
+      HostOperand y(std::vector<float>(static_cast<size_t>(N * OC)), dt);
+      ref.matmul_forward(y.t({N, OC}), x.t({N, C}), w.t({OC, C}), host(b, {OC}));
       Tensor gy = upload_at(*gpu, nan_out, {N, OC}, dt, offset);
       gpu->matmul_forward(gy, gx, gw, gb);
-      check_close(download_as(*gpu, gy), as_operand(y, dt), tol, "matmul_forward out" + at);
+      check_close(download_as(*gpu, gy), y.values(), tol, "matmul_forward out" + at);
 
       // the hidden layer with its GELU epilogue (pre and out at the offset too)
-      std::vector<float> h(static_cast<size_t>(N * OC)), pre(h);
+      HostOperand h(std::vector<float>(static_cast<size_t>(N * OC)), dt), pre(h);
+      ref.matmul_gelu_forward(h.t({N, OC}), pre.t({N, OC}), x.t({N, C}), w.t({OC, C}),
+                              host(b, {OC}));
       Tensor gh = upload_at(*gpu, nan_out, {N, OC}, dt, offset);
       Tensor gpre = upload_at(*gpu, nan_out, {N, OC}, dt, offset);
       gpu->matmul_gelu_forward(gh, gpre, gx, gw, gb);
-      if (dt == DType::f32) {
-        ref.matmul_gelu_forward(host(h, {N, OC}), host(pre, {N, OC}), host(xr, {N, C}),
-                                host(wr, {OC, C}), host(b, {OC}));
-      } else {
-        std::vector<uint16_t> h16(h.size()), pre16(h.size()), x16 = bf16_bits_of(x),
-                                                              w16 = bf16_bits_of(w);
-        ref.matmul_gelu_forward(host_bf16(h16, {N, OC}), host_bf16(pre16, {N, OC}),
-                                host_bf16(x16, {N, C}), host_bf16(w16, {OC, C}), host(b, {OC}));
-        h = floats_of(h16), pre = floats_of(pre16);
-      }
-      check_close(download_as(*gpu, gpre), pre, tol, "matmul_gelu_forward pre" + at);
-      check_close(download_as(*gpu, gh), h, tol, "matmul_gelu_forward out" + at);
+      check_close(download_as(*gpu, gpre), pre.values(), tol, "matmul_gelu_forward pre" + at);
+      check_close(download_as(*gpu, gh), h.values(), tol, "matmul_gelu_forward out" + at);
 
       // backward: dinp and dweight accumulate (beta 1) into views at the offset
-      const auto dy = randoms(N * OC, 4), dx0 = randoms(N * C, 5), dw0 = randoms(OC * C, 6);
-      const auto db0 = randoms(OC, 7);
-      auto dyr = as_operand(dy, dt), dx = dx0, dw = dw0, db = db0;
-      Tensor gdy = upload_at(*gpu, dy, {N, OC}, dt, offset);
-      Tensor gdx = upload_at(*gpu, dx0, {N, C}, DType::f32, offset);
-      Tensor gdw = upload_at(*gpu, dw0, {OC, C}, DType::f32, offset);
-      Tensor gdb = upload_at(*gpu, db0, {OC}, DType::f32, offset);
+      HostOperand dy(randoms(N * OC, 4), dt);
+      auto dx = randoms(N * C, 5), dw = randoms(OC * C, 6), db = randoms(OC, 7);
+      Tensor gdy = upload_at(*gpu, dy.f32, {N, OC}, dt, offset);
+      Tensor gdx = upload_at(*gpu, dx, {N, C}, DType::f32, offset);
+      Tensor gdw = upload_at(*gpu, dw, {OC, C}, DType::f32, offset);
+      Tensor gdb = upload_at(*gpu, db, {OC}, DType::f32, offset);
       gpu->matmul_backward(gdx, gdw, gdb, gdy, gx, gw);
-      if (dt == DType::f32) {
-        ref.matmul_backward(host(dx, {N, C}), host(dw, {OC, C}), host(db, {OC}), host(dyr, {N, OC}),
-                            host(xr, {N, C}), host(wr, {OC, C}));
-      } else {
-        std::vector<uint16_t> dy16 = bf16_bits_of(dy), x16 = bf16_bits_of(x), w16 = bf16_bits_of(w);
-        ref.matmul_backward(host(dx, {N, C}), host(dw, {OC, C}), host(db, {OC}),
-                            host_bf16(dy16, {N, OC}), host_bf16(x16, {N, C}),
-                            host_bf16(w16, {OC, C}));
-      }
+      ref.matmul_backward(host(dx, {N, C}), host(dw, {OC, C}), host(db, {OC}), dy.t({N, OC}),
+                          x.t({N, C}), w.t({OC, C}));
       check_close(download(*gpu, gdx), dx, tol, "matmul_backward dinp" + at);
       check_close(download(*gpu, gdw), dw, tol, "matmul_backward dweight" + at);
       check_close(download(*gpu, gdb), db, tol, "matmul_backward dbias" + at);

@@ -15,32 +15,6 @@
 using namespace trainer;
 using namespace trainer::cuda::test;
 
-namespace {
-
-// A device copy in `t`'s dtype of fp32 host values (bf16: rounded like the cpu backend).
-Tensor upload_as(Backend& be, const std::vector<float>& v, Shape s, DType t) {
-  return t == DType::bf16 ? upload(be, bf16_bits_of(v), s, DType::bf16) : upload(be, v, s);
-}
-Tensor poisoned_as(Backend& be, Shape s, DType t) {
-  return t == DType::bf16 ? poisoned_bf16(be, s) : poisoned(be, s);
-}
-std::vector<float> download_as(Backend& be, const Tensor& d) {
-  return d.dtype == DType::bf16 ? download_bf16(be, d) : download(be, d);
-}
-
-// Host operands of the cpu reference, in dtype t (bf16 values kept as bits in `bits`).
-struct HostOperand {
-  std::vector<float> f32;
-  std::vector<uint16_t> bits;
-  HostOperand(const std::vector<float>& v, DType t) : f32(v) {
-    if (t == DType::bf16) bits = bf16_bits_of(v);
-  }
-  Tensor t(Shape s) { return bits.empty() ? host(f32, s) : host_bf16(bits, s); }
-  std::vector<float> values() const { return bits.empty() ? f32 : floats_of(bits); }
-};
-
-}  // namespace
-
 TEST_CASE("cuda_fused_gelu_ops_match_cpu_with_and_without_the_epilogue", "[cuda][bf16]") {
   auto gpu = cuda_or_skip();
   if (!gpu) return;

@@ -4,6 +4,7 @@
 // a bf16 output; over lengths below, at and across the 32-row tiles and head sizes 16/32/64.
 // This checks the indexing, causal masking, online softmax and backward algebra of the exact
 // kernel source on machines without a GPU; tests/unit/cuda runs the same checks on a device.
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -157,6 +158,12 @@ TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
     CHECK(from_bf16.out == from_f32.out);
     CHECK(from_bf16.state == from_f32.state);
     CHECK(from_bf16.dqkv == from_f32.dqkv);
-    CHECK(std::isfinite(from_bf16.dqkv[0]));  // and it ran
+    CHECK(std::isfinite(from_bf16.dqkv[0]));  // and it ran:
+    // forward wrote every element of the NaN-poisoned out; backward added to dqkv (zeros at first)
+    CHECK(std::count(from_bf16.out.begin(), from_bf16.out.end(), uint16_t{0x7fc0}) == 0);
+    CHECK(std::all_of(from_bf16.dqkv.begin(), from_bf16.dqkv.end(),
+                      [](float v) { return std::isfinite(v); }));
+    CHECK(std::any_of(from_bf16.dqkv.begin(), from_bf16.dqkv.end(),
+                      [](float v) { return v != 0.0f; }));
   }
 }

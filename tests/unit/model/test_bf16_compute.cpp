@@ -47,11 +47,6 @@ Outcome run(bool bf16) {
   return out;
 }
 
-size_t aligned(size_t bytes) {
-  return (bytes + model::kActivationAlignment - 1) / model::kActivationAlignment *
-         model::kActivationAlignment;
-}
-
 }  // namespace
 
 TEST_CASE("bf16_compute_tracks_fp32_within_bf16_rounding", "[model][bf16]") {
@@ -76,7 +71,10 @@ TEST_CASE("bf16_compute_tracks_fp32_within_bf16_rounding", "[model][bf16]") {
   // the logits once, each [B,T,width] at 2 bytes instead of 4.
   const size_t rows = size_t{kB} * kT, C = static_cast<size_t>(kDims.d_model);
   const size_t F = static_cast<size_t>(kDims.ffn_hidden());
-  auto halved = [&](size_t width) { return aligned(rows * width * 4) - aligned(rows * width * 2); };
+  auto halved = [&](size_t width) {
+    return model::activation_footprint(rows * width * 4) -
+           model::activation_footprint(rows * width * 2);
+  };
   size_t saved = 0;
   for (size_t width : {C, C, C, F, F, 3 * C}) saved += halved(width);
   saved *= static_cast<size_t>(kDims.n_layer);
