@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -81,7 +82,9 @@ class NcclComm : public Comm {
   }
   ~NcclComm() override {
     if (comm_) {
-      if (!aborted_ && finalized())
+      // Unwinding from an error: abort (peers stuck in a collective with us are freed too)
+      // rather than wait up to the timeout for a finalize that may never complete.
+      if (!aborted_ && std::uncaught_exceptions() == 0 && finalized())
         ncclCommDestroy(comm_);
       else
         ncclCommAbort(comm_);
