@@ -58,9 +58,9 @@ __global__ void attention_forward_kernel(OutT* out, float* att, const QkvT* qkv,
   }
 }
 
-// Per query row: dpre[t2] = att (datt - <datt, att>) scale, then dq[t] += dpre k.
-template <class QkvT>
-__global__ void attention_backward_query_kernel(float* dqkv, float* dpre, const float* dout,
+// Per query row: dpre[t2] = att (datt - <datt, att>) scale, then dq[t] = dpre k.
+template <class QkvT, class DqkvT>
+__global__ void attention_backward_query_kernel(DqkvT* dqkv, float* dpre, const float* dout,
                                                 const QkvT* qkv, const float* att, Dims d) {
   __shared__ float red[32];
   const Row r(d, blockIdx.x);
@@ -79,14 +79,13 @@ __global__ void attention_backward_query_kernel(float* dqkv, float* dpre, const 
   for (int64_t i = threadIdx.x; i < d.HS; i += blockDim.x) {
     float g = 0;
     for (int64_t t2 = 0; t2 <= r.t; ++t2) g += dp[t2] * load_in(qkv + r.k(d, t2) + i);
-    dqkv[r.q(d, r.t) + i] += g;
+    store_out(dqkv + r.q(d, r.t) + i, g);
   }
 }
 
-// Per key row t2: dk[t2] += sum_{t >= t2} dpre[t, t2] q[t]; dv[t2] += sum_{t >= t2} att[t, t2]
-// dy[t].
-template <class QkvT>
-__global__ void attention_backward_key_kernel(float* dqkv, const float* dpre, const float* dout,
+// Per key row t2: dk[t2] = sum_{t >= t2} dpre[t, t2] q[t]; dv[t2] = sum_{t >= t2} att[t, t2] dy[t].
+template <class QkvT, class DqkvT>
+__global__ void attention_backward_key_kernel(DqkvT* dqkv, const float* dpre, const float* dout,
                                               const QkvT* qkv, const float* att, Dims d) {
   const Row r(d, blockIdx.x);  // r.t is the key position t2
   const int64_t rows = r.bh * d.T * d.T;
@@ -97,8 +96,8 @@ __global__ void attention_backward_key_kernel(float* dqkv, const float* dpre, co
       gk += dpre[idx] * load_in(qkv + r.q(d, t) + i);
       gv += att[idx] * dout[r.o(d, t) + i];
     }
-    dqkv[r.k(d, r.t) + i] += gk;
-    dqkv[r.v(d, r.t) + i] += gv;
+    store_out(dqkv + r.k(d, r.t) + i, gk);
+    store_out(dqkv + r.v(d, r.t) + i, gv);
   }
 }
 
@@ -130,23 +129,25 @@ template void attention_forward(uint16_t*, float*, const float*, int64_t, int64_
 template void attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
                                 int64_t, cudaStream_t);
 
-template <class QkvT>
-void attention_backward(float* dqkv, const float* dout, const QkvT* qkv, const float* att,
+template <class QkvT, class DqkvT>
+void attention_backward(DqkvT* dqkv, const float* dout, const QkvT* qkv, const float* att,
                         float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                         cudaStream_t stream) {
   if (B * T == 0) return;
   const unsigned rows = static_cast<unsigned>(B * NH * T);
   const Dims d = dims(T, C, NH);
-  launch(attention_backward_query_kernel<QkvT>, rows, threads_for(T), stream, dqkv, dpre_scratch,
-         dout, qkv, att, d);
+  launch(attention_backward_query_kernel<QkvT, DqkvT>, rows, threads_for(T), stream, dqkv,
+         dpre_scratch, dout, qkv, att, d);
   CUDA_CHECK_LAUNCH("attention_backward_query_kernel");
-  launch(attention_backward_key_kernel<QkvT>, rows, threads_for(d.HS), stream, dqkv, dpre_scratch,
-         dout, qkv, att, d);
+  launch(attention_backward_key_kernel<QkvT, DqkvT>, rows, threads_for(d.HS), stream, dqkv,
+         dpre_scratch, dout, qkv, att, d);
   CUDA_CHECK_LAUNCH("attention_backward_key_kernel");
 }
 template void attention_backward(float*, const float*, const float*, const float*, float*, int64_t,
                                  int64_t, int64_t, int64_t, cudaStream_t);
 template void attention_backward(float*, const float*, const uint16_t*, const float*, float*,
+                                 int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template void attention_backward(uint16_t*, const float*, const uint16_t*, const float*, float*,
                                  int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 
 }  // namespace trainer::kernels

@@ -94,11 +94,11 @@ __global__ void __launch_bounds__(kTile)
 }
 
 // One thread per query row i: D_i = <dout_i, out_i> (kept for the dk/dv kernel) and
-// dq_i += scale * sum_j p_ij (dp_ij - D_i) k_j with p_ij = exp(s_ij - lse_i), dp_ij = <dout_i,
+// dq_i = scale * sum_j p_ij (dp_ij - D_i) k_j with p_ij = exp(s_ij - lse_i), dp_ij = <dout_i,
 // v_j>.
-template <int HS, class OutT, class QkvT>
+template <int HS, class OutT, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kTile)
-    flash_backward_dq_kernel(float* dqkv, float* dsum, const float* dout, const QkvT* qkv,
+    flash_backward_dq_kernel(DqkvT* dqkv, float* dsum, const float* dout, const QkvT* qkv,
                              const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
                              float scale) {
   __shared__ __align__(16) float ks[kTile][HS];
@@ -135,17 +135,17 @@ __global__ void __launch_bounds__(kTile)
     }
   }
   if (!row) return;
-  float* g = dqkv + (hd.q(i) - qkv);
+  DqkvT* g = dqkv + (hd.q(i) - qkv);
   TRAINER_UNROLL
-  for (int d = 0; d < HS; ++d) g[d] += dq[d];
+  for (int d = 0; d < HS; ++d) store_out(g + d, dq[d]);
 }
 
-// One thread per key row j: dv_j += sum_i p_ij dout_i and dk_j += scale * sum_i ds_ij q_i over the
+// One thread per key row j: dv_j = sum_i p_ij dout_i and dk_j = scale * sum_i ds_ij q_i over the
 // query rows i >= j. The thread's own k_j and v_j sit in padded shared rows (no bank conflicts);
 // the query tile is read by all threads at the same address (a broadcast).
-template <int HS, class QkvT>
+template <int HS, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kTile)
-    flash_backward_dkdv_kernel(float* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
+    flash_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
                                const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
   __shared__ __align__(16) float qs[kTile][HS];
   __shared__ __align__(16) float dys[kTile][HS];
@@ -194,10 +194,10 @@ __global__ void __launch_bounds__(kTile)
     }
   }
   if (!key) return;
-  float* gk = dqkv + (hd.k(j) - qkv);
-  float* gv = dqkv + (hd.v(j) - qkv);
+  DqkvT* gk = dqkv + (hd.k(j) - qkv);
+  DqkvT* gv = dqkv + (hd.v(j) - qkv);
   TRAINER_UNROLL
-  for (int d = 0; d < HS; ++d) gk[d] += dk[d], gv[d] += dv[d];
+  for (int d = 0; d < HS; ++d) store_out(gk + d, dk[d]), store_out(gv + d, dv[d]);
 }
 
 dim3 grid(int64_t B, int64_t T, int64_t NH) {
@@ -227,18 +227,18 @@ void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, 
   });
 }
 
-template <class OutT, class QkvT>
-void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+template <class OutT, class QkvT, class DqkvT>
+void flash_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(flash_backward_dq_kernel<HS, OutT, QkvT>, grid(B, T, NH), kTile, stream, dqkv,
+    launch(flash_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, grid(B, T, NH), kTile, stream, dqkv,
            dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
-    launch(flash_backward_dkdv_kernel<HS, QkvT>, grid(B, T, NH), kTile, stream, dqkv, dsum_scratch,
-           dout, qkv, lse, T, C, NH, scale_for(HS));
+    launch(flash_backward_dkdv_kernel<HS, QkvT, DqkvT>, grid(B, T, NH), kTile, stream, dqkv,
+           dsum_scratch, dout, qkv, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
   });
 }
@@ -257,6 +257,9 @@ template void flash_attention_backward(float*, float*, const float*, const float
 template void flash_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
                                       int64_t, cudaStream_t);
 template void flash_attention_backward(float*, float*, const float*, const uint16_t*,
+                                       const uint16_t*, const float*, int64_t, int64_t, int64_t,
+                                       int64_t, cudaStream_t);
+template void flash_attention_backward(uint16_t*, float*, const float*, const uint16_t*,
                                        const uint16_t*, const float*, int64_t, int64_t, int64_t,
                                        int64_t, cudaStream_t);
 

@@ -1,7 +1,8 @@
 // Causal self-attention on tensor cores for bf16 compute: the FlashAttention-2 algorithm of
 // flash_attention.cu with its matrix products as bf16 WMMA tiles (16x16x16, fp32 accumulation).
 // q (pre-scaled by 1/sqrt(HS)), k, v, the probabilities P, dout and dS are rounded to bf16 for
-// the products; softmax statistics, sums and every output stay fp32. Head sizes 32 and 64.
+// the products; softmax statistics and sums stay fp32, and each output is rounded once from
+// them (out and dqkv may be bf16). Head sizes 32 and 64.
 //
 // A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv) and
 // walks 32-wide tiles of the other side through shared memory. Per-row softmax work happens in
@@ -85,16 +86,17 @@ __device__ void warp_accumulate(FragC* acc, const bf16* a, const bf16* b) {
     }
 }
 
-// g[d] += row r of the warp's 16 x HS accumulator tiles (through `stage`, 16 x HS floats of
+// g[d] = row r of the warp's 16 x HS accumulator tiles (through `stage`, 16 x HS floats of
 // shared memory), two lanes per row; g == nullptr: a row past T. Ends with the warp synced, so
 // `stage` may be reused.
-template <int HS>
-__device__ void add_rows(float* g, const FragC (&acc)[HS / 16], float* stage, int r, int half) {
+template <int HS, class DqkvT>
+__device__ void store_rows(DqkvT* g, const FragC (&acc)[HS / 16], float* stage, int r, int half) {
   for (int n = 0; n < HS / 16; ++n)
     wmma::store_matrix_sync(stage + n * 16, acc[n], HS, wmma::mem_row_major);
   __syncwarp();
   if (g)
-    for (int d = half * (HS / 2); d < (half + 1) * (HS / 2); ++d) g[d] += stage[r * HS + d];
+    for (int d = half * (HS / 2); d < (half + 1) * (HS / 2); ++d)
+      store_out(g + d, stage[r * HS + d]);
   __syncwarp();
 }
 
@@ -170,9 +172,9 @@ __global__ void __launch_bounds__(kThreadsTc)
 }
 
 // ---- dq: one block per (64 queries, b*h). D_i = <dout_i, out_i> is written for dk/dv.
-template <int HS, class OutT, class QkvT>
+template <int HS, class OutT, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kThreadsTc)
-    tc_backward_dq_kernel(float* dqkv, float* dsum, const float* dout, const QkvT* qkv,
+    tc_backward_dq_kernel(DqkvT* dqkv, float* dsum, const float* dout, const QkvT* qkv,
                           const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
                           float scale) {
   // q and dout rows (bf16), then the fp32 dq staging of each warp: the same bytes.
@@ -230,13 +232,13 @@ __global__ void __launch_bounds__(kThreadsTc)
   }
   __syncthreads();  // q and dout are done with: qdo now stages each warp's fp32 dq
   float* stage = reinterpret_cast<float*>(qdo) + warp * 16 * HS;
-  add_rows<HS>(i < T ? dqkv + (hd.q(i) - qkv) : nullptr, dq, stage, r, half);
+  store_rows<HS>(i < T ? dqkv + (hd.q(i) - qkv) : nullptr, dq, stage, r, half);
 }
 
 // ---- dk, dv: one block per (64 keys, b*h), walking the query tiles at and after its keys.
-template <int HS, class QkvT>
+template <int HS, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kThreadsTc)
-    tc_backward_dkdv_kernel(float* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
+    tc_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
                             const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
   // own: this block's k and v rows (bf16), then the scores and dP of each warp, then the fp32
   // dk/dv staging: one region, used in turn.
@@ -321,8 +323,8 @@ __global__ void __launch_bounds__(kThreadsTc)
   __syncthreads();  // the region now stages each warp's fp32 dk, then dv
   float* stage = reinterpret_cast<float*>(region) + warp * 16 * HS;
   const bool key = j < T;
-  add_rows<HS>(key ? dqkv + (hd.k(j) - qkv) : nullptr, dk, stage, r, half);
-  add_rows<HS>(key ? dqkv + (hd.v(j) - qkv) : nullptr, dv, stage, r, half);
+  store_rows<HS>(key ? dqkv + (hd.k(j) - qkv) : nullptr, dk, stage, r, half);
+  store_rows<HS>(key ? dqkv + (hd.v(j) - qkv) : nullptr, dv, stage, r, half);
 }
 
 dim3 grid(int64_t B, int64_t T, int64_t NH) {
@@ -347,18 +349,18 @@ void tc_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int
   });
 }
 
-template <class OutT, class QkvT>
-void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+template <class OutT, class QkvT, class DqkvT>
+void tc_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = 1.0f / std::sqrt(float(HS));
-    launch(tc_backward_dq_kernel<HS, OutT, QkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
+    launch(tc_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
            dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("tc_backward_dq_kernel");
-    launch(tc_backward_dkdv_kernel<HS, QkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
+    launch(tc_backward_dkdv_kernel<HS, QkvT, DqkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
            dsum_scratch, dout, qkv, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("tc_backward_dkdv_kernel");
   });
@@ -377,5 +379,8 @@ template void tc_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, 
                                    int64_t, cudaStream_t);
 template void tc_attention_backward(float*, float*, const float*, const uint16_t*, const uint16_t*,
                                     const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template void tc_attention_backward(uint16_t*, float*, const float*, const uint16_t*,
+                                    const uint16_t*, const float*, int64_t, int64_t, int64_t,
+                                    int64_t, cudaStream_t);
 
 }  // namespace trainer::kernels

@@ -44,14 +44,15 @@ void bias_backward(float* dbias, const DoutT* dout, float* scratch, int64_t N, i
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream);
 
 // --- attention: qkv is QkvT, float or uint16_t for bf16 bits (bf16 compute; instantiated with
-// a bf16 out only). dqkv stays fp32. ---
+// a bf16 out only). dqkv is DqkvT: float, or uint16_t with a bf16 qkv (the fp32 sums rounded
+// once). Backward overwrites every element of dqkv. ---
 // attention.cu: the reference kernels, att[B,NH,T,T] materialised.
 template <class OutT, class QkvT>
 void attention_forward(OutT* out, float* att, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                        int64_t NH, cudaStream_t stream);
 // dpre_scratch: B*NH*T*T floats of workspace (the pre-softmax gradient).
-template <class QkvT>
-void attention_backward(float* dqkv, const float* dout, const QkvT* qkv, const float* att,
+template <class QkvT, class DqkvT>
+void attention_backward(DqkvT* dqkv, const float* dout, const QkvT* qkv, const float* att,
                         float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                         cudaStream_t stream);
 
@@ -62,8 +63,8 @@ template <class OutT, class QkvT>
 void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream);
 // dsum_scratch: B*NH*T floats (rowsum(dout * out)). `out` is forward's output (float or bf16).
-template <class OutT, class QkvT>
-void flash_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+template <class OutT, class QkvT, class DqkvT>
+void flash_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream);
 
@@ -73,8 +74,8 @@ bool tc_attention_supports(int64_t head_size);  // 32, 64
 template <class OutT, class QkvT>
 void tc_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                           int64_t NH, cudaStream_t stream);
-template <class OutT, class QkvT>
-void tc_attention_backward(float* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+template <class OutT, class QkvT, class DqkvT>
+void tc_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream);
 

@@ -5,9 +5,12 @@
 // Conventions (all ops):
 // - Activations are row-major [B*T, C]; "N" below is the number of rows (B*T).
 // - Linear weights are [out, in] (PyTorch / GPT-2 / llm.c layout), so y = x W^T + b.
-// - Every backward op ACCUMULATES (+=) into each gradient it writes, inputs and parameters
-//   alike, exactly like llm.c; callers zero the buffers they want fresh. This is what makes
-//   gradient accumulation and residual branches free.
+// - Backward ops ACCUMULATE (+=) into parameter gradients (gradient accumulation is free) and
+//   into the input gradients of layernorm, gelu and the embedding (the residual stream adds up
+//   there). The three ops whose input gradient is a GEMM's or attention's own output OVERWRITE
+//   it: matmul_backward's dinp, matmul_gelu_backward's dpre and attention_backward's dqkv. Their
+//   callers need no zero-fill, and the GEMM no read of it (beta 0), saving two passes over each
+//   such activation gradient per layer.
 // - An empty Tensor (data == nullptr) for an optional argument (bias, a gradient not needed)
 //   means "absent".
 // - Mixed precision: everything is fp32 except the operands of the linear layers, which may be
@@ -16,9 +19,10 @@
 //   to bf16 for its two GEMMs (as autocast does), while dbias sums the fp32 dout. The ops that
 //   produce matmul inputs (layernorm_forward, gelu_forward, attention_forward) may write a bf16
 //   `out`: computed in fp32, rounded once to nearest even. Every gradient stays fp32, except
-//   two activation gradients that stay in the activation's dtype (Megatron's bf16
-//   activations): the MLP's hidden one (the fused GELU ops below) and the logits' (a bf16
-//   matmul_forward output, softmax_cross_entropy in place); matmul_backward then takes such a
+//   three activation gradients that may take the activation's dtype (Megatron's bf16
+//   activations): the MLP's hidden one (the fused GELU ops below), the logits' (a bf16
+//   matmul_forward output, softmax_cross_entropy in place) and attention's dqkv (a bf16 qkv);
+//   matmul_backward then takes such a
 //   bf16 dout as it is.
 #include <cstdint>
 #include <memory>
@@ -89,8 +93,10 @@ class Backend {
   // Moves n tensor parts of fp8 states on (fp8_states: n * kFp8TensorFloats fp32, amaxes: n
   // fp32, already reduced over the amax group): part i pushes amaxes[i] into its history.
   virtual void fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) = 0;
-  // dinp[N,C] += dout weight; dweight[OC,C] += dout^T inp; dbias[OC] += sum_rows(dout). dout is
-  // fp32, or bf16 with bf16 operands (then the GEMMs and dbias read it as it is).
+  // dinp[N,C] = dout weight, OVERWRITTEN (the GEMM's own output: no zero-fill and re-read);
+  // dweight[OC,C] += dout^T inp and dbias[OC] += sum_rows(dout), accumulated (micro-batches add
+  // up). Any gradient may be empty (not wanted). dout is fp32, or bf16 with bf16 operands (then
+  // the GEMMs and dbias read it as it is).
   virtual void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                const Tensor& inp, const Tensor& weight) = 0;
 
@@ -123,7 +129,10 @@ class Backend {
   // the softmax probabilities [B,NH,T,T] (the cpu reference, the default), or only each row's
   // log-sum-exp [B,NH,T] (a FlashAttention-style kernel that never materialises T x T). Backward
   // also reads forward's `out` (flash kernels need rowsum(dout * out)); `out` may be bf16, and
-  // then qkv may be too (bf16 compute: read as fp32 values); dqkv stays fp32.
+  // then qkv may be too (bf16 compute: read as fp32 values). Backward OVERWRITES dqkv (every
+  // element: the q, k and v gradients of each head); dqkv is fp32, or bf16 with a bf16 qkv
+  // (each element the fp32 sum rounded once; the qkv layer's matmul_backward then reads it as
+  // it is, with no cast pass).
   virtual Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
     (void)HS;
     return attention_state_shape_of(false, B, NH, T);

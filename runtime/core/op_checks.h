@@ -47,6 +47,13 @@ inline void check_qkv_dtype(const Tensor& qkv, DType out, const char* op) {
                    << dtype_name(qkv.dtype) << " and out " << dtype_name(out));
 }
 
+// Attention's dqkv: fp32, or bf16 with a bf16 qkv (bf16 compute; backend.h).
+inline void check_dqkv_dtype(const Tensor& dqkv, const Tensor& qkv, const char* op) {
+  TRAINER_CHECK(dqkv.dtype == DType::f32 || (dqkv.dtype == DType::bf16 && qkv.dtype == DType::bf16),
+                op << ": dqkv must be f32, or bf16 with a bf16 qkv; got dqkv "
+                   << dtype_name(dqkv.dtype) << " and qkv " << dtype_name(qkv.dtype));
+}
+
 // A linear layer's out (matmul_forward) or dout (matmul_backward), `arg`: fp32, or bf16 when the
 // operands are bf16 (backend.h).
 inline void check_linear_activation_dtype(const Tensor& t, DType operands, const char* op,

@@ -71,11 +71,10 @@ class CpuBackend : public Backend {
   void round_to_bf16(Tensor dst, const Tensor& src) override;
 
  private:
-  // matmul_backward into an fp32 dinp (may be null): the two ops' shared part.
-  // dinp_beta 0: dinp is overwritten (the fused GELU backward), 1: accumulated.
+  // matmul_backward into an fp32 dinp (may be null; overwritten): the two ops' shared part.
   void linear_backward(const char* op, float* dinp, Tensor dweight, Tensor dbias,
                        const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                       const LinearDims& d, float dinp_beta = 1);
+                       const LinearDims& d);
 
   Bf16Staging staging_;                      // bf16 operands and outputs, computed in fp32
   std::vector<float> fp8_inp_, fp8_weight_;  // the e4m3 values of the quantized operands

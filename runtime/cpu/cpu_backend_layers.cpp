@@ -32,7 +32,7 @@ void CpuBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, cons
 
 void CpuBackend::linear_backward(const char* op, float* dinp, Tensor dweight, Tensor dbias,
                                  const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                                 const LinearDims& d, float dinp_beta) {
+                                 const LinearDims& d) {
   const DType operands = matmul_operand_dtype(inp, weight, op);
   check_linear_activation_dtype(dout, operands, op, "dout");
   const float* dy = staging_.input(dout, 2, op, "dout");
@@ -42,7 +42,7 @@ void CpuBackend::linear_backward(const char* op, float* dinp, Tensor dweight, Te
   const float* dy_gemm = round ? staging_.rounded(dy, d.N * d.OC, 2) : dy;  // dy is dout's own
   cpu::matmul_backward(dinp, opt_f32(dweight, op, "dweight"), static_cast<float*>(nullptr), dy_gemm,
                        staging_.input(inp, 0, op, "inp"), staging_.input(weight, 1, op, "weight"),
-                       d.N, d.C, d.OC, dinp_beta);
+                       d.N, d.C, d.OC, 0.0f);  // dinp overwritten (backend.h)
   if (!dbias.empty()) cpu::bias_backward(need_f32(dbias, op, "dbias"), dy, d.N, d.OC);
 }
 
@@ -66,7 +66,7 @@ void CpuBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias,
   const LinearDims d = matmul_gelu_backward_dims(dpre, dweight, dbias, dout, inp, weight, pre);
   gelu_operand_dtype(inp, weight, dpre, "dpre", pre, "pre", op);
   float* g = staging_.output(dpre, 3, op, "dpre");
-  linear_backward(op, g, dweight, dbias, dout, inp, weight, d, 0);  // overwritten (backend.h)
+  linear_backward(op, g, dweight, dbias, dout, inp, weight, d);
   cpu::gelu_backward_in_place(g, staging_.input(pre, 4, op, "pre"), d.N * d.C);
   staging_.commit(dpre, 3);
 }
@@ -120,9 +120,12 @@ void CpuBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tenso
   const char* op = "attention_backward";
   const AttentionDims d = attention_backward_dims(dqkv, dout, qkv, out, att, n_head, *this);
   check_qkv_dtype(qkv, out.dtype, op);
-  cpu::attention_backward(need_f32(dqkv, op, "dqkv"), need_f32(dout, op, "dout"),
-                          staging_.input(qkv, 0, op, "qkv"), need_f32(att, op, "att"), d.B, d.T,
-                          d.C, int64_t{n_head});
+  check_dqkv_dtype(dqkv, qkv, op);
+  float* g = staging_.output(dqkv, 3, op, "dqkv");
+  std::fill_n(g, dqkv.numel(), 0.0f);  // overwritten (backend.h); cpu::attention_backward adds
+  cpu::attention_backward(g, need_f32(dout, op, "dout"), staging_.input(qkv, 0, op, "qkv"),
+                          need_f32(att, op, "att"), d.B, d.T, d.C, int64_t{n_head});
+  staging_.commit(dqkv, 3);
 }
 
 void CpuBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,

@@ -126,7 +126,10 @@ void CudaBackend::run_gemm(LtGemmArgs a) {
     TRAINER_CHECK(
         a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias && !a.bf16_output,
         "gemm: k == 0 supported for a packed single fp32 matrix only");
-    kernels::scale(static_cast<float*>(a.c), a.beta, a.m * a.n, stream_);
+    if (a.beta == 0)  // C is not read (BLAS's rule): NaNs in it must not survive
+      CUDA_CHECK(cudaMemsetAsync(a.c, 0, static_cast<size_t>(a.m * a.n) * sizeof(float), stream_));
+    else
+      kernels::scale(static_cast<float*>(a.c), a.beta, a.m * a.n, stream_);
     return;
   }
   if (run_fused(a)) return;

@@ -28,10 +28,10 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
   check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
   const void* dy_gemm =
       dinp.empty() && dweight.empty() ? nullptr : gemm_dout(dout, bf16, d.N * d.OC, op);
-  if (!dinp.empty()) {  // dinp[N,C] += dout[N,OC] weight[OC,C]
+  if (!dinp.empty()) {  // dinp[N,C] = dout[N,OC] weight[OC,C] (overwritten: backend.h)
     LtGemmArgs g;
     g.bf16_inputs = bf16;
-    g.m = d.N, g.n = d.C, g.k = d.OC, g.beta = 1;
+    g.m = d.N, g.n = d.C, g.k = d.OC, g.beta = 0;
     g.a = dy_gemm, g.b = need_operand(weight, op, "weight"), g.c = need_f32(dinp, op, "dinp");
     run_gemm(g);
   }
@@ -222,13 +222,13 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
   const AttentionDims d = attention_backward_dims(dqkv, dout, qkv, out, att, n_head, *this);
   const int64_t B = d.B, T = d.T, C = d.C;
   check_qkv_dtype(qkv, out.dtype, op);
-  float* pdq = need_f32(dqkv, op, "dqkv");
+  check_dqkv_dtype(dqkv, qkv, op);
   const float* pdy = need_f32(dout, op, "dout");
   const float* pa = need_f32(att, op, "att");
   // Scratch: the pre-softmax gradient [B,NH,T,T] (reference) or rowsum(dout * out) [B,NH,T].
   auto* work = static_cast<float*>(scratch(attn_scratch_, attn_scratch_bytes_, att.nbytes()));
   const bool flash = uses_flash(C / n_head), tc = uses_tensor_cores(out, C / n_head);
-  const auto run = [&](const auto* y, const auto* pq) {
+  const auto run = [&](auto* pdq, const auto* y, const auto* pq) {
     if (!flash)
       kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);
     else if (tc)
@@ -236,11 +236,15 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
     else
       kernels::flash_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
   };
-  if (qkv.dtype == DType::bf16)  // (and so is out)
-    run(static_cast<const uint16_t*>(need_operand(out, op, "out")),
-        static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")));
+  if (qkv.dtype == DType::bf16)  // (and so is out; dqkv is either)
+    with_float_out(dqkv, op, "dqkv", [&](auto* pdq) {
+      run(pdq, static_cast<const uint16_t*>(need_operand(out, op, "out")),
+          static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")));
+    });
   else
-    with_float_in(out, op, "out", [&](const auto* y) { run(y, need_f32(qkv, op, "qkv")); });
+    with_float_in(out, op, "out", [&](const auto* y) {
+      run(need_f32(dqkv, op, "dqkv"), y, need_f32(qkv, op, "qkv"));
+    });
 }
 
 void CudaBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,

@@ -78,7 +78,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   }
   a.grad.dresidual = c.take({B, T, C});
   a.grad.dln = c.take({B, T, C});
-  a.grad.dqkv = c.take({B, T, 3 * CL});
+  a.grad.dqkv = c.take({B, T, 3 * CL}, mm);  // qkv's dtype: the qkv GEMMs read it with no cast
   a.grad.datty = c.take({B, T, CL});
   a.grad.dfch = c.take({B, T, FC}, mm);
   if (fp8_sums) a.fp8_sums = c.take({B, T, std::max(3 * CL, FC)});

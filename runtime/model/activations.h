@@ -50,15 +50,16 @@ struct BlockActivations {
 };
 
 struct GradScratch {
-  Tensor dresidual;         // [B,T,C] running gradient of the residual stream
-  Tensor dln, dqkv, datty;  // per-block temporaries, reused by every block
-  Tensor dfch;              // the same, in matmul_input (Backend::matmul_gelu_backward)
+  Tensor dresidual;   // [B,T,C] running gradient of the residual stream
+  Tensor dln, datty;  // per-block temporaries, reused by every block
+  Tensor dqkv, dfch;  // the same, in matmul_input (Backend::attention_backward and
+                      // matmul_gelu_backward write them so)
 };
 
 class Activations {
  public:
   // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
-  // lnf, and dfch), of qkv and of the logits: bf16 under bf16 compute, which also halves their
+  // lnf, dqkv and dfch), of qkv and of the logits: bf16 under bf16 compute, which also halves their
   // memory. fp8_sums: fp8 compute's scratch is wanted (see below).
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
               Recompute recompute = Recompute::none, DType matmul_input = DType::f32,

@@ -287,7 +287,6 @@ void Gpt::backward() {
 
   call_before(final_unit, true);
   be_.zero(g.dresidual);
-  be_.zero(g.dln);
   be_.matmul_backward(rows(g.dln), weight_view("wte.weight", true), Tensor(), rows(a.logits),
                       rows(a.lnf), matmul_weight("wte.weight"));
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
@@ -339,18 +338,14 @@ void Gpt::block_backward(int l) {
   // (dfch is overwritten, in the activations' dtype: Backend::matmul_gelu_backward)
   be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu), w.fcprojw,
                            rows(a.fch));
-  be_.zero(g.dln);
   be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(a.ln2), w.fcw);
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);
   be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, rows(g.dln), rows(a.residual_mid), w.ln2w,
                          flat(a.ln2_mean), flat(a.ln2_rstd));
 
   // Attention: residual_mid = residual_in + proj(attn(qkv(ln1(residual_in))))
-  be_.zero(g.datty);
   be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres, rows(a.atty), w.projw);
-  be_.zero(g.dqkv);
   be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, nh_local);
-  be_.zero(g.dln);
   be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(a.ln1), w.qkvw);
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);
   be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, rows(g.dln), rows(a.residual_in), w.ln1w,

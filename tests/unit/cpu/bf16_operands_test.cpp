@@ -109,7 +109,7 @@ TEST_CASE("bf16_logits_are_rounded_once_and_their_cross_entropy_is_the_fp32_one"
 }
 
 // A bf16 qkv (bf16 compute) is read as the fp32 values it widens to: the same out, att and
-// dqkv as an fp32 qkv holding them; with an fp32 out it is refused.
+// dqkv as an fp32 qkv holding them; with an fp32 out it is refused. With it, dqkv may be bf16.
 TEST_CASE("bf16_qkv_attention_equals_fp32_attention_on_its_values", "[cpu][bf16]") {
   CpuBackend be;
   const int64_t B = 2, T = 7, C = 12, NH = 3;
@@ -135,6 +135,18 @@ TEST_CASE("bf16_qkv_attention_equals_fp32_attention_on_its_values", "[cpu][bf16]
   CHECK_THROWS_WITH(be.attention_forward(tensor(out32, {B, T, C}), tensor(att, {B, NH, T, T}),
                                          bf16(qkv16, {B, T, 3 * C}), NH),
                     Catch::Contains("attention_forward: qkv must be f32, or bf16 with a bf16 out"));
+
+  // A bf16 dqkv (bf16 compute's): the fp32 dqkv rounded once, every element overwritten.
+  std::vector<uint16_t> dq16(wide.size(), 0x7fc0);  // NaN
+  be.attention_backward(bf16(dq16, {B, T, 3 * C}), tensor(dy, {B, T, C}),
+                        bf16(qkv16, {B, T, 3 * C}), bf16(out16, {B, T, C}),
+                        tensor(att, {B, NH, T, T}), NH);
+  check_bitwise(floats_of(dq16), rounded(dq), "bf16 dqkv: the fp32 one rounded once");
+  CHECK_THROWS_WITH(be.attention_backward(bf16(dq16, {B, T, 3 * C}), tensor(dy, {B, T, C}),
+                                          tensor(wide, {B, T, 3 * C}), bf16(out_ref, {B, T, C}),
+                                          tensor(att_ref, {B, NH, T, T}), NH),
+                    Catch::Contains("attention_backward: dqkv must be f32, or bf16 with a bf16 "
+                                    "qkv; got dqkv bf16 and qkv f32"));
 }
 
 TEST_CASE("adamw_step_writes_the_bf16_copy_of_the_updated_params", "[cpu][bf16][optim]") {

@@ -1,6 +1,7 @@
 // Every backward of the fp32 CpuBackend against float64 central differences of
 // loss = sum(forward(x) * w), computed with the double instantiation of runtime/cpu/ops.h.
-// Gradient buffers start from a random prior, so each check also proves += semantics.
+// Accumulated gradient buffers start from a random prior, so each check also proves +=
+// semantics; the overwritten ones (matmul dinp, attention dqkv) start from NaN.
 // The double instantiation's analytic backward (what the model's float64 tests use) is checked
 // against the same references at a tolerance float64 can meet.
 #include <catch2/catch.hpp>
@@ -29,11 +30,12 @@ TEST_CASE("matmul_backward_matches_float64_finite_differences", "[cpu][grad]") {
   const auto ref_inp = fd_gradient(inp64, loss), ref_w = fd_gradient(w64, loss);
 
   CpuBackend be;
-  GradBuf dinp(inp.size(), 10), dw(w.size(), 11), db(b.size(), 12);
+  OverwrittenGrad dinp(inp.size());
+  GradBuf dw(w.size(), 11), db(b.size(), 12);
   be.matmul_backward(dinp.t({N, C}), dw.t({OC, C}), with_bias ? db.t({OC}) : Tensor(),
                      tensor(wout, {N, OC}), tensor(inp, {N, C}), tensor(w, {OC, C}));
   INFO("with_bias = " << with_bias);
-  check_gradient("dinp", dinp.added(), ref_inp);
+  check_gradient("dinp", dinp.values(), ref_inp);
   check_gradient("dweight", dw.added(), ref_w);
   const auto ref_b = fd_gradient(b64, loss);
   if (with_bias) check_gradient("dbias", db.added(), ref_b);
@@ -116,11 +118,11 @@ TEST_CASE("attention_backward_matches_float64_finite_differences", "[cpu][grad]"
   std::vector<float> out(sz(B * T * C)), att(sz(B * NH * T * T));
   be.attention_forward(tensor(out, {B, T, C}), tensor(att, {B, NH, T, T}),
                        tensor(qkv, {B, T, 3 * C}), int(NH));
-  GradBuf dqkv(qkv.size(), 42);
+  OverwrittenGrad dqkv(qkv.size());
   be.attention_backward(dqkv.t({B, T, 3 * C}), tensor(wout, {B, T, C}), tensor(qkv, {B, T, 3 * C}),
                         tensor(out, {B, T, C}), tensor(att, {B, NH, T, T}), int(NH));
   const auto ref = fd_gradient(qkv64, loss);
-  check_gradient("dqkv", dqkv.added(), ref);
+  check_gradient("dqkv", dqkv.values(), ref);
 
   std::vector<double> out64(out.size()), att64(att.size()), dqkv64(qkv.size());
   attention_forward(out64.data(), att64.data(), qkv64.data(), B, T, C, NH);
@@ -183,28 +185,32 @@ TEST_CASE("softmax_cross_entropy_gradient_matches_float64_finite_differences", "
   for (int64_t j = 0; j < V; ++j) CHECK(dlogits[sz(2 * V + j)] == 0.0f);
 }
 
-// Calling a backward twice on zeroed buffers gives exactly twice the gradient of one call.
-TEST_CASE("backward_called_twice_doubles_every_gradient", "[cpu][grad]") {
+// Calling a backward twice on zeroed buffers gives exactly twice the gradient of one call for an
+// accumulated gradient, and the same gradient again for an overwritten one (backend.h).
+TEST_CASE("backward_called_twice_doubles_accumulated_gradients_and_repeats_overwritten_ones",
+          "[cpu][grad]") {
   CpuBackend be;
   const int64_t N = 6, C = 8, OC = 4, B = 2, T = 3, NH = 2;
   auto x = random_floats(sz(N * C), 70), w = random_floats(sz(OC * C), 71);
   auto dy = random_floats(sz(N * OC), 72), dyc = random_floats(sz(N * C), 73);
+  enum Kind { accumulated, overwritten };
   auto run_twice = [](const std::function<void()>& backward, std::vector<float>& g,
-                      const std::string& name) {
+                      const std::string& name, Kind kind = accumulated) {
     std::fill(g.begin(), g.end(), 0.0f);
     backward();
     const std::vector<float> once = g;
     backward();
-    std::vector<double> twice_expected(once.begin(), once.end());
-    for (double& v : twice_expected) v *= 2;
-    check_close(name, g, twice_expected, 1e-6, 1e-7);
+    std::vector<double> expected(once.begin(), once.end());
+    if (kind == accumulated)
+      for (double& v : expected) v *= 2;
+    check_close(name, g, expected, 1e-6, 1e-7);
   };
   std::vector<float> dx(x.size()), dw(w.size()), db(sz(OC));
   auto mm = [&] {
     be.matmul_backward(tensor(dx, {N, C}), tensor(dw, {OC, C}), tensor(db, {OC}),
                        tensor(dy, {N, OC}), tensor(x, {N, C}), tensor(w, {OC, C}));
   };
-  run_twice(mm, dx, "matmul dinp");
+  run_twice(mm, dx, "matmul dinp", overwritten);
   run_twice(mm, dw, "matmul dweight");
   run_twice(mm, db, "matmul dbias");
 
@@ -237,7 +243,7 @@ TEST_CASE("backward_called_twice_doubles_every_gradient", "[cpu][grad]") {
                               tensor(qkv, {B, T, 3 * C}), tensor(aout, {B, T, C}),
                               tensor(att, {B, NH, T, T}), int(NH));
       },
-      dqkv, "attention dqkv");
+      dqkv, "attention dqkv", overwritten);
 
   std::vector<int32_t> tokens = {0, 2, 2, 1, 0, 3};
   std::vector<float> dwte(sz(4 * C)), dwpe(sz(T * C));

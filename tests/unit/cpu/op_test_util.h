@@ -1,7 +1,8 @@
 #pragma once
 // Helpers of the cpu op tests: seeded inputs, float64 central differences, gradient buffers
-// that start from a random prior (so every gradient check also proves += semantics), and a
-// norm-wise gradient comparison that prints both sides.
+// that start from a random prior (so every gradient check also proves += semantics) or from NaN
+// (an overwritten gradient: any read of the old value shows), and a norm-wise gradient comparison
+// that prints both sides.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
@@ -71,6 +72,15 @@ struct GradBuf {
     for (size_t i = 0; i < g.size(); ++i) d[i] = double(g[i]) - double(prior[i]);
     return d;
   }
+};
+
+// A gradient the op overwrites (backend.h): pre-filled with NaN, which an accumulation or an
+// element left unwritten carries into the check.
+struct OverwrittenGrad {
+  std::vector<float> g;
+  explicit OverwrittenGrad(size_t n) : g(n, std::nanf("")) {}
+  Tensor t(Shape s) { return tensor(g, s); }
+  std::vector<double> values() const { return {g.begin(), g.end()}; }
 };
 
 struct GradError {

@@ -64,11 +64,13 @@ TEST_CASE("cuda_linear_ops_on_views_at_4_16_and_64_byte_offsets_match_cpu", "[cu
       check_close(download_as(*gpu, gpre), pre.values(), tol, "matmul_gelu_forward pre" + at);
       check_close(download_as(*gpu, gh), h.values(), tol, "matmul_gelu_forward out" + at);
 
-      // backward: dinp and dweight accumulate (beta 1) into views at the offset
+      // backward into views at the offset: dinp overwritten (beta 0, from NaN), dweight and dbias
+      // accumulated (beta 1)
       HostOperand dy(randoms(N * OC, 4), dt);
       auto dx = randoms(N * C, 5), dw = randoms(OC * C, 6), db = randoms(OC, 7);
       Tensor gdy = upload_at(*gpu, dy.f32, {N, OC}, dt, offset);
-      Tensor gdx = upload_at(*gpu, dx, {N, C}, DType::f32, offset);
+      Tensor gdx =
+          upload_at(*gpu, std::vector<float>(dx.size(), std::nanf("")), {N, C}, DType::f32, offset);
       Tensor gdw = upload_at(*gpu, dw, {OC, C}, DType::f32, offset);
       Tensor gdb = upload_at(*gpu, db, {OC}, DType::f32, offset);
       gpu->matmul_backward(gdx, gdw, gdb, gdy, gx, gw);

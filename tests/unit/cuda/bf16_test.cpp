@@ -22,7 +22,7 @@ TEST_CASE("cuda_bf16_matmul_forward_and_backward_match_cpu", "[cuda][bf16]") {
     std::vector<float> y(static_cast<size_t>(N * OC));
     Tensor gx = upload(*gpu, x, {N, C}, DType::bf16), gw = upload(*gpu, w, {OC, C}, DType::bf16);
     Tensor gb = upload(*gpu, bias, {OC}), gy = poisoned(*gpu, {N, OC});
-    Tensor gdy = upload(*gpu, dy, {N, OC}), gdx = upload(*gpu, dx, {N, C});
+    Tensor gdy = upload(*gpu, dy, {N, OC}), gdx = poisoned(*gpu, {N, C});  // dinp overwritten
     Tensor gdw = upload(*gpu, dw, {OC, C}), gdb = upload(*gpu, db, {OC});
     gpu->matmul_forward(gy, gx, gw, gb);
     gpu->matmul_backward(gdx, gdw, gdb, gdy, gx, gw);
@@ -84,7 +84,7 @@ TEST_CASE("cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores", "[cu
                            : upload(*gpu, qkv, {B, T, 3 * C});
       Tensor gout = poisoned_bf16(*gpu, {B, T, C});
       Tensor gatt = poisoned(*gpu, gpu->attention_state_shape(B, NH, T, HS));
-      Tensor gdy = upload(*gpu, dy, {B, T, C}), gdq = upload(*gpu, dq, {B, T, 3 * C});
+      Tensor gdy = upload(*gpu, dy, {B, T, C}), gdq = poisoned(*gpu, {B, T, 3 * C});
       gpu->attention_forward(gout, gatt, gq, int(NH));
       gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
       ref.attention_forward(host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}),
@@ -93,6 +93,11 @@ TEST_CASE("cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores", "[cu
                              host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}), int(NH));
       check_close(download_bf16(*gpu, gout), floats_of(out), kBf16Tol, "bf16 attention out" + at);
       check_close(download(*gpu, gdq), dq, 2 * kBf16Tol, "attention dqkv (bf16 out)" + at);
+      if (bf16_qkv) {  // bf16 compute's bf16 dqkv: the same gradient, rounded once
+        Tensor gdq16 = poisoned_bf16(*gpu, {B, T, 3 * C});
+        gpu->attention_backward(gdq16, gdy, gq, gout, gatt, int(NH));
+        check_close(download_bf16(*gpu, gdq16), dq, 2 * kBf16Tol, "attention dqkv (bf16)" + at);
+      }
     }
 }
 

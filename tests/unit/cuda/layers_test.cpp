@@ -44,7 +44,8 @@ TEST_CASE("cuda_matmul_forward_and_backward_match_cpu", "[cuda]") {
   std::vector<float> y(static_cast<size_t>(N * OC));
   Tensor gx = upload(*gpu, x, {N, C}), gw = upload(*gpu, w, {OC, C}), gb = upload(*gpu, bias, {OC});
   Tensor gy = poisoned(*gpu, {N, OC}), gdy = upload(*gpu, dy, {N, OC});
-  Tensor gdx = upload(*gpu, dx, {N, C}), gdw = upload(*gpu, dw, {OC, C}),
+  // dinp is overwritten (poisoned: an accumulation shows as NaN), dweight and dbias accumulate
+  Tensor gdx = poisoned(*gpu, {N, C}), gdw = upload(*gpu, dw, {OC, C}),
          gdb = upload(*gpu, db, {OC});
   gpu->matmul_forward(gy, gx, gw, gb);
   gpu->matmul_backward(gdx, gdw, gdb, gdy, gx, gw);
@@ -142,7 +143,7 @@ TEST_CASE("cuda_attention_forward_and_backward_match_cpu", "[cuda]") {
       CHECK(flash == (std::string(kernel) != "reference" && HS != 24));
       Tensor gq = upload(*gpu, qkv, {B, T, 3 * C}), gout = poisoned(*gpu, {B, T, C});
       Tensor gatt = poisoned(*gpu, state), gdy = upload(*gpu, dy, {B, T, C});
-      Tensor gdq = upload(*gpu, dqkv, {B, T, 3 * C});
+      Tensor gdq = poisoned(*gpu, {B, T, 3 * C});  // overwritten, every element
       gpu->attention_forward(gout, gatt, gq, int(NH));
       gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
       ref.attention_forward(host(out, {B, T, C}), host(att, {B, NH, T, T}),
@@ -169,8 +170,7 @@ TEST_CASE("cuda_flash_attention_backward_is_bitwise_deterministic", "[cuda]") {
   gpu->attention_forward(gout, gatt, gq, int(NH));
   std::vector<std::vector<float>> runs;
   for (int r = 0; r < 2; ++r) {
-    Tensor gdq =
-        upload(*gpu, std::vector<float>(static_cast<size_t>(B * T * 3 * C), 0.0f), {B, T, 3 * C});
+    Tensor gdq = poisoned(*gpu, {B, T, 3 * C});
     gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
     runs.push_back(download(*gpu, gdq));
   }

@@ -41,9 +41,10 @@ void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
   const int64_t C = NH * HS;
   INFO("B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS << (bf16_out ? " bf16" : " fp32"));
   auto qkv = randoms(B * T * 3 * C, 1, -2, 2), dy = randoms(B * T * C, 2);
-  const auto prior = randoms(B * T * 3 * C, 3);  // backward must add to it
   std::vector<float> lse(static_cast<size_t>(B * NH * T), std::nanf(""));
-  std::vector<float> dqkv = prior, out_f(static_cast<size_t>(B * T * C), std::nanf(""));
+  // backward overwrites dqkv: a NaN left anywhere fails the check
+  std::vector<float> dqkv(static_cast<size_t>(B * T * 3 * C), std::nanf(""));
+  std::vector<float> out_f(static_cast<size_t>(B * T * C), std::nanf(""));
   std::vector<uint16_t> out_b(out_f.size(), 0x7fc0);
   if (bf16_out)
     run_flash(out_b, lse, dqkv, qkv, dy, B, T, NH, HS);
@@ -54,7 +55,7 @@ void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
 
   // The cpu reference, with the same (possibly bf16-rounded) out for backward.
   cpu::CpuBackend ref;
-  std::vector<float> out(out_f.size()), att(static_cast<size_t>(B * NH * T * T)), dref = prior;
+  std::vector<float> out(out_f.size()), att(static_cast<size_t>(B * NH * T * T)), dref = dqkv;
   ref.attention_forward(host(out, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
                         int(NH));
   if (bf16_out)
@@ -87,8 +88,8 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
     const int64_t C = NH * HS;
     INFO("B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
     auto qkv = randoms(B * T * 3 * C, 7, -1, 1), dy = randoms(B * T * C, 8, -1, 1);
-    const auto prior = randoms(B * T * 3 * C, 9, -1, 1);
-    std::vector<float> lse(static_cast<size_t>(B * NH * T), std::nanf("")), dqkv = prior;
+    std::vector<float> lse(static_cast<size_t>(B * NH * T), std::nanf(""));
+    std::vector<float> dqkv(static_cast<size_t>(B * T * 3 * C), std::nanf(""));  // overwritten
     std::vector<float> dsum(lse.size());
     std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
     emu::tc_attention_forward(out16.data(), lse.data(), qkv.data(), B, T, C, NH, nullptr);
@@ -98,18 +99,14 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
     for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::float_from_bf16_bits(out16[i]);
 
     cpu::CpuBackend ref;
-    std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T)), dref = prior;
+    std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T)), dref = dqkv;
     ref.attention_forward(host(rout, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
                           int(NH));
     ref.attention_backward(host(dref, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
                            host(rout, {B, T, C}), host(att, {B, NH, T, T}), int(NH));
     const double out_err = rel_error(out, rout),
                  lse_err = rel_error(lse, lse_float64(qkv, B, T, NH, HS));
-    // dqkv minus the prior: the gradient alone, so the tolerance is relative to it.
-    std::vector<float> got(dqkv.size()), want(dqkv.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      got[i] = dqkv[i] - prior[i], want[i] = dref[i] - prior[i];
-    const double grad_err = rel_error(got, want);
+    const double grad_err = rel_error(dqkv, dref);
     INFO("out " << out_err << ", lse " << lse_err << ", dqkv " << grad_err);
     CHECK(out_err < 1e-2);
     CHECK(lse_err < 1e-2);
@@ -119,7 +116,7 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
 
 // bf16 qkv (bf16 compute): every attention kernel family reads the bf16 bits as the fp32 values
 // they widen to, so its outputs equal, bit for bit, the same kernels' on an fp32 qkv holding
-// those values (bf16 out both times; dqkv stays fp32).
+// those values (bf16 out both times; an fp32 dqkv).
 TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
           "[kernels][attention][bf16]") {
   const int64_t B = 1, T = 40, NH = 2, HS = 32, C = NH * HS;
@@ -135,7 +132,7 @@ TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
     Result r;
     r.out.assign(static_cast<size_t>(B * T * C), 0x7fc0);
     r.state.assign(static_cast<size_t>(family == 0 ? B * NH * T * T : B * NH * T), std::nanf(""));
-    r.dqkv.assign(wide.size(), 0.0f);
+    r.dqkv.assign(wide.size(), std::nanf(""));
     std::vector<float> work(static_cast<size_t>(B * NH * T * T));
     if (family == 0) {
       emu::attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
@@ -159,11 +156,52 @@ TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
     CHECK(from_bf16.state == from_f32.state);
     CHECK(from_bf16.dqkv == from_f32.dqkv);
     CHECK(std::isfinite(from_bf16.dqkv[0]));  // and it ran:
-    // forward wrote every element of the NaN-poisoned out; backward added to dqkv (zeros at first)
+    // forward wrote every element of the NaN-poisoned out, backward every element of dqkv
     CHECK(std::count(from_bf16.out.begin(), from_bf16.out.end(), uint16_t{0x7fc0}) == 0);
     CHECK(std::all_of(from_bf16.dqkv.begin(), from_bf16.dqkv.end(),
                       [](float v) { return std::isfinite(v); }));
     CHECK(std::any_of(from_bf16.dqkv.begin(), from_bf16.dqkv.end(),
                       [](float v) { return v != 0.0f; }));
+  }
+}
+
+// A bf16 dqkv (bf16 compute, from a bf16 qkv): every attention kernel family writes the fp32
+// dqkv it computes rounded once to nearest even, the cpu backend's rounding bit for bit, into
+// every element of the NaN-poisoned buffer.
+TEST_CASE("attention_kernels_write_a_bf16_dqkv_as_their_fp32_one_rounded_once_in_emulation",
+          "[kernels][attention][bf16]") {
+  const int64_t B = 2, T = 37, NH = 2, HS = 32, C = NH * HS;
+  const std::vector<uint16_t> qkv16 = bf16_bits_of(randoms(B * T * 3 * C, 31, -2, 2));
+  const auto dy = randoms(B * T * C, 32);
+  const auto n = static_cast<size_t>(B * T * 3 * C);
+  for (int family : {0, 1, 2}) {  // reference (attention.cu), flash, tensor cores
+    INFO("family " << (family == 0 ? "reference" : family == 1 ? "flash" : "tensor cores"));
+    std::vector<uint16_t> out(static_cast<size_t>(B * T * C), 0x7fc0);
+    std::vector<float> state(static_cast<size_t>(family == 0 ? B * NH * T * T : B * NH * T));
+    std::vector<float> work(static_cast<size_t>(B * NH * T * T));
+    const uint16_t* qkv = qkv16.data();
+    if (family == 0)
+      emu::attention_forward(out.data(), state.data(), qkv, B, T, C, NH, nullptr);
+    else if (family == 1)
+      emu::flash_attention_forward(out.data(), state.data(), qkv, B, T, C, NH, nullptr);
+    else
+      emu::tc_attention_forward(out.data(), state.data(), qkv, B, T, C, NH, nullptr);
+    const auto backward = [&](auto* dqkv) {
+      if (family == 0)
+        emu::attention_backward(dqkv, dy.data(), qkv, state.data(), work.data(), B, T, C, NH,
+                                nullptr);
+      else if (family == 1)
+        emu::flash_attention_backward(dqkv, work.data(), dy.data(), qkv, out.data(), state.data(),
+                                      B, T, C, NH, nullptr);
+      else
+        emu::tc_attention_backward(dqkv, work.data(), dy.data(), qkv, out.data(), state.data(), B,
+                                   T, C, NH, nullptr);
+    };
+    std::vector<float> dq32(n, std::nanf(""));
+    std::vector<uint16_t> dq16(n, 0x7fc0);
+    backward(dq32.data());
+    backward(dq16.data());
+    CHECK(std::all_of(dq32.begin(), dq32.end(), [](float v) { return std::isfinite(v); }));
+    CHECK(dq16 == bf16_bits_of(dq32));
   }
 }

@@ -43,12 +43,13 @@ inline Tensor host(std::vector<int32_t>& v, Shape s) {
   return Tensor(v.data(), s, DType::i32);
 }
 
-// max |got - want| / max |want|; a non-finite `got` counts as 1e30.
+// max |got - want| / max |want|; a non-finite element on either side counts as 1e30.
 inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
   double worst = 0, scale = 1e-30;
   for (float w : want) scale = std::max(scale, std::fabs(double(w)));
   for (size_t i = 0; i < want.size(); ++i) {
-    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale : 1e30;
+    const bool finite = std::isfinite(got[i]) && std::isfinite(want[i]);
+    const double e = finite ? std::fabs(double(got[i]) - want[i]) / scale : 1e30;
     worst = std::max(worst, e);
   }
   return worst;

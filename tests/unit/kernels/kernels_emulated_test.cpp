@@ -146,7 +146,7 @@ TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {
   cpu::CpuBackend ref;
   const int64_t B = 2, T = 13, NH = 3, HS = 8, C = NH * HS;
   auto qkv = randoms(B * T * 3 * C, 1, -2, 2), dy = randoms(B * T * C, 2);
-  auto dqkv = randoms(B * T * 3 * C, 3), out = nans(B * T * C), att = nans(B * NH * T * T);
+  auto dqkv = nans(B * T * 3 * C), out = nans(B * T * C), att = nans(B * NH * T * T);
   std::vector<float> dpre(att.size()), rout(out.size()), ratt(att.size()), rdqkv = dqkv;
   emu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, kStream);
   emu::attention_backward(dqkv.data(), dy.data(), qkv.data(), att.data(), dpre.data(), B, T, C, NH,

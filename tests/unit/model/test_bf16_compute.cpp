@@ -67,8 +67,8 @@ TEST_CASE("bf16_compute_tracks_fp32_within_bf16_rounding", "[model][bf16]") {
   CHECK(grad_rel < 5e-2);
   CHECK(grad_rel > 1e-5);  // bf16 really rounds
 
-  // ln1, atty, ln2, fch, fch_gelu, qkv per layer, and lnf, the MLP's hidden gradient dfch and
-  // the logits once, each [B,T,width] at 2 bytes instead of 4.
+  // ln1, atty, ln2, fch, fch_gelu, qkv per layer, and lnf, the gradients dqkv and dfch and the
+  // logits once, each [B,T,width] at 2 bytes instead of 4.
   const size_t rows = size_t{kB} * kT, C = static_cast<size_t>(kDims.d_model);
   const size_t F = static_cast<size_t>(kDims.ffn_hidden());
   auto halved = [&](size_t width) {
@@ -78,6 +78,7 @@ TEST_CASE("bf16_compute_tracks_fp32_within_bf16_rounding", "[model][bf16]") {
   size_t saved = 0;
   for (size_t width : {C, C, C, F, F, 3 * C}) saved += halved(width);
   saved *= static_cast<size_t>(kDims.n_layer);
-  saved += halved(C) + halved(F) + halved(static_cast<size_t>(kDims.padded_vocab()));
+  saved += halved(C) + halved(3 * C) + halved(F) +
+           halved(static_cast<size_t>(kDims.padded_vocab()));
   CHECK(f.activation_bytes - b.activation_bytes == saved);
 }
