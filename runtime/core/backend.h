@@ -74,10 +74,13 @@ class Backend {
   };
   virtual void gemm(const Gemm& g) = 0;
 
-  // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC]. out is fp32, or bf16 with bf16 operands
-  // (the fp32 sum, bias included, rounded once: the logits of bf16 compute).
+  // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC] (+ residual[N,OC]). out is fp32, or bf16
+  // with bf16 operands (the fp32 sum, bias included, rounded once: the logits of bf16 compute).
+  // residual (optional; fp32 with an fp32 out; may be out itself) is added in the same pass: the
+  // residual stream's add folded into the GEMM (cuBLASLt reads it as C with beta 1), instead of
+  // a separate pass that re-reads and re-writes out.
   virtual void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
-                              const Tensor& bias) = 0;
+                              const Tensor& bias, const Tensor& residual = Tensor()) = 0;
   // fp8 forward of a linear layer (precision.compute: fp8; runtime/core/fp8_recipe.h): inp[N,C]
   // and weight[OC,C], both bf16, are quantized to e4m3 with the scales of `fp8_state` (fp32,
   // kFp8StateFloats: the input's part, then the weight's), multiplied and descaled:

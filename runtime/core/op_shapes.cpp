@@ -32,8 +32,16 @@ LinearDims linear_backward_dims(const char* op, const Tensor& dinp, const Tensor
 }  // namespace
 
 LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tensor& weight,
-                               const Tensor& bias) {
-  return linear_forward_dims("matmul_forward", out, inp, weight, bias);
+                               const Tensor& bias, const Tensor& residual) {
+  const char* op = "matmul_forward";
+  const LinearDims d = linear_forward_dims(op, out, inp, weight, bias);
+  if (!residual.empty()) {
+    check_numel(residual, d.N * d.OC, op, "residual");
+    TRAINER_CHECK(residual.dtype == DType::f32 && out.dtype == DType::f32,
+                  op << ": residual must be f32 with an f32 out, got residual "
+                     << dtype_name(residual.dtype) << " and out " << dtype_name(out.dtype));
+  }
+  return d;
 }
 
 LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,

@@ -28,8 +28,9 @@ struct EmbeddingDims {
   int64_t B, T, C, V;  // V = 0 when the vocabulary table is absent (no dwte)
 };
 
+// (residual: absent, or fp32 [N,OC] with an fp32 out: Backend::matmul_forward)
 LinearDims matmul_forward_dims(const Tensor& out, const Tensor& inp, const Tensor& weight,
-                               const Tensor& bias);
+                               const Tensor& bias, const Tensor& residual = Tensor());
 LinearDims matmul_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                                 const Tensor& dout, const Tensor& inp, const Tensor& weight);
 // The fused GELU ops: the linear's dims; pre (and dpre, required) hold its output's elements.

@@ -28,8 +28,8 @@ class CpuBackend : public Backend {
   int64_t resident_bytes(const Tensor& t) override;
 
   void gemm(const Gemm& g) override;
-  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
-                      const Tensor& bias) override;
+  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                      const Tensor& residual = Tensor()) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight) override;
   // The fused GELU ops as their parts: the GEMM, then the GELU (or its derivative) on the fp32

@@ -13,13 +13,13 @@ namespace trainer::cpu {
 // Staging slots: inp 0, weight 1, dout 2 (widened when bf16, or rounded to bf16 when fp32 under
 // bf16 operands), an op's bf16 output 3, a second bf16 output or input 4.
 void CpuBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
-                                const Tensor& bias) {
+                                const Tensor& bias, const Tensor& residual) {
   const char* op = "matmul_forward";
-  const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
+  const LinearDims d = matmul_forward_dims(out, inp, weight, bias, residual);
   check_linear_activation_dtype(out, matmul_operand_dtype(inp, weight, op), op, "out");
   cpu::matmul_forward(staging_.output(out, 3, op, "out"), staging_.input(inp, 0, op, "inp"),
                       staging_.input(weight, 1, op, "weight"), opt_f32(bias, op, "bias"), d.N, d.C,
-                      d.OC);
+                      d.OC, opt_f32(residual, op, "residual"));
   staging_.commit(out, 3);
 }
 

@@ -24,19 +24,21 @@ struct GemmArgs {
 void gemm(const GemmArgs<float>& g);
 void gemm(const GemmArgs<double>& g);
 
-// out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC]   (bias may be null)
+// out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC] + residual[N,OC]   (bias and residual may be
+// null; residual may be out itself)
 template <class Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, int64_t N,
-                    int64_t C, int64_t OC) {
-  if (bias) {
+                    int64_t C, int64_t OC, const Real* residual = nullptr) {
+  if (bias || residual) {  // out starts as bias + residual, and the GEMM adds to it (beta 1)
     TRAINER_PARALLEL_FOR_IF(N * OC >= kParallelMinWork)
     for (int64_t i = 0; i < N; ++i)
-      for (int64_t o = 0; o < OC; ++o) out[i * OC + o] = bias[o];
+      for (int64_t o = 0; o < OC; ++o)
+        out[i * OC + o] = (bias ? bias[o] : Real(0)) + (residual ? residual[i * OC + o] : Real(0));
   }
   GemmArgs<Real> g;
   g.trans_b = true;
   g.m = N, g.n = OC, g.k = C;
-  g.beta = bias ? Real(1) : Real(0);
+  g.beta = bias || residual ? Real(1) : Real(0);
   g.a = inp, g.b = weight, g.c = out;
   gemm(g);
 }

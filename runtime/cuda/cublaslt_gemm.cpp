@@ -218,13 +218,14 @@ bool LtGemm::run(const LtGemmArgs& args) {
                 "LtGemm: a GELU epilogue takes aux, no batch, and dgelu no bias");
   const bool fused = epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT;
   if (fused && refuses_epilogue(g)) return false;
-  Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), alignment_of(g.c),
-                            alignment_of(g.bias), alignment_of(g.aux)});
+  const int c_alignment = std::min(alignment_of(g.c), g.c_in ? alignment_of(g.c_in) : 256);
+  Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), c_alignment, alignment_of(g.bias),
+                            alignment_of(g.aux)});
   if (!plan->has_algo) return false;  // only for epilogues
   set_pointers(plan->desc, g);
-  const cublasStatus_t st =
-      cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta, g.c,
-                     plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_, stream_);
+  const cublasStatus_t st = cublasLtMatmul(
+      handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta, g.c_in ? g.c_in : g.c,
+      plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_, stream_);
   // An epilogue the heuristic offered but the call refuses (checked before any launch): the
   // caller's path without it, for this shape from now on.
   if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) && fused) {

@@ -20,6 +20,7 @@ struct LtGemmArgs {
   const void* a = nullptr;  // [m,k] (or [k,m] when trans_a), row-major, leading dim lda
   const void* b = nullptr;
   void* c = nullptr;                  // [m,n], ldc
+  const void* c_in = nullptr;         // what beta scales when it is not c (c's type and layout)
   int64_t lda = 0, ldb = 0, ldc = 0;  // 0: packed
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
   const void* bias = nullptr;  // c[i, j] += bias[j] (length n): fp32, or bf16 with bias_bf16

@@ -123,9 +123,9 @@ float* CudaBackend::column_scratch(int64_t N, int64_t C) {
 
 void CudaBackend::run_gemm(LtGemmArgs a) {
   if (a.k == 0) {  // C = beta C: cuBLASLt needs k > 0
-    TRAINER_CHECK(
-        a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias && !a.bf16_output,
-        "gemm: k == 0 supported for a packed single fp32 matrix only");
+    TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias &&
+                      !a.bf16_output && !a.c_in,
+                  "gemm: k == 0 supported for a packed single fp32 matrix only");
     if (a.beta == 0)  // C is not read (BLAS's rule): NaNs in it must not survive
       CUDA_CHECK(cudaMemsetAsync(a.c, 0, static_cast<size_t>(a.m * a.n) * sizeof(float), stream_));
     else

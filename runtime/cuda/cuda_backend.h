@@ -42,8 +42,8 @@ class CudaBackend : public Backend {
   void gemm(const Gemm& g) override;
   // bf16 inputs (uint16 bits, device), fp32 accumulate and fp32 output; same layout as gemm().
   void gemm_bf16(const Gemm& g_with_bf16_pointers);
-  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
-                      const Tensor& bias) override;
+  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                      const Tensor& residual = Tensor()) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                        const Tensor& inp, const Tensor& weight) override;
   // The GELU rides in cuBLASLt's epilogues (GELU_AUX_BIAS forward, DGELU backward) where it has

@@ -7,9 +7,9 @@
 namespace trainer::cuda {
 
 void CudaBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
-                                 const Tensor& bias) {
+                                 const Tensor& bias, const Tensor& residual) {
   const char* op = "matmul_forward";
-  const LinearDims d = matmul_forward_dims(out, inp, weight, bias);
+  const LinearDims d = matmul_forward_dims(out, inp, weight, bias, residual);
   LtGemmArgs g;
   g.bf16_inputs = matmul_operand_dtype(inp, weight, op) == DType::bf16;
   check_linear_activation_dtype(out, g.bf16_inputs ? DType::bf16 : DType::f32, op, "out");
@@ -17,6 +17,7 @@ void CudaBackend::matmul_forward(Tensor out, const Tensor& inp, const Tensor& we
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
   g.a = need_operand(inp, op, "inp"), g.b = need_operand(weight, op, "weight");
   g.c = need_operand_out(out, op, "out"), g.bias = opt_f32(bias, op, "bias");
+  if (!residual.empty()) g.c_in = need_f32(residual, op, "residual"), g.beta = 1;
   run_gemm(g);
 }
 

@@ -116,9 +116,9 @@ bool Gpt::set_fp8_scaling_state(const std::vector<float>& state) {
 }
 
 void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                         int l, int which) {
+                         int l, int which, const Tensor& residual) {
   if (!fp8_) {
-    be_.matmul_forward(out, inp, weight, bias);
+    be_.matmul_forward(out, inp, weight, bias, residual);
     return;
   }
   // fp8: the GEMM writes fp32; a bf16 out (qkv) takes those sums rounded once
@@ -128,6 +128,7 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
                          fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
                          fp8_amaxes_.slice(linear * 2, 2));
   if (sum.data != out.data) be_.round_to_bf16(out, sum);
+  if (!residual.empty()) be_.axpy(out, residual, 1.0f);  // (an fp32 out: out is the sum)
 }
 
 Tensor Gpt::fp8_sums(const Shape& shape) {
@@ -257,25 +258,24 @@ void Gpt::block_forward(int l) {
   const BlockWeights w = block_weights(l, false);
   const GptShard& s = layout_.shard();
   const int nh_local = layout_.dims().n_head / s.tp_size;
-  // Row-parallel layers add their bias once (tp rank 0) before the partial sums are reduced.
-  const bool add_row_bias = s.tp_rank == 0;
+  // Row-parallel layers add their bias and the residual once (tp rank 0) before the partial sums
+  // are reduced; the residual add rides in the GEMM (Backend::matmul_forward).
+  const bool rank0 = s.tp_rank == 0;
 
   be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
                         w.ln1w, w.ln1b);
   linear_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb, l, 0);
   be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
-  linear_forward(rows(a.residual_mid), rows(a.atty), w.projw, add_row_bias ? w.projb : Tensor(), l,
-                 1);
+  linear_forward(rows(a.residual_mid), rows(a.atty), w.projw, rank0 ? w.projb : Tensor(), l, 1,
+                 rank0 ? rows(a.residual_in) : Tensor());
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_mid);
-  be_.axpy(a.residual_mid, a.residual_in, 1.0f);
 
   be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
                         w.ln2w, w.ln2b);
   mlp_hidden_forward(a, w.fcw, w.fcb, l);
-  linear_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw,
-                 add_row_bias ? w.fcprojb : Tensor(), l, 3);
+  linear_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw, rank0 ? w.fcprojb : Tensor(), l,
+                 3, rank0 ? rows(a.residual_mid) : Tensor());
   if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_out);
-  be_.axpy(a.residual_out, a.residual_mid, 1.0f);
 }
 
 void Gpt::backward() {

@@ -97,9 +97,9 @@ class Gpt {
   Tensor weight_view(const std::string& name, bool grad) const;  // fp32 master or gradient
   Tensor matmul_weight(const std::string& name) const;           // the compute copy
   // matmul_forward, or in fp8 compute matmul_forward_fp8 with linear `which` (0-3: qkv, attn
-  // proj, fc, fc proj) of local layer l's scaling state.
+  // proj, fc, fc proj) of local layer l's scaling state; plus `residual` when given (fp32 out).
   void linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                      int local_layer, int which);
+                      int local_layer, int which, const Tensor& residual = Tensor());
   // The MLP's hidden layer of local layer l: fch = fc(ln2), fch_gelu = gelu(fch).
   void mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l);
   void reallocate_activations();  // at the same size, for a change of compute precision

@@ -59,23 +59,45 @@ TEST_CASE("gemm_in_double_matches_triple_loop", "[cpu][forward]") {
   check_close("dgemm C", c, expect, 1e-14, 1e-15);
 }
 
-TEST_CASE("matmul_forward_matches_naive_loop_with_and_without_bias", "[cpu][forward]") {
+TEST_CASE("matmul_forward_matches_naive_loop_with_and_without_bias_and_residual",
+          "[cpu][forward]") {
   const bool with_bias = GENERATE(true, false);
+  // the residual: none, its own buffer, or out itself (the add done in place)
+  const int residual = GENERATE(0, 1, 2);
   const int64_t N = 7, C = 5, OC = 3;
   auto x = random_floats(sz(N * C), 6), w = random_floats(sz(OC * C), 7);
-  auto b = random_floats(sz(OC), 8);
+  auto b = random_floats(sz(OC), 8), r = random_floats(sz(N * OC), 9);
   std::vector<double> expect(sz(N * OC));
   for (int64_t i = 0; i < N; ++i)
     for (int64_t o = 0; o < OC; ++o) {
-      double s = with_bias ? b[sz(o)] : 0.0;
+      double s = (with_bias ? b[sz(o)] : 0.0) + (residual ? r[sz(i * OC + o)] : 0.0);
       for (int64_t c = 0; c < C; ++c) s += double(x[sz(i * C + c)]) * w[sz(o * C + c)];
       expect[sz(i * OC + o)] = s;
     }
-  std::vector<float> out(sz(N * OC), 99.0f);  // garbage must be overwritten
+  // garbage must be overwritten, unless out is the residual
+  std::vector<float> out = residual == 2 ? r : std::vector<float>(sz(N * OC), 99.0f);
+  const Tensor res = residual == 0 ? Tensor() : tensor(residual == 1 ? r : out, {N, OC});
   CpuBackend().matmul_forward(tensor(out, {N, OC}), tensor(x, {N, C}), tensor(w, {OC, C}),
-                              with_bias ? tensor(b, {OC}) : Tensor());
-  INFO("with_bias = " << with_bias);
+                              with_bias ? tensor(b, {OC}) : Tensor(), res);
+  INFO("with_bias = " << with_bias << ", residual " << residual);
   check_close("matmul out", out, expect, 1e-5, 1e-6);
+}
+
+TEST_CASE("matmul_forward_refuses_a_residual_of_the_wrong_size_or_with_a_bf16_out",
+          "[cpu][forward][checks]") {
+  CpuBackend be;
+  const int64_t N = 4, C = 8, OC = 8;
+  std::vector<float> x(sz(N * C), 1.0f), w(sz(OC * C), 1.0f), out(sz(N * OC)), r(sz(N * OC));
+  CHECK_THROWS_WITH(be.matmul_forward(tensor(out, {N, OC}), tensor(x, {N, C}), tensor(w, {OC, C}),
+                                      Tensor(), tensor(r, {N - 1, OC})),
+                    Catch::Contains("matmul_forward: residual [3, 8] should have 32 elements"));
+  std::vector<uint16_t> x16(x.size()), w16(w.size()), out16(out.size());
+  CHECK_THROWS_WITH(
+      be.matmul_forward(Tensor(out16.data(), {N, OC}, DType::bf16),
+                        Tensor(x16.data(), {N, C}, DType::bf16),
+                        Tensor(w16.data(), {OC, C}, DType::bf16), Tensor(), tensor(r, {N, OC})),
+      Catch::Contains("matmul_forward: residual must be f32 with an f32 out, got residual f32 and "
+                      "out bf16"));
 }
 
 TEST_CASE("layernorm_forward_matches_naive_mean_and_biased_variance", "[cpu][forward]") {

@@ -36,6 +36,15 @@ TEST_CASE("cuda_bf16_matmul_forward_and_backward_match_cpu", "[cuda][bf16]") {
     check_close(download(*gpu, gdx), dx, kBf16Tol, "bf16 matmul dinp" + at);
     check_close(download(*gpu, gdw), dw, kBf16Tol, "bf16 matmul dweight" + at);
     check_close(download(*gpu, gdb), db, kBf16Tol, "bf16 matmul dbias" + at);
+
+    // an fp32 out with the residual added in the GEMM (the blocks' projections)
+    auto res = randoms(N * OC, 8);
+    std::vector<float> yr(y.size());
+    ref.matmul_forward(host(yr, {N, OC}), host_bf16(x, {N, C}), host_bf16(w, {OC, C}),
+                       host(bias, {OC}), host(res, {N, OC}));
+    Tensor gyr = poisoned(*gpu, {N, OC});
+    gpu->matmul_forward(gyr, gx, gw, gb, upload(*gpu, res, {N, OC}));
+    check_close(download(*gpu, gyr), yr, kBf16Tol, "bf16 matmul out + residual" + at);
   }
 }
 

@@ -56,6 +56,17 @@ TEST_CASE("cuda_matmul_forward_and_backward_match_cpu", "[cuda]") {
   check_close(download(*gpu, gdx), dx, kF32Tol, "matmul dinp");
   check_close(download(*gpu, gdw), dw, kF32Tol, "matmul dweight");
   check_close(download(*gpu, gdb), db, kF32Tol, "matmul dbias");
+
+  // the residual add in the GEMM (cuBLASLt's C, beta 1), from its own buffer and in place
+  auto res = randoms(N * OC, 8);
+  std::vector<float> yr(y.size());
+  ref.matmul_forward(host(yr, {N, OC}), host(x, {N, C}), host(w, {OC, C}), host(bias, {OC}),
+                     host(res, {N, OC}));
+  Tensor gyr = poisoned(*gpu, {N, OC}), gres = upload(*gpu, res, {N, OC});
+  gpu->matmul_forward(gyr, gx, gw, gb, gres);
+  check_close(download(*gpu, gyr), yr, kF32Tol, "matmul out + residual");
+  gpu->matmul_forward(gres, gx, gw, gb, gres);
+  check_close(download(*gpu, gres), yr, kF32Tol, "matmul out + residual, in place");
 }
 
 TEST_CASE("cuda_layernorm_forward_and_backward_match_cpu", "[cuda]") {

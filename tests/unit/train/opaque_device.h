@@ -48,9 +48,9 @@ class OpaqueBackend : public Backend {
     h.a = untag(g.a), h.b = untag(g.b), h.c = untag(g.c);
     cpu_.gemm(h);
   }
-  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight,
-                      const Tensor& bias) override {
-    cpu_.matmul_forward(in(out), in(inp), in(weight), in(bias));
+  void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                      const Tensor& residual = Tensor()) override {
+    cpu_.matmul_forward(in(out), in(inp), in(weight), in(bias), in(residual));
   }
   void matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                           const Tensor& state, Tensor amax) override {
