@@ -16,7 +16,8 @@
 // - Mixed precision: everything is fp32 except the operands of the linear layers, which may be
 //   bf16 (precision.compute: bf16). matmul_forward/backward take inp and weight both fp32 or
 //   both bf16; with bf16 operands the GEMMs accumulate in fp32 and matmul_backward rounds dout
-//   to bf16 for its two GEMMs (as autocast does), while dbias sums the fp32 dout. The ops that
+//   to bf16 for its two GEMMs (as autocast does) and sums that rounded dout into dbias (in fp32:
+//   the dweight GEMM's bias-gradient epilogue on cuda, as llm.c). The ops that
 //   produce matmul inputs (layernorm_forward, gelu_forward, attention_forward) may write a bf16
 //   `out`: computed in fp32, rounded once to nearest even. Every gradient stays fp32, except
 //   three activation gradients that may take the activation's dtype (Megatron's bf16

@@ -36,14 +36,13 @@ void CpuBackend::linear_backward(const char* op, float* dinp, Tensor dweight, Te
   const DType operands = matmul_operand_dtype(inp, weight, op);
   check_linear_activation_dtype(dout, operands, op, "dout");
   const float* dy = staging_.input(dout, 2, op, "dout");
-  // bf16 operands: the GEMMs see dout rounded to bf16; dbias sums the fp32 dout (a bf16 dout
-  // is already rounded)
+  // bf16 operands: the GEMMs and dbias see dout rounded to bf16 (a bf16 dout already is)
   const bool round = operands == DType::bf16 && dout.dtype == DType::f32;
   const float* dy_gemm = round ? staging_.rounded(dy, d.N * d.OC, 2) : dy;  // dy is dout's own
   cpu::matmul_backward(dinp, opt_f32(dweight, op, "dweight"), static_cast<float*>(nullptr), dy_gemm,
                        staging_.input(inp, 0, op, "inp"), staging_.input(weight, 1, op, "weight"),
                        d.N, d.C, d.OC, 0.0f);  // dinp overwritten (backend.h)
-  if (!dbias.empty()) cpu::bias_backward(need_f32(dbias, op, "dbias"), dy, d.N, d.OC);
+  if (!dbias.empty()) cpu::bias_backward(need_f32(dbias, op, "dbias"), dy_gemm, d.N, d.OC);
 }
 
 void CpuBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,

@@ -57,6 +57,8 @@ int alignment_of(const void* p) {
 }
 
 cublasLtEpilogue_t epilogue_of(const LtGemmArgs& g) {
+  // cuBLASLt's B is our a (the column-major swap), so our a's bias gradient is its BGRADB
+  if (g.bias_grad) return CUBLASLT_EPILOGUE_BGRADB;
   switch (g.epilogue) {
     case LtGemmArgs::Epilogue::gelu_aux:
       return g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -75,7 +77,7 @@ void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   const cublasLtEpilogue_t epi = epilogue_of(g);
   CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  if (g.bias) {
+  if (g.bias || g.bias_grad) {
     const cudaDataType_t bias_type = g.bias_bf16 ? CUDA_R_16BF : CUDA_R_32F;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                 &bias_type, sizeof(bias_type)));
@@ -93,6 +95,9 @@ void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   if (g.bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                                 sizeof(g.bias)));
+  if (g.bias_grad)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                &g.bias_grad, sizeof(g.bias_grad)));
   if (g.aux)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                 &g.aux, sizeof(g.aux)));
@@ -144,6 +149,7 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
                 g.stride_c,
                 g.bias != nullptr,
                 g.bias_bf16,
+                g.bias_grad != nullptr,
                 g.bf16_inputs,
                 g.bf16_output,
                 g.fp8_inputs,
@@ -204,7 +210,7 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
 
 bool LtGemm::refuses_epilogue(const LtGemmArgs& g) {
   return (g.epilogue != LtGemmArgs::Epilogue::none && g.n % 8 != 0) || alignment_of(g.bias) < 16 ||
-         alignment_of(g.aux) < 16;
+         alignment_of(g.bias_grad) < 16 || alignment_of(g.aux) < 16;
 }
 
 bool LtGemm::run(const LtGemmArgs& args) {
@@ -216,11 +222,13 @@ bool LtGemm::run(const LtGemmArgs& args) {
   TRAINER_CHECK(gelu == (g.aux != nullptr) && (!gelu || g.batch == 1) &&
                     (g.epilogue != LtGemmArgs::Epilogue::dgelu || !g.bias),
                 "LtGemm: a GELU epilogue takes aux, no batch, and dgelu no bias");
+  TRAINER_CHECK(!g.bias_grad || (g.trans_a && !g.bias && !gelu && g.batch == 1 && !g.fp8_inputs),
+                "LtGemm: a bias gradient takes trans_a, no other epilogue and no batch");
   const bool fused = epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT;
   if (fused && refuses_epilogue(g)) return false;
   const int c_alignment = std::min(alignment_of(g.c), g.c_in ? alignment_of(g.c_in) : 256);
-  Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), c_alignment, alignment_of(g.bias),
-                            alignment_of(g.aux)});
+  Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), c_alignment,
+                            alignment_of(g.bias_grad ? g.bias_grad : g.bias), alignment_of(g.aux)});
   if (!plan->has_algo) return false;  // only for epilogues
   set_pointers(plan->desc, g);
   const cublasStatus_t st = cublasLtMatmul(

@@ -2,7 +2,7 @@
 // LtGemm: row-major GEMMs through cuBLASLt on one stream. fp32 (strict fp32 compute, no TF32, so
 // results match the cpu backend to ~1e-6), bf16 inputs with fp32 accumulation, and fp8 e4m3
 // inputs with per-tensor descales (Hopper). One plan (descriptors + heuristic's algorithm) is
-// cached per shape; optional bias and GELU epilogues.
+// cached per shape; optional bias, bias-gradient and GELU epilogues.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -33,6 +33,10 @@ struct LtGemmArgs {
   enum class Epilogue { none, gelu_aux, dgelu };
   Epilogue epilogue = Epilogue::none;
   void* aux = nullptr;
+  // The bias gradient in the same GEMM (cuBLASLt's BGRADB; no other epilogue, trans_a, no
+  // batch): bias_grad[i] = sum over k of op(a)[i, k], m fp32 values, OVERWRITTEN. With a = dout
+  // (op(a) = dout^T), the dweight GEMM's dbias.
+  float* bias_grad = nullptr;
   // a and b hold e4m3 (c stays fp32): c = a_scale * b_scale * op(a) op(b), the scales being device
   // floats. cuBLASLt's fp8 GEMMs take only trans_b && !trans_a here (its "TN"), no bias epilogue.
   bool fp8_inputs = false;
@@ -52,8 +56,9 @@ class LtGemm {
   // epilogue's work itself. Throws on every other failure.
   bool run(const LtGemmArgs& args);
   // An epilogue this class does not even ask cuBLASLt for: a GELU aux whose rows (n) are no
-  // multiple of 8 (cuBLASLt's rule for its leading dimension), or a bias or aux pointer under 16
-  // bytes of alignment (its kernels may read them with wide loads; no preference covers them).
+  // multiple of 8 (cuBLASLt's rule for its leading dimension), or a bias, bias gradient or aux
+  // pointer under 16 bytes of alignment (its kernels may access them with wide loads; no
+  // preference covers them).
   static bool refuses_epilogue(const LtGemmArgs& args);
 
  private:
@@ -68,7 +73,7 @@ class LtGemm {
   struct Key {
     bool trans_a, trans_b;
     int64_t m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c;
-    bool bias, bias_bf16, bf16_inputs, bf16_output, fp8_inputs;
+    bool bias, bias_bf16, bias_grad, bf16_inputs, bf16_output, fp8_inputs;
     LtGemmArgs::Epilogue epilogue;
     Alignment alignment;
     auto operator<=>(const Key&) const = default;

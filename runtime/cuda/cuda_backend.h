@@ -55,6 +55,8 @@ class CudaBackend : public Backend {
                             const Tensor& inp, const Tensor& weight, const Tensor& pre) override;
   bool gelu_epilogue() const { return gelu_epilogue_; }
   void set_gelu_epilogue(bool on) { gelu_epilogue_ = on; }  // tests and benchmarks
+  // dbias from the dweight GEMM's epilogue (cuBLASLt's BGRADB; on by default), or the bias kernel
+  void set_bias_grad_epilogue(bool on) { bias_grad_epilogue_ = on; }  // tests and benchmarks
   // fp8 on compute capability 9.0 and later (Hopper): kernels/fp8.cu quantizes, cuBLASLt
   // multiplies e4m3 x e4m3 with fp32 accumulation (cuda_backend_fp8.cpp).
   bool supports_fp8() const override { return compute_capability_ >= 90; }
@@ -116,14 +118,16 @@ class CudaBackend : public Backend {
   // matmul_backward's dout (its dtype checked) as its GEMMs read it: itself, or rounded to bf16
   // (bf16 operands).
   const void* gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op);
-  // dweight += dout^T inp and dbias += sum_rows(dout) (either may be empty).
-  void linear_param_grads(Tensor dweight, Tensor dbias, const Tensor& dout, const void* dy_gemm,
-                          const Tensor& inp, bool bf16, const LinearDims& d, const char* op);
+  // dweight += dout^T inp and dbias += sum_rows(dout) (either may be empty), dout as the GEMMs
+  // read it (dy_gemm); dbias from the dweight GEMM's epilogue where cuBLASLt has one.
+  void linear_param_grads(Tensor dweight, Tensor dbias, const void* dy_gemm, const Tensor& inp,
+                          bool bf16, const LinearDims& d, const char* op);
 
   int device_ = 0;
   int compute_capability_ = 0;  // major * 10 + minor
   AttentionKernel attention_kernel_ = AttentionKernel::tensor_core;
   bool gelu_epilogue_ = true;
+  bool bias_grad_epilogue_ = true;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
@@ -143,6 +147,8 @@ class CudaBackend : public Backend {
   EpilogueStats epilogue_stats_;
   void* bias_scratch_ = nullptr;  // a bias rounded to bf16 (run_fused)
   size_t bias_scratch_bytes_ = 0;
+  void* bias_grad_scratch_ = nullptr;  // the dweight GEMM's bias gradient, before it is added
+  size_t bias_grad_scratch_bytes_ = 0;
   void* fp8_scratch_ = nullptr;  // the e4m3 operands, the amax partials and the used scales
   size_t fp8_scratch_bytes_ = 0;
 };

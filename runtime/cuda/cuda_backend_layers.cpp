@@ -27,8 +27,7 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
   const LinearDims d = matmul_backward_dims(dinp, dweight, dbias, dout, inp, weight);
   const bool bf16 = matmul_operand_dtype(inp, weight, op) == DType::bf16;
   check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
-  const void* dy_gemm =
-      dinp.empty() && dweight.empty() ? nullptr : gemm_dout(dout, bf16, d.N * d.OC, op);
+  const void* dy_gemm = gemm_dout(dout, bf16, d.N * d.OC, op);
   if (!dinp.empty()) {  // dinp[N,C] = dout[N,OC] weight[OC,C] (overwritten: backend.h)
     LtGemmArgs g;
     g.bf16_inputs = bf16;
@@ -36,7 +35,7 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
     g.a = dy_gemm, g.b = need_operand(weight, op, "weight"), g.c = need_f32(dinp, op, "dinp");
     run_gemm(g);
   }
-  linear_param_grads(dweight, dbias, dout, dy_gemm, inp, bf16, d, op);
+  linear_param_grads(dweight, dbias, dy_gemm, inp, bf16, d, op);
 }
 
 const void* CudaBackend::gemm_dout(const Tensor& dout, bool bf16, int64_t n, const char* op) {
@@ -48,23 +47,34 @@ const void* CudaBackend::gemm_dout(const Tensor& dout, bool bf16, int64_t n, con
   return dy16;
 }
 
-void CudaBackend::linear_param_grads(Tensor dweight, Tensor dbias, const Tensor& dout,
-                                     const void* dy_gemm, const Tensor& inp, bool bf16,
-                                     const LinearDims& d, const char* op) {
+void CudaBackend::linear_param_grads(Tensor dweight, Tensor dbias, const void* dy_gemm,
+                                     const Tensor& inp, bool bf16, const LinearDims& d,
+                                     const char* op) {
+  float* db = opt_f32(dbias, op, "dbias");
   if (!dweight.empty()) {  // dweight[OC,C] += dout^T inp
     LtGemmArgs g;
     g.bf16_inputs = bf16;
     g.trans_a = true, g.m = d.OC, g.n = d.C, g.k = d.N, g.beta = 1;
     g.a = dy_gemm, g.b = need_operand(inp, op, "inp"), g.c = need_f32(dweight, op, "dweight");
+    if (db && bias_grad_epilogue_) {  // dbias from the same GEMM (cuBLASLt's BGRADB overwrites:
+                                      // added from scratch)
+      LtGemmArgs fused = g;
+      fused.bias_grad = static_cast<float*>(scratch(bias_grad_scratch_, bias_grad_scratch_bytes_,
+                                                    static_cast<size_t>(d.OC) * sizeof(float)));
+      if (run_fused(fused)) {
+        kernels::axpy(db, fused.bias_grad, 1.0f, d.OC, stream_);
+        return;
+      }
+    }
     run_gemm(g);
   }
-  if (dbias.empty()) return;
-  float* db = need_f32(dbias, op, "dbias");
+  if (!db) return;
+  // dout as the GEMMs read it (rounded to bf16 under bf16 operands: backend.h)
   float* partials = column_scratch(d.N, d.OC);
-  // dout as it is (an fp32 dout is summed unrounded)
-  with_float_in(dout, op, "dout", [&](const auto* dy) {
-    kernels::bias_backward(db, dy, partials, d.N, d.OC, stream_);
-  });
+  if (bf16)
+    kernels::bias_backward(db, static_cast<const uint16_t*>(dy_gemm), partials, d.N, d.OC, stream_);
+  else
+    kernels::bias_backward(db, static_cast<const float*>(dy_gemm), partials, d.N, d.OC, stream_);
 }
 
 void CudaBackend::matmul_gelu_forward(Tensor out, Tensor pre, const Tensor& inp,
@@ -138,7 +148,7 @@ void CudaBackend::matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias
                                       sum, n, stream_);
     }
   }
-  linear_param_grads(dweight, dbias, dout, dy_gemm, inp, bf16, d, op);
+  linear_param_grads(dweight, dbias, dy_gemm, inp, bf16, d, op);
 }
 
 void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,

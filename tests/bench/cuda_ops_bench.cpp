@@ -10,6 +10,9 @@
 //     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
 //     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
 //     relative difference of each path's dpre to the unfused one's;
+//   - a linear layer's bf16 parameter gradients (dweight and dbias from an fp32 dout): dbias from
+//     the dweight GEMM's epilogue (cuBLASLt's BGRADB) vs the bias kernel after the GEMM, with the
+//     largest relative difference of dbias and whether cuBLASLt ran the epilogue;
 //   - layernorm, cross-entropy and AdamW in GB/s of the bytes they must move, vs a device copy;
 //     the head and the cross-entropy with bf16 logits vs fp32 logits.
 // Prints one table; scripts/gpu-check.sh runs it. Usage: cuda_ops_bench [--rows 8192] [--reps 10]
@@ -283,6 +286,39 @@ void bench_mlp_gelu(int64_t N) {
       tflops(flop, epilogue.seconds), ratio("unfused", unfused.seconds, epilogue.seconds) + err);
 }
 
+// A linear layer's bf16 parameter gradients, the attention projection's shape (dinp left out):
+// dbias from the dweight GEMM's epilogue or from the bias kernel.
+MlpRun run_linear_grads(bool epilogue, int64_t N) {
+  auto be = make_backend("cuda", 0);
+  auto& gpu = static_cast<cuda::CudaBackend&>(*be);
+  gpu.set_bias_grad_epilogue(epilogue);
+  const int64_t C = 768;
+  Buffers buf{*be, {}};
+  Tensor x = buf.make({N, C}, DType::bf16, 61), w = buf.make({C, C}, DType::bf16, 62);
+  Tensor dy = buf.make({N, C}, DType::f32, 63), dw = buf.make({C, C}, DType::f32, 64);
+  Tensor db = buf.make({C}, DType::f32, 65);
+  MlpRun r;  // (dpre holds dbias, summed over the same number of calls in both paths)
+  r.seconds = time_op(*be, [&] { be->matmul_backward(Tensor(), dw, db, dy, x, w); });
+  r.dpre = download(*be, db);
+  r.epilogues = gpu.epilogue_stats();
+  return r;
+}
+
+void bench_linear_grads(int64_t N) {
+  const MlpRun kernel = run_linear_grads(false, N), epilogue = run_linear_grads(true, N);
+  const double flop = 2.0 * double(N) * 768 * 768;
+  const std::string shape = std::to_string(N) + "x768x768";
+  row("dweight+dbias bf16, bias kernel (reference)", shape, kernel.seconds,
+      tflops(flop, kernel.seconds), "");
+  char err[128];
+  std::snprintf(
+      err, sizeof err, "; max rel diff dbias %.1e; epilogues fused %lld, handed back %lld",
+      max_rel_diff(epilogue.dpre, kernel.dpre), static_cast<long long>(epilogue.epilogues.fused),
+      static_cast<long long>(epilogue.epilogues.handed_back));
+  row("dweight+dbias bf16, cuBLASLt BGRADB epilogue", shape, epilogue.seconds,
+      tflops(flop, epilogue.seconds), ratio("bias kernel", kernel.seconds, epilogue.seconds) + err);
+}
+
 void bench_memory_bound(Backend& be, int64_t N) {
   Buffers buf{be, {}};
   const int64_t C = 768, V = 50257, P = 124439808;
@@ -351,6 +387,7 @@ int main(int argc, char** argv) {
   bench_memory_bound(*be, rows);
   be.reset();
   bench_mlp_gelu(rows);
+  bench_linear_grads(rows);
   bench_attention(rows);
   return 0;
 }

@@ -126,8 +126,9 @@ TEST_CASE("fused_gelu_ops_equal_their_parts_bit_for_bit_in_fp32_and_bf16", "[cpu
 
     // The next layer's backward takes that bf16 dpre as it is: the same as its fp32 values.
     auto dpre_wide = floats_of(dpre16);
-    GradBuf dx(x.size(), 8), dwfc(w.size(), 9), dbfc(b.size(), 10);
-    GradBuf dx_ref = dx, dwfc_ref = dwfc, dbfc_ref = dbfc;
+    OverwrittenGrad dx(x.size()), dx_ref(x.size());
+    GradBuf dwfc(w.size(), 9), dbfc(b.size(), 10);
+    GradBuf dwfc_ref = dwfc, dbfc_ref = dbfc;
     be.matmul_backward(dx.t({N, C}), dwfc.t({F, C}), dbfc.t({F}), bf16(dpre16, {N, F}),
                        bf16(x16, {N, C}), bf16(w16, {F, C}));
     be.matmul_backward(dx_ref.t({N, C}), dwfc_ref.t({F, C}), dbfc_ref.t({F}),

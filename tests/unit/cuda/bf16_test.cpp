@@ -1,11 +1,15 @@
 // The mixed-precision contract of backend.h on the cuda backend, against the cpu backend's bf16
 // path (tests/unit/cpu/bf16_operands_test.cpp): bf16 matmul operands through cuBLASLt with fp32
-// accumulation (dout rounded to bf16 in backward, dbias from the fp32 dout), and the bf16 outputs
+// accumulation (dout rounded to bf16 in backward, for dbias too), and the bf16 outputs
 // of layernorm, gelu and attention (tensor-core kernels included). Relative error < 1e-2
 // (kBf16Tol; 2e-2 for dqkv through bf16 products); outputs start as NaN.
 #include <array>
+#include <string>
 
 #include "tests/unit/cuda/cuda_test_util.h"
+#ifdef TRAINER_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
 
 using namespace trainer;
 using namespace trainer::cuda::test;
@@ -141,4 +145,52 @@ TEST_CASE("cuda_bf16_logits_and_their_cross_entropy_match_cpu", "[cuda][bf16]") 
     check_close(download(*gpu, gloss), losses, kF32Tol, "losses of bf16 logits" + at);
     check_close(download_bf16(*gpu, gz_same), floats_of(z), kBf16Tol, "bf16 dlogits" + at);
   }
+}
+
+// dbias from the dweight GEMM's epilogue (cuBLASLt's BGRADB, written to scratch and added) and
+// from the bias kernel: both sum dout as the GEMMs read it and accumulate over micro-batches,
+// like the cpu backend, for fp32 and bf16 operands and an fp32 or bf16 dout.
+namespace {
+void use_bias_grad_epilogue(Backend& gpu, bool on) {
+#ifdef TRAINER_HAVE_CUDA
+  static_cast<cuda::CudaBackend&>(gpu).set_bias_grad_epilogue(on);
+#else
+  (void)gpu, (void)on;  // (no cuda backend built: cuda_or_skip skipped the test)
+#endif
+}
+}  // namespace
+
+TEST_CASE("cuda_dbias_from_the_gemm_epilogue_and_from_the_bias_kernel_match_cpu", "[cuda][bf16]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t N = 64, C = 96, OC = 288;
+  for (const bool epilogue : {true, false})
+    for (const DType operands : {DType::f32, DType::bf16})
+      for (const DType dout : {DType::f32, DType::bf16}) {
+        if (dout == DType::bf16 && operands != DType::bf16) continue;
+        const std::string at = std::string(epilogue ? " [epilogue" : " [kernel") + ", " +
+                               dtype_name(operands) + " operands, " + dtype_name(dout) + " dout]";
+        use_bias_grad_epilogue(*gpu, epilogue);
+        HostOperand x(randoms(N * C, 1), operands), w(randoms(OC * C, 2), operands);
+        HostOperand dy(randoms(N * OC, 3), dout);
+        auto dw = randoms(OC * C, 4), db = randoms(OC, 5);
+        Tensor gx = upload_as(*gpu, x.f32, {N, C}, operands);
+        Tensor gw = upload_as(*gpu, w.f32, {OC, C}, operands);
+        Tensor gdy = upload_as(*gpu, dy.f32, {N, OC}, dout);
+        Tensor gdw = upload(*gpu, dw, {OC, C}), gdb = upload(*gpu, db, {OC});
+        for (int micro_batch = 0; micro_batch < 2; ++micro_batch) {
+          gpu->matmul_backward(Tensor(), gdw, gdb, gdy, gx, gw);
+          ref.matmul_backward(Tensor(), host(dw, {OC, C}), host(db, {OC}), dy.t({N, OC}),
+                              x.t({N, C}), w.t({OC, C}));
+        }
+        const double tol = operands == DType::bf16 ? kBf16Tol : kF32Tol;
+        check_close(download(*gpu, gdw), dw, tol, "dweight" + at);
+        check_close(download(*gpu, gdb), db, tol, "dbias" + at);
+      }
+#ifdef TRAINER_HAVE_CUDA
+  // Correct either way; whether cuBLASLt ran the epilogue decides the speed (the bench's row).
+  const auto& stats = static_cast<cuda::CudaBackend&>(*gpu).epilogue_stats();
+  WARN("cuBLASLt fused " << stats.fused << " epilogue calls, handed back " << stats.handed_back);
+#endif
 }
