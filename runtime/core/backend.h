@@ -6,11 +6,11 @@
 // - Activations are row-major [B*T, C]; "N" below is the number of rows (B*T).
 // - Linear weights are [out, in] (PyTorch / GPT-2 / llm.c layout), so y = x W^T + b.
 // - Backward ops ACCUMULATE (+=) into parameter gradients (gradient accumulation is free) and
-//   into the input gradients of layernorm, gelu and the embedding (the residual stream adds up
-//   there). The three ops whose input gradient is a GEMM's or attention's own output OVERWRITE
-//   it: matmul_backward's dinp, matmul_gelu_backward's dpre and attention_backward's dqkv. Their
+//   into the input gradients of layernorm and gelu (the residual stream adds up there). The
+//   three ops whose input gradient is a GEMM's or attention's own output OVERWRITE it:
+//   matmul_backward's dinp, matmul_gelu_backward's dpre and attention_backward's dqkv. Their
 //   callers need no zero-fill, and the GEMM no read of it (beta 0), saving two passes over each
-//   such activation gradient per layer.
+//   such activation gradient per layer. (softmax_cross_entropy writes dlogits over the logits.)
 // - An empty Tensor (data == nullptr) for an optional argument (bias, a gradient not needed)
 //   means "absent".
 // - Mixed precision: everything is fp32 except the operands of the linear layers, which may be

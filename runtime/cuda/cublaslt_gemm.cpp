@@ -92,12 +92,9 @@ void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
 // The epilogue's pointers, and fp8's scales (the operands swap places in the column-major view:
 // b is cuBLASLt's A).
 void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
-  if (g.bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
-                                                sizeof(g.bias)));
-  if (g.bias_grad)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                &g.bias_grad, sizeof(g.bias_grad)));
+  if (const void* bias = g.bias_grad ? g.bias_grad : g.bias)  // (never both: run() checks)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof(bias)));
   if (g.aux)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                 &g.aux, sizeof(g.aux)));
@@ -110,7 +107,8 @@ void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
 }
 
 // Tells the heuristic how aligned the matrices are (it assumes 256 bytes otherwise, and may pick
-// a kernel that faults on less). cuBLASLt's A is our b, its B our a, its C and D our c.
+// a kernel that faults on less). cuBLASLt's A is our b, its B our a, its C and D our c (C may be
+// c_in: the caller passes the smaller of the two alignments).
 void set_min_alignment(cublasLtMatmulPreference_t pref, int a, int b, int c) {
   const auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, int bytes) {
     const auto v = static_cast<uint32_t>(bytes);

@@ -51,14 +51,14 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // Returns false (and does nothing) when cuBLASLt has no algorithm for a bias or GELU epilogue
-  // on this shape (or refuses the call), or when refuses_epilogue(args); the caller then does the
-  // epilogue's work itself. Throws on every other failure.
+  // Returns false (and does nothing) when cuBLASLt has no algorithm for a bias, bias-gradient or
+  // GELU epilogue on this shape (or refuses the call), or when refuses_epilogue(args); the caller
+  // then does the epilogue's work itself. Throws on every other failure.
   bool run(const LtGemmArgs& args);
   // An epilogue this class does not even ask cuBLASLt for: a GELU aux whose rows (n) are no
   // multiple of 8 (cuBLASLt's rule for its leading dimension), or a bias, bias gradient or aux
   // pointer under 16 bytes of alignment (its kernels may access them with wide loads; no
-  // preference covers them).
+  // preference covers them; the backend's scratch bias gradient is 256-byte aligned anyway).
   static bool refuses_epilogue(const LtGemmArgs& args);
 
  private:

@@ -123,11 +123,14 @@ float* CudaBackend::column_scratch(int64_t N, int64_t C) {
 
 void CudaBackend::run_gemm(LtGemmArgs a) {
   if (a.k == 0) {  // C = beta C: cuBLASLt needs k > 0
-    TRAINER_CHECK(a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias &&
-                      !a.bf16_output && !a.c_in,
-                  "gemm: k == 0 supported for a packed single fp32 matrix only");
+    TRAINER_CHECK(
+        a.batch == 1 && (a.ldc == 0 || a.ldc == a.n) && !a.bf16_inputs && !a.bias && !a.bf16_output,
+        "gemm: k == 0 supported for a packed single fp32 matrix only");
+    const size_t bytes = static_cast<size_t>(a.m * a.n) * sizeof(float);
+    if (a.c_in && a.c_in != a.c && a.beta != 0)  // C = beta c_in
+      CUDA_CHECK(cudaMemcpyAsync(a.c, a.c_in, bytes, cudaMemcpyDeviceToDevice, stream_));
     if (a.beta == 0)  // C is not read (BLAS's rule): NaNs in it must not survive
-      CUDA_CHECK(cudaMemsetAsync(a.c, 0, static_cast<size_t>(a.m * a.n) * sizeof(float), stream_));
+      CUDA_CHECK(cudaMemsetAsync(a.c, 0, bytes, stream_));
     else
       kernels::scale(static_cast<float*>(a.c), a.beta, a.m * a.n, stream_);
     return;
@@ -152,7 +155,7 @@ void CudaBackend::run_gemm(LtGemmArgs a) {
 }
 
 bool CudaBackend::run_fused(LtGemmArgs a) {
-  const bool epilogue = a.bias || a.epilogue != LtGemmArgs::Epilogue::none;
+  const bool epilogue = a.bias || a.bias_grad || a.epilogue != LtGemmArgs::Epilogue::none;
   bool ran = lt_->run(a);
   if (!ran && a.bias && a.bf16_output && !LtGemm::refuses_epilogue(a)) {
     // cuBLASLt had no algorithm for the fp32 bias; its default bias type is the output's: the

@@ -96,8 +96,8 @@ class CudaBackend : public Backend {
   double sum(const Tensor& x) override;
   void round_to_bf16(Tensor dst, const Tensor& src) override;
   void cast_bf16_to_f32(Tensor dst, const Tensor& src);  // bf16 bits -> fp32
-  // GEMMs with a bias or GELU epilogue so far: how many ran in cuBLASLt's epilogue, and how many
-  // it handed back to the kernels (for the bench and the tests).
+  // GEMMs with a bias, bias-gradient or GELU epilogue so far: how many ran in cuBLASLt's
+  // epilogue, and how many it handed back to the kernels (for the bench and the tests).
   struct EpilogueStats {
     int64_t fused = 0, handed_back = 0;
   };

@@ -27,6 +27,7 @@ void CudaBackend::matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, con
   const LinearDims d = matmul_backward_dims(dinp, dweight, dbias, dout, inp, weight);
   const bool bf16 = matmul_operand_dtype(inp, weight, op) == DType::bf16;
   check_linear_activation_dtype(dout, bf16 ? DType::bf16 : DType::f32, op, "dout");
+  if (dinp.empty() && dweight.empty() && dbias.empty()) return;
   const void* dy_gemm = gemm_dout(dout, bf16, d.N * d.OC, op);
   if (!dinp.empty()) {  // dinp[N,C] = dout[N,OC] weight[OC,C] (overwritten: backend.h)
     LtGemmArgs g;
@@ -56,8 +57,10 @@ void CudaBackend::linear_param_grads(Tensor dweight, Tensor dbias, const void* d
     g.bf16_inputs = bf16;
     g.trans_a = true, g.m = d.OC, g.n = d.C, g.k = d.N, g.beta = 1;
     g.a = dy_gemm, g.b = need_operand(inp, op, "inp"), g.c = need_f32(dweight, op, "dweight");
-    if (db && bias_grad_epilogue_) {  // dbias from the same GEMM (cuBLASLt's BGRADB overwrites:
-                                      // added from scratch)
+    // (a GEMM with no rows or columns runs no epilogue: the kernel path below)
+    if (db && bias_grad_epilogue_ && d.N > 0 &&
+        d.C > 0) {  // dbias from the same GEMM (cuBLASLt's BGRADB overwrites:
+                    // added from scratch)
       LtGemmArgs fused = g;
       fused.bias_grad = static_cast<float*>(scratch(bias_grad_scratch_, bias_grad_scratch_bytes_,
                                                     static_cast<size_t>(d.OC) * sizeof(float)));

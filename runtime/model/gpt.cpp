@@ -128,7 +128,10 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
                          fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
                          fp8_amaxes_.slice(linear * 2, 2));
   if (sum.data != out.data) be_.round_to_bf16(out, sum);
-  if (!residual.empty()) be_.axpy(out, residual, 1.0f);  // (an fp32 out: out is the sum)
+  if (!residual.empty()) {
+    TRAINER_CHECK(sum.data == out.data, "a residual needs an fp32 out");
+    be_.axpy(out, residual, 1.0f);
+  }
 }
 
 Tensor Gpt::fp8_sums(const Shape& shape) {

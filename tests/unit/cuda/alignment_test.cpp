@@ -54,6 +54,15 @@ TEST_CASE("cuda_linear_ops_on_views_at_4_16_and_64_byte_offsets_match_cpu", "[cu
       gpu->matmul_forward(gy, gx, gw, gb);
       check_close(download_as(*gpu, gy), y.values(), tol, "matmul_forward out" + at);
 
+      // an fp32 out with the residual added in the GEMM (cuBLASLt's C), both at the offset
+      auto r = randoms(N * OC, 8);
+      std::vector<float> yr(static_cast<size_t>(N * OC));
+      ref.matmul_forward(host(yr, {N, OC}), x.t({N, C}), w.t({OC, C}), host(b, {OC}),
+                         host(r, {N, OC}));
+      Tensor gyr = upload_at(*gpu, nan_out, {N, OC}, DType::f32, offset);
+      gpu->matmul_forward(gyr, gx, gw, gb, upload_at(*gpu, r, {N, OC}, DType::f32, offset));
+      check_close(download(*gpu, gyr), yr, tol, "matmul_forward out + residual" + at);
+
       // the hidden layer with its GELU epilogue (pre and out at the offset too)
       HostOperand h(std::vector<float>(static_cast<size_t>(N * OC)), dt), pre(h);
       ref.matmul_gelu_forward(h.t({N, OC}), pre.t({N, OC}), x.t({N, C}), w.t({OC, C}),

@@ -41,10 +41,8 @@ void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
   const int64_t C = NH * HS;
   INFO("B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS << (bf16_out ? " bf16" : " fp32"));
   auto qkv = randoms(B * T * 3 * C, 1, -2, 2), dy = randoms(B * T * C, 2);
-  std::vector<float> lse(static_cast<size_t>(B * NH * T), std::nanf(""));
   // backward overwrites dqkv: a NaN left anywhere fails the check
-  std::vector<float> dqkv(static_cast<size_t>(B * T * 3 * C), std::nanf(""));
-  std::vector<float> out_f(static_cast<size_t>(B * T * C), std::nanf(""));
+  std::vector<float> lse = nans(B * NH * T), dqkv = nans(B * T * 3 * C), out_f = nans(B * T * C);
   std::vector<uint16_t> out_b(out_f.size(), 0x7fc0);
   if (bf16_out)
     run_flash(out_b, lse, dqkv, qkv, dy, B, T, NH, HS);
@@ -55,7 +53,8 @@ void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
 
   // The cpu reference, with the same (possibly bf16-rounded) out for backward.
   cpu::CpuBackend ref;
-  std::vector<float> out(out_f.size()), att(static_cast<size_t>(B * NH * T * T)), dref = dqkv;
+  std::vector<float> out(out_f.size()), att(static_cast<size_t>(B * NH * T * T));
+  std::vector<float> dref = nans(B * T * 3 * C);
   ref.attention_forward(host(out, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
                         int(NH));
   if (bf16_out)
@@ -88,8 +87,7 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
     const int64_t C = NH * HS;
     INFO("B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
     auto qkv = randoms(B * T * 3 * C, 7, -1, 1), dy = randoms(B * T * C, 8, -1, 1);
-    std::vector<float> lse(static_cast<size_t>(B * NH * T), std::nanf(""));
-    std::vector<float> dqkv(static_cast<size_t>(B * T * 3 * C), std::nanf(""));  // overwritten
+    std::vector<float> lse = nans(B * NH * T), dqkv = nans(B * T * 3 * C);  // dqkv overwritten
     std::vector<float> dsum(lse.size());
     std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
     emu::tc_attention_forward(out16.data(), lse.data(), qkv.data(), B, T, C, NH, nullptr);
@@ -99,7 +97,8 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
     for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::float_from_bf16_bits(out16[i]);
 
     cpu::CpuBackend ref;
-    std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T)), dref = dqkv;
+    std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T));
+    std::vector<float> dref = nans(B * T * 3 * C);
     ref.attention_forward(host(rout, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
                           int(NH));
     ref.attention_backward(host(dref, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
@@ -131,8 +130,8 @@ TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
   auto run = [&](int family, const auto* qkv) {
     Result r;
     r.out.assign(static_cast<size_t>(B * T * C), 0x7fc0);
-    r.state.assign(static_cast<size_t>(family == 0 ? B * NH * T * T : B * NH * T), std::nanf(""));
-    r.dqkv.assign(wide.size(), std::nanf(""));
+    r.state = nans(family == 0 ? B * NH * T * T : B * NH * T);
+    r.dqkv = nans(B * T * 3 * C);
     std::vector<float> work(static_cast<size_t>(B * NH * T * T));
     if (family == 0) {
       emu::attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
@@ -197,7 +196,7 @@ TEST_CASE("attention_kernels_write_a_bf16_dqkv_as_their_fp32_one_rounded_once_in
         emu::tc_attention_backward(dqkv, work.data(), dy.data(), qkv, out.data(), state.data(), B,
                                    T, C, NH, nullptr);
     };
-    std::vector<float> dq32(n, std::nanf(""));
+    std::vector<float> dq32 = nans(B * T * 3 * C);
     std::vector<uint16_t> dq16(n, 0x7fc0);
     backward(dq32.data());
     backward(dq16.data());

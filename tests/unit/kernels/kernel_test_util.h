@@ -43,6 +43,11 @@ inline Tensor host(std::vector<int32_t>& v, Shape s) {
   return Tensor(v.data(), s, DType::i32);
 }
 
+// n NaNs: the start of every output a kernel must write.
+inline std::vector<float> nans(int64_t n) {
+  return std::vector<float>(static_cast<size_t>(n), std::nanf(""));
+}
+
 // max |got - want| / max |want|; a non-finite element on either side counts as 1e30.
 inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
   double worst = 0, scale = 1e-30;
@@ -55,7 +60,8 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
   return worst;
 }
 
-// max |got - want| / max |want| below tol, NaN-aware; prints the worst element of both sides.
+// max |got - want| / max |want| below tol, NaN-aware (a non-finite element on either side fails
+// it); prints the worst element of both sides.
 inline void check_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
                         const std::string& what) {
   REQUIRE(got.size() == want.size());
@@ -63,8 +69,9 @@ inline void check_close(const std::vector<float>& got, const std::vector<float>&
   size_t at = 0;
   for (float w : want) scale = std::max(scale, std::fabs(double(w)));
   for (size_t i = 0; i < want.size(); ++i) {
-    const double e = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want[i]) / scale
-                                           : std::numeric_limits<double>::infinity();
+    const double e = std::isfinite(got[i]) && std::isfinite(want[i])
+                         ? std::fabs(double(got[i]) - want[i]) / scale
+                         : std::numeric_limits<double>::infinity();
     if (!(e <= worst)) worst = e, at = i;
   }
   INFO(what << ": worst relative error " << worst << " at [" << at << "]: got " << got[at]

@@ -34,10 +34,6 @@ size_t sz(int64_t n) {
   return static_cast<size_t>(n);
 }
 
-std::vector<float> nans(int64_t n) {
-  return std::vector<float>(static_cast<size_t>(n), std::nanf(""));
-}
-
 }  // namespace
 
 TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
