@@ -213,6 +213,8 @@ bool LtGemm::refuses_epilogue(const LtGemmArgs& g) {
 
 bool LtGemm::run(const LtGemmArgs& args) {
   const LtGemmArgs g = packed_gemm_args(args);
+  // a bias gradient over no rows (k) or no columns (n) would be left unwritten: not fused here
+  if (g.bias_grad && (g.k == 0 || g.n == 0)) return false;
   if (g.m == 0 || g.n == 0) return true;
   TRAINER_CHECK(g.k > 0, "LtGemm: k == 0 is handled by the caller");
   TRAINER_CHECK(!g.bf16_output || g.bf16_inputs, "LtGemm: a bf16 output needs bf16 inputs");

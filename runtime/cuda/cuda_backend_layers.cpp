@@ -57,10 +57,7 @@ void CudaBackend::linear_param_grads(Tensor dweight, Tensor dbias, const void* d
     g.bf16_inputs = bf16;
     g.trans_a = true, g.m = d.OC, g.n = d.C, g.k = d.N, g.beta = 1;
     g.a = dy_gemm, g.b = need_operand(inp, op, "inp"), g.c = need_f32(dweight, op, "dweight");
-    // (a GEMM with no rows or columns runs no epilogue: the kernel path below)
-    if (db && bias_grad_epilogue_ && d.N > 0 &&
-        d.C > 0) {  // dbias from the same GEMM (cuBLASLt's BGRADB overwrites:
-                    // added from scratch)
+    if (db && bias_grad_epilogue_) {  // dbias from the same GEMM (BGRADB overwrites: added)
       LtGemmArgs fused = g;
       fused.bias_grad = static_cast<float*>(scratch(bias_grad_scratch_, bias_grad_scratch_bytes_,
                                                     static_cast<size_t>(d.OC) * sizeof(float)));

@@ -3,15 +3,21 @@
 # equal report.json's memory.breakdown.activations of a one-step run of the same settings. And
 # the bf16 and recompute variants really are smaller than fp32 without recompute.
 source "$2/tests/lib/common.sh"
+# plan_bytes NAME [plan args]: sets $plan to the activation bytes `trainer plan` prints for tiny.yaml.
+plan_bytes() {
+  local name=$1
+  shift
+  "$bin" plan "$src/configs/tiny.yaml" "$@" >plan_$name.txt 2>&1 \
+    || { cat plan_$name.txt; fail "$name: plan failed (TRAINER_ATTENTION='${TRAINER_ATTENTION:-}')"; }
+  plan=$(sed -n 's/^activations per rank .*: \([0-9]*\) B .*/\1/p' plan_$name.txt)
+  [ -n "$plan" ] || { cat plan_$name.txt; fail "$name: plan prints no activation bytes"; }
+}
 declare -A planned
 for precision in fp32 bf16; do
   for recompute in none selective full; do
     name=${precision}_$recompute
     sets=(--set precision.compute=$precision --set activation_checkpointing=$recompute)
-    "$bin" plan "$src/configs/tiny.yaml" "${sets[@]}" >plan_$name.txt 2>&1 \
-      || { cat plan_$name.txt; fail "$name: plan failed"; }
-    plan=$(sed -n 's/^activations per rank .*: \([0-9]*\) B .*/\1/p' plan_$name.txt)
-    [ -n "$plan" ] || { cat plan_$name.txt; fail "$name: plan prints no activation bytes"; }
+    plan_bytes $name "${sets[@]}"
     "$bin" train "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 --set train.eval_every=0 \
       --set checkpoint.every_steps=0 --out $name >$name.log 2>&1 \
       || { cat $name.log; fail "$name: the run failed"; }
@@ -27,13 +33,10 @@ for name in bf16_none fp32_selective fp32_full; do
 done
 # On a GPU the flash kernels keep row statistics instead of the probabilities, unless
 # TRAINER_ATTENTION=reference (the same variable, and the same check, as the cuda backend's).
-gpu_plan() {
-  "$bin" plan "$src/configs/tiny.yaml" --gpu h200 >gpu_plan.txt 2>&1 \
-    || { cat gpu_plan.txt; fail "plan --gpu h200 (TRAINER_ATTENTION='${TRAINER_ATTENTION:-}') failed"; }
-  sed -n 's/^activations per rank .*: \([0-9]*\) B .*/\1/p' gpu_plan.txt
-}
-flash=$(gpu_plan)
-reference=$(TRAINER_ATTENTION=reference gpu_plan)
+plan_bytes h200_flash --gpu h200
+flash=$plan
+TRAINER_ATTENTION=reference plan_bytes h200_reference --gpu h200
+reference=$plan
 echo "h200: flash $flash B, reference kernels $reference B"
 [ "$flash" -lt "$reference" ] || fail "flash's row statistics ($flash B) are not below the probabilities ($reference B)"
 TRAINER_ATTENTION=fast "$bin" plan "$src/configs/tiny.yaml" --gpu h200 >bad_env.txt 2>&1 \

@@ -14,18 +14,11 @@ namespace {
 
 // `t`'s bytes (fp32 values, or bf16 bits of them) at `offset` bytes into a fresh allocation.
 Tensor upload_at(Backend& be, const std::vector<float>& v, Shape s, DType t, size_t offset) {
-  Tensor whole;
-  if (t == DType::bf16) {
-    std::vector<uint16_t> bits(offset / 2, 0);
-    const std::vector<uint16_t> b = bf16_bits_of(v);
-    bits.insert(bits.end(), b.begin(), b.end());
-    whole = upload(be, bits, {static_cast<int64_t>(bits.size())}, DType::bf16);
-  } else {
-    std::vector<float> f(offset / 4, 0);
-    f.insert(f.end(), v.begin(), v.end());
-    whole = upload(be, f, {static_cast<int64_t>(f.size())});
-  }
-  return Tensor(static_cast<char*>(whole.data) + offset, s, t, DeviceType::cuda);
+  const auto pad = static_cast<int64_t>(offset / dtype_size(t));  // zeros (bf16 bits 0 too)
+  std::vector<float> padded(static_cast<size_t>(pad), 0.0f);
+  padded.insert(padded.end(), v.begin(), v.end());
+  const auto n = static_cast<int64_t>(padded.size());
+  return upload_as(be, padded, {n}, t).slice(pad, s.numel()).view(s);
 }
 
 }  // namespace

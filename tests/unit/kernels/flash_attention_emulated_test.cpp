@@ -68,6 +68,36 @@ void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
   CHECK(rel_error(dqkv, dref) < grad_tol);
 }
 
+// The three attention kernel families: 0 reference (attention.cu), 1 flash, 2 tensor cores.
+const char* family_name(int family) {
+  return family == 0 ? "reference" : family == 1 ? "flash" : "tensor cores";
+}
+
+// Forward of `family` with a bf16 out; state: att [B,NH,T,T] (reference) or lse [B,NH,T].
+template <class QkvT>
+void family_forward(int family, uint16_t* out, float* state, const QkvT* qkv, int64_t B, int64_t T,
+                    int64_t C, int64_t NH) {
+  if (family == 0)
+    emu::attention_forward(out, state, qkv, B, T, C, NH, nullptr);
+  else if (family == 1)
+    emu::flash_attention_forward(out, state, qkv, B, T, C, NH, nullptr);
+  else
+    emu::tc_attention_forward(out, state, qkv, B, T, C, NH, nullptr);
+}
+
+// Its backward into dqkv (fp32 or bf16 bits); work: B*NH*T*T floats of scratch.
+template <class QkvT, class DqkvT>
+void family_backward(int family, DqkvT* dqkv, float* work, const float* dout, const QkvT* qkv,
+                     const uint16_t* out, const float* state, int64_t B, int64_t T, int64_t C,
+                     int64_t NH) {
+  if (family == 0)
+    emu::attention_backward(dqkv, dout, qkv, state, work, B, T, C, NH, nullptr);
+  else if (family == 1)
+    emu::flash_attention_backward(dqkv, work, dout, qkv, out, state, B, T, C, NH, nullptr);
+  else
+    emu::tc_attention_backward(dqkv, work, dout, qkv, out, state, B, T, C, NH, nullptr);
+}
+
 }  // namespace
 
 TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][attention]") {
@@ -126,30 +156,19 @@ TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
     std::vector<uint16_t> out;
     std::vector<float> state, dqkv;
   };
-  // family: 0 reference (attention.cu), 1 flash, 2 tensor cores
   auto run = [&](int family, const auto* qkv) {
     Result r;
     r.out.assign(static_cast<size_t>(B * T * C), 0x7fc0);
     r.state = nans(family == 0 ? B * NH * T * T : B * NH * T);
     r.dqkv = nans(B * T * 3 * C);
     std::vector<float> work(static_cast<size_t>(B * NH * T * T));
-    if (family == 0) {
-      emu::attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
-      emu::attention_backward(r.dqkv.data(), dy.data(), qkv, r.state.data(), work.data(), B, T, C,
-                              NH, nullptr);
-    } else if (family == 1) {
-      emu::flash_attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
-      emu::flash_attention_backward(r.dqkv.data(), work.data(), dy.data(), qkv, r.out.data(),
-                                    r.state.data(), B, T, C, NH, nullptr);
-    } else {
-      emu::tc_attention_forward(r.out.data(), r.state.data(), qkv, B, T, C, NH, nullptr);
-      emu::tc_attention_backward(r.dqkv.data(), work.data(), dy.data(), qkv, r.out.data(),
-                                 r.state.data(), B, T, C, NH, nullptr);
-    }
+    family_forward(family, r.out.data(), r.state.data(), qkv, B, T, C, NH);
+    family_backward(family, r.dqkv.data(), work.data(), dy.data(), qkv, r.out.data(),
+                    r.state.data(), B, T, C, NH);
     return r;
   };
   for (int family : {0, 1, 2}) {
-    INFO("family " << (family == 0 ? "reference" : family == 1 ? "flash" : "tensor cores"));
+    INFO("family " << family_name(family));
     const Result from_bf16 = run(family, qkv16.data()), from_f32 = run(family, wide.data());
     CHECK(from_bf16.out == from_f32.out);
     CHECK(from_bf16.state == from_f32.state);
@@ -173,28 +192,16 @@ TEST_CASE("attention_kernels_write_a_bf16_dqkv_as_their_fp32_one_rounded_once_in
   const std::vector<uint16_t> qkv16 = bf16_bits_of(randoms(B * T * 3 * C, 31, -2, 2));
   const auto dy = randoms(B * T * C, 32);
   const auto n = static_cast<size_t>(B * T * 3 * C);
-  for (int family : {0, 1, 2}) {  // reference (attention.cu), flash, tensor cores
-    INFO("family " << (family == 0 ? "reference" : family == 1 ? "flash" : "tensor cores"));
+  for (int family : {0, 1, 2}) {
+    INFO("family " << family_name(family));
     std::vector<uint16_t> out(static_cast<size_t>(B * T * C), 0x7fc0);
     std::vector<float> state(static_cast<size_t>(family == 0 ? B * NH * T * T : B * NH * T));
     std::vector<float> work(static_cast<size_t>(B * NH * T * T));
     const uint16_t* qkv = qkv16.data();
-    if (family == 0)
-      emu::attention_forward(out.data(), state.data(), qkv, B, T, C, NH, nullptr);
-    else if (family == 1)
-      emu::flash_attention_forward(out.data(), state.data(), qkv, B, T, C, NH, nullptr);
-    else
-      emu::tc_attention_forward(out.data(), state.data(), qkv, B, T, C, NH, nullptr);
+    family_forward(family, out.data(), state.data(), qkv, B, T, C, NH);
     const auto backward = [&](auto* dqkv) {
-      if (family == 0)
-        emu::attention_backward(dqkv, dy.data(), qkv, state.data(), work.data(), B, T, C, NH,
-                                nullptr);
-      else if (family == 1)
-        emu::flash_attention_backward(dqkv, work.data(), dy.data(), qkv, out.data(), state.data(),
-                                      B, T, C, NH, nullptr);
-      else
-        emu::tc_attention_backward(dqkv, work.data(), dy.data(), qkv, out.data(), state.data(), B,
-                                   T, C, NH, nullptr);
+      family_backward(family, dqkv, work.data(), dy.data(), qkv, out.data(), state.data(), B, T, C,
+                      NH);
     };
     std::vector<float> dq32 = nans(B * T * 3 * C);
     std::vector<uint16_t> dq16(n, 0x7fc0);

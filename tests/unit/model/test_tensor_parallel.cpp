@@ -1,22 +1,22 @@
 // Tensor parallelism inside the model, Megatron's layout: column-parallel qkv and fc,
 // row-parallel attention and MLP projections, whose partial outputs (and the column-parallel
-// layers' partial input gradients) Hooks::tp_all_reduce sums. Two shards, each in its own thread
-// with its own cpu backend, sum through host memory. Their loss equals the whole model's, and
-// each shard's gradients equal the whole model's restricted to its slice (within fp32 rounding:
-// the partial sums add in another order). The row-parallel layers' bias and the residual stream
-// enter the partial sums on tp rank 0 only; added on every rank, they would be counted tp times.
-#include <algorithm>
-#include <barrier>
+// layers' partial input gradients) Hooks::tp_all_reduce sums. Two shards, each a rank thread
+// with its own cpu backend, sum over a Gloo communicator (tests/unit/dist's harness). Their loss
+// equals the whole model's, and each shard's gradients equal the whole model's restricted to its
+// slice (within fp32 rounding: the partial sums add in another order). The row-parallel layers'
+// bias and the residual stream enter the partial sums on tp rank 0 only; added on every rank, they
+// would be counted tp times.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/core/rng.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model/gpt.h"
+#include "tests/unit/cpu/op_test_util.h"
+#include "tests/unit/dist/comm_harness.h"
 
 using namespace trainer;
 
@@ -25,33 +25,27 @@ namespace {
 const model::GptDims kDims{61, 16, 2, 64, 4, 4};  // V, T, L, C, NH, F
 constexpr int kB = 2, kT = 16, kTp = 2;
 
-// The tp group's all-reduce over kTp threads: every rank adds the parts in rank order.
-struct HostAllReduce {
-  std::barrier<> sync{kTp};
-  std::vector<float> part[kTp];
-  void operator()(Backend& be, int rank, Tensor t) {
-    part[rank].resize(static_cast<size_t>(t.numel()));
-    be.to_host(part[rank].data(), t);
-    sync.arrive_and_wait();
-    std::vector<float> sum(part[rank].size(), 0.0f);
-    for (const std::vector<float>& p : part)
-      for (size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
-    sync.arrive_and_wait();  // every rank has read every part
-    be.from_host(t, sum.data());
-  }
-};
+model::GptShard tp_shard(int rank) {
+  model::GptShard s = model::GptShard::whole(kDims);
+  s.tp_rank = rank, s.tp_size = kTp;
+  return s;
+}
 
 struct Run {
   double loss = 0;
   std::map<std::string, std::vector<float>> grads;  // by parameter name, this shard's slice
 };
 
-Run run(const model::GptShard& shard, HostAllReduce* all_reduce, model::Recompute recompute) {
+// tp: the tensor-parallel group (null: the whole model).
+Run run(const model::GptShard& shard, dist::Comm* tp, model::Recompute recompute) {
   cpu::CpuBackend be;
   model::Gpt gpt(be, kDims, shard);
   gpt.init_weights(7);
-  if (all_reduce)
-    gpt.hooks().tp_all_reduce = [&](Tensor t) { (*all_reduce)(be, shard.tp_rank, t); };
+  if (tp)
+    gpt.hooks().tp_all_reduce = [tp](Tensor t) {
+      tp->all_reduce(t.data, static_cast<size_t>(t.numel()), dist::CommDType::f32,
+                     dist::ReduceOp::sum);
+    };
   gpt.allocate_activations(kB, kT, recompute);
   SplitMix64 rng(23);
   std::vector<int32_t> x, y;
@@ -71,43 +65,32 @@ Run run(const model::GptShard& shard, HostAllReduce* all_reduce, model::Recomput
   return r;
 }
 
-double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += std::pow(double(got[i]) - want[i], 2);
-    norm += std::pow(double(want[i]), 2);
-  }
-  return std::sqrt(diff / std::max(norm, 1e-300));
-}
-
 }  // namespace
 
 TEST_CASE("tensor_parallel_shards_match_the_whole_model", "[model][tp]") {
   for (const model::Recompute recompute : {model::Recompute::none, model::Recompute::full}) {
     INFO("recompute " << static_cast<int>(recompute));
     const Run whole = run(model::GptShard::whole(kDims), nullptr, recompute);
-    HostAllReduce all_reduce;
     Run shards[kTp];
-    {
-      std::vector<std::jthread> ranks;
-      for (int r = 0; r < kTp; ++r)
-        ranks.emplace_back([&, r] {
-          model::GptShard s = model::GptShard::whole(kDims);
-          s.tp_rank = r, s.tp_size = kTp;
-          shards[r] = run(s, &all_reduce, recompute);
+    const std::vector<std::string> errors =
+        dist::testing::run_ranks(kTp, [&](dist::testing::RankContext& ctx) {
+          auto tp = dist::testing::make_comm(ctx, 60, "tp");
+          shards[ctx.rank] = run(tp_shard(ctx.rank), tp.get(), recompute);
         });
+    for (int r = 0; r < kTp; ++r) {
+      INFO("tp rank " << r << ": " << errors[static_cast<size_t>(r)]);
+      REQUIRE(errors[static_cast<size_t>(r)].empty());
     }
-    const model::ParamLayout whole_layout(kDims, model::GptShard::whole(kDims));
     for (int r = 0; r < kTp; ++r) {
       INFO("tp rank " << r << ": loss " << shards[r].loss << ", whole model " << whole.loss);
       CHECK(std::fabs(shards[r].loss - whole.loss) <= 1e-6 * std::fabs(whole.loss));
-      model::GptShard s = model::GptShard::whole(kDims);
-      s.tp_rank = r, s.tp_size = kTp;
-      const model::ParamLayout layout(kDims, s);
+      const model::ParamLayout layout(kDims, tp_shard(r));
       for (const model::ParamSpec& p : layout.params()) {
         std::vector<float> want(static_cast<size_t>(p.numel));
         model::extract_local(p, whole.grads.at(p.name).data(), want.data());
-        const double err = relative_l2(shards[r].grads.at(p.name), want);
+        const double err = cpu::test::grad_error(cpu::test::to_double(shards[r].grads.at(p.name)),
+                                                 cpu::test::to_double(want))
+                               .rel;
         INFO(p.name << ": relative L2 difference " << err);
         CHECK(err < 1e-5);
       }
