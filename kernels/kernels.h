@@ -79,6 +79,17 @@ void tc_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, 
                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream);
 
+// --- attention on tensor cores with register-resident tiles (flash_attention_mma.cu: mma.sync,
+// FlashAttention-2's layout), for bf16 compute: the contract and numerics of tc_attention_* ---
+bool mma_attention_supports(int64_t head_size);  // 32, 64
+template <class OutT, class QkvT>
+void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
+                           int64_t NH, cudaStream_t stream);
+template <class OutT, class QkvT, class DqkvT>
+void mma_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                            int64_t NH, cudaStream_t stream);
+
 // --- embedding (embedding.cu) ---
 // A token outside [0, V) writes a NaN row instead of reading out of bounds.
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,

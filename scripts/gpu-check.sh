@@ -6,8 +6,8 @@
 # configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, in fp32 and in
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
 # later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
-# configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU (bf16, and
-# fp8 where the GPU has it); print the tables last. A failed check does not stop the others; the
+# configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU (bf16, fp8
+# where the GPU has it, and bf16 on the WMMA attention kernels to compare); print the tables last. A failed check does not stop the others; the
 # exit status is 1 when any failed.
 # usage: scripts/gpu-check.sh [BUILD_DIR]          builds here (needs the project's Debian libraries)
 #        scripts/gpu-check.sh --bundle DIR         runs what scripts/gpu-bundle.sh built elsewhere
@@ -130,6 +130,8 @@ if fits 60 "GPT-2 small bf16" && ! gpt2 gpt2 bf16 && fits 90 "GPT-2 small bf16, 
 fi
 # fp8 after the bf16 figure is safe, and only with the time for it.
 if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true; fi
+# The same bf16 run on the earlier WMMA attention kernels, to compare with the default's.
+if fits 60 "GPT-2 small bf16, WMMA attention"; then TRAINER_ATTENTION=wmma gpt2 gpt2-wmma bf16 || true; fi
 [ "$curve_ok" = PASS ] || failed+=("loss curves")
 
 # What failed, in detail, before the tables (the device tool keeps the output's last 12,000
@@ -176,7 +178,7 @@ for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16", "cuda-fp8"):
         print(f"{'tiny ' + run + ' (' + r['hardware'].get('device_name', '?') + ')':58} {figures(r)}")
 print(f"{'tiny loss curves cuda vs cpu fp32/bf16, fp8 vs bf16 (same seed)':58} {curve}")
 for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels/"),
-                   ("gpt2-fp8", "fp8")):
+                   ("gpt2-fp8", "fp8"), ("gpt2-wmma", "bf16, WMMA attention")):
     r = report(run)
     if r:
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 8)':58} {figures(r)}"

@@ -11,10 +11,11 @@ AttentionKernel attention_kernel_from_env() {
   if (!value || !*value) return AttentionKernel::tensor_core;
   const std::string kernel = value;
   if (kernel == "tensor_core") return AttentionKernel::tensor_core;
+  if (kernel == "wmma") return AttentionKernel::wmma;
   if (kernel == "flash") return AttentionKernel::flash;
   if (kernel == "reference") return AttentionKernel::reference;
   throw std::invalid_argument("TRAINER_ATTENTION = '" + kernel +
-                              "': allowed are tensor_core (the default), flash, reference");
+                              "': allowed are tensor_core (the default), wmma, flash, reference");
 }
 
 }  // namespace trainer

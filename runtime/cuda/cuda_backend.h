@@ -72,10 +72,11 @@ class CudaBackend : public Backend {
   void gelu_forward(Tensor out, const Tensor& inp) override;
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
   // Attention kernels, by TRAINER_ATTENTION (AttentionKernel, runtime/core/attention_state.h):
-  // tensor_core runs kernels/flash_attention_tc.cu (WMMA) for a bf16 `out` and head sizes 32, 64,
-  // flash kernels/flash_attention.cu (CUDA cores, 16, 32, 64), reference kernels/attention.cu
-  // (any head size; also the fallback of the other two). The flash kernels keep the row
-  // log-sum-exp [B,NH,T], the reference the probabilities.
+  // tensor_core runs kernels/flash_attention_mma.cu (mma.sync, tiles in registers) and wmma
+  // kernels/flash_attention_tc.cu (WMMA), both for a bf16 `out` and head sizes 32, 64; flash
+  // kernels/flash_attention.cu (CUDA cores, 16, 32, 64), reference kernels/attention.cu (any head
+  // size; also the fallback of the others). The flash kernels keep the row log-sum-exp
+  // [B,NH,T], the reference the probabilities.
   AttentionKernel attention_kernel() const { return attention_kernel_; }
   Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const override;
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
@@ -108,7 +109,9 @@ class CudaBackend : public Backend {
   void* scratch(void*& buf, size_t& have, size_t need);
   double reduce(const Tensor& x, bool squares, const char* op);
   bool uses_flash(int64_t head_size) const;
-  bool uses_tensor_cores(const Tensor& out, int64_t head_size) const;
+  // Which tensor-core family runs attention for this out and head size (none: CUDA cores).
+  enum class TensorCoreAttention { none, mma, wmma };
+  TensorCoreAttention tensor_core_attention(const Tensor& out, int64_t head_size) const;
   float* column_scratch(int64_t N, int64_t C);  // partial column sums (bias, layernorm params)
   void run_gemm(LtGemmArgs a);
   // A GEMM with cuBLASLt's bias or GELU epilogue; for a bf16 output whose fp32 bias cuBLASLt has

@@ -196,9 +196,15 @@ bool CudaBackend::uses_flash(int64_t head_size) const {
   return cuda_attention_uses_flash(attention_kernel_, head_size);
 }
 
-bool CudaBackend::uses_tensor_cores(const Tensor& out, int64_t head_size) const {
-  return attention_kernel_ == AttentionKernel::tensor_core && out.dtype == DType::bf16 &&
-         kernels::tc_attention_supports(head_size);
+CudaBackend::TensorCoreAttention CudaBackend::tensor_core_attention(const Tensor& out,
+                                                                    int64_t head_size) const {
+  if (out.dtype != DType::bf16) return TensorCoreAttention::none;
+  if (attention_kernel_ == AttentionKernel::tensor_core &&
+      kernels::mma_attention_supports(head_size))
+    return TensorCoreAttention::mma;
+  if (attention_kernel_ == AttentionKernel::wmma && kernels::tc_attention_supports(head_size))
+    return TensorCoreAttention::wmma;
+  return TensorCoreAttention::none;
 }
 
 Shape CudaBackend::attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
@@ -211,9 +217,12 @@ void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, i
   const int64_t B = d.B, T = d.T, C = d.C;
   check_qkv_dtype(qkv, out.dtype, op);
   float* pa = need_f32(att, op, "att");
-  const bool flash = uses_flash(C / n_head), tc = uses_tensor_cores(out, C / n_head);
+  const bool flash = uses_flash(C / n_head);
+  const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);
   const auto run = [&](auto* y, const auto* pq) {
-    if (tc)
+    if (tc == TensorCoreAttention::mma)
+      kernels::mma_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
+    else if (tc == TensorCoreAttention::wmma)
       kernels::tc_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
     else if (flash)
       kernels::flash_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
@@ -238,11 +247,14 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
   const float* pa = need_f32(att, op, "att");
   // Scratch: the pre-softmax gradient [B,NH,T,T] (reference) or rowsum(dout * out) [B,NH,T].
   auto* work = static_cast<float*>(scratch(attn_scratch_, attn_scratch_bytes_, att.nbytes()));
-  const bool flash = uses_flash(C / n_head), tc = uses_tensor_cores(out, C / n_head);
+  const bool flash = uses_flash(C / n_head);
+  const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);
   const auto run = [&](auto* pdq, const auto* y, const auto* pq) {
     if (!flash)
       kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);
-    else if (tc)
+    else if (tc == TensorCoreAttention::mma)
+      kernels::mma_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
+    else if (tc == TensorCoreAttention::wmma)
       kernels::tc_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
     else
       kernels::flash_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);

@@ -204,6 +204,7 @@ void bench_attention(int64_t N) {
   const AttentionRun ref16 = run_attention("reference", true, B, T);
   const AttentionRun tc = run_attention("tensor_core", true, B, T);
   const AttentionRun tc16 = run_attention("tensor_core", true, B, T, true);
+  const AttentionRun wmma = run_attention("wmma", true, B, T);
   unsetenv("TRAINER_ATTENTION");
   char err[96];
   row("attention fwd+bwd reference fp32", shape, ref32.seconds, tflops(flop, ref32.seconds), "");
@@ -213,10 +214,14 @@ void bench_attention(int64_t N) {
       ratio("reference", ref32.seconds, flash.seconds) + err);
   std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv %.1e",
                 max_rel_diff(tc.out, ref16.out), max_rel_diff(tc.dqkv, ref16.dqkv));
-  row("attention fwd+bwd tensor cores bf16", shape, tc.seconds, tflops(flop, tc.seconds),
-      ratio("reference", ref16.seconds, tc.seconds) + err);
-  row("attention tensor cores, bf16 qkv", shape, tc16.seconds, tflops(flop, tc16.seconds),
-      ratio("fp32 qkv", tc.seconds, tc16.seconds));
+  row("attention fwd+bwd tensor cores bf16, mma.sync", shape, tc.seconds,
+      tflops(flop, tc.seconds), ratio("reference", ref16.seconds, tc.seconds) + err);
+  row("attention tensor cores mma.sync, bf16 qkv", shape, tc16.seconds,
+      tflops(flop, tc16.seconds), ratio("fp32 qkv", tc.seconds, tc16.seconds));
+  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv %.1e",
+                max_rel_diff(wmma.out, ref16.out), max_rel_diff(wmma.dqkv, ref16.dqkv));
+  row("attention fwd+bwd tensor cores bf16, WMMA", shape, wmma.seconds,
+      tflops(flop, wmma.seconds), ratio("mma.sync", tc.seconds, wmma.seconds) + err);
 }
 
 // The MLP's GELU at bf16, forward and the backward through it (fc's own backward left out: the

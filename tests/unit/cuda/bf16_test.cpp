@@ -75,43 +75,50 @@ TEST_CASE("cuda_bf16_outputs_of_layernorm_gelu_attention_match_cpu", "[cuda][bf1
   check_close(download_bf16(*gpu, gge), floats_of(ge), kBf16Tol, "bf16 gelu out");
 }
 
-// Attention with a bf16 out: head size 64 runs the tensor-core kernels, 16 the fp32 flash
-// kernels (rounding only the output), 24 the reference kernels; backward reads that bf16 out. With
-// an fp32 qkv, and with a bf16 one (bf16 compute's; the cpu reads it as its widened values).
+// Attention with a bf16 out: head sizes 32 and 64 run the tensor-core kernels (both families:
+// mma.sync and WMMA), 16 the fp32 flash kernels (rounding only the output), 24 the reference
+// kernels; backward reads that bf16 out. With an fp32 qkv, and with a bf16 one (bf16 compute's;
+// the cpu reads it as its widened values).
 TEST_CASE("cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores", "[cuda][bf16]") {
-  auto gpu = cuda_or_skip();
-  if (!gpu) return;
   cpu::CpuBackend ref;
-  for (const bool bf16_qkv : {false, true})
-    for (const auto [B, T, NH, HS] :
-         {std::array<int64_t, 4>{2, 37, 3, 16}, {2, 130, 2, 64}, {1, 64, 4, 32}, {2, 33, 2, 24}}) {
-      const int64_t C = NH * HS;
-      const std::string at = " [T=" + std::to_string(T) + " HS=" + std::to_string(HS) +
-                             (bf16_qkv ? ", bf16 qkv]" : "]");
-      auto qkv = randoms(B * T * 3 * C, 4), dy = randoms(B * T * C, 5);
-      if (bf16_qkv) qkv = floats_of(bf16_bits_of(qkv));  // the values the bf16 qkv holds
-      auto dq = randoms(B * T * 3 * C, 6);
-      std::vector<float> att(static_cast<size_t>(B * NH * T * T));
-      std::vector<uint16_t> out(static_cast<size_t>(B * T * C));
-      Tensor gq = bf16_qkv ? upload(*gpu, bf16_bits_of(qkv), {B, T, 3 * C}, DType::bf16)
-                           : upload(*gpu, qkv, {B, T, 3 * C});
-      Tensor gout = poisoned_bf16(*gpu, {B, T, C});
-      Tensor gatt = poisoned(*gpu, gpu->attention_state_shape(B, NH, T, HS));
-      Tensor gdy = upload(*gpu, dy, {B, T, C}), gdq = poisoned(*gpu, {B, T, 3 * C});
-      gpu->attention_forward(gout, gatt, gq, int(NH));
-      gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
-      ref.attention_forward(host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}),
-                            host(qkv, {B, T, 3 * C}), int(NH));
-      ref.attention_backward(host(dq, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
-                             host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}), int(NH));
-      check_close(download_bf16(*gpu, gout), floats_of(out), kBf16Tol, "bf16 attention out" + at);
-      check_close(download(*gpu, gdq), dq, 2 * kBf16Tol, "attention dqkv (bf16 out)" + at);
-      if (bf16_qkv) {  // bf16 compute's bf16 dqkv: the same gradient, rounded once
-        Tensor gdq16 = poisoned_bf16(*gpu, {B, T, 3 * C});
-        gpu->attention_backward(gdq16, gdy, gq, gout, gatt, int(NH));
-        check_close(download_bf16(*gpu, gdq16), dq, 2 * kBf16Tol, "attention dqkv (bf16)" + at);
+  for (const char* kernel : {"tensor_core", "wmma"}) {
+    auto gpu = cuda_with_attention(kernel);
+    if (!gpu) return;
+    for (const bool bf16_qkv : {false, true})
+      for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{2, 37, 3, 16},
+                                        {2, 130, 2, 64},
+                                        {1, 64, 4, 32},
+                                        {2, 33, 2, 24},
+                                        {1, 200, 2, 32}}) {
+        const int64_t C = NH * HS;
+        const std::string at = std::string(" [") + kernel + " T=" + std::to_string(T) +
+                               " HS=" + std::to_string(HS) + (bf16_qkv ? ", bf16 qkv]" : "]");
+        auto qkv = randoms(B * T * 3 * C, 4), dy = randoms(B * T * C, 5);
+        if (bf16_qkv) qkv = floats_of(bf16_bits_of(qkv));  // the values the bf16 qkv holds
+        auto dq = randoms(B * T * 3 * C, 6);
+        std::vector<float> att(static_cast<size_t>(B * NH * T * T));
+        std::vector<uint16_t> out(static_cast<size_t>(B * T * C));
+        Tensor gq = bf16_qkv ? upload(*gpu, bf16_bits_of(qkv), {B, T, 3 * C}, DType::bf16)
+                             : upload(*gpu, qkv, {B, T, 3 * C});
+        Tensor gout = poisoned_bf16(*gpu, {B, T, C});
+        Tensor gatt = poisoned(*gpu, gpu->attention_state_shape(B, NH, T, HS));
+        Tensor gdy = upload(*gpu, dy, {B, T, C}), gdq = poisoned(*gpu, {B, T, 3 * C});
+        gpu->attention_forward(gout, gatt, gq, int(NH));
+        gpu->attention_backward(gdq, gdy, gq, gout, gatt, int(NH));
+        ref.attention_forward(host_bf16(out, {B, T, C}), host(att, {B, NH, T, T}),
+                              host(qkv, {B, T, 3 * C}), int(NH));
+        ref.attention_backward(host(dq, {B, T, 3 * C}), host(dy, {B, T, C}),
+                               host(qkv, {B, T, 3 * C}), host_bf16(out, {B, T, C}),
+                               host(att, {B, NH, T, T}), int(NH));
+        check_close(download_bf16(*gpu, gout), floats_of(out), kBf16Tol, "bf16 attention out" + at);
+        check_close(download(*gpu, gdq), dq, 2 * kBf16Tol, "attention dqkv (bf16 out)" + at);
+        if (bf16_qkv) {  // bf16 compute's bf16 dqkv: the same gradient, rounded once
+          Tensor gdq16 = poisoned_bf16(*gpu, {B, T, 3 * C});
+          gpu->attention_backward(gdq16, gdy, gq, gout, gatt, int(NH));
+          check_close(download_bf16(*gpu, gdq16), dq, 2 * kBf16Tol, "attention dqkv (bf16)" + at);
+        }
       }
-    }
+  }
 }
 
 // The logits of bf16 compute: the head's GEMM writes them in bf16 (with and without a bias,

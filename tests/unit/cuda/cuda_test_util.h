@@ -5,6 +5,7 @@
 // returns (Catch2 v2 has no SKIP; ctest marks it skipped through SKIP_REGULAR_EXPRESSION).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
@@ -36,6 +37,19 @@ inline std::unique_ptr<Backend> cuda_or_skip() {
   }
   WARN("SKIPPED: no CUDA device (" << reason << ")");
   return nullptr;
+}
+
+// The cuda backend with TRAINER_ATTENTION set to `kernel` (restored after), or null as above.
+inline std::unique_ptr<Backend> cuda_with_attention(const char* kernel) {
+  const char* old = std::getenv("TRAINER_ATTENTION");
+  const std::string saved = old ? old : "";
+  setenv("TRAINER_ATTENTION", kernel, 1);
+  auto be = cuda_or_skip();
+  if (old)
+    setenv("TRAINER_ATTENTION", saved.c_str(), 1);
+  else
+    unsetenv("TRAINER_ATTENTION");
+  return be;
 }
 
 using kernel_test::check_close;

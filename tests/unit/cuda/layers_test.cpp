@@ -112,28 +112,11 @@ TEST_CASE("cuda_gelu_forward_and_backward_match_cpu", "[cuda]") {
   check_close(download(*gpu, gdx), dx, kF32Tol, "gelu dinp");
 }
 
-namespace {
-
-// The cuda backend with TRAINER_ATTENTION set to `kernel` (restored after).
-std::unique_ptr<Backend> cuda_with_attention(const char* kernel) {
-  const char* old = std::getenv("TRAINER_ATTENTION");
-  const std::string saved = old ? old : "";
-  setenv("TRAINER_ATTENTION", kernel, 1);
-  auto be = cuda_or_skip();
-  if (old)
-    setenv("TRAINER_ATTENTION", saved.c_str(), 1);
-  else
-    unsetenv("TRAINER_ATTENTION");
-  return be;
-}
-
-}  // namespace
-
 // Both kernels (flash: head sizes 16/32/64, state = row lse; reference: any head size, state =
 // probabilities) against the cpu reference, over lengths below, at and across the 32-row tiles.
 TEST_CASE("cuda_attention_forward_and_backward_match_cpu", "[cuda]") {
   cpu::CpuBackend ref;
-  for (const char* kernel : {"tensor_core", "flash", "reference"}) {
+  for (const char* kernel : {"tensor_core", "wmma", "flash", "reference"}) {
     auto gpu = cuda_with_attention(kernel);
     if (!gpu) return;
     for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{2, 37, 3, 16},

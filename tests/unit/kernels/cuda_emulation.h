@@ -5,7 +5,9 @@
 // run one after another, so a __shared__ array can be a function-local static. Covers what
 // kernels/ uses: shared memory, __syncthreads, __syncwarp, xor shuffles, grid-stride loops,
 // __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores are
-// done by lane 0, so kernels must __syncwarp() before reading a stored tile, as on a device);
+// done by lane 0, so kernels must __syncwarp() before reading a stored tile, as on a device),
+// and mma.sync.m16n8k16 (kernels/mma.cuh) with each lane holding its own fragments as a device
+// lane does, exchanged through the warp's barrier;
 // no atomics, dynamic shared memory or streams. Define TRAINER_CUDA_EMULATION, include this, then a
 // kernel source (kernels/common.cuh's launch() then runs here; CUDA_CHECK_LAUNCH does nothing).
 #include <algorithm>
@@ -35,7 +37,8 @@ namespace cuda_emulation {
 struct Warp {
   explicit Warp(std::ptrdiff_t lanes) : sync(lanes) {}
   std::barrier<> sync;
-  std::array<uint64_t, 32> slot{};  // one value per lane (up to 8 bytes)
+  std::array<uint64_t, 32> slot{};                 // one value per lane (up to 8 bytes)
+  std::array<std::array<uint32_t, 6>, 32> frag{};  // mma_m16n8k16: each lane's a[4], b[2]
 };
 
 inline thread_local dim3 thread_idx, block_idx, block_dim, grid_dim;
@@ -112,6 +115,34 @@ T __shfl_xor_sync(unsigned /*mask*/, T value, int offset) {
 
 inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) {
   ::cuda_emulation::warp->sync.arrive_and_wait();
+}
+
+// kernels/mma.cuh's mma.sync.m16n8k16 (bf16 in, fp32 accumulation): every lane of the warp
+// posts its fragments, then computes its own four outputs from everybody's, by the PTX ISA's
+// fragment table (written out in kernels/mma.cuh).
+inline void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  auto& w = *::cuda_emulation::warp;
+  const unsigned me = ::cuda_emulation::lane;
+  w.frag[me] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  w.sync.arrive_and_wait();
+  auto half = [](uint32_t reg, unsigned k) {  // element k % 2 of a packed pair, as fp32
+    const uint32_t bits = (k % 2 ? reg >> 16 : reg) & 0xffffu;
+    return trainer::cpu::float_from_bf16_bits(static_cast<uint16_t>(bits));
+  };
+  auto A = [&](unsigned r, unsigned k) {  // lane (r%8)*4 + (k%8)/2, register (r>=8) + 2*(k>=8)
+    return half(w.frag[(r % 8) * 4 + (k % 8) / 2][(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k);
+  };
+  auto B = [&](unsigned k, unsigned n) {  // lane n*4 + (k%8)/2, register 4 + (k>=8)
+    return half(w.frag[n * 4 + (k % 8) / 2][4 + (k >= 8 ? 1 : 0)], k);
+  };
+  const unsigned g = me / 4, t = me % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned r = g + (i >= 2 ? 8 : 0), n = 2 * t + i % 2;
+    float acc = d[i];
+    for (unsigned k = 0; k < 16; ++k) acc += A(r, k) * B(k, n);
+    d[i] = acc;
+  }
+  w.sync.arrive_and_wait();  // nobody posts again before every lane has read
 }
 
 inline uint32_t __float_as_uint(float f) {

@@ -68,9 +68,11 @@ void check_against_cpu(int64_t B, int64_t T, int64_t NH, bool bf16_out) {
   CHECK(rel_error(dqkv, dref) < grad_tol);
 }
 
-// The three attention kernel families: 0 reference (attention.cu), 1 flash, 2 tensor cores.
+// The attention kernel families: 0 reference (attention.cu), 1 flash, 2 tensor cores (WMMA),
+// 3 tensor cores with register-resident tiles (mma.sync).
+constexpr int kFamilies = 4;
 const char* family_name(int family) {
-  return family == 0 ? "reference" : family == 1 ? "flash" : "tensor cores";
+  return family == 0 ? "reference" : family == 1 ? "flash" : family == 2 ? "wmma" : "mma";
 }
 
 // Forward of `family` with a bf16 out; state: att [B,NH,T,T] (reference) or lse [B,NH,T].
@@ -81,8 +83,10 @@ void family_forward(int family, uint16_t* out, float* state, const QkvT* qkv, in
     emu::attention_forward(out, state, qkv, B, T, C, NH, nullptr);
   else if (family == 1)
     emu::flash_attention_forward(out, state, qkv, B, T, C, NH, nullptr);
-  else
+  else if (family == 2)
     emu::tc_attention_forward(out, state, qkv, B, T, C, NH, nullptr);
+  else
+    emu::mma_attention_forward(out, state, qkv, B, T, C, NH, nullptr);
 }
 
 // Its backward into dqkv (fp32 or bf16 bits); work: B*NH*T*T floats of scratch.
@@ -94,8 +98,10 @@ void family_backward(int family, DqkvT* dqkv, float* work, const float* dout, co
     emu::attention_backward(dqkv, dout, qkv, state, work, B, T, C, NH, nullptr);
   else if (family == 1)
     emu::flash_attention_backward(dqkv, work, dout, qkv, out, state, B, T, C, NH, nullptr);
-  else
+  else if (family == 2)
     emu::tc_attention_backward(dqkv, work, dout, qkv, out, state, B, T, C, NH, nullptr);
+  else
+    emu::mma_attention_backward(dqkv, work, dout, qkv, out, state, B, T, C, NH, nullptr);
 }
 
 }  // namespace
@@ -109,38 +115,46 @@ TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][a
   }
 }
 
-// The tensor-core kernels (kernels/flash_attention_tc.cu; WMMA emulated tile by tile), bf16 out,
-// against the cpu backend's bf16 path: bf16 products, so a bf16 tolerance.
+// The tensor-core kernel families (2: flash_attention_tc.cu, WMMA emulated tile by tile; 3:
+// flash_attention_mma.cu, mma.sync emulated lane by lane from the PTX fragment table), bf16 out,
+// against the cpu backend's bf16 path: bf16 products, so a bf16 tolerance. The lengths fall
+// below, at and across the 32/64-row tiles of both.
 TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kernels][attention]") {
-  for (const auto [B, T, NH, HS] :
-       {std::array<int64_t, 4>{1, 70, 2, 64}, {2, 37, 2, 32}, {1, 1, 1, 64}, {1, 128, 1, 64}}) {
-    const int64_t C = NH * HS;
-    INFO("B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
-    auto qkv = randoms(B * T * 3 * C, 7, -1, 1), dy = randoms(B * T * C, 8, -1, 1);
-    std::vector<float> lse = nans(B * NH * T), dqkv = nans(B * T * 3 * C);  // dqkv overwritten
-    std::vector<float> dsum(lse.size());
-    std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
-    emu::tc_attention_forward(out16.data(), lse.data(), qkv.data(), B, T, C, NH, nullptr);
-    emu::tc_attention_backward(dqkv.data(), dsum.data(), dy.data(), qkv.data(), out16.data(),
-                               lse.data(), B, T, C, NH, nullptr);
-    std::vector<float> out(out16.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::float_from_bf16_bits(out16[i]);
+  for (int family : {2, 3})
+    for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{1, 70, 2, 64},
+                                      {2, 37, 2, 32},
+                                      {1, 1, 1, 64},
+                                      {1, 128, 1, 64},
+                                      {1, 100, 1, 32},
+                                      {1, 129, 1, 64}}) {
+      const int64_t C = NH * HS;
+      INFO(family_name(family) << ": B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
+      auto qkv = randoms(B * T * 3 * C, 7, -1, 1), dy = randoms(B * T * C, 8, -1, 1);
+      std::vector<float> lse = nans(B * NH * T), dqkv = nans(B * T * 3 * C);  // overwritten
+      std::vector<float> dsum(lse.size());
+      std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
+      family_forward(family, out16.data(), lse.data(), qkv.data(), B, T, C, NH);
+      family_backward(family, dqkv.data(), dsum.data(), dy.data(), qkv.data(), out16.data(),
+                      lse.data(), B, T, C, NH);
+      std::vector<float> out(out16.size());
+      for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::float_from_bf16_bits(out16[i]);
 
-    cpu::CpuBackend ref;
-    std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T));
-    std::vector<float> dref = nans(B * T * 3 * C);
-    ref.attention_forward(host(rout, {B, T, C}), host(att, {B, NH, T, T}), host(qkv, {B, T, 3 * C}),
-                          int(NH));
-    ref.attention_backward(host(dref, {B, T, 3 * C}), host(dy, {B, T, C}), host(qkv, {B, T, 3 * C}),
-                           host(rout, {B, T, C}), host(att, {B, NH, T, T}), int(NH));
-    const double out_err = rel_error(out, rout),
-                 lse_err = rel_error(lse, lse_float64(qkv, B, T, NH, HS));
-    const double grad_err = rel_error(dqkv, dref);
-    INFO("out " << out_err << ", lse " << lse_err << ", dqkv " << grad_err);
-    CHECK(out_err < 1e-2);
-    CHECK(lse_err < 1e-2);
-    CHECK(grad_err < 2e-2);
-  }
+      cpu::CpuBackend ref;
+      std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T));
+      std::vector<float> dref = nans(B * T * 3 * C);
+      ref.attention_forward(host(rout, {B, T, C}), host(att, {B, NH, T, T}),
+                            host(qkv, {B, T, 3 * C}), int(NH));
+      ref.attention_backward(host(dref, {B, T, 3 * C}), host(dy, {B, T, C}),
+                             host(qkv, {B, T, 3 * C}), host(rout, {B, T, C}),
+                             host(att, {B, NH, T, T}), int(NH));
+      const double out_err = rel_error(out, rout),
+                   lse_err = rel_error(lse, lse_float64(qkv, B, T, NH, HS));
+      const double grad_err = rel_error(dqkv, dref);
+      INFO("out " << out_err << ", lse " << lse_err << ", dqkv " << grad_err);
+      CHECK(out_err < 1e-2);
+      CHECK(lse_err < 1e-2);
+      CHECK(grad_err < 2e-2);
+    }
 }
 
 // bf16 qkv (bf16 compute): every attention kernel family reads the bf16 bits as the fp32 values
@@ -167,7 +181,7 @@ TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
                     r.state.data(), B, T, C, NH);
     return r;
   };
-  for (int family : {0, 1, 2}) {
+  for (int family = 0; family < kFamilies; ++family) {
     INFO("family " << family_name(family));
     const Result from_bf16 = run(family, qkv16.data()), from_f32 = run(family, wide.data());
     CHECK(from_bf16.out == from_f32.out);
@@ -192,7 +206,7 @@ TEST_CASE("attention_kernels_write_a_bf16_dqkv_as_their_fp32_one_rounded_once_in
   const std::vector<uint16_t> qkv16 = bf16_bits_of(randoms(B * T * 3 * C, 31, -2, 2));
   const auto dy = randoms(B * T * C, 32);
   const auto n = static_cast<size_t>(B * T * 3 * C);
-  for (int family : {0, 1, 2}) {
+  for (int family = 0; family < kFamilies; ++family) {
     INFO("family " << family_name(family));
     std::vector<uint16_t> out(static_cast<size_t>(B * T * C), 0x7fc0);
     std::vector<float> state(static_cast<size_t>(family == 0 ? B * NH * T * T : B * NH * T));

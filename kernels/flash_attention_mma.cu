@@ -1,0 +1,378 @@
+// Causal self-attention on tensor cores with the tiles in registers: FlashAttention-2's kernels
+// on mma.sync.m16n8k16 (kernels/mma.cuh). Scores, probabilities, the output accumulator and the
+// gradients' accumulators live in each lane's fragment registers; shared memory holds only the
+// K/V (or Q/dO) tiles a block walks, padded so that the fragment loads meet no bank conflict. The
+// WMMA kernels of flash_attention_tc.cu cannot do this (a WMMA accumulator's element-to-row map
+// is unspecified), so they pass S, P and O through shared memory on every tile.
+//
+// Numerics as flash_attention_tc.cu: q (pre-scaled by 1/sqrt(HS)), k, v, P, dout and dS rounded
+// to bf16 for the products; softmax statistics, sums and accumulators fp32; the normaliser sums
+// the bf16 P that P V uses; each output rounded once (out and dqkv may be bf16). Exponentials in
+// base 2 (exp2f of log2(e)-scaled scores); lse is written in natural log. Head sizes 32 and 64.
+//
+// A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv). dq and
+// dk/dv come from two kernels, with no atomics: deterministic.
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/attention_common.cuh"
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+#include "kernels/mma.cuh"
+
+namespace trainer::kernels {
+namespace {
+
+constexpr int kWarpsMma = 4;
+constexpr int kThreadsMma = kWarpsMma * 32;
+constexpr int kRowsMma = 16 * kWarpsMma;  // rows a block owns
+constexpr int kFwdTile = 64;              // keys per forward tile
+constexpr int kBwdTile = 32;              // keys (dq) or queries (dk/dv) per backward tile
+constexpr int kPad = 8;                   // bf16 per row of padding: rows land 4 banks apart
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// rows x HS of src(t)[d] * mul, t = t0 + row (zeros past T), as bf16 into rm row major
+// (rm[row * ld + d]) and into tr transposed (tr[d * ldt + row]), each when not null. A bf16
+// source with mul 1 is copied as it is.
+template <int HS, class Src>
+__device__ void load_tile(uint16_t* rm, int ld, uint16_t* tr, int ldt, int rows, int64_t t0,
+                          int64_t T, Src src, float mul) {
+  constexpr bool kBf16Src = std::is_same_v<decltype(src(0)), const uint16_t*>;
+  const bool copy = kBf16Src && mul == 1.0f;
+  for (int e = threadIdx.x; e < rows * HS; e += blockDim.x) {
+    const int r = e / HS, d = e % HS;
+    const int64_t t = t0 + r;
+    uint16_t v = 0;
+    if (t < T) {
+      if constexpr (kBf16Src)
+        v = copy ? src(t)[d] : bf16_bits(load_in(src(t) + d) * mul);
+      else
+        v = bf16_bits(load_in(src(t) + d) * mul);
+    }
+    if (rm) rm[r * ld + d] = v;
+    if (tr) tr[d * ldt + r] = v;
+  }
+}
+
+// s[n] = A (16 x HS, as HS/16 A fragments) times the transposes of the 8-row groups of `rows`
+// (kN x HS, bf16 row major, ld): 16 x kN, as kN/8 C fragments.
+template <int HS, int kN>
+__device__ void scores(float (&s)[kN / 8][4], const uint32_t (&a)[HS / 16][4], const uint16_t* rows,
+                       int ld) {
+  for (int n = 0; n < kN / 8; ++n) {
+    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int k = 0; k < HS / 16; ++k) {
+      uint32_t b[2];
+      load_b(b, rows + n * 8 * ld + k * 16, ld);
+      mma_m16n8k16(s[n], a[k], b);
+    }
+  }
+}
+
+// acc (16 x HS) += P (16 x kK, as C fragments rounded to bf16 here) times B (kK x HS), B given
+// transposed (bt: HS x kK, bf16 row major, ld).
+template <int HS, int kK>
+__device__ void accumulate(float (&acc)[HS / 8][4], const float (&p)[kK / 8][4], const uint16_t* bt,
+                           int ld) {
+  for (int k = 0; k < kK / 16; ++k) {
+    uint32_t a[4];
+    a_from_c(a, p[2 * k], p[2 * k + 1]);
+    for (int n = 0; n < HS / 8; ++n) {
+      uint32_t b[2];
+      load_b(b, bt + n * 8 * ld + k * 16, ld);
+      mma_m16n8k16(acc[n], a, b);
+    }
+  }
+}
+
+// Row r (0: g, 1: g + 8) of a warp's 16 x HS accumulator, columns 2t, 2t+1 of each 8-wide tile,
+// times mul, into y[d] (the row's output, fp32 or bf16).
+template <int HS, class OutT>
+__device__ void store_row(OutT* y, const float (&acc)[HS / 8][4], int r, float mul) {
+  const int t = static_cast<int>(threadIdx.x % 4);
+  for (int n = 0; n < HS / 8; ++n) {
+    store_out(y + n * 8 + 2 * t, acc[n][2 * r] * mul);
+    store_out(y + n * 8 + 2 * t + 1, acc[n][2 * r + 1] * mul);
+  }
+}
+
+// The sum over a row's four lanes (the lanes of one group g).
+__device__ inline float group_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ inline float group_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// ---- forward: one block per (64 queries, b*h), walking 64-key tiles.
+template <int HS, class OutT, class QkvT>
+__global__ void __launch_bounds__(kThreadsMma)
+    mma_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
+                       float scale) {
+  constexpr int LD = HS + kPad, LDT = kFwdTile + kPad;
+  __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
+  __shared__ __align__(16) uint16_t ks[kFwdTile * LD];
+  __shared__ __align__(16) uint16_t vts[HS * LDT];  // V transposed: [d][key]
+  const int64_t bh = blockIdx.y;
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t q0 = int64_t{blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
+  const int64_t row[2] = {wq0 + g, wq0 + g + 8};
+
+  load_tile<HS>(
+      qs, LD, nullptr, 0, kRowsMma, q0, T, [&](int64_t i) { return hd.q(i); }, scale);
+  __syncthreads();
+  uint32_t qf[HS / 16][4];
+  for (int k = 0; k < HS / 16; ++k) load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
+  float o[HS / 8][4] = {};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the sum
+
+  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
+  for (int64_t k0 = 0; k0 < key_end; k0 += kFwdTile) {
+    __syncthreads();  // the previous tile is no longer read
+    load_tile<HS>(
+        ks, LD, nullptr, 0, kFwdTile, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f);
+    load_tile<HS>(
+        nullptr, 0, vts, LDT, kFwdTile, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f);
+    __syncthreads();
+    if (k0 > wq0 + 15) continue;  // every key of the tile is after every row of this warp
+    float s[kFwdTile / 8][4];
+    scores<HS, kFwdTile>(s, qf, ks, LD);
+    // Scores in base 2; keys after the row masked (rows past T are never written).
+    const bool diagonal = k0 + kFwdTile - 1 > wq0;
+    for (int n = 0; n < kFwdTile / 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int64_t key = k0 + n * 8 + 2 * t + e % 2;
+        s[n][e] = diagonal && key > row[e / 2] ? -INFINITY : s[n][e] * kLog2e;
+      }
+    for (int r = 0; r < 2; ++r) {
+      float mx = m[r];
+      for (int n = 0; n < kFwdTile / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = group_max(mx);
+      // A row with no visible key yet keeps m = -inf: its p and alpha are then exp2(-inf) = 0.
+      const float base = mx == -INFINITY ? 0.0f : mx;
+      const float alpha = exp2f(m[r] - base);
+      m[r] = mx;
+      float sum = 0.0f;
+      for (int n = 0; n < kFwdTile / 8; ++n)
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          // rounded here as P V will round it, so that the normaliser sums the same values
+          s[n][e] = round_bf16(exp2f(s[n][e] - base));
+          sum += s[n][e];
+        }
+      l[r] = l[r] * alpha + sum;
+      for (int n = 0; n < HS / 8; ++n) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
+    }
+    accumulate<HS, kFwdTile>(o, s, vts, LDT);  // O += P V
+  }
+  for (int r = 0; r < 2; ++r) {
+    const float sum = group_sum(l[r]);
+    if (row[r] >= T) continue;
+    store_row<HS>(out + hd.o(row[r]), o, r, 1.0f / sum);
+    if (t == 0) lse[bh * T + row[r]] = m[r] * kLn2 + logf(sum);
+  }
+}
+
+// ---- dq: one block per (64 queries, b*h), walking 32-key tiles. D_i = <dout_i, out_i> is
+// written for dk/dv.
+template <int HS, class OutT, class QkvT, class DqkvT>
+__global__ void __launch_bounds__(kThreadsMma)
+    mma_backward_dq_kernel(DqkvT* dqkv, float* dsum, const float* dout, const QkvT* qkv,
+                           const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
+                           float scale) {
+  constexpr int LD = HS + kPad, LDT = kBwdTile + kPad;
+  __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
+  __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
+  __shared__ __align__(16) uint16_t ks[kBwdTile * LD];
+  __shared__ __align__(16) uint16_t kts[HS * LDT];  // K transposed: [d][key]
+  __shared__ __align__(16) uint16_t vs[kBwdTile * LD];
+  const int64_t bh = blockIdx.y;
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t q0 = int64_t{blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
+  const int64_t row[2] = {wq0 + g, wq0 + g + 8};
+
+  load_tile<HS>(
+      qs, LD, nullptr, 0, kRowsMma, q0, T, [&](int64_t i) { return hd.q(i); }, scale);
+  load_tile<HS>(
+      dos, LD, nullptr, 0, kRowsMma, q0, T, [&](int64_t i) { return dout + hd.o(i); }, 1.0f);
+  float lse2[2], D[2];  // per row: lse in base 2, and D
+  for (int r = 0; r < 2; ++r) {
+    float d_part = 0.0f;
+    if (row[r] < T)
+      for (int d = t; d < HS; d += 4)
+        d_part += dout[hd.o(row[r]) + d] * load_in(out + hd.o(row[r]) + d);
+    D[r] = group_sum(d_part);
+    lse2[r] = row[r] < T ? lse[bh * T + row[r]] * kLog2e : 0.0f;
+    if (t == 0 && row[r] < T) dsum[bh * T + row[r]] = D[r];
+  }
+  __syncthreads();
+  uint32_t qf[HS / 16][4], dof[HS / 16][4];
+  for (int k = 0; k < HS / 16; ++k) {
+    load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
+    load_a(dof[k], dos + 16 * warp * LD + k * 16, LD);
+  }
+  float dq[HS / 8][4] = {};
+
+  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
+  for (int64_t k0 = 0; k0 < key_end; k0 += kBwdTile) {
+    __syncthreads();
+    load_tile<HS>(
+        ks, LD, kts, LDT, kBwdTile, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f);
+    load_tile<HS>(
+        vs, LD, nullptr, 0, kBwdTile, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f);
+    __syncthreads();
+    if (k0 > wq0 + 15) continue;
+    float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
+    scores<HS, kBwdTile>(s, qf, ks, LD);    // S = Q K^T
+    scores<HS, kBwdTile>(dp, dof, vs, LD);  // dP = dO V^T
+    const bool diagonal = k0 + kBwdTile - 1 > wq0;
+    for (int n = 0; n < kBwdTile / 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const int64_t key = k0 + n * 8 + 2 * t + e % 2;
+        const bool visible = !(diagonal && key > row[r]) && row[r] < T;
+        const float p = visible ? exp2f(s[n][e] * kLog2e - lse2[r]) : 0.0f;
+        s[n][e] = p * (dp[n][e] - D[r]) * scale;  // dS, with dq's 1/sqrt(HS)
+      }
+    accumulate<HS, kBwdTile>(dq, s, kts, LDT);  // dq += dS K
+  }
+  for (int r = 0; r < 2; ++r)
+    if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, 1.0f);
+}
+
+// ---- dk, dv: one block per (64 keys, b*h), walking the 32-query tiles at and after its keys.
+template <int HS, class QkvT, class DqkvT>
+__global__ void __launch_bounds__(kThreadsMma)
+    mma_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
+                             const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
+  constexpr int LD = HS + kPad, LDT = kBwdTile + kPad;
+  // This block's k and v rows first (then read into fragments), then each tile's q and dout, row
+  // major and transposed.
+  constexpr int kOwn = 2 * kRowsMma * LD, kTiles = 2 * kBwdTile * LD + 2 * HS * LDT;
+  __shared__ __align__(16) uint16_t region[kOwn > kTiles ? kOwn : kTiles];
+  __shared__ float col_lse2[kBwdTile], col_d[kBwdTile];
+  const int64_t bh = blockIdx.y;
+  const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t k0 = int64_t{blockIdx.x} * kRowsMma, wk0 = k0 + 16 * warp;
+  const int64_t key[2] = {wk0 + g, wk0 + g + 8};
+
+  uint16_t* own_k = region;
+  uint16_t* own_v = own_k + kRowsMma * LD;
+  load_tile<HS>(
+      own_k, LD, nullptr, 0, kRowsMma, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f);
+  load_tile<HS>(
+      own_v, LD, nullptr, 0, kRowsMma, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f);
+  __syncthreads();
+  uint32_t kf[HS / 16][4], vf[HS / 16][4];  // this warp's 16 keys and values as A fragments
+  for (int k = 0; k < HS / 16; ++k) {
+    load_a(kf[k], own_k + 16 * warp * LD + k * 16, LD);
+    load_a(vf[k], own_v + 16 * warp * LD + k * 16, LD);
+  }
+  uint16_t* qs = region;  // [query][d], q pre-scaled
+  uint16_t* dos = qs + kBwdTile * LD;
+  uint16_t* qts = dos + kBwdTile * LD;  // [d][query]
+  uint16_t* dots = qts + HS * LDT;
+  float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+
+  for (int64_t i0 = k0; i0 < T; i0 += kBwdTile) {  // queries before k0 never see these keys
+    __syncthreads();  // the own rows (first pass) or the previous tile are no longer read
+    auto q = [&](int64_t i) { return hd.q(i); };
+    auto dy = [&](int64_t i) { return dout + hd.o(i); };
+    load_tile<HS>(qs, LD, qts, LDT, kBwdTile, i0, T, q, scale);
+    load_tile<HS>(dos, LD, dots, LDT, kBwdTile, i0, T, dy, 1.0f);
+    if (threadIdx.x < kBwdTile) {
+      const int64_t i = i0 + threadIdx.x;
+      col_lse2[threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : 0.0f;
+      col_d[threadIdx.x] = i < T ? dsum[bh * T + i] : 0.0f;
+    }
+    __syncthreads();
+    if (i0 + kBwdTile - 1 < wk0) continue;  // every query of the tile is before this warp's keys
+    float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
+    scores<HS, kBwdTile>(s, kf, qs, LD);    // S^T = K Q^T
+    scores<HS, kBwdTile>(dp, vf, dos, LD);  // dP^T = V dO^T
+    const bool diagonal = i0 < wk0 + 15;
+    for (int n = 0; n < kBwdTile / 8; ++n)
+      for (int e = 0; e < 4; ++e) {
+        const int c = n * 8 + 2 * t + e % 2;  // the query's column in the tile
+        const int64_t i = i0 + c;
+        const bool visible = !(diagonal && i < key[e / 2]) && i < T;
+        const float p = visible ? exp2f(s[n][e] * kLog2e - col_lse2[c]) : 0.0f;
+        s[n][e] = p;
+        // q was pre-scaled, so dS^T q already carries dk's 1/sqrt(HS)
+        dp[n][e] = p * (dp[n][e] - col_d[c]);
+      }
+    accumulate<HS, kBwdTile>(dv, s, dots, LDT);  // dv += P^T dO
+    accumulate<HS, kBwdTile>(dk, dp, qts, LDT);  // dk += dS^T q
+  }
+  for (int r = 0; r < 2; ++r) {
+    if (key[r] >= T) continue;
+    store_row<HS>(dqkv + (hd.k(key[r]) - qkv), dk, r, 1.0f);
+    store_row<HS>(dqkv + (hd.v(key[r]) - qkv), dv, r, 1.0f);
+  }
+}
+
+dim3 mma_grid(int64_t B, int64_t T, int64_t NH) {
+  return dim3(static_cast<unsigned>((T + kRowsMma - 1) / kRowsMma), static_cast<unsigned>(B * NH));
+}
+
+}  // namespace
+
+bool mma_attention_supports(int64_t head_size) {
+  return head_size_in<32, 64>(head_size);
+}
+
+template <class OutT, class QkvT>
+void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
+                           int64_t NH, cudaStream_t stream) {
+  if (B * T == 0) return;
+  with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
+    constexpr int HS = decltype(hs)::value;
+    launch(mma_forward_kernel<HS, OutT, QkvT>, mma_grid(B, T, NH), kThreadsMma, stream, out, lse,
+           qkv, T, C, NH, 1.0f / std::sqrt(float(HS)));
+    CUDA_CHECK_LAUNCH("mma_forward_kernel");
+  });
+}
+
+template <class OutT, class QkvT, class DqkvT>
+void mma_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+                            const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
+                            int64_t NH, cudaStream_t stream) {
+  if (B * T == 0) return;
+  with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
+    constexpr int HS = decltype(hs)::value;
+    const float scale = 1.0f / std::sqrt(float(HS));
+    launch(mma_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, mma_grid(B, T, NH), kThreadsMma, stream,
+           dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
+    CUDA_CHECK_LAUNCH("mma_backward_dq_kernel");
+    launch(mma_backward_dkdv_kernel<HS, QkvT, DqkvT>, mma_grid(B, T, NH), kThreadsMma, stream, dqkv,
+           dsum_scratch, dout, qkv, lse, T, C, NH, scale);
+    CUDA_CHECK_LAUNCH("mma_backward_dkdv_kernel");
+  });
+}
+
+template void mma_attention_forward(uint16_t*, float*, const float*, int64_t, int64_t, int64_t,
+                                    int64_t, cudaStream_t);
+template void mma_attention_forward(float*, float*, const float*, int64_t, int64_t, int64_t,
+                                    int64_t, cudaStream_t);
+template void mma_attention_backward(float*, float*, const float*, const float*, const uint16_t*,
+                                     const float*, int64_t, int64_t, int64_t, int64_t,
+                                     cudaStream_t);
+template void mma_attention_backward(float*, float*, const float*, const float*, const float*,
+                                     const float*, int64_t, int64_t, int64_t, int64_t,
+                                     cudaStream_t);
+// bf16 compute with bf16 qkv
+template void mma_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
+                                    int64_t, cudaStream_t);
+template void mma_attention_backward(float*, float*, const float*, const uint16_t*, const uint16_t*,
+                                     const float*, int64_t, int64_t, int64_t, int64_t,
+                                     cudaStream_t);
+template void mma_attention_backward(uint16_t*, float*, const float*, const uint16_t*,
+                                     const uint16_t*, const float*, int64_t, int64_t, int64_t,
+                                     int64_t, cudaStream_t);
+
+}  // namespace trainer::kernels

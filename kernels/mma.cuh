@@ -1,0 +1,87 @@
+#pragma once
+// The warp-level bf16 tensor-core product mma.sync.m16n8k16 (fp32 accumulation) and the loads of
+// its fragments from shared memory, for kernels that keep their tiles in registers.
+//
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with g = lane / 4 and t = lane % 4;
+// each uint32_t holds two bf16, the lower column (A, C) or row (B) in the low half:
+//   A (16x16, row major) a[4]: a[0] = A[g][2t..2t+1],     a[1] = A[g+8][2t..2t+1],
+//                              a[2] = A[g][2t+8..2t+9],   a[3] = A[g+8][2t+8..2t+9]
+//   B (16x8)             b[2]: b[0] = B[2t..2t+1][g],     b[1] = B[2t+8..2t+9][g]
+//   C, D (16x8, fp32)    c[4]: c[0..1] = C[g][2t..2t+1],  c[2..3] = C[g+8][2t..2t+1]
+// So the C fragments of two adjacent 8-column tiles, rounded to bf16 and packed, are the A
+// fragment of the 16 columns they cover (FlashAttention-2 keeps P in registers this way).
+// tests/unit/kernels/cuda_emulation.h implements mma_m16n8k16 lane by lane from this table.
+#include <cstdint>
+#ifdef TRAINER_CUDA_EMULATION
+#include <cstring>
+#endif
+
+#include "kernels/bf16.cuh"
+
+namespace trainer::kernels {
+
+#ifndef TRAINER_CUDA_EMULATION
+// d += a * b over one 16x8x16 tile.
+__device__ inline void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+// Two adjacent bf16 (p[0] in the low half); p 4-byte aligned.
+__device__ inline uint32_t load_pair(const uint16_t* p) {
+#ifdef TRAINER_CUDA_EMULATION
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#else
+  return *reinterpret_cast<const uint32_t*>(p);
+#endif
+}
+
+// lo and hi rounded to bf16 (to nearest even, as bf16_bits rounds finite values) and packed: one
+// cvt instruction on the device, where bf16_bits' integer rounding would cost a dozen per pair.
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+#ifdef TRAINER_CUDA_EMULATION
+  return static_cast<uint32_t>(bf16_bits(lo)) | (static_cast<uint32_t>(bf16_bits(hi)) << 16);
+#else
+  uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+#endif
+}
+
+// x rounded to bf16, as fp32.
+__device__ inline float round_bf16(float x) {
+  return __uint_as_float(pack_bf16(x, 0.0f) << 16);
+}
+
+// The A fragment of the 16x16 tile at `a` (bf16, row major, `ld` elements per row).
+__device__ inline void load_a(uint32_t (&f)[4], const uint16_t* a, int ld) {
+  const int g = static_cast<int>(threadIdx.x % 32) / 4, t = static_cast<int>(threadIdx.x % 4);
+  f[0] = load_pair(a + g * ld + 2 * t);
+  f[1] = load_pair(a + (g + 8) * ld + 2 * t);
+  f[2] = load_pair(a + g * ld + 2 * t + 8);
+  f[3] = load_pair(a + (g + 8) * ld + 2 * t + 8);
+}
+
+// The B fragment of the 16x8 tile B[k][n] given as its transpose at `bt` (bt[n][k], bf16, `ld`
+// elements per row): 8 rows of 16, the layout in which k runs along memory.
+__device__ inline void load_b(uint32_t (&f)[2], const uint16_t* bt, int ld) {
+  const int g = static_cast<int>(threadIdx.x % 32) / 4, t = static_cast<int>(threadIdx.x % 4);
+  f[0] = load_pair(bt + g * ld + 2 * t);
+  f[1] = load_pair(bt + g * ld + 2 * t + 8);
+}
+
+// The A fragment of 16 columns from the C fragments of the two 8-column tiles lo and hi.
+__device__ inline void a_from_c(uint32_t (&f)[4], const float (&lo)[4], const float (&hi)[4]) {
+  f[0] = pack_bf16(lo[0], lo[1]);
+  f[1] = pack_bf16(lo[2], lo[3]);
+  f[2] = pack_bf16(hi[0], hi[1]);
+  f[3] = pack_bf16(hi[2], hi[3]);
+}
+
+}  // namespace trainer::kernels
