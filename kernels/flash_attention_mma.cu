@@ -32,26 +32,58 @@ constexpr int kPad = 8;                   // bf16 per row of padding: rows land 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-// rows x HS of src(t)[d] * mul, t = t0 + row (zeros past T), as bf16 into rm row major
-// (rm[row * ld + d]) and into tr transposed (tr[d * ldt + row]), each when not null. A bf16
-// source with mul 1 is copied as it is.
-template <int HS, class Src>
-__device__ void load_tile(uint16_t* rm, int ld, uint16_t* tr, int ldt, int rows, int64_t t0,
-                          int64_t T, Src src, float mul) {
-  constexpr bool kBf16Src = std::is_same_v<decltype(src(0)), const uint16_t*>;
-  const bool copy = kBf16Src && mul == 1.0f;
-  for (int e = threadIdx.x; e < rows * HS; e += blockDim.x) {
-    const int r = e / HS, d = e % HS;
-    const int64_t t = t0 + r;
-    uint16_t v = 0;
-    if (t < T) {
-      if constexpr (kBf16Src)
-        v = copy ? src(t)[d] : bf16_bits(load_in(src(t) + d) * mul);
-      else
-        v = bf16_bits(load_in(src(t) + d) * mul);
-    }
-    if (rm) rm[r * ld + d] = v;
-    if (tr) tr[d * ldt + r] = v;
+// 8 consecutive elements at p as bf16, packed in pairs (the lower element in the low half): a
+// bf16 source with mul 1 as it is, anything else read as fp32, times mul, rounded. vec: p is
+// 16-byte aligned, and read in 16-byte accesses.
+__device__ inline void read8(uint32_t (&w)[4], const uint16_t* p, float mul, bool vec) {
+  if (vec)
+    load16(w, p);
+  else
+    for (int i = 0; i < 4; ++i)
+      w[i] = static_cast<uint32_t>(p[2 * i]) | (static_cast<uint32_t>(p[2 * i + 1]) << 16);
+  if (mul != 1.0f)
+    for (uint32_t& x : w)
+      x = pack_bf16(from_bf16_bits(static_cast<uint16_t>(x & 0xffffu)) * mul,
+                    from_bf16_bits(static_cast<uint16_t>(x >> 16)) * mul);
+}
+__device__ inline void read8(uint32_t (&w)[4], const float* p, float mul, bool vec) {
+  uint32_t lo[4], hi[4];
+  if (vec) {
+    load16(lo, p);
+    load16(hi, p + 4);
+  } else {
+    for (int i = 0; i < 4; ++i) lo[i] = __float_as_uint(p[i]), hi[i] = __float_as_uint(p[4 + i]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    w[i] = pack_bf16(__uint_as_float(lo[2 * i]) * mul, __uint_as_float(lo[2 * i + 1]) * mul);
+    w[2 + i] = pack_bf16(__uint_as_float(hi[2 * i]) * mul, __uint_as_float(hi[2 * i + 1]) * mul);
+  }
+}
+
+// kRowsT x HS of src(t)[d] * mul, t = t0 + row (zeros past T), as bf16 into rm row major
+// (rm[row * ld + d]) and into tr transposed (tr[d * ldt + row]), each when not null. Every
+// thread first issues all its reads (8 elements each, 16-byte accesses when vec), then stores.
+template <int HS, int kRowsT, class Src>
+__device__ void load_tile(uint16_t* rm, int ld, uint16_t* tr, int ldt, int64_t t0, int64_t T,
+                          Src src, float mul, bool vec) {
+  constexpr int kChunks = HS / 8, kPerThread = kRowsT * kChunks / kThreadsMma;
+  static_assert(kRowsT * kChunks % kThreadsMma == 0, "whole passes of the block");
+  uint32_t w[kPerThread][4];
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = i * kThreadsMma + static_cast<int>(threadIdx.x);
+    const int64_t t = t0 + e / kChunks;
+    if (t < T)
+      read8(w[i], src(t) + e % kChunks * 8, mul, vec);
+    else
+      w[i][0] = w[i][1] = w[i][2] = w[i][3] = 0u;
+  }
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = i * kThreadsMma + static_cast<int>(threadIdx.x);
+    const int r = e / kChunks, d = e % kChunks * 8;
+    if (rm) store16(rm + r * ld + d, w[i]);
+    if (tr)
+      for (int j = 0; j < 8; ++j)
+        tr[(d + j) * ldt + r] = static_cast<uint16_t>(j % 2 ? w[i][j / 2] >> 16 : w[i][j / 2]);
   }
 }
 
@@ -119,11 +151,13 @@ __global__ void __launch_bounds__(kThreadsMma)
   const int64_t bh = blockIdx.y;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t q0 = int64_t{blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
+  // The last query blocks have the most keys to walk: they start first (the grid runs backwards).
+  const int64_t q0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
+  const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
 
-  load_tile<HS>(
-      qs, LD, nullptr, 0, kRowsMma, q0, T, [&](int64_t i) { return hd.q(i); }, scale);
+  load_tile<HS, kRowsMma>(
+      qs, LD, nullptr, 0, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
   __syncthreads();
   uint32_t qf[HS / 16][4];
   for (int k = 0; k < HS / 16; ++k) load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
@@ -133,10 +167,10 @@ __global__ void __launch_bounds__(kThreadsMma)
   const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
   for (int64_t k0 = 0; k0 < key_end; k0 += kFwdTile) {
     __syncthreads();  // the previous tile is no longer read
-    load_tile<HS>(
-        ks, LD, nullptr, 0, kFwdTile, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f);
-    load_tile<HS>(
-        nullptr, 0, vts, LDT, kFwdTile, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f);
+    load_tile<HS, kFwdTile>(
+        ks, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
+    load_tile<HS, kFwdTile>(
+        nullptr, 0, vts, LDT, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
     __syncthreads();
     if (k0 > wq0 + 15) continue;  // every key of the tile is after every row of this warp
     float s[kFwdTile / 8][4];
@@ -192,13 +226,14 @@ __global__ void __launch_bounds__(kThreadsMma)
   const int64_t bh = blockIdx.y;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t q0 = int64_t{blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
+  const int64_t q0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
+  const bool vec = aligned16(qkv) && aligned16(dout);
 
-  load_tile<HS>(
-      qs, LD, nullptr, 0, kRowsMma, q0, T, [&](int64_t i) { return hd.q(i); }, scale);
-  load_tile<HS>(
-      dos, LD, nullptr, 0, kRowsMma, q0, T, [&](int64_t i) { return dout + hd.o(i); }, 1.0f);
+  load_tile<HS, kRowsMma>(
+      qs, LD, nullptr, 0, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
+  load_tile<HS, kRowsMma>(
+      dos, LD, nullptr, 0, q0, T, [&](int64_t i) { return dout + hd.o(i); }, 1.0f, vec);
   float lse2[2], D[2];  // per row: lse in base 2, and D
   for (int r = 0; r < 2; ++r) {
     float d_part = 0.0f;
@@ -220,10 +255,10 @@ __global__ void __launch_bounds__(kThreadsMma)
   const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
   for (int64_t k0 = 0; k0 < key_end; k0 += kBwdTile) {
     __syncthreads();
-    load_tile<HS>(
-        ks, LD, kts, LDT, kBwdTile, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f);
-    load_tile<HS>(
-        vs, LD, nullptr, 0, kBwdTile, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f);
+    load_tile<HS, kBwdTile>(
+        ks, LD, kts, LDT, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
+    load_tile<HS, kBwdTile>(
+        vs, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
     __syncthreads();
     if (k0 > wq0 + 15) continue;
     float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
@@ -260,13 +295,14 @@ __global__ void __launch_bounds__(kThreadsMma)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t k0 = int64_t{blockIdx.x} * kRowsMma, wk0 = k0 + 16 * warp;
   const int64_t key[2] = {wk0 + g, wk0 + g + 8};
+  const bool vec = aligned16(qkv) && aligned16(dout);
 
   uint16_t* own_k = region;
   uint16_t* own_v = own_k + kRowsMma * LD;
-  load_tile<HS>(
-      own_k, LD, nullptr, 0, kRowsMma, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f);
-  load_tile<HS>(
-      own_v, LD, nullptr, 0, kRowsMma, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f);
+  load_tile<HS, kRowsMma>(
+      own_k, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
+  load_tile<HS, kRowsMma>(
+      own_v, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
   __syncthreads();
   uint32_t kf[HS / 16][4], vf[HS / 16][4];  // this warp's 16 keys and values as A fragments
   for (int k = 0; k < HS / 16; ++k) {
@@ -283,8 +319,8 @@ __global__ void __launch_bounds__(kThreadsMma)
     __syncthreads();  // the own rows (first pass) or the previous tile are no longer read
     auto q = [&](int64_t i) { return hd.q(i); };
     auto dy = [&](int64_t i) { return dout + hd.o(i); };
-    load_tile<HS>(qs, LD, qts, LDT, kBwdTile, i0, T, q, scale);
-    load_tile<HS>(dos, LD, dots, LDT, kBwdTile, i0, T, dy, 1.0f);
+    load_tile<HS, kBwdTile>(qs, LD, qts, LDT, i0, T, q, scale, vec);
+    load_tile<HS, kBwdTile>(dos, LD, dots, LDT, i0, T, dy, 1.0f, vec);
     if (threadIdx.x < kBwdTile) {
       const int64_t i = i0 + threadIdx.x;
       col_lse2[threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : 0.0f;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <type_traits>
 
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/cpu/ops_optim.h"
@@ -223,5 +224,46 @@ TEST_CASE("attention_kernels_write_a_bf16_dqkv_as_their_fp32_one_rounded_once_in
     backward(dq16.data());
     CHECK(std::all_of(dq32.begin(), dq32.end(), [](float v) { return std::isfinite(v); }));
     CHECK(dq16 == bf16_bits_of(dq32));
+  }
+}
+
+// The mma kernels read rows in 16-byte accesses when qkv and dout are 16-byte aligned, and element
+// by element when not (a view at any offset): the same values either way, so the outputs are
+// bit for bit the same. Each input is copied once to a 16-byte boundary and once 4 bytes past it.
+TEST_CASE("mma_attention_kernels_give_the_same_bits_for_unaligned_inputs_in_emulation",
+          "[kernels][attention]") {
+  const int64_t B = 1, T = 45, NH = 2, HS = 64, C = NH * HS;
+  const auto qkv = randoms(B * T * 3 * C, 41, -1, 1), dy = randoms(B * T * C, 42, -1, 1);
+  const std::vector<uint16_t> qkv16 = bf16_bits_of(qkv);
+  struct Result {
+    std::vector<uint16_t> out;
+    std::vector<float> lse, dqkv;
+  };
+  // The inputs placed `shift` elements into over-sized buffers (vector storage is 16-byte aligned).
+  auto run = [&](const auto& q, size_t shift) {
+    using QkvT = typename std::decay_t<decltype(q)>::value_type;
+    std::vector<QkvT> q_at(q.size() + 8);
+    std::vector<float> dy_at(dy.size() + 8);
+    std::copy(q.begin(), q.end(), q_at.begin() + static_cast<std::ptrdiff_t>(shift));
+    std::copy(dy.begin(), dy.end(), dy_at.begin() + static_cast<std::ptrdiff_t>(shift));
+    Result r{std::vector<uint16_t>(static_cast<size_t>(B * T * C), 0x7fc0), nans(B * NH * T),
+             nans(B * T * 3 * C)};
+    std::vector<float> dsum(r.lse.size());
+    emu::mma_attention_forward(r.out.data(), r.lse.data(), q_at.data() + shift, B, T, C, NH,
+                               nullptr);
+    emu::mma_attention_backward(r.dqkv.data(), dsum.data(), dy_at.data() + shift,
+                                q_at.data() + shift, r.out.data(), r.lse.data(), B, T, C, NH,
+                                nullptr);
+    return r;
+  };
+  for (const bool bf16_qkv : {false, true}) {
+    INFO((bf16_qkv ? "bf16 qkv" : "fp32 qkv"));
+    const Result aligned = bf16_qkv ? run(qkv16, 0) : run(qkv, 0);
+    const Result shifted = bf16_qkv ? run(qkv16, 2) : run(qkv, 1);  // 4 bytes past a boundary
+    CHECK(std::all_of(aligned.dqkv.begin(), aligned.dqkv.end(),
+                      [](float v) { return std::isfinite(v); }));
+    CHECK(aligned.out == shifted.out);
+    CHECK(aligned.lse == shifted.lse);
+    CHECK(aligned.dqkv == shifted.dqkv);
   }
 }
