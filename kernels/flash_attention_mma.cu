@@ -1,7 +1,8 @@
 // Causal self-attention on tensor cores with the tiles in registers: FlashAttention-2's kernels
 // on mma.sync.m16n8k16 (kernels/mma.cuh). Scores, probabilities, the output accumulator and the
 // gradients' accumulators live in each lane's fragment registers; shared memory holds only the
-// K/V (or Q/dO) tiles a block walks, padded so that the fragment loads meet no bank conflict. The
+// K/V (or Q/dO) tiles a block walks, row major, read by ldmatrix (.trans where the product needs
+// the transpose), rows padded so that those reads meet no bank conflict. The
 // WMMA kernels of flash_attention_tc.cu cannot do this (a WMMA accumulator's element-to-row map
 // is unspecified), so they pass S, P and O through shared memory on every tile.
 //
@@ -26,9 +27,12 @@ namespace {
 constexpr int kWarpsMma = 4;
 constexpr int kThreadsMma = kWarpsMma * 32;
 constexpr int kRowsMma = 16 * kWarpsMma;  // rows a block owns
-constexpr int kFwdTile = 64;              // keys per forward tile
-constexpr int kBwdTile = 32;              // keys (dq) or queries (dk/dv) per backward tile
-constexpr int kPad = 8;                   // bf16 per row of padding: rows land 4 banks apart
+// At least 3 blocks (12 warps) per SM: at most 168 registers a thread (ptxas at sm_90 gives the
+// dk/dv kernel 172 unasked, which leaves room for 2).
+constexpr int kMinBlocksMma = 3;
+constexpr int kFwdTile = 64;  // keys per forward tile
+constexpr int kBwdTile = 32;  // keys (dq) or queries (dk/dv) per backward tile
+constexpr int kPad = 8;       // bf16 per row of padding: rows land 4 banks apart
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -60,12 +64,12 @@ __device__ inline void read8(uint32_t (&w)[4], const float* p, float mul, bool v
   }
 }
 
-// kRowsT x HS of src(t)[d] * mul, t = t0 + row (zeros past T), as bf16 into rm row major
-// (rm[row * ld + d]) and into tr transposed (tr[d * ldt + row]), each when not null. Every
-// thread first issues all its reads (8 elements each, 16-byte accesses when vec), then stores.
+// kRowsT x HS of src(t)[d] * mul, t = t0 + row (zeros past T), as bf16 into dst (row major,
+// dst[row * ld + d]). Every thread first issues all its reads (8 elements each, 16-byte accesses
+// when vec), then its stores.
 template <int HS, int kRowsT, class Src>
-__device__ void load_tile(uint16_t* rm, int ld, uint16_t* tr, int ldt, int64_t t0, int64_t T,
-                          Src src, float mul, bool vec) {
+__device__ void load_tile(uint16_t* dst, int ld, int64_t t0, int64_t T, Src src, float mul,
+                          bool vec) {
   constexpr int kChunks = HS / 8, kPerThread = kRowsT * kChunks / kThreadsMma;
   static_assert(kRowsT * kChunks % kThreadsMma == 0, "whole passes of the block");
   uint32_t w[kPerThread][4];
@@ -79,11 +83,7 @@ __device__ void load_tile(uint16_t* rm, int ld, uint16_t* tr, int ldt, int64_t t
   }
   for (int i = 0; i < kPerThread; ++i) {
     const int e = i * kThreadsMma + static_cast<int>(threadIdx.x);
-    const int r = e / kChunks, d = e % kChunks * 8;
-    if (rm) store16(rm + r * ld + d, w[i]);
-    if (tr)
-      for (int j = 0; j < 8; ++j)
-        tr[(d + j) * ldt + r] = static_cast<uint16_t>(j % 2 ? w[i][j / 2] >> 16 : w[i][j / 2]);
+    store16(dst + e / kChunks * ld + e % kChunks * 8, w[i]);
   }
 }
 
@@ -92,28 +92,28 @@ __device__ void load_tile(uint16_t* rm, int ld, uint16_t* tr, int ldt, int64_t t
 template <int HS, int kN>
 __device__ void scores(float (&s)[kN / 8][4], const uint32_t (&a)[HS / 16][4], const uint16_t* rows,
                        int ld) {
-  for (int n = 0; n < kN / 8; ++n) {
-    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+  for (int n = 0; n < kN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+  for (int n = 0; n < kN / 8; n += 2)
     for (int k = 0; k < HS / 16; ++k) {
-      uint32_t b[2];
-      load_b(b, rows + n * 8 * ld + k * 16, ld);
-      mma_m16n8k16(s[n], a[k], b);
+      uint32_t b0[2], b1[2];
+      load_b_pair<false>(b0, b1, rows + n * 8 * ld + k * 16, ld);
+      mma_m16n8k16(s[n], a[k], b0);
+      mma_m16n8k16(s[n + 1], a[k], b1);
     }
-  }
 }
 
-// acc (16 x HS) += P (16 x kK, as C fragments rounded to bf16 here) times B (kK x HS), B given
-// transposed (bt: HS x kK, bf16 row major, ld).
+// acc (16 x HS) += P (16 x kK, packed bf16 C fragments: pack_c) times B (kK x HS, bf16 row
+// major, ld).
 template <int HS, int kK>
-__device__ void accumulate(float (&acc)[HS / 8][4], const float (&p)[kK / 8][4], const uint16_t* bt,
-                           int ld) {
+__device__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kK / 8][2],
+                           const uint16_t* b, int ld) {
   for (int k = 0; k < kK / 16; ++k) {
-    uint32_t a[4];
-    a_from_c(a, p[2 * k], p[2 * k + 1]);
-    for (int n = 0; n < HS / 8; ++n) {
-      uint32_t b[2];
-      load_b(b, bt + n * 8 * ld + k * 16, ld);
-      mma_m16n8k16(acc[n], a, b);
+    const uint32_t a[4] = {p[2 * k][0], p[2 * k][1], p[2 * k + 1][0], p[2 * k + 1][1]};
+    for (int n = 0; n < HS / 8; n += 2) {
+      uint32_t b0[2], b1[2];
+      load_b_pair<true>(b0, b1, b + k * 16 * ld + n * 8, ld);
+      mma_m16n8k16(acc[n], a, b0);
+      mma_m16n8k16(acc[n + 1], a, b1);
     }
   }
 }
@@ -141,13 +141,13 @@ __device__ inline float group_max(float v) {
 
 // ---- forward: one block per (64 queries, b*h), walking 64-key tiles.
 template <int HS, class OutT, class QkvT>
-__global__ void __launch_bounds__(kThreadsMma)
+__global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     mma_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
                        float scale) {
-  constexpr int LD = HS + kPad, LDT = kFwdTile + kPad;
+  constexpr int LD = HS + kPad;
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
   __shared__ __align__(16) uint16_t ks[kFwdTile * LD];
-  __shared__ __align__(16) uint16_t vts[HS * LDT];  // V transposed: [d][key]
+  __shared__ __align__(16) uint16_t vs[kFwdTile * LD];
   const int64_t bh = blockIdx.y;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreadsMma)
   const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
 
   load_tile<HS, kRowsMma>(
-      qs, LD, nullptr, 0, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
+      qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
   __syncthreads();
   uint32_t qf[HS / 16][4];
   for (int k = 0; k < HS / 16; ++k) load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
@@ -168,9 +168,9 @@ __global__ void __launch_bounds__(kThreadsMma)
   for (int64_t k0 = 0; k0 < key_end; k0 += kFwdTile) {
     __syncthreads();  // the previous tile is no longer read
     load_tile<HS, kFwdTile>(
-        ks, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
+        ks, LD, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
     load_tile<HS, kFwdTile>(
-        nullptr, 0, vts, LDT, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
+        vs, LD, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
     __syncthreads();
     if (k0 > wq0 + 15) continue;  // every key of the tile is after every row of this warp
     float s[kFwdTile / 8][4];
@@ -182,6 +182,7 @@ __global__ void __launch_bounds__(kThreadsMma)
         const int64_t key = k0 + n * 8 + 2 * t + e % 2;
         s[n][e] = diagonal && key > row[e / 2] ? -INFINITY : s[n][e] * kLog2e;
       }
+    uint32_t p[kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
       for (int n = 0; n < kFwdTile / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
@@ -191,16 +192,14 @@ __global__ void __launch_bounds__(kThreadsMma)
       const float alpha = exp2f(m[r] - base);
       m[r] = mx;
       float sum = 0.0f;
-      for (int n = 0; n < kFwdTile / 8; ++n)
-        for (int e = 2 * r; e < 2 * r + 2; ++e) {
-          // rounded here as P V will round it, so that the normaliser sums the same values
-          s[n][e] = round_bf16(exp2f(s[n][e] - base));
-          sum += s[n][e];
-        }
+      for (int n = 0; n < kFwdTile / 8; ++n) {
+        p[n][r] = pack_bf16(exp2f(s[n][2 * r] - base), exp2f(s[n][2 * r + 1] - base));
+        sum += bf16_lo(p[n][r]) + bf16_hi(p[n][r]);  // the normaliser sums what P V uses
+      }
       l[r] = l[r] * alpha + sum;
       for (int n = 0; n < HS / 8; ++n) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
     }
-    accumulate<HS, kFwdTile>(o, s, vts, LDT);  // O += P V
+    accumulate<HS, kFwdTile>(o, p, vs, LD);  // O += P V
   }
   for (int r = 0; r < 2; ++r) {
     const float sum = group_sum(l[r]);
@@ -213,15 +212,14 @@ __global__ void __launch_bounds__(kThreadsMma)
 // ---- dq: one block per (64 queries, b*h), walking 32-key tiles. D_i = <dout_i, out_i> is
 // written for dk/dv.
 template <int HS, class OutT, class QkvT, class DqkvT>
-__global__ void __launch_bounds__(kThreadsMma)
+__global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     mma_backward_dq_kernel(DqkvT* dqkv, float* dsum, const float* dout, const QkvT* qkv,
                            const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
                            float scale) {
-  constexpr int LD = HS + kPad, LDT = kBwdTile + kPad;
+  constexpr int LD = HS + kPad;
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
   __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
   __shared__ __align__(16) uint16_t ks[kBwdTile * LD];
-  __shared__ __align__(16) uint16_t kts[HS * LDT];  // K transposed: [d][key]
   __shared__ __align__(16) uint16_t vs[kBwdTile * LD];
   const int64_t bh = blockIdx.y;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
@@ -231,9 +229,9 @@ __global__ void __launch_bounds__(kThreadsMma)
   const bool vec = aligned16(qkv) && aligned16(dout);
 
   load_tile<HS, kRowsMma>(
-      qs, LD, nullptr, 0, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
+      qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
   load_tile<HS, kRowsMma>(
-      dos, LD, nullptr, 0, q0, T, [&](int64_t i) { return dout + hd.o(i); }, 1.0f, vec);
+      dos, LD, q0, T, [&](int64_t i) { return dout + hd.o(i); }, 1.0f, vec);
   float lse2[2], D[2];  // per row: lse in base 2, and D
   for (int r = 0; r < 2; ++r) {
     float d_part = 0.0f;
@@ -256,9 +254,9 @@ __global__ void __launch_bounds__(kThreadsMma)
   for (int64_t k0 = 0; k0 < key_end; k0 += kBwdTile) {
     __syncthreads();
     load_tile<HS, kBwdTile>(
-        ks, LD, kts, LDT, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
+        ks, LD, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
     load_tile<HS, kBwdTile>(
-        vs, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
+        vs, LD, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
     __syncthreads();
     if (k0 > wq0 + 15) continue;
     float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
@@ -273,7 +271,9 @@ __global__ void __launch_bounds__(kThreadsMma)
         const float p = visible ? exp2f(s[n][e] * kLog2e - lse2[r]) : 0.0f;
         s[n][e] = p * (dp[n][e] - D[r]) * scale;  // dS, with dq's 1/sqrt(HS)
       }
-    accumulate<HS, kBwdTile>(dq, s, kts, LDT);  // dq += dS K
+    uint32_t ds[kBwdTile / 8][2];
+    pack_c<kBwdTile>(ds, s);
+    accumulate<HS, kBwdTile>(dq, ds, ks, LD);  // dq += dS K
   }
   for (int r = 0; r < 2; ++r)
     if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, 1.0f);
@@ -281,14 +281,12 @@ __global__ void __launch_bounds__(kThreadsMma)
 
 // ---- dk, dv: one block per (64 keys, b*h), walking the 32-query tiles at and after its keys.
 template <int HS, class QkvT, class DqkvT>
-__global__ void __launch_bounds__(kThreadsMma)
+__global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     mma_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
                              const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
-  constexpr int LD = HS + kPad, LDT = kBwdTile + kPad;
-  // This block's k and v rows first (then read into fragments), then each tile's q and dout, row
-  // major and transposed.
-  constexpr int kOwn = 2 * kRowsMma * LD, kTiles = 2 * kBwdTile * LD + 2 * HS * LDT;
-  __shared__ __align__(16) uint16_t region[kOwn > kTiles ? kOwn : kTiles];
+  constexpr int LD = HS + kPad;
+  // This block's k and v rows first (then read into fragments), then each tile's q and dout.
+  __shared__ __align__(16) uint16_t region[2 * kRowsMma * LD];
   __shared__ float col_lse2[kBwdTile], col_d[kBwdTile];
   const int64_t bh = blockIdx.y;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
@@ -300,9 +298,9 @@ __global__ void __launch_bounds__(kThreadsMma)
   uint16_t* own_k = region;
   uint16_t* own_v = own_k + kRowsMma * LD;
   load_tile<HS, kRowsMma>(
-      own_k, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
+      own_k, LD, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
   load_tile<HS, kRowsMma>(
-      own_v, LD, nullptr, 0, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
+      own_v, LD, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
   __syncthreads();
   uint32_t kf[HS / 16][4], vf[HS / 16][4];  // this warp's 16 keys and values as A fragments
   for (int k = 0; k < HS / 16; ++k) {
@@ -311,16 +309,14 @@ __global__ void __launch_bounds__(kThreadsMma)
   }
   uint16_t* qs = region;  // [query][d], q pre-scaled
   uint16_t* dos = qs + kBwdTile * LD;
-  uint16_t* qts = dos + kBwdTile * LD;  // [d][query]
-  uint16_t* dots = qts + HS * LDT;
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
 
   for (int64_t i0 = k0; i0 < T; i0 += kBwdTile) {  // queries before k0 never see these keys
     __syncthreads();  // the own rows (first pass) or the previous tile are no longer read
     auto q = [&](int64_t i) { return hd.q(i); };
     auto dy = [&](int64_t i) { return dout + hd.o(i); };
-    load_tile<HS, kBwdTile>(qs, LD, qts, LDT, i0, T, q, scale, vec);
-    load_tile<HS, kBwdTile>(dos, LD, dots, LDT, i0, T, dy, 1.0f, vec);
+    load_tile<HS, kBwdTile>(qs, LD, i0, T, q, scale, vec);
+    load_tile<HS, kBwdTile>(dos, LD, i0, T, dy, 1.0f, vec);
     if (threadIdx.x < kBwdTile) {
       const int64_t i = i0 + threadIdx.x;
       col_lse2[threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : 0.0f;
@@ -342,8 +338,11 @@ __global__ void __launch_bounds__(kThreadsMma)
         // q was pre-scaled, so dS^T q already carries dk's 1/sqrt(HS)
         dp[n][e] = p * (dp[n][e] - col_d[c]);
       }
-    accumulate<HS, kBwdTile>(dv, s, dots, LDT);  // dv += P^T dO
-    accumulate<HS, kBwdTile>(dk, dp, qts, LDT);  // dk += dS^T q
+    uint32_t pt[kBwdTile / 8][2], dst[kBwdTile / 8][2];
+    pack_c<kBwdTile>(pt, s);
+    pack_c<kBwdTile>(dst, dp);
+    accumulate<HS, kBwdTile>(dv, pt, dos, LD);  // dv += P^T dO
+    accumulate<HS, kBwdTile>(dk, dst, qs, LD);  // dk += dS^T q
   }
   for (int r = 0; r < 2; ++r) {
     if (key[r] >= T) continue;

@@ -6,8 +6,8 @@
 // kernels/ uses: shared memory, __syncthreads, __syncwarp, xor shuffles, grid-stride loops,
 // __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores are
 // done by lane 0, so kernels must __syncwarp() before reading a stored tile, as on a device),
-// and mma.sync.m16n8k16 (kernels/mma.cuh) with each lane holding its own fragments as a device
-// lane does, exchanged through the warp's barrier;
+// and mma.sync.m16n8k16 and ldmatrix (kernels/mma.cuh) with each lane holding its own fragments
+// as a device lane does, exchanged through the warp's barrier;
 // no atomics, dynamic shared memory or streams. Define TRAINER_CUDA_EMULATION, include this, then a
 // kernel source (kernels/common.cuh's launch() then runs here; CUDA_CHECK_LAUNCH does nothing).
 #include <algorithm>
@@ -93,7 +93,7 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
 #define __global__
 #define __device__
 #define __shared__ static
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __align__(n)
 
 inline void __syncthreads() {
@@ -141,6 +141,26 @@ inline void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (
     float acc = d[i];
     for (unsigned k = 0; k < 16; ++k) acc += A(r, k) * B(k, n);
     d[i] = acc;
+  }
+  w.sync.arrive_and_wait();  // nobody posts again before every lane has read
+}
+
+// kernels/mma.cuh's ldmatrix.sync.m8n8.x4 (.trans with kTrans): every lane posts its row
+// address, then gathers its fragment of each of the four 8x8 matrices from the rows of the lanes
+// that address them (matrix i's row j comes from lane 8i + j).
+template <bool kTrans>
+void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
+  auto& w = *::cuda_emulation::warp;
+  const unsigned me = ::cuda_emulation::lane;
+  w.slot[me] = reinterpret_cast<uintptr_t>(row);
+  w.sync.arrive_and_wait();
+  auto row_of = [&](unsigned l) { return reinterpret_cast<const uint16_t*>(w.slot[l]); };
+  const unsigned g = me / 4, t = me % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    // (row g, columns 2t, 2t+1), or transposed (rows 2t, 2t+1, column g)
+    const uint16_t lo = kTrans ? row_of(8 * i + 2 * t)[g] : row_of(8 * i + g)[2 * t];
+    const uint16_t hi = kTrans ? row_of(8 * i + 2 * t + 1)[g] : row_of(8 * i + g)[2 * t + 1];
+    r[i] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
   w.sync.arrive_and_wait();  // nobody posts again before every lane has read
 }
