@@ -117,6 +117,13 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
   try {
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
+    // Declared after the backend, so destroyed before it, also when an error unwinds: an NCCL
+    // comm then aborts its collectives in flight (a dead peer's), which the backend's cudaFree
+    // of its arena would otherwise wait on, leaving this rank hanging.
+    struct CommsBeforeBackend {
+      dist::Mesh& mesh;
+      ~CommsBeforeBackend() { mesh.destroy_comms(); }
+    } comms_before_backend{mesh};
     if (cfg.precision.compute == "fp8" && !backend->supports_fp8() &&
         !config::emulated_fp8_for_tests(cfg))
       throw config::ConfigError(

@@ -1,6 +1,7 @@
 // Mesh::create_comms with a recording fake factory: every group gets one consistent store prefix,
 // size and member list on all of its ranks, and comm(Axis) returns the matching communicator.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -21,10 +22,16 @@ struct Call {
   double timeout_s;
 };
 
-// A Comm that only knows its place; collectives are not needed here.
+// A Comm that only knows its place; collectives are not needed here. on_destroy: called with
+// its name when it goes.
 class FakeComm : public Comm {
  public:
-  FakeComm(int rank, int size, CommOptions o) : rank_(rank), size_(size), opts_(std::move(o)) {}
+  FakeComm(int rank, int size, CommOptions o,
+           std::function<void(const std::string&)> on_destroy = {})
+      : rank_(rank), size_(size), opts_(std::move(o)), on_destroy_(std::move(on_destroy)) {}
+  ~FakeComm() override {
+    if (on_destroy_) on_destroy_(opts_.name);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return opts_.name; }
@@ -51,6 +58,7 @@ class FakeComm : public Comm {
  private:
   int rank_, size_;
   CommOptions opts_;
+  std::function<void(const std::string&)> on_destroy_;
 };
 
 }  // namespace
@@ -99,4 +107,25 @@ TEST_CASE("create_comms_gives_each_group_one_prefix_and_consistent_members", "[m
 TEST_CASE("comm_before_create_comms_is_an_error", "[mesh]") {
   Mesh m(0, 1, MeshShape{});
   CHECK_THROWS_AS(m.comm(Axis::dp), trainer::CheckError);
+}
+
+// destroy_comms (run.cpp calls it before the backend goes) destroys every communicator, the last
+// made first, and leaves the mesh without any.
+TEST_CASE("destroy_comms_destroys_every_comm_in_reverse_creation_order", "[mesh]") {
+  Mesh m(0, 1, MeshShape{});
+  std::vector<std::string> made, destroyed;
+  m.create_comms(
+      [&](const std::string&, int rank, int size, const CommOptions& opts) {
+        made.push_back(opts.name);
+        return std::make_unique<FakeComm>(rank, size, opts,
+                                          [&](const std::string& n) { destroyed.push_back(n); });
+      },
+      1.0);
+  REQUIRE(made.size() == kAllAxes.size());
+  CHECK(destroyed.empty());
+  m.destroy_comms();
+  CHECK(destroyed == std::vector<std::string>(made.rbegin(), made.rend()));
+  CHECK_THROWS_AS(m.comm(Axis::world), trainer::CheckError);
+  m.destroy_comms();  // a second time: nothing left to destroy
+  CHECK(destroyed.size() == made.size());
 }
