@@ -79,12 +79,14 @@ __global__ void accumulate_dwte_kernel(float* dwte, const float* dout, const int
 
 __global__ void accumulate_dwpe_kernel(float* dwpe, const float* dout, int64_t pos_offset,
                                        int64_t B, int64_t T, int64_t C) {
-  const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (idx >= T * C) return;
-  const int64_t t = idx / C, c = idx % C;
-  float g = 0;
-  for (int64_t b = 0; b < B; ++b) g += dout[(b * T + t) * C + c];
-  dwpe[(pos_offset + t) * C + c] += g;
+  // grid-stride: grid_for caps the grid
+  for (int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; idx < T * C;
+       idx += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = idx / C, c = idx % C;
+    float g = 0;
+    for (int64_t b = 0; b < B; ++b) g += dout[(b * T + t) * C + c];
+    dwpe[(pos_offset + t) * C + c] += g;
+  }
 }
 
 }  // namespace

@@ -46,9 +46,9 @@ __global__ void __launch_bounds__(kTile)
                          float scale) {
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
-  const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
+  const int64_t q0 = int64_t{blockIdx.y} * kTile, i = q0 + threadIdx.x;
   const bool row = i < T;
   float q[HS], o[HS];
   TRAINER_UNROLL
@@ -103,9 +103,9 @@ __global__ void __launch_bounds__(kTile)
                              float scale) {
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
-  const int64_t q0 = int64_t{blockIdx.x} * kTile, i = q0 + threadIdx.x;
+  const int64_t q0 = int64_t{blockIdx.y} * kTile, i = q0 + threadIdx.x;
   const bool row = i < T;
   float q[HS], dy[HS], dq[HS];
   float D = 0.0f;
@@ -151,9 +151,9 @@ __global__ void __launch_bounds__(kTile)
   __shared__ __align__(16) float dys[kTile][HS];
   __shared__ float kown[kTile][HS + 1], vown[kTile][HS + 1];
   __shared__ float ls[kTile], ds_row[kTile];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
-  const int64_t k0 = int64_t{blockIdx.x} * kTile, j = k0 + threadIdx.x;
+  const int64_t k0 = int64_t{blockIdx.y} * kTile, j = k0 + threadIdx.x;
   const bool key = j < T;
   for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
     const int r = e / HS, d = e % HS;
@@ -200,8 +200,9 @@ __global__ void __launch_bounds__(kTile)
   for (int d = 0; d < HS; ++d) store_out(gk + d, dk[d]), store_out(gv + d, dv[d]);
 }
 
+// x: batch x head (up to 2^31 - 1 blocks), y: the row tiles (up to 65535).
 dim3 grid(int64_t B, int64_t T, int64_t NH) {
-  return dim3(static_cast<unsigned>((T + kTile - 1) / kTile), static_cast<unsigned>(B * NH));
+  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kTile - 1) / kTile));
 }
 
 // The head sizes below (with_head_size<16, 32, 64>) are the rule the backend and `trainer plan`

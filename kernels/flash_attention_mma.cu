@@ -148,11 +148,11 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
   __shared__ __align__(16) uint16_t ks[kFwdTile * LD];
   __shared__ __align__(16) uint16_t vs[kFwdTile * LD];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // The last query blocks have the most keys to walk: they start first (the grid runs backwards).
-  const int64_t q0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
+  const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRowsMma, wq0 = q0 + 16 * warp;
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
   const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
 
@@ -221,10 +221,10 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
   __shared__ __align__(16) uint16_t ks[kBwdTile * LD];
   __shared__ __align__(16) uint16_t vs[kBwdTile * LD];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t q0 = int64_t{gridDim.x - 1 - blockIdx.x} * kRowsMma, wq0 = q0 + 16 * warp;
+  const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRowsMma, wq0 = q0 + 16 * warp;
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
   const bool vec = aligned16(qkv) && aligned16(dout);
 
@@ -288,10 +288,10 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   // This block's k and v rows first (then read into fragments), then each tile's q and dout.
   __shared__ __align__(16) uint16_t region[2 * kRowsMma * LD];
   __shared__ float col_lse2[kBwdTile], col_d[kBwdTile];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t k0 = int64_t{blockIdx.x} * kRowsMma, wk0 = k0 + 16 * warp;
+  const int64_t k0 = int64_t{blockIdx.y} * kRowsMma, wk0 = k0 + 16 * warp;
   const int64_t key[2] = {wk0 + g, wk0 + g + 8};
   const bool vec = aligned16(qkv) && aligned16(dout);
 
@@ -351,8 +351,9 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   }
 }
 
+// x: batch x head (up to 2^31 - 1 blocks), y: the row tiles (up to 65535).
 dim3 mma_grid(int64_t B, int64_t T, int64_t NH) {
-  return dim3(static_cast<unsigned>((T + kRowsMma - 1) / kRowsMma), static_cast<unsigned>(B * NH));
+  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kRowsMma - 1) / kRowsMma));
 }
 
 }  // namespace

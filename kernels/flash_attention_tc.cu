@@ -112,11 +112,11 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) bf16 ps[kWarps][16 * kCols];
   __shared__ __align__(32) float os[kWarps][16 * HS];
   __shared__ float row_m[kWarps][16], row_l[kWarps][16];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;  // this lane's row of the warp and half of its columns
-  const int64_t q0 = int64_t{blockIdx.x} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
+  const int64_t q0 = int64_t{blockIdx.y} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
 
   load_rows<HS>(
       qs, kRows, q0, T, [&](int64_t t) { return hd.q(t); }, scale);
@@ -187,11 +187,11 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) float dps[kWarps][16 * kCols];
   __shared__ __align__(32) bf16 dss[kWarps][16 * kCols];
   __shared__ float row_lse[kWarps][16], row_d[kWarps][16];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;
-  const int64_t q0 = int64_t{blockIdx.x} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
+  const int64_t q0 = int64_t{blockIdx.y} * kRows, wq0 = q0 + 16 * warp, i = wq0 + r;
 
   load_rows<HS>(
       qs, kRows, q0, T, [&](int64_t t) { return hd.q(t); }, scale);
@@ -254,11 +254,11 @@ __global__ void __launch_bounds__(kThreadsTc)
   __shared__ __align__(32) bf16 pts[kWarps][16 * kCols];
   __shared__ __align__(32) bf16 dsts[kWarps][16 * kCols];
   __shared__ float col_lse[kCols], col_d[kCols];
-  const int64_t bh = blockIdx.y;
+  const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r = lane / 2, half = lane % 2;  // r: this lane's key row of the warp
-  const int64_t k0 = int64_t{blockIdx.x} * kRows, wk0 = k0 + 16 * warp, j = wk0 + r;
+  const int64_t k0 = int64_t{blockIdx.y} * kRows, wk0 = k0 + 16 * warp, j = wk0 + r;
 
   bf16* own_k = reinterpret_cast<bf16*>(region);
   bf16* own_v = own_k + kRows * HS;
@@ -327,8 +327,9 @@ __global__ void __launch_bounds__(kThreadsTc)
   store_rows<HS>(key ? dqkv + (hd.v(j) - qkv) : nullptr, dv, stage, r, half);
 }
 
+// x: batch x head (up to 2^31 - 1 blocks), y: the row tiles (up to 65535).
 dim3 grid(int64_t B, int64_t T, int64_t NH) {
-  return dim3(static_cast<unsigned>((T + kRows - 1) / kRows), static_cast<unsigned>(B * NH));
+  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kRows - 1) / kRows));
 }
 
 }  // namespace
