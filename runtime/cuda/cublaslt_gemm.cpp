@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "runtime/core/check.h"
 #include "runtime/core/gemm_args.h"
@@ -21,8 +22,9 @@ namespace trainer::cuda {
 struct LtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool has_algo = false;
+  // The heuristic's algorithms, best first; a call that refuses one moves on to the next, for
+  // this shape from then on. Empty: none left (only for epilogues: the caller's path without).
+  std::vector<cublasLtMatmulAlgo_t> algos;
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -190,15 +192,16 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
   CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &ws, sizeof(ws)));
   set_min_alignment(pref, alignment.a, alignment.b, alignment.c);
-  cublasLtMatmulHeuristicResult_t result{};
+  constexpr int kAlgos = 8;  // a few to fall back on, should a call refuse the best one
+  cublasLtMatmulHeuristicResult_t results[kAlgos] = {};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
+      handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, kAlgos, results, &found);
   CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0) {
-    plan->algo = result.algo;
-    plan->has_algo = true;
-  } else if (!fused) {
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < found; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->algos.push_back(results[i].algo);
+  if (plan->algos.empty() && !fused) {
     throw CudaError("cuBLASLt has no algorithm for gemm m=" + std::to_string(g.m) +
                     " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " (" +
                     cublasLtGetStatusString(st) + ")");
@@ -229,16 +232,22 @@ bool LtGemm::run(const LtGemmArgs& args) {
   const int c_alignment = std::min(alignment_of(g.c), g.c_in ? alignment_of(g.c_in) : 256);
   Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), c_alignment,
                             alignment_of(g.bias_grad ? g.bias_grad : g.bias), alignment_of(g.aux)});
-  if (!plan->has_algo) return false;  // only for epilogues
   set_pointers(plan->desc, g);
-  const cublasStatus_t st = cublasLtMatmul(
-      handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta, g.c_in ? g.c_in : g.c,
-      plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_, stream_);
-  // An epilogue the heuristic offered but the call refuses (checked before any launch): the
-  // caller's path without it, for this shape from now on.
-  if ((st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) && fused) {
-    plan->has_algo = false;
-    return false;
+  cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+  while (!plan->algos.empty()) {
+    st = cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta,
+                        g.c_in ? g.c_in : g.c, plan->c, g.c, plan->c, &plan->algos.front(),
+                        workspace_, workspace_bytes_, stream_);
+    // An algorithm the heuristic offered but the call refuses (checked before any launch): the
+    // next one, for this shape from now on.
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE) break;
+    plan->algos.erase(plan->algos.begin());
+  }
+  if (plan->algos.empty()) {
+    if (fused) return false;  // the caller's path without the epilogue
+    throw CudaError("cuBLASLt refused every algorithm it offered for gemm m=" +
+                    std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                    " k=" + std::to_string(g.k) + " (" + cublasLtGetStatusString(st) + ")");
   }
   CUBLAS_CHECK(st);
   return true;
