@@ -7,7 +7,9 @@
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
 # later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
 # configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU (bf16, fp8
-# where the GPU has it, and bf16 on the WMMA attention kernels to compare); print the tables last. A failed check does not stop the others; the
+# where the GPU has it, and bf16 on the WMMA attention kernels to compare); run the bf16 attention
+# test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; print the tables
+# last. A failed check does not stop the others; the
 # exit status is 1 when any failed.
 # usage: scripts/gpu-check.sh [BUILD_DIR]          builds here (needs the project's Debian libraries)
 #        scripts/gpu-check.sh --bundle DIR         runs what scripts/gpu-bundle.sh built elsewhere
@@ -132,6 +134,22 @@ fi
 if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true; fi
 # The same bf16 run on the earlier WMMA attention kernels, to compare with the default's.
 if fits 60 "GPT-2 small bf16, WMMA attention"; then TRAINER_ATTENTION=wmma gpt2 gpt2-wmma bf16 || true; fi
+# compute-sanitizer, where this machine's toolkit has it, over the bf16 attention test (both
+# tensor-core families, the flash and the reference kernels): out-of-bounds and misaligned
+# accesses (memcheck), then shared-memory races (racecheck), which the cpu emulation, running
+# one block at a time, cannot show.
+sanitizer="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)"
+if [ -z "$sanitizer" ]; then
+  echo "gpu-check: no compute-sanitizer on this machine; the sanitizer checks do not run"
+else
+  for tool in memcheck racecheck; do
+    fits 45 "compute-sanitizer $tool" || continue
+    echo "== compute-sanitizer --tool $tool, bf16 attention test"
+    timeout "$(left)" "$sanitizer" --tool "$tool" --error-exitcode 3 "$tests/unit_cuda" \
+      "cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores" \
+      >"$out/sanitizer-$tool.txt" 2>&1 || failed+=("compute-sanitizer $tool")
+  done
+fi
 [ "$curve_ok" = PASS ] || failed+=("loss curves")
 
 # What failed, in detail, before the tables (the device tool keeps the output's last 12,000
@@ -140,6 +158,8 @@ if [ "${#failed[@]}" -gt 0 ]; then
   echo "== failures"
   [ "$curve_ok" = PASS ] || cat "$out/curve.txt"
   grep -B2 -A12 -E "FAILED|failed" "$out/unit_cuda.txt" | head -60 || true
+  grep -h -m5 -B1 -A6 -E "^========= (Invalid|Error|Race|Warning)" "$out"/sanitizer-*.txt 2>/dev/null |
+    head -40 || true
 fi
 [ -z "${GPU_CHECK_ARCHIVE:-}" ] || tar -C "$out" -czf "$GPU_CHECK_ARCHIVE" . || true
 
@@ -184,6 +204,11 @@ for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 8)':58} {figures(r)}"
               f"  [MFU of the bf16 peak; target 40%]")
 PY
+for f in "$out"/sanitizer-*.txt; do
+  [ -f "$f" ] || continue
+  printf '%-58s %s\n' "compute-sanitizer $(basename "$f" .txt | cut -d- -f2), bf16 attention test" \
+    "$(grep -h -E "(ERROR|RACECHECK) SUMMARY" "$f" | tail -1 | sed 's/^=* *//')"
+done
 [ "${#skipped[@]}" -eq 0 ] || printf 'gpu-check: skipped (out of time): %s\n' "${skipped[@]}"
 if [ "${#failed[@]}" -gt 0 ]; then
   printf 'gpu-check: FAILED: %s\n' "${failed[@]}" >&2
