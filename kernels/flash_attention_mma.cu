@@ -87,6 +87,29 @@ __device__ void load_tile(uint16_t* dst, int ld, int64_t t0, int64_t T, Src src,
   }
 }
 
+// load_tile's copy with mul 1, through cp.async (16-byte copies that land by the cp_async_wait
+// covering the caller's next commit) when the source is bf16 and vec; else load_tile itself.
+template <int HS, int kRowsT, class Src>
+__device__ void fetch_tile(uint16_t* dst, int ld, int64_t t0, int64_t T, Src src, bool vec) {
+  if constexpr (std::is_same_v<decltype(src(0)), const uint16_t*>) {
+    if (vec) {
+      constexpr int kChunks = HS / 8;
+      const uint32_t zeros[4] = {0u, 0u, 0u, 0u};
+      for (int i = 0; i < kRowsT * kChunks / kThreadsMma; ++i) {
+        const int e = i * kThreadsMma + static_cast<int>(threadIdx.x);
+        const int64_t t = t0 + e / kChunks;
+        uint16_t* d = dst + e / kChunks * ld + e % kChunks * 8;
+        if (t < T)
+          cp_async16(d, src(t) + e % kChunks * 8);
+        else
+          store16(d, zeros);
+      }
+      return;
+    }
+  }
+  load_tile<HS, kRowsT>(dst, ld, t0, T, src, 1.0f, vec);
+}
+
 // s[n] = A (16 x HS, as HS/16 A fragments) times the transposes of the 8-row groups of `rows`
 // (kN x HS, bf16 row major, ld): 16 x kN, as kN/8 C fragments.
 template <int HS, int kN>
@@ -146,8 +169,9 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
                        float scale) {
   constexpr int LD = HS + kPad;
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
-  __shared__ __align__(16) uint16_t ks[kFwdTile * LD];
-  __shared__ __align__(16) uint16_t vs[kFwdTile * LD];
+  // Two buffers each: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
+  __shared__ __align__(16) uint16_t ks[2][kFwdTile * LD];
+  __shared__ __align__(16) uint16_t vs[2][kFwdTile * LD];
   const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -155,6 +179,17 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRowsMma, wq0 = q0 + 16 * warp;
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
   const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
+  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
+  const int tiles = static_cast<int>((key_end + kFwdTile - 1) / kFwdTile);
+  const auto fetch = [&](int j) {  // tile j into buffers j % 2
+    const int64_t k0 = int64_t{j} * kFwdTile;
+    fetch_tile<HS, kFwdTile>(
+        ks[j % 2], LD, k0, T, [&](int64_t i) { return hd.k(i); }, vec);
+    fetch_tile<HS, kFwdTile>(
+        vs[j % 2], LD, k0, T, [&](int64_t i) { return hd.v(i); }, vec);
+    cp_async_commit();
+  };
+  fetch(0);  // in flight while q is loaded
 
   load_tile<HS, kRowsMma>(
       qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
@@ -164,42 +199,45 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the sum
 
-  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
-  for (int64_t k0 = 0; k0 < key_end; k0 += kFwdTile) {
-    __syncthreads();  // the previous tile is no longer read
-    load_tile<HS, kFwdTile>(
-        ks, LD, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
-    load_tile<HS, kFwdTile>(
-        vs, LD, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
-    __syncthreads();
-    if (k0 > wq0 + 15) continue;  // every key of the tile is after every row of this warp
-    float s[kFwdTile / 8][4];
-    scores<HS, kFwdTile>(s, qf, ks, LD);
-    // Scores in base 2; keys after the row masked (rows past T are never written).
-    const bool diagonal = k0 + kFwdTile - 1 > wq0;
-    for (int n = 0; n < kFwdTile / 8; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const int64_t key = k0 + n * 8 + 2 * t + e % 2;
-        s[n][e] = diagonal && key > row[e / 2] ? -INFINITY : s[n][e] * kLog2e;
-      }
-    uint32_t p[kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
-    for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
-      for (int n = 0; n < kFwdTile / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      mx = group_max(mx);
-      // A row with no visible key yet keeps m = -inf: its p and alpha are then exp2(-inf) = 0.
-      const float base = mx == -INFINITY ? 0.0f : mx;
-      const float alpha = exp2f(m[r] - base);
-      m[r] = mx;
-      float sum = 0.0f;
-      for (int n = 0; n < kFwdTile / 8; ++n) {
-        p[n][r] = pack_bf16(exp2f(s[n][2 * r] - base), exp2f(s[n][2 * r + 1] - base));
-        sum += bf16_lo(p[n][r]) + bf16_hi(p[n][r]);  // the normaliser sums what P V uses
-      }
-      l[r] = l[r] * alpha + sum;
-      for (int n = 0; n < HS / 8; ++n) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      fetch(j + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
-    accumulate<HS, kFwdTile>(o, p, vs, LD);  // O += P V
+    __syncthreads();  // tile j is in its buffers, every thread's copies
+    const int64_t k0 = int64_t{j} * kFwdTile;
+    if (k0 <= wq0 + 15) {  // else every key of the tile is after every row of this warp
+      float s[kFwdTile / 8][4];
+      scores<HS, kFwdTile>(s, qf, ks[j % 2], LD);
+      // Scores in base 2; keys after the row masked (rows past T are never written).
+      const bool diagonal = k0 + kFwdTile - 1 > wq0;
+      for (int n = 0; n < kFwdTile / 8; ++n)
+        for (int e = 0; e < 4; ++e) {
+          const int64_t key = k0 + n * 8 + 2 * t + e % 2;
+          s[n][e] = diagonal && key > row[e / 2] ? -INFINITY : s[n][e] * kLog2e;
+        }
+      uint32_t p[kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
+      for (int r = 0; r < 2; ++r) {
+        float mx = m[r];
+        for (int n = 0; n < kFwdTile / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        mx = group_max(mx);
+        // A row with no visible key yet keeps m = -inf: its p and alpha are then exp2(-inf) = 0.
+        const float base = mx == -INFINITY ? 0.0f : mx;
+        const float alpha = exp2f(m[r] - base);
+        m[r] = mx;
+        float sum = 0.0f;
+        for (int n = 0; n < kFwdTile / 8; ++n) {
+          p[n][r] = pack_bf16(exp2f(s[n][2 * r] - base), exp2f(s[n][2 * r + 1] - base));
+          sum += bf16_lo(p[n][r]) + bf16_hi(p[n][r]);  // the normaliser sums what P V uses
+        }
+        l[r] = l[r] * alpha + sum;
+        for (int n = 0; n < HS / 8; ++n) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
+      }
+      accumulate<HS, kFwdTile>(o, p, vs[j % 2], LD);  // O += P V
+    }
+    __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
   }
   for (int r = 0; r < 2; ++r) {
     const float sum = group_sum(l[r]);
@@ -219,14 +257,26 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   constexpr int LD = HS + kPad;
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
   __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
-  __shared__ __align__(16) uint16_t ks[kBwdTile * LD];
-  __shared__ __align__(16) uint16_t vs[kBwdTile * LD];
+  // Two buffers each: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
+  __shared__ __align__(16) uint16_t ks[2][kBwdTile * LD];
+  __shared__ __align__(16) uint16_t vs[2][kBwdTile * LD];
   const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRowsMma, wq0 = q0 + 16 * warp;
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
   const bool vec = aligned16(qkv) && aligned16(dout);
+  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
+  const int tiles = static_cast<int>((key_end + kBwdTile - 1) / kBwdTile);
+  const auto fetch = [&](int j) {  // tile j into buffers j % 2
+    const int64_t k0 = int64_t{j} * kBwdTile;
+    fetch_tile<HS, kBwdTile>(
+        ks[j % 2], LD, k0, T, [&](int64_t i) { return hd.k(i); }, vec);
+    fetch_tile<HS, kBwdTile>(
+        vs[j % 2], LD, k0, T, [&](int64_t i) { return hd.v(i); }, vec);
+    cp_async_commit();
+  };
+  fetch(0);  // in flight while q, dout and D are loaded
 
   load_tile<HS, kRowsMma>(
       qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
@@ -250,30 +300,33 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   }
   float dq[HS / 8][4] = {};
 
-  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
-  for (int64_t k0 = 0; k0 < key_end; k0 += kBwdTile) {
-    __syncthreads();
-    load_tile<HS, kBwdTile>(
-        ks, LD, k0, T, [&](int64_t j) { return hd.k(j); }, 1.0f, vec);
-    load_tile<HS, kBwdTile>(
-        vs, LD, k0, T, [&](int64_t j) { return hd.v(j); }, 1.0f, vec);
-    __syncthreads();
-    if (k0 > wq0 + 15) continue;
-    float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
-    scores<HS, kBwdTile>(s, qf, ks, LD);    // S = Q K^T
-    scores<HS, kBwdTile>(dp, dof, vs, LD);  // dP = dO V^T
-    const bool diagonal = k0 + kBwdTile - 1 > wq0;
-    for (int n = 0; n < kBwdTile / 8; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int64_t key = k0 + n * 8 + 2 * t + e % 2;
-        const bool visible = !(diagonal && key > row[r]) && row[r] < T;
-        const float p = visible ? exp2f(s[n][e] * kLog2e - lse2[r]) : 0.0f;
-        s[n][e] = p * (dp[n][e] - D[r]) * scale;  // dS, with dq's 1/sqrt(HS)
-      }
-    uint32_t ds[kBwdTile / 8][2];
-    pack_c<kBwdTile>(ds, s);
-    accumulate<HS, kBwdTile>(dq, ds, ks, LD);  // dq += dS K
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      fetch(j + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile j is in its buffers, every thread's copies
+    const int64_t k0 = int64_t{j} * kBwdTile;
+    if (k0 <= wq0 + 15) {  // else every key of the tile is after every row of this warp
+      float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
+      scores<HS, kBwdTile>(s, qf, ks[j % 2], LD);    // S = Q K^T
+      scores<HS, kBwdTile>(dp, dof, vs[j % 2], LD);  // dP = dO V^T
+      const bool diagonal = k0 + kBwdTile - 1 > wq0;
+      for (int n = 0; n < kBwdTile / 8; ++n)
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const int64_t key = k0 + n * 8 + 2 * t + e % 2;
+          const bool visible = !(diagonal && key > row[r]) && row[r] < T;
+          const float p = visible ? exp2f(s[n][e] * kLog2e - lse2[r]) : 0.0f;
+          s[n][e] = p * (dp[n][e] - D[r]) * scale;  // dS, with dq's 1/sqrt(HS)
+        }
+      uint32_t ds[kBwdTile / 8][2];
+      pack_c<kBwdTile>(ds, s);
+      accumulate<HS, kBwdTile>(dq, ds, ks[j % 2], LD);  // dq += dS K
+    }
+    __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
   }
   for (int r = 0; r < 2; ++r)
     if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, 1.0f);

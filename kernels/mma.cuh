@@ -46,6 +46,23 @@ __device__ inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(a));
 }
+
+// cp.async.cg.shared.global: 16 bytes from global src to shared dst (both 16-byte aligned),
+// not through registers; they land by the cp_async_wait that covers their commit group.
+__device__ inline void cp_async16(void* dst, const void* src) {
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+// Closes this thread's group of cp_async16 copies issued since the last commit.
+__device__ inline void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most kPending of this thread's committed groups are still in flight (other
+// threads' copies are visible after a __syncthreads that follows their waits).
+template <int kPending>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 #endif
 
 // Two adjacent bf16 (p[0] in the low half); p 4-byte aligned.

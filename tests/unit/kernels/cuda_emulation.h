@@ -7,7 +7,8 @@
 // __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores are
 // done by lane 0, so kernels must __syncwarp() before reading a stored tile, as on a device),
 // and mma.sync.m16n8k16 and ldmatrix (kernels/mma.cuh) with each lane holding its own fragments
-// as a device lane does, exchanged through the warp's barrier;
+// as a device lane does, exchanged through the warp's barrier, and cp.async (copies deferred to
+// the wait that covers them);
 // no atomics, dynamic shared memory or streams. Define TRAINER_CUDA_EMULATION, include this, then a
 // kernel source (kernels/common.cuh's launch() then runs here; CUDA_CHECK_LAUNCH does nothing).
 #include <algorithm>
@@ -163,6 +164,33 @@ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
     r[i] = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
   }
   w.sync.arrive_and_wait();  // nobody posts again before every lane has read
+}
+
+// kernels/mma.cuh's cp.async: a copy is only queued in its thread's open group; commit closes the
+// group; cp_async_wait<N> performs the copies of all but the newest N groups. A kernel that
+// reads a tile before the wait that covers it therefore reads stale shared memory here too.
+namespace cuda_emulation {
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+};
+inline thread_local std::vector<AsyncCopy> async_open;
+inline thread_local std::vector<std::vector<AsyncCopy>> async_groups;  // committed, oldest first
+}  // namespace cuda_emulation
+inline void cp_async16(void* dst, const void* src) {
+  ::cuda_emulation::async_open.push_back({dst, src});
+}
+inline void cp_async_commit() {
+  ::cuda_emulation::async_groups.push_back(std::move(::cuda_emulation::async_open));
+  ::cuda_emulation::async_open.clear();
+}
+template <int kPending>
+void cp_async_wait() {
+  auto& groups = ::cuda_emulation::async_groups;
+  while (groups.size() > static_cast<size_t>(kPending)) {
+    for (const auto& c : groups.front()) std::memcpy(c.dst, c.src, 16);
+    groups.erase(groups.begin());
+  }
 }
 
 inline uint32_t __float_as_uint(float f) {

@@ -119,43 +119,55 @@ TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][a
 // The tensor-core kernel families (2: flash_attention_tc.cu, WMMA emulated tile by tile; 3:
 // flash_attention_mma.cu, mma.sync emulated lane by lane from the PTX fragment table), bf16 out,
 // against the cpu backend's bf16 path: bf16 products, so a bf16 tolerance. The lengths fall
-// below, at and across the 32/64-row tiles of both.
+// below, at and across the 32/64-row tiles of both. With an fp32 qkv, and with a bf16 one (bf16
+// compute's, which the mma kernels fetch with cp.async, two tiles in flight; the reference reads
+// the values it holds).
 TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kernels][attention]") {
   for (int family : {2, 3})
-    for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{1, 70, 2, 64},
-                                      {2, 37, 2, 32},
-                                      {1, 1, 1, 64},
-                                      {1, 128, 1, 64},
-                                      {1, 100, 1, 32},
-                                      {1, 129, 1, 64}}) {
-      const int64_t C = NH * HS;
-      INFO(family_name(family) << ": B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS);
-      auto qkv = randoms(B * T * 3 * C, 7, -1, 1), dy = randoms(B * T * C, 8, -1, 1);
-      std::vector<float> lse = nans(B * NH * T), dqkv = nans(B * T * 3 * C);  // overwritten
-      std::vector<float> dsum(lse.size());
-      std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
-      family_forward(family, out16.data(), lse.data(), qkv.data(), B, T, C, NH);
-      family_backward(family, dqkv.data(), dsum.data(), dy.data(), qkv.data(), out16.data(),
-                      lse.data(), B, T, C, NH);
-      std::vector<float> out(out16.size());
-      for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::float_from_bf16_bits(out16[i]);
+    for (const bool bf16_qkv : {false, true})
+      for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{1, 70, 2, 64},
+                                        {2, 37, 2, 32},
+                                        {1, 1, 1, 64},
+                                        {1, 128, 1, 64},
+                                        {1, 100, 1, 32},
+                                        {1, 129, 1, 64}}) {
+        const int64_t C = NH * HS;
+        INFO(family_name(family) << ": B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS
+                                 << (bf16_qkv ? ", bf16 qkv" : ""));
+        auto qkv = randoms(B * T * 3 * C, 7, -1, 1), dy = randoms(B * T * C, 8, -1, 1);
+        const std::vector<uint16_t> qkv16 = bf16_bits_of(qkv);
+        if (bf16_qkv) qkv = floats_of(qkv16);  // the values the bf16 qkv holds
+        std::vector<float> lse = nans(B * NH * T), dqkv = nans(B * T * 3 * C);  // overwritten
+        std::vector<float> dsum(lse.size());
+        std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
+        const auto run = [&](const auto* q) {
+          family_forward(family, out16.data(), lse.data(), q, B, T, C, NH);
+          family_backward(family, dqkv.data(), dsum.data(), dy.data(), q, out16.data(), lse.data(),
+                          B, T, C, NH);
+        };
+        if (bf16_qkv)
+          run(qkv16.data());
+        else
+          run(qkv.data());
+        std::vector<float> out(out16.size());
+        for (size_t i = 0; i < out.size(); ++i) out[i] = cpu::float_from_bf16_bits(out16[i]);
 
-      cpu::CpuBackend ref;
-      std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T));
-      std::vector<float> dref = nans(B * T * 3 * C);
-      ref.attention_forward(host(rout, {B, T, C}), host(att, {B, NH, T, T}),
-                            host(qkv, {B, T, 3 * C}), int(NH));
-      ref.attention_backward(host(dref, {B, T, 3 * C}), host(dy, {B, T, C}),
-                             host(qkv, {B, T, 3 * C}), host(rout, {B, T, C}),
-                             host(att, {B, NH, T, T}), int(NH));
-      const double out_err = rel_error(out, rout),
-                   lse_err = rel_error(lse, lse_float64(qkv, B, T, NH, HS));
-      const double grad_err = rel_error(dqkv, dref);
-      INFO("out " << out_err << ", lse " << lse_err << ", dqkv " << grad_err);
-      CHECK(out_err < 1e-2);
-      CHECK(lse_err < 1e-2);
-      CHECK(grad_err < 2e-2);
-    }
+        cpu::CpuBackend ref;
+        std::vector<float> rout(out.size()), att(static_cast<size_t>(B * NH * T * T));
+        std::vector<float> dref = nans(B * T * 3 * C);
+        ref.attention_forward(host(rout, {B, T, C}), host(att, {B, NH, T, T}),
+                              host(qkv, {B, T, 3 * C}), int(NH));
+        ref.attention_backward(host(dref, {B, T, 3 * C}), host(dy, {B, T, C}),
+                               host(qkv, {B, T, 3 * C}), host(rout, {B, T, C}),
+                               host(att, {B, NH, T, T}), int(NH));
+        const double out_err = rel_error(out, rout),
+                     lse_err = rel_error(lse, lse_float64(qkv, B, T, NH, HS));
+        const double grad_err = rel_error(dqkv, dref);
+        INFO("out " << out_err << ", lse " << lse_err << ", dqkv " << grad_err);
+        CHECK(out_err < 1e-2);
+        CHECK(lse_err < 1e-2);
+        CHECK(grad_err < 2e-2);
+      }
 }
 
 // bf16 qkv (bf16 compute): every attention kernel family reads the bf16 bits as the fp32 values
