@@ -21,6 +21,12 @@ struct AttentionHead {
   __device__ int64_t o(int64_t t) const { return (b * T + t) * C + h * HS; }
 };
 
+// The grid of the flash kernels, one block per `rows` rows of one head: x batch x head (up to
+// 2^31 - 1 blocks), y the row tiles (up to 65535).
+inline dim3 attention_grid(int64_t B, int64_t T, int64_t NH, int rows) {
+  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + rows - 1) / rows));
+}
+
 template <int... Sizes>
 bool head_size_in(int64_t head_size) {
   return ((head_size == Sizes) || ...);

@@ -200,11 +200,6 @@ __global__ void __launch_bounds__(kTile)
   for (int d = 0; d < HS; ++d) store_out(gk + d, dk[d]), store_out(gv + d, dv[d]);
 }
 
-// x: batch x head (up to 2^31 - 1 blocks), y: the row tiles (up to 65535).
-dim3 grid(int64_t B, int64_t T, int64_t NH) {
-  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kTile - 1) / kTile));
-}
-
 // The head sizes below (with_head_size<16, 32, 64>) are the rule the backend and `trainer plan`
 // follow.
 static_assert(flash_attention_head_size(16) && flash_attention_head_size(32) &&
@@ -222,8 +217,8 @@ void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, 
   if (B * T == 0) return;
   with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(flash_forward_kernel<HS, OutT, QkvT>, grid(B, T, NH), kTile, stream, out, lse, qkv, T, C,
-           NH, scale_for(HS));
+    launch(flash_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kTile), kTile, stream,
+           out, lse, qkv, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_forward_kernel");
   });
 }
@@ -235,11 +230,11 @@ void flash_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dou
   if (B * T == 0) return;
   with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(flash_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, grid(B, T, NH), kTile, stream, dqkv,
-           dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
+    launch(flash_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kTile), kTile,
+           stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
-    launch(flash_backward_dkdv_kernel<HS, QkvT, DqkvT>, grid(B, T, NH), kTile, stream, dqkv,
-           dsum_scratch, dout, qkv, lse, T, C, NH, scale_for(HS));
+    launch(flash_backward_dkdv_kernel<HS, QkvT, DqkvT>, attention_grid(B, T, NH, kTile), kTile,
+           stream, dqkv, dsum_scratch, dout, qkv, lse, T, C, NH, scale_for(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
   });
 }

@@ -46,9 +46,7 @@ __device__ inline void read8(uint32_t (&w)[4], const uint16_t* p, float mul, boo
     for (int i = 0; i < 4; ++i)
       w[i] = static_cast<uint32_t>(p[2 * i]) | (static_cast<uint32_t>(p[2 * i + 1]) << 16);
   if (mul != 1.0f)
-    for (uint32_t& x : w)
-      x = pack_bf16(from_bf16_bits(static_cast<uint16_t>(x & 0xffffu)) * mul,
-                    from_bf16_bits(static_cast<uint16_t>(x >> 16)) * mul);
+    for (uint32_t& x : w) x = pack_bf16(bf16_lo(x) * mul, bf16_hi(x) * mul);
 }
 __device__ inline void read8(uint32_t (&w)[4], const float* p, float mul, bool vec) {
   uint32_t lo[4], hi[4];
@@ -108,6 +106,39 @@ __device__ void fetch_tile(uint16_t* dst, int ld, int64_t t0, int64_t T, Src src
     }
   }
   load_tile<HS, kRowsT>(dst, ld, t0, T, src, 1.0f, vec);
+}
+
+// Tile j of the keys and values (keys kTile * j ...) into k and v, as one cp.async group.
+template <int HS, int kTile, class QkvT>
+__device__ void fetch_kv(uint16_t* k, uint16_t* v, int j, const AttentionHead<HS, QkvT>& hd,
+                         int64_t T, bool vec) {
+  const int64_t k0 = int64_t{j} * kTile;
+  fetch_tile<HS, kTile>(
+      k, HS + kPad, k0, T, [&](int64_t i) { return hd.k(i); }, vec);
+  fetch_tile<HS, kTile>(
+      v, HS + kPad, k0, T, [&](int64_t i) { return hd.v(i); }, vec);
+  cp_async_commit();
+}
+
+// Walks the K/V tiles of keys [0, key_end) through two buffers each (tile 0 already fetched into
+// ks[0], vs[0]): tile j + 1 is fetched while visit(k0, k tile, v tile) multiplies tile j, between
+// barriers.
+template <int HS, int kTile, class QkvT, class Visit>
+__device__ void walk_kv(uint16_t (&ks)[2][kTile * (HS + kPad)],
+                        uint16_t (&vs)[2][kTile * (HS + kPad)], int64_t key_end,
+                        const AttentionHead<HS, QkvT>& hd, int64_t T, bool vec, Visit visit) {
+  const int tiles = static_cast<int>((key_end + kTile - 1) / kTile);
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      fetch_kv<HS, kTile>(ks[(j + 1) % 2], vs[(j + 1) % 2], j + 1, hd, T, vec);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile j is in its buffers, every thread's copies
+    visit(int64_t{j} * kTile, ks[j % 2], vs[j % 2]);
+    __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
+  }
 }
 
 // s[n] = A (16 x HS, as HS/16 A fragments) times the transposes of the 8-row groups of `rows`
@@ -180,16 +211,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
   const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
   const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
-  const int tiles = static_cast<int>((key_end + kFwdTile - 1) / kFwdTile);
-  const auto fetch = [&](int j) {  // tile j into buffers j % 2
-    const int64_t k0 = int64_t{j} * kFwdTile;
-    fetch_tile<HS, kFwdTile>(
-        ks[j % 2], LD, k0, T, [&](int64_t i) { return hd.k(i); }, vec);
-    fetch_tile<HS, kFwdTile>(
-        vs[j % 2], LD, k0, T, [&](int64_t i) { return hd.v(i); }, vec);
-    cp_async_commit();
-  };
-  fetch(0);  // in flight while q is loaded
+  fetch_kv<HS, kFwdTile>(ks[0], vs[0], 0, hd, T, vec);  // in flight while q is loaded
 
   load_tile<HS, kRowsMma>(
       qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
@@ -199,46 +221,38 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   float o[HS / 8][4] = {};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the sum
 
-  for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) {
-      fetch(j + 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // tile j is in its buffers, every thread's copies
-    const int64_t k0 = int64_t{j} * kFwdTile;
-    if (k0 <= wq0 + 15) {  // else every key of the tile is after every row of this warp
-      float s[kFwdTile / 8][4];
-      scores<HS, kFwdTile>(s, qf, ks[j % 2], LD);
-      // Scores in base 2; keys after the row masked (rows past T are never written).
-      const bool diagonal = k0 + kFwdTile - 1 > wq0;
-      for (int n = 0; n < kFwdTile / 8; ++n)
-        for (int e = 0; e < 4; ++e) {
-          const int64_t key = k0 + n * 8 + 2 * t + e % 2;
-          s[n][e] = diagonal && key > row[e / 2] ? -INFINITY : s[n][e] * kLog2e;
+  walk_kv<HS, kFwdTile>(
+      ks, vs, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
+        if (k0 > wq0 + 15) return;  // every key of the tile is after every row of this warp
+        float s[kFwdTile / 8][4];
+        scores<HS, kFwdTile>(s, qf, kt, LD);
+        // Scores in base 2; keys after the row masked (rows past T are never written).
+        const bool diagonal = k0 + kFwdTile - 1 > wq0;
+        for (int n = 0; n < kFwdTile / 8; ++n)
+          for (int e = 0; e < 4; ++e) {
+            const int64_t key = k0 + n * 8 + 2 * t + e % 2;
+            s[n][e] = diagonal && key > row[e / 2] ? -INFINITY : s[n][e] * kLog2e;
+          }
+        uint32_t p[kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
+        for (int r = 0; r < 2; ++r) {
+          float mx = m[r];
+          for (int n = 0; n < kFwdTile / 8; ++n)
+            mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+          mx = group_max(mx);
+          // A row with no visible key yet keeps m = -inf: its p and alpha are then exp2(-inf) = 0.
+          const float base = mx == -INFINITY ? 0.0f : mx;
+          const float alpha = exp2f(m[r] - base);
+          m[r] = mx;
+          float sum = 0.0f;
+          for (int n = 0; n < kFwdTile / 8; ++n) {
+            p[n][r] = pack_bf16(exp2f(s[n][2 * r] - base), exp2f(s[n][2 * r + 1] - base));
+            sum += bf16_lo(p[n][r]) + bf16_hi(p[n][r]);  // the normaliser sums what P V uses
+          }
+          l[r] = l[r] * alpha + sum;
+          for (int n = 0; n < HS / 8; ++n) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
         }
-      uint32_t p[kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
-      for (int r = 0; r < 2; ++r) {
-        float mx = m[r];
-        for (int n = 0; n < kFwdTile / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-        mx = group_max(mx);
-        // A row with no visible key yet keeps m = -inf: its p and alpha are then exp2(-inf) = 0.
-        const float base = mx == -INFINITY ? 0.0f : mx;
-        const float alpha = exp2f(m[r] - base);
-        m[r] = mx;
-        float sum = 0.0f;
-        for (int n = 0; n < kFwdTile / 8; ++n) {
-          p[n][r] = pack_bf16(exp2f(s[n][2 * r] - base), exp2f(s[n][2 * r + 1] - base));
-          sum += bf16_lo(p[n][r]) + bf16_hi(p[n][r]);  // the normaliser sums what P V uses
-        }
-        l[r] = l[r] * alpha + sum;
-        for (int n = 0; n < HS / 8; ++n) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
-      }
-      accumulate<HS, kFwdTile>(o, p, vs[j % 2], LD);  // O += P V
-    }
-    __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
-  }
+        accumulate<HS, kFwdTile>(o, p, vt, LD);  // O += P V
+      });
   for (int r = 0; r < 2; ++r) {
     const float sum = group_sum(l[r]);
     if (row[r] >= T) continue;
@@ -267,16 +281,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
   const bool vec = aligned16(qkv) && aligned16(dout);
   const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
-  const int tiles = static_cast<int>((key_end + kBwdTile - 1) / kBwdTile);
-  const auto fetch = [&](int j) {  // tile j into buffers j % 2
-    const int64_t k0 = int64_t{j} * kBwdTile;
-    fetch_tile<HS, kBwdTile>(
-        ks[j % 2], LD, k0, T, [&](int64_t i) { return hd.k(i); }, vec);
-    fetch_tile<HS, kBwdTile>(
-        vs[j % 2], LD, k0, T, [&](int64_t i) { return hd.v(i); }, vec);
-    cp_async_commit();
-  };
-  fetch(0);  // in flight while q, dout and D are loaded
+  fetch_kv<HS, kBwdTile>(ks[0], vs[0], 0, hd, T, vec);  // in flight while q, dout, D are loaded
 
   load_tile<HS, kRowsMma>(
       qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
@@ -300,34 +305,26 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   }
   float dq[HS / 8][4] = {};
 
-  for (int j = 0; j < tiles; ++j) {
-    if (j + 1 < tiles) {
-      fetch(j + 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // tile j is in its buffers, every thread's copies
-    const int64_t k0 = int64_t{j} * kBwdTile;
-    if (k0 <= wq0 + 15) {  // else every key of the tile is after every row of this warp
-      float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
-      scores<HS, kBwdTile>(s, qf, ks[j % 2], LD);    // S = Q K^T
-      scores<HS, kBwdTile>(dp, dof, vs[j % 2], LD);  // dP = dO V^T
-      const bool diagonal = k0 + kBwdTile - 1 > wq0;
-      for (int n = 0; n < kBwdTile / 8; ++n)
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2;
-          const int64_t key = k0 + n * 8 + 2 * t + e % 2;
-          const bool visible = !(diagonal && key > row[r]) && row[r] < T;
-          const float p = visible ? exp2f(s[n][e] * kLog2e - lse2[r]) : 0.0f;
-          s[n][e] = p * (dp[n][e] - D[r]) * scale;  // dS, with dq's 1/sqrt(HS)
-        }
-      uint32_t ds[kBwdTile / 8][2];
-      pack_c<kBwdTile>(ds, s);
-      accumulate<HS, kBwdTile>(dq, ds, ks[j % 2], LD);  // dq += dS K
-    }
-    __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
-  }
+  walk_kv<HS, kBwdTile>(ks, vs, key_end, hd, T, vec,
+                        [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
+                          if (k0 > wq0 + 15)
+                            return;  // every key of the tile is after every row of this warp
+                          float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
+                          scores<HS, kBwdTile>(s, qf, kt, LD);    // S = Q K^T
+                          scores<HS, kBwdTile>(dp, dof, vt, LD);  // dP = dO V^T
+                          const bool diagonal = k0 + kBwdTile - 1 > wq0;
+                          for (int n = 0; n < kBwdTile / 8; ++n)
+                            for (int e = 0; e < 4; ++e) {
+                              const int r = e / 2;
+                              const int64_t key = k0 + n * 8 + 2 * t + e % 2;
+                              const bool visible = !(diagonal && key > row[r]) && row[r] < T;
+                              const float p = visible ? exp2f(s[n][e] * kLog2e - lse2[r]) : 0.0f;
+                              s[n][e] = p * (dp[n][e] - D[r]) * scale;  // dS, with dq's 1/sqrt(HS)
+                            }
+                          uint32_t ds[kBwdTile / 8][2];
+                          pack_c<kBwdTile>(ds, s);
+                          accumulate<HS, kBwdTile>(dq, ds, kt, LD);  // dq += dS K
+                        });
   for (int r = 0; r < 2; ++r)
     if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, 1.0f);
 }
@@ -404,11 +401,6 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   }
 }
 
-// x: batch x head (up to 2^31 - 1 blocks), y: the row tiles (up to 65535).
-dim3 mma_grid(int64_t B, int64_t T, int64_t NH) {
-  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kRowsMma - 1) / kRowsMma));
-}
-
 }  // namespace
 
 bool mma_attention_supports(int64_t head_size) {
@@ -421,8 +413,8 @@ void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, in
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(mma_forward_kernel<HS, OutT, QkvT>, mma_grid(B, T, NH), kThreadsMma, stream, out, lse,
-           qkv, T, C, NH, 1.0f / std::sqrt(float(HS)));
+    launch(mma_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kRowsMma), kThreadsMma,
+           stream, out, lse, qkv, T, C, NH, 1.0f / std::sqrt(float(HS)));
     CUDA_CHECK_LAUNCH("mma_forward_kernel");
   });
 }
@@ -435,11 +427,11 @@ void mma_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout,
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = 1.0f / std::sqrt(float(HS));
-    launch(mma_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, mma_grid(B, T, NH), kThreadsMma, stream,
-           dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
+    launch(mma_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
+           kThreadsMma, stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("mma_backward_dq_kernel");
-    launch(mma_backward_dkdv_kernel<HS, QkvT, DqkvT>, mma_grid(B, T, NH), kThreadsMma, stream, dqkv,
-           dsum_scratch, dout, qkv, lse, T, C, NH, scale);
+    launch(mma_backward_dkdv_kernel<HS, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
+           kThreadsMma, stream, dqkv, dsum_scratch, dout, qkv, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("mma_backward_dkdv_kernel");
   });
 }

@@ -327,11 +327,6 @@ __global__ void __launch_bounds__(kThreadsTc)
   store_rows<HS>(key ? dqkv + (hd.v(j) - qkv) : nullptr, dv, stage, r, half);
 }
 
-// x: batch x head (up to 2^31 - 1 blocks), y: the row tiles (up to 65535).
-dim3 grid(int64_t B, int64_t T, int64_t NH) {
-  return dim3(static_cast<unsigned>(B * NH), static_cast<unsigned>((T + kRows - 1) / kRows));
-}
-
 }  // namespace
 
 bool tc_attention_supports(int64_t head_size) {
@@ -344,8 +339,8 @@ void tc_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(tc_forward_kernel<HS, OutT, QkvT>, grid(B, T, NH), kThreadsTc, stream, out, lse, qkv, T,
-           C, NH, 1.0f / std::sqrt(float(HS)));
+    launch(tc_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kRows), kThreadsTc, stream,
+           out, lse, qkv, T, C, NH, 1.0f / std::sqrt(float(HS)));
     CUDA_CHECK_LAUNCH("tc_forward_kernel");
   });
 }
@@ -358,11 +353,11 @@ void tc_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, 
   with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = 1.0f / std::sqrt(float(HS));
-    launch(tc_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
-           dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
+    launch(tc_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRows),
+           kThreadsTc, stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("tc_backward_dq_kernel");
-    launch(tc_backward_dkdv_kernel<HS, QkvT, DqkvT>, grid(B, T, NH), kThreadsTc, stream, dqkv,
-           dsum_scratch, dout, qkv, lse, T, C, NH, scale);
+    launch(tc_backward_dkdv_kernel<HS, QkvT, DqkvT>, attention_grid(B, T, NH, kRows), kThreadsTc,
+           stream, dqkv, dsum_scratch, dout, qkv, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("tc_backward_dkdv_kernel");
   });
 }

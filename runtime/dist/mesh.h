@@ -77,11 +77,7 @@ class Mesh {
   void create_comms(const CommFactory& factory, double timeout_s);
   // GlooComms rendezvoused through prefix stores of `store`.
   void create_comms(std::shared_ptr<Store> store, double timeout_s);
-  Comm& comm(Axis a) const;  // CheckError before create_comms (and after destroy_comms)
-  // Destroys the communicators, in the reverse order of their creation. run.cpp calls it before
-  // the backend goes: a device comm destroyed while an error unwinds aborts its collectives in
-  // flight, which the backend's freeing of device memory would otherwise wait on for ever.
-  void destroy_comms();
+  Comm& comm(Axis a) const;  // CheckError before create_comms
 
  private:
   long long group_key(Axis a, int rank) const;  // equal for members of one group
@@ -89,7 +85,7 @@ class Mesh {
 
   int rank_;
   MeshShape shape_;
-  std::array<std::unique_ptr<Comm>, kAllAxes.size()> comms_;
+  std::array<std::unique_ptr<Comm>, kAllAxes.size()> comms_;  // destroyed last made first
 };
 
 }  // namespace trainer::dist

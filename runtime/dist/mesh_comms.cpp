@@ -19,15 +19,9 @@ void Mesh::create_comms(const CommFactory& factory, double timeout_s) {
   }
 }
 
-void Mesh::destroy_comms() {
-  for (size_t i = comms_.size(); i-- > 0;) comms_[i].reset();
-}
-
 Comm& Mesh::comm(Axis a) const {
   const auto& c = comms_.at(static_cast<size_t>(a));
-  TRAINER_CHECK(
-      c, "Mesh::comm(" << axis_name(a)
-                       << ") with no communicators (before create_comms or after destroy_comms)");
+  TRAINER_CHECK(c, "Mesh::comm(" << axis_name(a) << ") before create_comms");
   return *c;
 }
 

@@ -109,7 +109,6 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cfg.distributed.timeout_s * 1000));
   std::shared_ptr<dist::Store> store;
-  dist::Mesh mesh(env.rank, env.world_size, shape);
   if (env.world_size > 1) store = dist::make_rendezvous_store(env, timeout);
   const bool lead = env.rank == 0;
   std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
@@ -117,13 +116,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
   try {
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
-    // Declared after the backend, so destroyed before it, also when an error unwinds: an NCCL
-    // comm then aborts its collectives in flight (a dead peer's), which the backend's cudaFree
-    // of its arena would otherwise wait on, leaving this rank hanging.
-    struct CommsBeforeBackend {
-      dist::Mesh& mesh;
-      ~CommsBeforeBackend() { mesh.destroy_comms(); }
-    } comms_before_backend{mesh};
+    // The grid and its communicators after the backend, so destroyed before it, also when an
+    // error unwinds: an NCCL comm then aborts its collectives in flight (a dead peer's), which the
+    // backend's cudaFree of its arena would otherwise wait on, leaving this rank hanging.
+    dist::Mesh mesh(env.rank, env.world_size, shape);
     if (cfg.precision.compute == "fp8" && !backend->supports_fp8() &&
         !config::emulated_fp8_for_tests(cfg))
       throw config::ConfigError(

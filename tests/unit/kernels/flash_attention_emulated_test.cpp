@@ -261,11 +261,9 @@ TEST_CASE("mma_attention_kernels_give_the_same_bits_for_unaligned_inputs_in_emul
     Result r{std::vector<uint16_t>(static_cast<size_t>(B * T * C), 0x7fc0), nans(B * NH * T),
              nans(B * T * 3 * C)};
     std::vector<float> dsum(r.lse.size());
-    emu::mma_attention_forward(r.out.data(), r.lse.data(), q_at.data() + shift, B, T, C, NH,
-                               nullptr);
-    emu::mma_attention_backward(r.dqkv.data(), dsum.data(), dy_at.data() + shift,
-                                q_at.data() + shift, r.out.data(), r.lse.data(), B, T, C, NH,
-                                nullptr);
+    family_forward(3, r.out.data(), r.lse.data(), q_at.data() + shift, B, T, C, NH);
+    family_backward(3, r.dqkv.data(), dsum.data(), dy_at.data() + shift, q_at.data() + shift,
+                    r.out.data(), r.lse.data(), B, T, C, NH);
     return r;
   };
   for (const bool bf16_qkv : {false, true}) {
