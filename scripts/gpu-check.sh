@@ -7,7 +7,8 @@
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
 # later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
 # configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 30) steps for tokens/s and MFU (bf16, fp8
-# where the GPU has it, and bf16 on the WMMA attention kernels to compare); run the bf16 attention
+# where the GPU has it, and bf16 on the WMMA attention kernels to compare), each with 3 steps
+# profiled (device time by phase: the default run's longest phases get a table); run the bf16 attention
 # test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; print the tables
 # last. A failed check does not stop the others; the
 # exit status is 1 when any failed.
@@ -120,7 +121,8 @@ gpt2() {  # run-name precision; returns the trainer's status (a failed run still
   timeout "$(left)" "$bin/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/$1" \
     --set precision.compute="$2" --set train.steps="$gpt2_steps" --set train.micro_batch=8 \
     --set train.grad_accum=1 --set train.warmup_steps=10 --set train.eval_every=0 \
-    --set checkpoint.every_steps=0 --set logging.every_steps=5 >"$out/$1.log" 2>&1 && return 0
+    --set checkpoint.every_steps=0 --set logging.every_steps=5 --set logging.profile_steps=3 \
+    >"$out/$1.log" 2>&1 && return 0
   tail -20 "$out/$1.log"
   failed+=("GPT-2 small $1")
   return 1
@@ -203,6 +205,19 @@ for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels
     if r:
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 8)':58} {figures(r)}"
               f"  [MFU of the bf16 peak; target 40%]")
+# Where a GPT-2 step's device time goes (logging.profile_steps, rank 0): the default run's
+# longest phases, and the attention phases of the others beside them.
+for run in ("gpt2", "gpt2-no-epilogue", "gpt2-fp8", "gpt2-wmma"):
+    p = (report(run) or {}).get("profile")
+    if not p:
+        continue
+    print(f"profile {run}: {p['step_time_s'] * 1e3:.2f} ms/step over {p['steps']} steps, "
+          f"{p['unaccounted_s'] * 1e3:.2f} ms in no phase")
+    shown = p["phases"][:16] if run == "gpt2" else [q for q in p["phases"] if "attention" in q["name"]]
+    for q in shown:
+        tf = "" if q["tflops"] is None else f"{q['tflops']:8.1f} TFLOP/s"
+        print(f"  {q['name']:26} x{q['calls_per_step']:<4g} {q['time_s'] * 1e3:9.3f} ms "
+              f"{q['share'] * 100:5.1f}% {tf}")
 PY
 for f in "$out"/sanitizer-*.txt; do
   [ -f "$f" ] || continue

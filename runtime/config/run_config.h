@@ -119,6 +119,9 @@ struct DistributedConfig {
 struct LoggingConfig {
   int every_steps = 10;
   std::string level = "info";  // trace | debug | info | warn | error
+  // Steps to profile (device time by phase, in report.json's "profile" and the log), from the
+  // first step after the warm-up steps the throughput leaves out. 0: none.
+  int profile_steps = 0;
 };
 
 struct RunConfig {

@@ -108,6 +108,7 @@ std::vector<Field> build_fields() {
 
       {"logging.every_steps", FIELD(logging.every_steps), {}, kAtLeastOne},
       {"logging.level", FIELD(logging.level), {"trace", "debug", "info", "warn", "error"}},
+      {"logging.profile_steps", FIELD(logging.profile_steps), {}, kNonNegative},
   };
 }
 

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "runtime/core/attention_state.h"
+#include "runtime/core/device_timer.h"
 #include "runtime/core/tensor.h"
 
 namespace trainer {
@@ -53,6 +54,9 @@ class Backend {
   virtual void to_host(void* dst, const Tensor& src) = 0;
   virtual void from_host(Tensor dst, const void* src) = 0;
   virtual void synchronize() {}
+  // Marks on this backend's stream of work for profiling (PhaseProfiler). The default, the host
+  // clock, is right for a backend whose ops are done when they return.
+  virtual std::unique_ptr<DeviceTimer> make_timer() { return make_host_timer(); }
   // `t` (fp32, or bf16: `fill` rounded) is no longer needed (ZeRO's released ranges): afterwards
   // it reads `fill`, except where the backend handed whole pages back to the system (the cpu
   // backend), which read 0.

@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_tensor_checks.h"
+#include "runtime/cuda/event_timer.h"
 
 namespace trainer::cuda {
 
@@ -70,6 +71,10 @@ void CudaBackend::free(void* p) {
 
 void CudaBackend::synchronize() {
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::unique_ptr<DeviceTimer> CudaBackend::make_timer() {
+  return std::make_unique<EventTimer>(stream_);
 }
 
 void CudaBackend::zero(Tensor t) {

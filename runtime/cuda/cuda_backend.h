@@ -37,7 +37,8 @@ class CudaBackend : public Backend {
   void to_host(void* dst, const Tensor& src) override;
   void from_host(Tensor dst, const void* src) override;
   void synchronize() override;
-  void release(Tensor t, float fill) override;  // device memory stays: a fill
+  std::unique_ptr<DeviceTimer> make_timer() override;  // events on the compute stream
+  void release(Tensor t, float fill) override;         // device memory stays: a fill
 
   void gemm(const Gemm& g) override;
   // bf16 inputs (uint16 bits, device), fp32 accumulate and fp32 output; same layout as gemm().

@@ -20,6 +20,20 @@ Tensor flat(const Tensor& t) {
   return t.view({t.numel()});
 }
 
+// Math FLOPs (2 per multiply-add) of out = inp W^T, for the profile; backward is twice this.
+double matmul_flops(const Tensor& out, const Tensor& inp) {
+  return 2.0 * static_cast<double>(out.numel()) *
+         static_cast<double>(inp.shape[inp.shape.rank - 1]);
+}
+
+// Causal attention over qkv [B, T, 3C]: QK^T and PV over each sequence's T(T+1)/2 (query, key)
+// pairs, whatever the kernel computes besides; backward is twice this.
+double attention_flops(const Tensor& qkv) {
+  const double B = static_cast<double>(qkv.shape[0]), T = static_cast<double>(qkv.shape[1]),
+               C = static_cast<double>(qkv.shape[2]) / 3;
+  return 2.0 * B * C * T * (T + 1);
+}
+
 uint64_t name_hash(const std::string& s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -218,12 +232,21 @@ Gpt::BlockWeights Gpt::block_weights(int local_layer, bool g) const {
                       w("mlp.c_fc.bias"),    mm("mlp.c_proj.weight"),  w("mlp.c_proj.bias")};
 }
 
+PhaseProfiler::Scope Gpt::phase(const char* op, double flops) const {
+  if (!profiler_ || !profiler_->in_step()) return PhaseProfiler::Scope(nullptr, {}, 0);
+  return PhaseProfiler::Scope(profiler_, std::string(pass_) + "." + op, flops);
+}
+
 void Gpt::call_before(int unit, bool backward) {
-  if (hooks_.before_unit) hooks_.before_unit(unit, backward);
+  if (!hooks_.before_unit) return;
+  auto p = phase("hook.before_unit");
+  hooks_.before_unit(unit, backward);
 }
 
 void Gpt::call_ready(int unit) {
-  if (hooks_.unit_grads_ready) hooks_.unit_grads_ready(unit);
+  if (!hooks_.unit_grads_ready) return;
+  auto p = phase("hook.grads_ready");
+  hooks_.unit_grads_ready(unit);
 }
 
 double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
@@ -234,12 +257,19 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   Activations& a = *acts_;
   dloss_scale_ = dloss_scale;
   pos_offset_ = pos_offset;
-  be_.from_host(a.inputs, inputs);
-  be_.from_host(a.targets, targets);
+  pass_ = "fwd";
+  {
+    auto p = phase("tokens");
+    be_.from_host(a.inputs, inputs);
+    be_.from_host(a.targets, targets);
+  }
 
   call_before(0, false);
-  be_.embedding_forward(a.encoded, a.inputs, weight_view("wte.weight", false),
-                        weight_view("wpe.weight", false), pos_offset);
+  {
+    auto p = phase("embedding");
+    be_.embedding_forward(a.encoded, a.inputs, weight_view("wte.weight", false),
+                          weight_view("wpe.weight", false), pos_offset);
+  }
   for (int l = 0; l < s.num_layers; ++l) {
     call_before(1 + s.first_layer + l, false);
     block_forward(l);
@@ -247,12 +277,28 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   const int final_unit = layout_.dims().n_layer + 1;
   call_before(final_unit, false);
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
-  be_.layernorm_forward(rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd), rows(last),
-                        weight_view("ln_f.weight", false), weight_view("ln_f.bias", false));
-  be_.matmul_forward(rows(a.logits), rows(a.lnf), matmul_weight("wte.weight"), Tensor());
-  be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale,
-                            layout_.dims().vocab);
+  {
+    auto p = phase("ln_f");
+    be_.layernorm_forward(rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd), rows(last),
+                          weight_view("ln_f.weight", false), weight_view("ln_f.bias", false));
+  }
+  {
+    auto p = phase("head", matmul_flops(a.logits, a.lnf));
+    be_.matmul_forward(rows(a.logits), rows(a.lnf), matmul_weight("wte.weight"), Tensor());
+  }
+  {
+    auto p = phase("cross_entropy");
+    be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale,
+                              layout_.dims().vocab);
+  }
+  auto p = phase("loss_sum");  // waits for the forward: the host reads the loss
   return be_.sum(a.losses) / static_cast<double>(a.losses.numel());
+}
+
+void Gpt::tp_all_reduce(Tensor t) {
+  if (!hooks_.tp_all_reduce) return;
+  auto p = phase("tp_all_reduce");
+  hooks_.tp_all_reduce(t);
 }
 
 void Gpt::block_forward(int l) {
@@ -265,20 +311,41 @@ void Gpt::block_forward(int l) {
   // are reduced; the residual add rides in the GEMM (Backend::matmul_forward).
   const bool rank0 = s.tp_rank == 0;
 
-  be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
-                        w.ln1w, w.ln1b);
-  linear_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb, l, 0);
-  be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
-  linear_forward(rows(a.residual_mid), rows(a.atty), w.projw, rank0 ? w.projb : Tensor(), l, 1,
-                 rank0 ? rows(a.residual_in) : Tensor());
-  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_mid);
+  {
+    auto p = phase("ln1");
+    be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
+                          w.ln1w, w.ln1b);
+  }
+  {
+    auto p = phase("qkv", matmul_flops(a.qkv, a.ln1));
+    linear_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb, l, 0);
+  }
+  {
+    auto p = phase("attention", attention_flops(a.qkv));
+    be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
+  }
+  {
+    auto p = phase("proj", matmul_flops(a.residual_mid, a.atty));
+    linear_forward(rows(a.residual_mid), rows(a.atty), w.projw, rank0 ? w.projb : Tensor(), l, 1,
+                   rank0 ? rows(a.residual_in) : Tensor());
+  }
+  tp_all_reduce(a.residual_mid);
 
-  be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
-                        w.ln2w, w.ln2b);
-  mlp_hidden_forward(a, w.fcw, w.fcb, l);
-  linear_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw, rank0 ? w.fcprojb : Tensor(), l,
-                 3, rank0 ? rows(a.residual_mid) : Tensor());
-  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(a.residual_out);
+  {
+    auto p = phase("ln2");
+    be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
+                          w.ln2w, w.ln2b);
+  }
+  {
+    auto p = phase("fc_gelu", matmul_flops(a.fch, a.ln2));
+    mlp_hidden_forward(a, w.fcw, w.fcb, l);
+  }
+  {
+    auto p = phase("fc_proj", matmul_flops(a.residual_out, a.fch_gelu));
+    linear_forward(rows(a.residual_out), rows(a.fch_gelu), w.fcprojw, rank0 ? w.fcprojb : Tensor(),
+                   l, 3, rank0 ? rows(a.residual_mid) : Tensor());
+  }
+  tp_all_reduce(a.residual_out);
 }
 
 void Gpt::backward() {
@@ -288,14 +355,24 @@ void Gpt::backward() {
   GradScratch& g = a.grad;
   const int final_unit = layout_.dims().n_layer + 1;
 
+  pass_ = "bwd";
   call_before(final_unit, true);
-  be_.zero(g.dresidual);
-  be_.matmul_backward(rows(g.dln), weight_view("wte.weight", true), Tensor(), rows(a.logits),
-                      rows(a.lnf), matmul_weight("wte.weight"));
+  {
+    auto p = phase("zero_dresidual");
+    be_.zero(g.dresidual);
+  }
+  {
+    auto p = phase("head", 2 * matmul_flops(a.logits, a.lnf));
+    be_.matmul_backward(rows(g.dln), weight_view("wte.weight", true), Tensor(), rows(a.logits),
+                        rows(a.lnf), matmul_weight("wte.weight"));
+  }
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
-  be_.layernorm_backward(rows(g.dresidual), weight_view("ln_f.weight", true),
-                         weight_view("ln_f.bias", true), rows(g.dln), rows(last),
-                         weight_view("ln_f.weight", false), flat(a.lnf_mean), flat(a.lnf_rstd));
+  {
+    auto p = phase("ln_f");
+    be_.layernorm_backward(rows(g.dresidual), weight_view("ln_f.weight", true),
+                           weight_view("ln_f.bias", true), rows(g.dln), rows(last),
+                           weight_view("ln_f.weight", false), flat(a.lnf_mean), flat(a.lnf_rstd));
+  }
   call_ready(final_unit);
   for (int l = s.num_layers - 1; l >= 0; --l) {
     const int unit = 1 + s.first_layer + l;
@@ -305,12 +382,18 @@ void Gpt::backward() {
     call_ready(unit);
   }
   call_before(0, true);
-  be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
-                         g.dresidual, a.inputs, pos_offset_);
+  {
+    auto p = phase("embedding");
+    be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
+                           g.dresidual, a.inputs, pos_offset_);
+  }
   call_ready(0);
   // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
   // with the scales the forward used (and reported the same amaxes).
-  if (fp8_) push_fp8_amaxes();
+  if (fp8_) {
+    auto p = phase("fp8_amaxes");
+    push_fp8_amaxes();
+  }
 }
 
 void Gpt::recompute_block(int l) {
@@ -318,11 +401,19 @@ void Gpt::recompute_block(int l) {
     case Recompute::none:
       return;
     case Recompute::full:  // the shared buffers hold the last block run: rerun this one
+      pass_ = "recompute";
       block_forward(l);
+      pass_ = "bwd";
       return;
     case Recompute::selective: {  // att and atty are shared: rebuild them from this block's qkv
       BlockActivations& a = acts_->blocks[static_cast<size_t>(l)];
-      be_.attention_forward(a.atty, a.att, a.qkv, layout_.dims().n_head / layout_.shard().tp_size);
+      pass_ = "recompute";
+      {
+        auto p = phase("attention", attention_flops(a.qkv));
+        be_.attention_forward(a.atty, a.att, a.qkv,
+                              layout_.dims().n_head / layout_.shard().tp_size);
+      }
+      pass_ = "bwd";
       return;
     }
   }
@@ -339,20 +430,41 @@ void Gpt::block_backward(int l) {
 
   // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
   // (dfch is overwritten, in the activations' dtype: Backend::matmul_gelu_backward)
-  be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu), w.fcprojw,
-                           rows(a.fch));
-  be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(a.ln2), w.fcw);
-  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);
-  be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, rows(g.dln), rows(a.residual_mid), w.ln2w,
-                         flat(a.ln2_mean), flat(a.ln2_rstd));
+  {
+    auto p = phase("fc_proj", 2 * matmul_flops(a.residual_out, a.fch_gelu));
+    be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu),
+                             w.fcprojw, rows(a.fch));
+  }
+  {
+    auto p = phase("fc", 2 * matmul_flops(a.fch, a.ln2));
+    be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(a.ln2), w.fcw);
+  }
+  tp_all_reduce(g.dln);
+  {
+    auto p = phase("ln2");
+    be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, rows(g.dln), rows(a.residual_mid), w.ln2w,
+                           flat(a.ln2_mean), flat(a.ln2_rstd));
+  }
 
   // Attention: residual_mid = residual_in + proj(attn(qkv(ln1(residual_in))))
-  be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres, rows(a.atty), w.projw);
-  be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, nh_local);
-  be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(a.ln1), w.qkvw);
-  if (hooks_.tp_all_reduce) hooks_.tp_all_reduce(g.dln);
-  be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, rows(g.dln), rows(a.residual_in), w.ln1w,
-                         flat(a.ln1_mean), flat(a.ln1_rstd));
+  {
+    auto p = phase("proj", 2 * matmul_flops(a.residual_mid, a.atty));
+    be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres, rows(a.atty), w.projw);
+  }
+  {
+    auto p = phase("attention", 2 * attention_flops(a.qkv));
+    be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, nh_local);
+  }
+  {
+    auto p = phase("qkv", 2 * matmul_flops(a.qkv, a.ln1));
+    be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(a.ln1), w.qkvw);
+  }
+  tp_all_reduce(g.dln);
+  {
+    auto p = phase("ln1");
+    be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, rows(g.dln), rows(a.residual_in), w.ln1w,
+                           flat(a.ln1_mean), flat(a.ln1_rstd));
+  }
 }
 
 }  // namespace trainer::model

@@ -9,6 +9,7 @@
 
 #include "runtime/core/backend.h"
 #include "runtime/core/backend_buffer.h"
+#include "runtime/core/phase_profiler.h"
 #include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
 
@@ -86,6 +87,10 @@ class Gpt {
   Activations& activations() { return *acts_; }
   size_t activation_bytes() const { return acts_ ? acts_->bytes() : 0; }
   Hooks& hooks() { return hooks_; }
+  // Times every op of forward and backward as a phase ("fwd.qkv", "bwd.attention",
+  // "recompute.ln1", summed over layers) with its math FLOPs while `profiler` is in a step. Null:
+  // off.
+  void set_profiler(PhaseProfiler* profiler) { profiler_ = profiler; }
   Backend& backend() { return be_; }
 
  private:
@@ -103,7 +108,10 @@ class Gpt {
   // The MLP's hidden layer of local layer l: fch = fc(ln2), fch_gelu = gelu(fch).
   void mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l);
   void reallocate_activations();  // at the same size, for a change of compute precision
+  // A phase named "<pass>.<op>" (pass: fwd, bwd or recompute), or nothing when not profiling.
+  PhaseProfiler::Scope phase(const char* op, double flops = 0) const;
   void call_before(int unit, bool backward);
+  void tp_all_reduce(Tensor t);  // Hooks::tp_all_reduce, when there is one
   void call_ready(int unit);
 
   Backend& be_;
@@ -118,6 +126,8 @@ class Gpt {
   Tensor fp8_sums(const Shape& shape);  // a view of Activations::fp8_sums
   std::unique_ptr<Activations> acts_;
   Hooks hooks_;
+  PhaseProfiler* profiler_ = nullptr;
+  const char* pass_ = "fwd";
   float dloss_scale_ = 0;
   int64_t pos_offset_ = 0;
 };

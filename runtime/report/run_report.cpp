@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -128,6 +129,21 @@ ojson stability_json(const StabilityInfo& s) {
           {"nonfinite_steps", s.nonfinite_steps}};
 }
 
+ojson profile_json(const ProfileInfo& p) {
+  ojson phases = ojson::array();
+  for (const PhaseTime& t : p.phases)
+    phases.push_back({{"name", t.name},
+                      {"calls_per_step", t.calls_per_step},
+                      {"time_s", t.time_s},
+                      {"share", t.share},
+                      {"tflops", std::isnan(t.tflops) ? ojson(nullptr) : ojson(t.tflops)}});
+  return {{"steps", p.steps},
+          {"first_step", p.first_step},
+          {"step_time_s", p.step_time_s},
+          {"unaccounted_s", p.unaccounted_s},
+          {"phases", phases}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json to_json(const RunReport& r) {
@@ -145,6 +161,7 @@ nlohmann::ordered_json to_json(const RunReport& r) {
   j["stragglers"] = {{"slowest_rank", r.stragglers.slowest_rank},
                      {"slowest_over_median_step_time", r.stragglers.slowest_over_median_step_time}};
   j["data"] = {{"train", r.data.train}, {"entropy_floor", or_null(r.data.entropy_floor)}};
+  if (r.profile) j["profile"] = profile_json(*r.profile);
   return j;
 }
 

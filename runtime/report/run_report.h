@@ -114,6 +114,25 @@ struct DataInfo {
   std::optional<double> entropy_floor;  // nats/token, synthetic sources only
 };
 
+// logging.profile_steps: device time per step by phase, on rank 0, over the steps profiled (the
+// first ones after the warm-up steps that throughput leaves out). See
+// runtime/core/phase_profiler.h.
+struct PhaseTime {
+  std::string name;           // "fwd.qkv", "bwd.attention", "optimizer", ...
+  double calls_per_step = 0;  // e.g. n_layer x grad_accum for a block's op
+  double time_s = 0;          // per step
+  double share = 0;           // of ProfileInfo::step_time_s
+  double tflops = kUnknown;   // math FLOPs per second; null for a phase that is not math
+};
+
+struct ProfileInfo {
+  int steps = 0;
+  int64_t first_step = 0;         // 1-based, as in metrics.jsonl
+  double step_time_s = 0;         // device time from a step's start to its end, mean
+  double unaccounted_s = 0;       // step_time_s minus the phases' sum: gaps that no phase covers
+  std::vector<PhaseTime> phases;  // longest first
+};
+
 struct RunReport {
   RunInfo run;
   HardwareInfo hardware;
@@ -126,6 +145,7 @@ struct RunReport {
   StabilityInfo stability;
   StragglerInfo stragglers;
   DataInfo data;
+  std::optional<ProfileInfo> profile;  // only when steps were profiled
 };
 
 nlohmann::ordered_json to_json(const RunReport& report);

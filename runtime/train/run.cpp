@@ -18,6 +18,7 @@
 #include "runtime/report/flops.h"
 #include "runtime/report/metrics.h"
 #include "runtime/report/peak.h"
+#include "runtime/report/profile.h"
 #include "runtime/report/report_builder.h"
 #include "runtime/report/report_from_config.h"
 #include "runtime/report/run_report.h"
@@ -179,14 +180,27 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     const int total = cfg.train.steps;
     const int last =
         cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
+    // logging.profile_steps: the steps [profile_from, profile_to) (0-based) right after warm-up
+    std::unique_ptr<PhaseProfiler> profiler;
+    int profile_from = 0, profile_to = 0;
+    if (cfg.logging.profile_steps > 0) {
+      profiler = std::make_unique<PhaseProfiler>(backend->make_timer());
+      trainer.set_profiler(profiler.get());
+      profile_from = first_step + report::warmup_steps_to_exclude(
+                                      static_cast<size_t>(std::max(0, last - first_step)));
+      profile_to = std::min(last, profile_from + cfg.logging.profile_steps);
+    }
     const FaultInjector faults(env.rank);
     bool stop = false;
     for (int step = first_step; step < last && !stop; ++step) {
       step_running = step + 1;
       faults.at_step(step + 1);
+      const bool profiled = profiler && step >= profile_from && step < profile_to;
+      if (profiled) profiler->begin_step();
       const auto t0 = Clock::now();
       const StepResult r = trainer.run(step, next_train);
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (profiled) profiler->end_step();
       step_times.push_back(dt);
       sync_waits.push_back(r.comm_wait_s);
 
@@ -236,6 +250,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       report::RunReport final_report = builder->finish("completed");
       final_report.throughput.grad_sync_wait_s =
           mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
+      if (profiler && profiler->steps() > 0) {
+        final_report.profile = report::summarize_profile(*profiler, profile_from + 1);
+        for (const std::string& line : report::profile_table(*final_report.profile))
+          spdlog::info("{}", line);
+      }
       const std::string path = report::write_report(final_report, cfg.run.out_dir);
       spdlog::info("report: {}", path);
     }

@@ -31,6 +31,11 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
                               model::parse_recompute(cfg.activation_checkpointing));
 }
 
+void TrainStep::set_profiler(PhaseProfiler* profiler) {
+  profiler_ = profiler;
+  model_.set_profiler(profiler);
+}
+
 StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   const config::TrainConfig& t = cfg_.train;
   const int accum = t.grad_accum;
@@ -39,27 +44,40 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   const double tokens_global = static_cast<double>(inputs_.size()) * accum * dp_.size();
   const float dloss_scale = static_cast<float>(1.0 / tokens_global);
 
-  if (zero_)
-    zero_->begin_step();  // zero 2/3 free the full-size gradient pages instead of zeroing them
-  else
-    be_.zero(model_.grads());
+  {
+    PhaseProfiler::Scope p(profiler_, "zero_grads", 0);
+    if (zero_)
+      zero_->begin_step();  // zero 2/3 free the full-size gradient pages instead of zeroing them
+    else
+      be_.zero(model_.grads());
+  }
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
-    next_batch(inputs_.data(), targets_.data());
+    {
+      PhaseProfiler::Scope p(profiler_, "data", 0);  // host work: device time only if it waits
+      next_batch(inputs_.data(), targets_.data());
+    }
     if (buckets_ && micro == accum - 1) buckets_->begin_final_backward();
     loss_sum += model_.forward(inputs_.data(), targets_.data(), dloss_scale);
     model_.backward();
   }
 
   StepResult r;
-  const auto t0 = std::chrono::steady_clock::now();
-  r.grad_norm = reduce_and_norm();
-  r.comm_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    PhaseProfiler::Scope p(profiler_, "grad_reduce_and_norm", 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    r.grad_norm = reduce_and_norm();
+    r.comm_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   r.loss = loss_sum / accum;
-  if (dp_.size() > 1) r.loss = dp_.comm->all_reduce_scalar(r.loss, dist::ReduceOp::avg);
+  if (dp_.size() > 1) {
+    PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
+    r.loss = dp_.comm->all_reduce_scalar(r.loss, dist::ReduceOp::avg);
+  }
   r.lr = optim::learning_rate(t, step);
   r.nonfinite = !std::isfinite(r.grad_norm) || !std::isfinite(r.loss);
   if (r.nonfinite) return r;  // skip the update: the weights stay finite
+  PhaseProfiler::Scope p(profiler_, "optimizer", 0);
   clip_and_update(r.grad_norm, r.lr, r);
   return r;
 }

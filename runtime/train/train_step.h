@@ -59,6 +59,10 @@ class TrainStep {
   // Every rank's working weights from the owners' master weights (after a checkpoint load).
   void sync_params_from_owners();
 
+  // Times the step's phases (the model's ops, the gradient reduction, the optimizer) while
+  // `profiler` is in a step; the caller begins and ends the steps it profiles. Null: off.
+  void set_profiler(PhaseProfiler* profiler);
+
   optim::AdamW& optimizer() { return zero_ ? zero_->adam() : *opt_; }
   Backend& backend() { return be_; }
   size_t optimizer_bytes() const { return static_cast<size_t>(state_bytes().optimizer); }
@@ -77,6 +81,7 @@ class TrainStep {
   double reduce_and_norm();                         // grads -> global norm, per zero stage
   void clip_and_update(double grad_norm, double lr, StepResult& r);
   std::vector<int32_t> inputs_, targets_;
+  PhaseProfiler* profiler_ = nullptr;
 };
 
 }  // namespace trainer::train

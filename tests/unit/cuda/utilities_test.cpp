@@ -1,5 +1,6 @@
 // AdamW, scale/axpy, release, reductions and bf16 rounding of the cuda backend against the cpu
-// backend.
+// backend; its event timer (profiling).
+#include <chrono>
 #include <cstring>
 
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -100,4 +101,33 @@ TEST_CASE("cuda_round_to_bf16_is_bit_identical_to_cpu", "[cuda]") {
   INFO(mismatches << " bit mismatches; first at [" << first << "]: cuda " << got[first] << " cpu "
                   << want[first] << " (input " << x[first] << ")");
   CHECK(mismatches == 0);
+}
+
+TEST_CASE("cuda_event_timer_times_the_stream_without_waiting_for_it", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  const int64_t n = 2048;
+  Tensor a = upload(*gpu, randoms(n * n, 1), {n, n}), c = upload(*gpu, randoms(n * n, 2), {n, n});
+  Backend::Gemm g;
+  g.m = g.n = g.k = n;
+  g.a = g.b = static_cast<const float*>(a.data);
+  g.c = static_cast<float*>(c.data);
+  g.lda = g.ldb = g.ldc = n;
+  auto timer = gpu->make_timer();
+  timer->mark();
+  timer->mark();  // nothing between marks 0 and 1
+  const auto host0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) gpu->gemm(g);  // 344 GFLOP of strict fp32
+  CHECK(timer->mark() == 2);
+  const double host_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - host0).count();
+  const std::vector<double> s = timer->seconds();
+  REQUIRE(s.size() == 3);
+  CHECK(s[0] == 0);
+  CHECK(s[1] >= 0);
+  CHECK(s[2] - s[1] > s[1] - s[0]);
+  INFO("host " << host_s << " s to queue what the device took " << s[2] - s[1] << " s for");
+  CHECK(host_s < s[2] - s[1]);  // marking and queueing did not wait for the GEMMs
+  CHECK(timer->mark() == 0);    // the next step's marks reuse the pool
+  CHECK(timer->seconds().size() == 1);
 }

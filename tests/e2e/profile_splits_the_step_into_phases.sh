@@ -1,0 +1,55 @@
+# logging.profile_steps: report.json's "profile" times every op of the profiled steps by phase. The
+# phases' math FLOPs add up to the model's, counted here from its shape; the calls match the
+# layers, micro-batches and recompute; the profiled span is the step the loop timed. Also with
+# two data-parallel ranks and full recompute.
+source "$2/tests/lib/common.sh"
+common=(--set train.steps=6 --set train.grad_accum=2 --set train.eval_every=0
+        --set logging.every_steps=1 --set logging.profile_steps=2)
+"$bin" train "$src/configs/tiny.yaml" "${common[@]}" --out plain >log 2>&1 || { cat log; fail "train failed"; }
+grep -q "profile of 2 step(s) from step 4" log || { cat log; fail "no profile table in the log"; }
+"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${common[@]}" \
+  --set activation_checkpointing=full --out dp2 >log2 2>&1 || { cat log2; fail "dp=2 run failed"; }
+/usr/bin/python3 - <<'PY'
+import json
+def check(out, dp, recompute):
+    r = json.load(open(f"{out}/report.json"))
+    p = r["profile"]
+    assert p["steps"] == 2 and p["first_step"] == 4, p
+    L, C, T, V = r["model"]["n_layer"], r["model"]["d_model"], r["batch"]["seq_len"], r["model"]["padded_vocab_size"]
+    accum = r["batch"]["grad_accum"]
+    seqs = r["batch"]["micro_batch"] * accum           # this rank's sequences per step
+    tokens = seqs * T
+    block = tokens * 24 * C * C * L + seqs * L * 2 * C * T * (T + 1)  # matmuls + causal attention, forward
+    head = tokens * 2 * C * V
+    want = 3 * (block + head) + (block if recompute else 0)
+    phases = {q["name"]: q for q in p["phases"]}
+    got = sum(q["tflops"] * 1e12 * q["time_s"] for q in p["phases"] if q["tflops"] is not None)
+    assert abs(got - want) <= 1e-9 * want, f"{out}: phase FLOPs {got:.6g} != model FLOPs {want:.6g}"
+    for op in ["ln1", "qkv", "attention", "proj", "ln2", "fc_gelu", "fc_proj"]:
+        assert phases["fwd." + op]["calls_per_step"] == L * accum, (op, phases["fwd." + op])
+        assert ("recompute." + op in phases) == recompute, op
+    for op in ["fc_proj", "fc", "ln2", "proj", "attention", "qkv", "ln1"]:
+        assert phases["bwd." + op]["calls_per_step"] == L * accum, op
+    for op in ["fwd.embedding", "fwd.head", "fwd.cross_entropy", "bwd.head", "bwd.embedding"]:
+        assert phases[op]["calls_per_step"] == accum, op
+    for op in ["optimizer", "grad_reduce_and_norm", "zero_grads"]:
+        assert phases[op]["calls_per_step"] == 1, op
+    # every unit's gradients go to the buckets (L blocks, the embedding, the final norm)
+    assert phases["bwd.hook.grads_ready"]["calls_per_step"] == (L + 2) * accum
+    assert ("loss_all_reduce" in phases) == (dp > 1)
+    assert p["unaccounted_s"] >= -1e-9 and p["unaccounted_s"] < 0.5 * p["step_time_s"], p
+    assert abs(sum(q["share"] for q in p["phases"]) + p["unaccounted_s"] / p["step_time_s"] - 1) < 1e-9
+    times = [json.loads(l)["step_time_s"] for l in open(f"{out}/metrics.jsonl")]
+    loop = sum(times[3:5]) / 2  # steps 4 and 5 as the loop timed them
+    assert loop * 0.999 <= p["step_time_s"] <= loop + 0.05, (p["step_time_s"], loop)
+    print(f"{out}: {len(phases)} phases, {got:.4g} FLOPs/step, span {p['step_time_s']*1e3:.1f} ms "
+          f"(loop {loop*1e3:.1f} ms), {p['unaccounted_s']*1e3:.2f} ms in no phase")
+check("plain", 1, False)
+check("dp2", 2, True)
+PY
+# off by default
+"$bin" train "$src/configs/tiny.yaml" --set train.steps=2 --out off >/dev/null 2>&1 || fail "unprofiled run failed"
+[ "$(json_get off/report.json "'profile' in d")" = False ] || fail "profile in an unprofiled report"
+set +e; "$bin" train "$src/configs/tiny.yaml" --set logging.profile_steps=-1 --out bad >/dev/null 2>err.txt; rc=$?; set -e
+[ $rc = 2 ] && grep -q "logging.profile_steps" err.txt || fail "profile_steps=-1: exit $rc, $(cat err.txt)"
+echo "profile ok"
