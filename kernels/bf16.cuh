@@ -17,6 +17,14 @@ __device__ inline float from_bf16_bits(uint16_t b) {
   return __uint_as_float(static_cast<uint32_t>(b) << 16);
 }
 
+// The lower and the upper bf16 of a packed pair, as fp32.
+__device__ inline float bf16_lo(uint32_t pair) {
+  return __uint_as_float(pair << 16);
+}
+__device__ inline float bf16_hi(uint32_t pair) {
+  return __uint_as_float(pair & 0xffff0000u);
+}
+
 // Stores an fp32 result into an fp32 output, or rounded into a bf16 (uint16 bits) output.
 __device__ inline void store_out(float* p, float v) {
   *p = v;

@@ -1,16 +1,82 @@
-// Fused softmax + cross-entropy (runtime/cpu/ops_loss.h): one block per row of logits.
+// Fused softmax + cross-entropy (runtime/cpu/ops_loss.h): one block per row of logits and two
+// passes over the row: the max and the sum of exponentials together (online softmax: the sum is
+// rescaled whenever the running max grows), then the gradient, written in place. A row that
+// starts 16-byte aligned (the padded vocabulary's rows are) is read and written 16 bytes at a time,
+// 8 bf16 or 4 fp32 logits; its last V % 8 (or 4) columns and the padding go one by one.
 #include <cmath>
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec.cuh"
 
 namespace trainer::kernels {
 namespace {
 
+// Online softmax statistics of some logits: their max m and the sum s of exp(z - m).
+struct MaxSum {
+  float m = -INFINITY, s = 0;
+};
+
+__device__ inline void add_logit(MaxSum& a, float z) {
+  if (z > a.m) {
+    a.s = a.s * expf(a.m - z) + 1.0f;
+    a.m = z;
+  } else {
+    a.s += expf(z - a.m);
+  }
+}
+
+// Symmetric in a and b, so both lanes of a shuffle get the same bits.
+__device__ inline MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return a;  // both empty
+  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+
+__device__ inline MaxSum warp_max_sum(MaxSum v) {
+  for (int off = 16; off > 0; off /= 2)
+    v = combine(v,
+                {__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)});
+  return v;
+}
+
+// Over the block (blockDim.x a multiple of 32), in a fixed order; every thread gets the result.
+__device__ inline MaxSum block_max_sum(MaxSum v, MaxSum* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max_sum(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  return warp_max_sum(lane < warps ? shared[lane] : MaxSum{});
+}
+
+// 16 bytes of logits as fp32, and back.
+__device__ inline void load_logits(float (&v)[4], const float* p) {
+  uint32_t w[4];
+  load16(w, p);
+  for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(w[i]);
+}
+__device__ inline void load_logits(float (&v)[8], const uint16_t* p) {
+  uint32_t w[4];
+  load16(w, p);
+  for (int i = 0; i < 4; ++i) v[2 * i] = bf16_lo(w[i]), v[2 * i + 1] = bf16_hi(w[i]);
+}
+__device__ inline void store_logits(float* p, const float (&v)[4]) {
+  uint32_t w[4];
+  for (int i = 0; i < 4; ++i) w[i] = __float_as_uint(v[i]);
+  store16(p, w);
+}
+__device__ inline void store_logits(uint16_t* p, const float (&v)[8]) {  // rounded as store_out
+  uint32_t w[4];
+  for (int i = 0; i < 4; ++i)
+    w[i] = uint32_t{bf16_bits(v[2 * i])} | (uint32_t{bf16_bits(v[2 * i + 1])} << 16);
+  store16(p, w);
+}
+
 template <class LogitT>
 __global__ void softmax_cross_entropy_kernel(LogitT* logits, float* losses, const int32_t* targets,
                                              int64_t V, int64_t Vp, float dloss_scale) {
-  __shared__ float red[32];
+  constexpr int kVec = 16 / sizeof(LogitT);
+  __shared__ MaxSum red[32];
   const int64_t row = blockIdx.x;
   LogitT* z = logits + row * Vp;
   const int64_t target = targets[row];
@@ -23,19 +89,32 @@ __global__ void softmax_cross_entropy_kernel(LogitT* logits, float* losses, cons
       for (int64_t j = threadIdx.x; j < V; j += blockDim.x) store_out(z + j, 0.0f);
     return;
   }
-  const float z_target = load_in(z + target);
-  float maxv = -INFINITY;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) maxv = fmaxf(maxv, load_in(z + j));
-  maxv = block_reduce(maxv, red, MaxOp{}, -INFINITY);
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) sum += expf(load_in(z + j) - maxv);
-  sum = block_reduce(sum, red, SumOp{}, 0.0f);
-  if (threadIdx.x == 0) losses[row] = logf(sum) + maxv - z_target;
+  const float z_target = load_in(z + target);  // before any thread overwrites it
+  // Columns [0, vec_end) kVec at a time, each thread taking every blockDim.x-th group.
+  const int64_t vec_end = aligned16(z) ? V / kVec * kVec : 0;
+  const int64_t vec_first = int64_t{threadIdx.x} * kVec, vec_step = int64_t{blockDim.x} * kVec;
+  MaxSum st;
+  for (int64_t j = vec_first; j < vec_end; j += vec_step) {
+    float v[kVec];
+    load_logits(v, z + j);
+    for (int k = 0; k < kVec; ++k) add_logit(st, v[k]);
+  }
+  for (int64_t j = vec_end + threadIdx.x; j < V; j += blockDim.x) add_logit(st, load_in(z + j));
+  st = block_max_sum(st, red);
+  if (threadIdx.x == 0) losses[row] = logf(st.s) + st.m - z_target;
   if (!write_grad) return;
-  const float inv_sum = 1.0f / sum;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-    store_out(z + j,
-              (expf(load_in(z + j) - maxv) * inv_sum - (j == target ? 1.0f : 0.0f)) * dloss_scale);
+  const float inv_sum = 1.0f / st.s;
+  auto grad = [&](float zj, int64_t j) {
+    return (expf(zj - st.m) * inv_sum - (j == target ? 1.0f : 0.0f)) * dloss_scale;
+  };
+  for (int64_t j = vec_first; j < vec_end; j += vec_step) {
+    float v[kVec];
+    load_logits(v, z + j);
+    for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
+    store_logits(z + j, v);
+  }
+  for (int64_t j = vec_end + threadIdx.x; j < V; j += blockDim.x)
+    store_out(z + j, grad(load_in(z + j), j));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #endif
 
 #include "kernels/bf16.cuh"
+#include "kernels/vec.cuh"
 
 namespace trainer::kernels {
 
@@ -76,26 +77,6 @@ __device__ inline uint32_t load_pair(const uint16_t* p) {
 #endif
 }
 
-// 16 bytes at a 16-byte aligned p, in one access (ld/st .v4 on the device).
-__device__ inline void load16(uint32_t (&w)[4], const void* p) {
-#ifdef TRAINER_CUDA_EMULATION
-  std::memcpy(w, p, 16);
-#else
-  const uint4 v = *static_cast<const uint4*>(p);
-  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-#endif
-}
-__device__ inline void store16(void* p, const uint32_t (&w)[4]) {
-#ifdef TRAINER_CUDA_EMULATION
-  std::memcpy(p, w, 16);
-#else
-  *static_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-#endif
-}
-__device__ inline bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // lo and hi rounded to bf16 (to nearest even, as bf16_bits rounds finite values) and packed: one
 // cvt instruction on the device, where bf16_bits' integer rounding would cost a dozen per pair.
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
@@ -106,14 +87,6 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
   return packed;
 #endif
-}
-
-// The lower and the upper bf16 of a packed pair, as fp32.
-__device__ inline float bf16_lo(uint32_t pair) {
-  return __uint_as_float(pair << 16);
-}
-__device__ inline float bf16_hi(uint32_t pair) {
-  return __uint_as_float(pair & 0xffff0000u);
 }
 
 // The A fragment of the 16x16 tile at `a` (bf16, row major, `ld` elements per row).

@@ -181,14 +181,20 @@ TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels
 TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_padding",
           "[kernels]") {
   cpu::CpuBackend ref;
-  const int64_t N = 7, V = 300;
-  for (const int64_t Vp : {V, V + 20}) {  // rows of V classes, then Vp - V padding columns
-    INFO("row length " << Vp);
+  const int64_t N = 7;
+  // Rows of V classes, then Vp - V padding columns. Rows that start 16-byte aligned are read 16
+  // bytes at a time up to a multiple of 8 (bf16) or 4 (fp32) columns: every row here (fp32, Vp
+  // 300), every other one (bf16, Vp 300), none after the first (Vp 1003); with a tail of 3
+  // columns (V 1003) and several 16-byte groups per thread (V 5000: 1024 threads).
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {300, 300}, {300, 320}, {1003, 1003}, {1003, 1024}, {5000, 5120}};
+  for (const auto& [V, Vp] : shapes) {
+    INFO("V " << V << ", row length " << Vp);
     auto logits = randoms(N * Vp, 1, -4, 4), rlogits = logits, losses = nans(N);
     std::vector<float> rlosses(losses.size());
     std::vector<int32_t> tgt(static_cast<size_t>(N));
     for (size_t i = 0; i < tgt.size(); ++i)
-      tgt[i] = i % 4 == 3 ? -1 : static_cast<int32_t>((i * 37) % V);
+      tgt[i] = i % 4 == 3 ? -1 : static_cast<int32_t>(i == 6 ? V - 1 : (i * 37) % V);  // last: tail
     emu::softmax_cross_entropy(logits.data(), losses.data(), tgt.data(), N, V, Vp, 0.125f, kStream);
     ref.softmax_cross_entropy(host(rlogits, {N, Vp}), host(rlosses, {N}), host(tgt, {N}), 0.125f,
                               V);
