@@ -19,7 +19,8 @@ template <class OutT>
 void layernorm_forward(OutT* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, cudaStream_t stream);
 // dinp[N,C] += ..., dweight[C] += ..., dbias[C] += ...; the column sums are deterministic.
-// scratch: column_sums_scratch_floats(N, C) floats (per-chunk partial sums).
+// One pass over dout and inp; scratch: column_sums_scratch_floats(N, C) floats (per-chunk partial
+// sums, of layernorm_backward and bias_backward alike).
 int64_t column_sums_scratch_floats(int64_t N, int64_t C);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,

@@ -31,33 +31,65 @@ __global__ void layernorm_forward_kernel(OutT* out, float* mean, float* rstd, co
   if (lane == 0 && rstd) rstd[row] = r;
 }
 
-__global__ void layernorm_backward_dinp_kernel(float* dinp, const float* dout, const float* inp,
-                                               const float* weight, const float* mean,
-                                               const float* rstd, int64_t N, int64_t C) {
-  const int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= N) return;
-  const float *x = inp + row * C, *dy = dout + row * C;
-  const float m = mean[row], s = rstd[row];
-  float dmean = 0, dnorm_mean = 0;
-  for (int64_t c = lane; c < C; c += 32) {
-    const float dnorm = weight[c] * dy[c];
-    dmean += dnorm;
-    dnorm_mean += dnorm * (x[c] - m) * s;
+// Layernorm backward in one pass over dout and inp: one block per kFusedRows rows. Its warps first
+// take one row at a time for the two row means dinp needs (of dnorm and of dnorm * norm, as the
+// cpu backend); then each thread walks columns c, c + blockDim.x, ... down the block's rows in
+// order, adding to dinp and summing the chunk's dweight and dbias partials into pw, pb
+// [chunk][C] (summed over chunks by sum_chunks_kernel). The second read of the chunk's rows hits
+// the cache: dout and inp come from memory once, where a dinp kernel and a column-sum kernel read
+// them twice.
+constexpr int kFusedRows = 32;
+
+int64_t fused_chunks(int64_t N) {
+  return (N + kFusedRows - 1) / kFusedRows;
+}
+
+__global__ void layernorm_backward_kernel(float* dinp, float* pw, float* pb, const float* dout,
+                                          const float* inp, const float* weight, const float* mean,
+                                          const float* rstd, int64_t N, int64_t C) {
+  __shared__ float row_mean[kFusedRows], row_rstd[kFusedRows];
+  __shared__ float row_dnorm_mean[kFusedRows], row_dnorm_norm_mean[kFusedRows];
+  const int64_t r0 = int64_t{blockIdx.x} * kFusedRows;
+  const int rows = static_cast<int>(N - r0 < kFusedRows ? N - r0 : kFusedRows);
+  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int r = threadIdx.x / 32; r < rows; r += warps) {
+    const int64_t i = r0 + r;
+    const float *x = inp + i * C, *dy = dout + i * C;
+    const float m = mean[i], s = rstd[i];
+    float dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int64_t c = lane; c < C; c += 32) {
+      const float dnorm = weight[c] * dy[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * (x[c] - m) * s;
+    }
+    dnorm_mean = warp_sum(dnorm_mean) / float(C);
+    dnorm_norm_mean = warp_sum(dnorm_norm_mean) / float(C);
+    if (lane == 0) {
+      row_mean[r] = m, row_rstd[r] = s;
+      row_dnorm_mean[r] = dnorm_mean, row_dnorm_norm_mean[r] = dnorm_norm_mean;
+    }
   }
-  dmean = warp_sum(dmean) / float(C);
-  dnorm_mean = warp_sum(dnorm_mean) / float(C);
-  for (int64_t c = lane; c < C; c += 32) {
-    const float norm = (x[c] - m) * s;
-    dinp[row * C + c] += (weight[c] * dy[c] - dmean - norm * dnorm_mean) * s;
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const float w = weight[c];
+    float dw = 0, db = 0;
+    for (int r = 0; r < rows; ++r) {
+      const int64_t e = (r0 + r) * C + c;
+      const float dy = dout[e], xm = inp[e] - row_mean[r], s = row_rstd[r];
+      if (dinp) dinp[e] += (w * dy - row_dnorm_mean[r] - xm * s * row_dnorm_norm_mean[r]) * s;
+      dw += dy * xm * s;
+      db += dy;
+    }
+    pw[int64_t{blockIdx.x} * C + c] = dw;
+    pb[int64_t{blockIdx.x} * C + c] = db;
   }
 }
 
-// Column sums over rows (dweight/dbias of layernorm, dbias of a linear layer), deterministic and
-// spread over the whole GPU: stage 1 gives every (32 columns, chunk of kChunkRows rows) pair a
-// block whose 8 row lanes each sum rows lane, lane+8, ... of the chunk in order, lane 0 adding
-// the 8 in order, into partials[chunk][column]; stage 2 sums each column's chunks in order. The
-// chunking depends only on N, so every run adds in the same order.
+// Column sums over rows (dbias of a linear layer), deterministic and spread over the whole GPU:
+// stage 1 gives every (32 columns, chunk of kChunkRows rows) pair a block whose 8 row lanes each
+// sum rows lane, lane+8, ... of the chunk in order, lane 0 adding the 8 in order, into
+// partials[chunk][column]; stage 2 sums each column's chunks in order. The chunking depends only
+// on N, so every run adds in the same order.
 constexpr int kColLanes = 8;
 constexpr int64_t kChunkRows = 256;
 
@@ -65,35 +97,27 @@ int64_t row_chunks(int64_t N) {
   return (N + kChunkRows - 1) / kChunkRows;
 }
 
-// inp == nullptr: only the plain column sums of dout (a bias gradient, DoutT float or bf16
-// bits) into pb.
+// The column sums of dout (DoutT float or bf16 bits) into pb[chunk][column].
 template <class DoutT>
-__global__ void column_partials_kernel(float* pw, float* pb, const DoutT* dout, const float* inp,
-                                       const float* mean, const float* rstd, int64_t N, int64_t C) {
-  __shared__ float sw[kColLanes][32], sb[kColLanes][32];
+__global__ void column_partials_kernel(float* pb, const DoutT* dout, int64_t N, int64_t C) {
+  __shared__ float sb[kColLanes][32];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
   const int64_t r0 = int64_t{blockIdx.y} * kChunkRows;
   const int64_t r1 = r0 + kChunkRows < N ? r0 + kChunkRows : N;
-  float w = 0, b = 0;
+  float b = 0;
   if (c < C)
-    for (int64_t i = r0 + threadIdx.y; i < r1; i += kColLanes) {
-      const float dy = load_in(dout + i * C + c);
-      if (inp) w += dy * (inp[i * C + c] - mean[i]) * rstd[i];
-      b += dy;
-    }
-  sw[threadIdx.y][threadIdx.x] = w;
+    for (int64_t i = r0 + threadIdx.y; i < r1; i += kColLanes) b += load_in(dout + i * C + c);
   sb[threadIdx.y][threadIdx.x] = b;
   __syncthreads();
   if (threadIdx.y != 0 || c >= C) return;
-  for (int l = 1; l < kColLanes; ++l) w += sw[l][threadIdx.x], b += sb[l][threadIdx.x];
-  if (inp) pw[int64_t{blockIdx.y} * C + c] = w;
+  for (int l = 1; l < kColLanes; ++l) b += sb[l][threadIdx.x];
   pb[int64_t{blockIdx.y} * C + c] = b;
 }
 
-// out[c] += sum over chunks k = 0, 1, ... of partials[k][c] (out may be null: not needed).
+// out[c] += sum over chunks k = 0, 1, ... of partials[k][c].
 __global__ void sum_chunks_kernel(float* out, const float* partials, int64_t chunks, int64_t C) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (!out || c >= C) return;
+  if (c >= C) return;
   float s = 0;
   for (int64_t k = 0; k < chunks; ++k) s += partials[k * C + c];
   out[c] += s;
@@ -171,29 +195,16 @@ template void layernorm_forward(uint16_t*, float*, float*, const float*, const f
                                 int64_t, int64_t, cudaStream_t);
 
 int64_t column_sums_scratch_floats(int64_t N, int64_t C) {
-  return 2 * row_chunks(N) * C;
+  return 2 * (fused_chunks(N) > row_chunks(N) ? fused_chunks(N) : row_chunks(N)) * C;
 }
 
 namespace {
 
-// Stage 1 then stage 2 of the column sums; pw/dweight unused when inp is null.
-template <class DoutT>
-void column_sums(float* dweight, float* dbias, const DoutT* dout, const float* inp,
-                 const float* mean, const float* rstd, float* scratch, int64_t N, int64_t C,
-                 cudaStream_t stream) {
-  const int64_t chunks = row_chunks(N);
-  float *pw = scratch, *pb = scratch + chunks * C;
-  launch(column_partials_kernel<DoutT>, dim3(col_blocks(C), static_cast<unsigned>(chunks)),
-         dim3(32, kColLanes), stream, pw, pb, dout, inp, mean, rstd, N, C);
-  CUDA_CHECK_LAUNCH("column_partials_kernel");
-  if (inp && dweight) {
-    launch(sum_chunks_kernel, grid_for(C), kThreads, stream, dweight, pw, chunks, C);
-    CUDA_CHECK_LAUNCH("sum_chunks_kernel");
-  }
-  if (dbias) {
-    launch(sum_chunks_kernel, grid_for(C), kThreads, stream, dbias, pb, chunks, C);
-    CUDA_CHECK_LAUNCH("sum_chunks_kernel");
-  }
+// out (may be null) += the sum over `chunks` of partials[chunk][C], chunks in order.
+void sum_chunks(float* out, const float* partials, int64_t chunks, int64_t C, cudaStream_t stream) {
+  if (!out) return;
+  launch(sum_chunks_kernel, grid_for(C), kThreads, stream, out, partials, chunks, C);
+  CUDA_CHECK_LAUNCH("sum_chunks_kernel");
 }
 
 }  // namespace
@@ -201,21 +212,25 @@ void column_sums(float* dweight, float* dbias, const DoutT* dout, const float* i
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         float* scratch, int64_t N, int64_t C, cudaStream_t stream) {
-  if (N == 0) return;
-  if (dinp) {
-    launch(layernorm_backward_dinp_kernel, row_blocks(N), kRowsPerBlock * 32, stream, dinp, dout,
-           inp, weight, mean, rstd, N, C);
-    CUDA_CHECK_LAUNCH("layernorm_backward_dinp_kernel");
-  }
-  if (!dweight && !dbias) return;
-  column_sums(dweight, dbias, dout, inp, mean, rstd, scratch, N, C, stream);
+  if (N == 0 || C == 0 || (!dinp && !dweight && !dbias)) return;
+  const int64_t chunks = fused_chunks(N);
+  float *pw = scratch, *pb = scratch + chunks * C;
+  launch(layernorm_backward_kernel, static_cast<unsigned>(chunks), kThreads, stream, dinp, pw, pb,
+         dout, inp, weight, mean, rstd, N, C);
+  CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
+  sum_chunks(dweight, pw, chunks, C, stream);
+  sum_chunks(dbias, pb, chunks, C, stream);
 }
 
 template <class DoutT>
 void bias_backward(float* dbias, const DoutT* dout, float* scratch, int64_t N, int64_t OC,
                    cudaStream_t stream) {
   if (OC == 0 || N == 0) return;
-  column_sums(nullptr, dbias, dout, nullptr, nullptr, nullptr, scratch, N, OC, stream);
+  const int64_t chunks = row_chunks(N);
+  launch(column_partials_kernel<DoutT>, dim3(col_blocks(OC), static_cast<unsigned>(chunks)),
+         dim3(32, kColLanes), stream, scratch, dout, N, OC);
+  CUDA_CHECK_LAUNCH("column_partials_kernel");
+  sum_chunks(dbias, scratch, chunks, OC, stream);
 }
 template void bias_backward(float*, const float*, float*, int64_t, int64_t, cudaStream_t);
 template void bias_backward(float*, const uint16_t*, float*, int64_t, int64_t, cudaStream_t);

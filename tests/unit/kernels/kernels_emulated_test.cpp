@@ -50,16 +50,34 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   check_close(mean, rmean, kTol, "layernorm mean");
   check_close(rstd, rrstd, kTol, "layernorm rstd");
 
-  auto dx = randoms(N * C, 5), dw = randoms(C, 6), db = randoms(C, 7);
-  auto rdx = dx, rdw = dw, rdb = db;
-  std::vector<float> scratch(static_cast<size_t>(emu::column_sums_scratch_floats(N, C)));
-  emu::layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
-                          mean.data(), rstd.data(), scratch.data(), N, C, kStream);
-  ref.layernorm_backward(host(rdx, {N, C}), host(rdw, {C}), host(rdb, {C}), host(dy, {N, C}),
-                         host(x, {N, C}), host(w, {C}), host(rmean, {N}), host(rrstd, {N}));
-  check_close(dx, rdx, kTol, "layernorm dinp");
-  check_close(dw, rdw, kTol, "layernorm dweight");
-  check_close(db, rdb, kTol, "layernorm dbias");
+  // Backward in one pass, 32 rows per block (601: 19 chunks, the last partial), with columns
+  // fewer than the block's threads (72) and more (300); then each output alone.
+  std::vector<float> scratch;
+  for (const int64_t Cb : {C, int64_t{300}}) {
+    INFO("C " << Cb);
+    auto bx = randoms(N * Cb, 15, -2, 3), bw = randoms(Cb, 16), bdy = randoms(N * Cb, 17);
+    auto bmean = randoms(N, 18), brstd = randoms(N, 19, 0.5f, 2);
+    auto dx = randoms(N * Cb, 5), dw = randoms(Cb, 6), db = randoms(Cb, 7);
+    auto rdx = dx, rdw = dw, rdb = db;
+    scratch.assign(static_cast<size_t>(emu::column_sums_scratch_floats(N, Cb)), NAN);
+    emu::layernorm_backward(dx.data(), dw.data(), db.data(), bdy.data(), bx.data(), bw.data(),
+                            bmean.data(), brstd.data(), scratch.data(), N, Cb, kStream);
+    ref.layernorm_backward(host(rdx, {N, Cb}), host(rdw, {Cb}), host(rdb, {Cb}), host(bdy, {N, Cb}),
+                           host(bx, {N, Cb}), host(bw, {Cb}), host(bmean, {N}), host(brstd, {N}));
+    check_close(dx, rdx, kTol, "layernorm dinp");
+    check_close(dw, rdw, kTol, "layernorm dweight");
+    check_close(db, rdb, kTol, "layernorm dbias");
+    const auto db_once = db;
+    emu::layernorm_backward(nullptr, dw.data(), nullptr, bdy.data(), bx.data(), bw.data(),
+                            bmean.data(), brstd.data(), scratch.data(), N, Cb, kStream);
+    emu::layernorm_backward(dx.data(), nullptr, nullptr, bdy.data(), bx.data(), bw.data(),
+                            bmean.data(), brstd.data(), scratch.data(), N, Cb, kStream);
+    ref.layernorm_backward(host(rdx, {N, Cb}), host(rdw, {Cb}), Tensor(), host(bdy, {N, Cb}),
+                           host(bx, {N, Cb}), host(bw, {Cb}), host(bmean, {N}), host(brstd, {N}));
+    check_close(dx, rdx, kTol, "layernorm dinp alone, added twice");
+    check_close(dw, rdw, kTol, "layernorm dweight alone, added twice");
+    CHECK(db == db_once);
+  }
 
   const int64_t n = 3000;
   auto gx = randoms(n, 8, -5, 5), gdy = randoms(n, 9), gdx = randoms(n, 10), gy = nans(n);
