@@ -123,10 +123,12 @@ void fp8_push_amaxes(float* states, const float* amaxes, int64_t parts, cudaStre
 
 // --- optimizer and utilities (optim_util.cu) ---
 // bias_correction1/2 = 1 - beta^step, computed by the caller in double like the cpu reference.
-// params_bf16 (may be null): also receives the updated params rounded to bf16, in the same pass.
+// The gradients are read times grad_scale (global-norm clipping's coefficient). params_bf16 (may
+// be null): also receives the updated params rounded to bf16, in the same pass.
 void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n, float lr,
                 float beta1, float beta2, float eps, float weight_decay, float bias_correction1,
-                float bias_correction2, uint16_t* params_bf16, cudaStream_t stream);
+                float bias_correction2, float grad_scale, uint16_t* params_bf16,
+                cudaStream_t stream);
 void fill(float* x, float value, int64_t n, cudaStream_t stream);
 void fill(uint16_t* x, float value, int64_t n, cudaStream_t stream);  // bf16 bits of value
 void scale(float* x, float alpha, int64_t n, cudaStream_t stream);

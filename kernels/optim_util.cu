@@ -11,9 +11,9 @@ namespace {
 
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, int64_t n,
                              float lr, float beta1, float beta2, float eps, float wd, float bc1,
-                             float bc2, uint16_t* params_bf16) {
+                             float bc2, float grad_scale, uint16_t* params_bf16) {
   GRID_STRIDE(i, n) {
-    const float g = grads[i];
+    const float g = grads[i] * grad_scale;
     const float mi = beta1 * m[i] + (1.0f - beta1) * g;
     const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
@@ -74,10 +74,11 @@ __global__ void from_bf16_kernel(float* dst, const uint16_t* src, int64_t n) {
 
 void adamw_step(float* params, const float* grads, float* m, float* v, int64_t n, float lr,
                 float beta1, float beta2, float eps, float weight_decay, float bias_correction1,
-                float bias_correction2, uint16_t* params_bf16, cudaStream_t stream) {
+                float bias_correction2, float grad_scale, uint16_t* params_bf16,
+                cudaStream_t stream) {
   if (n == 0) return;
   launch(adamw_kernel, grid_for(n), kThreads, stream, params, grads, m, v, n, lr, beta1, beta2, eps,
-         weight_decay, bias_correction1, bias_correction2, params_bf16);
+         weight_decay, bias_correction1, bias_correction2, grad_scale, params_bf16);
   CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -38,6 +38,9 @@ namespace trainer {
 struct AdamWParams {
   float lr = 0, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0;
   int64_t step = 1;  // 1-based step count for bias correction
+  // The gradients are read times this: global-norm clipping's coefficient, applied in the update
+  // instead of a pass that rewrites them (the same fp32 product either way).
+  float grad_scale = 1;
 };
 
 class Backend {

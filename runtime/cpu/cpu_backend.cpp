@@ -78,7 +78,7 @@ void CpuBackend::adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor
   if (!params_bf16.empty()) check_bf16_copy(params_bf16, n, op);
   cpu::adamw_step(need_f32(params, op, "params"), need_f32(grads, op, "grads"),
                   need_f32(m, op, "m"), need_f32(v, op, "v"), n, p.lr, p.beta1, p.beta2, p.eps,
-                  p.weight_decay, p.step);
+                  p.weight_decay, p.step, p.grad_scale);
   if (!params_bf16.empty()) round_to_bf16(params_bf16, params);  // a second pass is fine on cpu
 }
 

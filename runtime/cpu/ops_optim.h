@@ -9,16 +9,17 @@
 
 namespace trainer::cpu {
 
-// AdamW on n elements, decoupled weight decay, bias correction with the 1-based `step`:
+// AdamW on n elements, decoupled weight decay, bias correction with the 1-based `step`, on the
+// gradients times grad_scale, g = grads * grad_scale:
 // m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= lr (mhat / (sqrt(vhat) + eps) + wd p).
 template <class Real>
 void adamw_step(Real* params, const Real* grads, Real* m, Real* v, int64_t n, Real lr, Real beta1,
-                Real beta2, Real eps, Real weight_decay, int64_t step) {
+                Real beta2, Real eps, Real weight_decay, int64_t step, Real grad_scale = 1) {
   const Real bc1 = Real(1 - std::pow(double(beta1), double(step)));
   const Real bc2 = Real(1 - std::pow(double(beta2), double(step)));
   TRAINER_PARALLEL_FOR_IF(n >= kParallelMinWork)
   for (int64_t i = 0; i < n; ++i) {
-    const Real g = grads[i];
+    const Real g = grads[i] * grad_scale;
     m[i] = beta1 * m[i] + (Real(1) - beta1) * g;
     v[i] = beta2 * v[i] + (Real(1) - beta2) * g * g;
     const Real mhat = m[i] / bc1, vhat = v[i] / bc2;

@@ -210,7 +210,7 @@ void CudaBackend::adamw_step(Tensor params, const Tensor& grads, Tensor m, Tenso
   const float bc2 = float(1 - std::pow(double(p.beta2), double(p.step)));
   kernels::adamw_step(need_f32(params, op, "params"), need_f32(grads, op, "grads"),
                       need_f32(m, op, "m"), need_f32(v, op, "v"), n, p.lr, p.beta1, p.beta2, p.eps,
-                      p.weight_decay, bc1, bc2, copy, stream_);
+                      p.weight_decay, bc1, bc2, p.grad_scale, copy, stream_);
 }
 
 void CudaBackend::scale(Tensor x, float alpha) {

@@ -34,11 +34,11 @@ AdamW::~AdamW() {
 }
 
 void AdamW::step(Tensor params, const Tensor& grads, float lr, float beta1, float beta2, float eps,
-                 float weight_decay, Tensor params_bf16) {
+                 float weight_decay, Tensor params_bf16, float grad_scale) {
   ++t_;
   for (const DecayRun& r : runs_) {
     const int64_t off = r.offset - begin_;
-    AdamWParams p{lr, beta1, beta2, eps, r.decay ? weight_decay : 0.0f, t_};
+    AdamWParams p{lr, beta1, beta2, eps, r.decay ? weight_decay : 0.0f, t_, grad_scale};
     be_.adamw_step(params.slice(off, r.numel), grads.slice(off, r.numel), m_.slice(off, r.numel),
                    v_.slice(off, r.numel), p, params_bf16.slice(off, r.numel));
   }

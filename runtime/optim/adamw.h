@@ -28,9 +28,9 @@ class AdamW {
 
   // params/grads point at element `begin` of their flat buffers (numel end-begin). params_bf16
   // (optional, bf16, same numel): the bf16 weight copy, rewritten from the updated params in the
-  // same pass (Backend::adamw_step).
+  // same pass (Backend::adamw_step). grad_scale: the gradients are read times this (clipping).
   void step(Tensor params, const Tensor& grads, float lr, float beta1, float beta2, float eps,
-            float weight_decay, Tensor params_bf16 = Tensor());
+            float weight_decay, Tensor params_bf16 = Tensor(), float grad_scale = 1.0f);
 
   int64_t step_count() const { return t_; }
   void set_step_count(int64_t t) { t_ = t; }

@@ -120,14 +120,11 @@ double ZeroOptimizer::grad_norm() {
   return std::sqrt(comm_.all_reduce_scalar(local, dist::ReduceOp::sum));
 }
 
-void ZeroOptimizer::scale_grads(float alpha) {
-  be_.scale(shard_grads(), alpha);
-}
-
-void ZeroOptimizer::step(float lr, float beta1, float beta2, float eps, float weight_decay) {
+void ZeroOptimizer::step(float lr, float beta1, float beta2, float eps, float weight_decay,
+                         float grad_scale) {
   const Range s = shard();
   opt_->step(model_.params().slice(s.begin, s.size()), shard_grads(), lr, beta1, beta2, eps,
-             weight_decay);
+             weight_decay, Tensor(), grad_scale);
   publish_params();
 }
 

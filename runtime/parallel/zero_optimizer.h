@@ -53,8 +53,9 @@ class ZeroOptimizer {
   void begin_step();        // zeroes the gradient accumulator
   void reduce_gradients();  // after the last backward: the shard holds the global sum
   double grad_norm();       // global L2 norm over all shards
-  void scale_grads(float alpha);
-  void step(float lr, float beta1, float beta2, float eps, float weight_decay);
+  // AdamW on the shard, its gradients read times grad_scale (clipping), then publish_params().
+  void step(float lr, float beta1, float beta2, float eps, float weight_decay,
+            float grad_scale = 1.0f);
   // Makes the working params consistent with the shards' master weights: all-gather (1, 2),
   // release every unit (3). Called by step() and after a checkpoint load.
   void publish_params();

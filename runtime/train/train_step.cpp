@@ -94,20 +94,20 @@ double TrainStep::reduce_and_norm() {
 
 void TrainStep::clip_and_update(double grad_norm, double lr, StepResult& r) {
   const config::TrainConfig& t = cfg_.train;
+  float clip = 1.0f;  // applied as AdamW reads the gradients (AdamWParams::grad_scale)
   if (t.grad_clip > 0 && grad_norm > t.grad_clip) {
-    const float alpha = static_cast<float>(t.grad_clip / (grad_norm + 1e-6));
-    zero_ ? zero_->scale_grads(alpha) : be_.scale(model_.grads(), alpha);
+    clip = static_cast<float>(t.grad_clip / (grad_norm + 1e-6));
     r.clipped = true;
   }
   const float lr_f = static_cast<float>(lr), b1 = static_cast<float>(t.beta1),
               b2 = static_cast<float>(t.beta2), eps = static_cast<float>(t.eps),
               wd = static_cast<float>(t.weight_decay);
   if (zero_) {
-    zero_->step(lr_f, b1, b2, eps, wd);  // updates the shard, then gathers or releases params
+    zero_->step(lr_f, b1, b2, eps, wd, clip);  // updates the shard, then gathers or releases params
     return;
   }
   // The step rewrites the bf16 weight copy too (bf16 compute), in the same pass.
-  opt_->step(model_.params(), model_.grads(), lr_f, b1, b2, eps, wd, model_.bf16_copy());
+  opt_->step(model_.params(), model_.grads(), lr_f, b1, b2, eps, wd, model_.bf16_copy(), clip);
 }
 
 parallel::ZeroMemory TrainStep::state_bytes() const {

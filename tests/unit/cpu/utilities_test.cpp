@@ -23,18 +23,19 @@ TEST_CASE("adamw_step_matches_hand_formula_in_double", "[cpu][optim]") {
   AdamWParams hp;
   hp.lr = 1e-2f, hp.beta1 = 0.9f, hp.beta2 = 0.95f, hp.eps = 1e-8f, hp.weight_decay = 0.1f;
   hp.step = 3;
+  hp.grad_scale = 0.625f;  // global-norm clipping's coefficient, applied as the update reads g
   std::vector<double> ep(sz(n)), em(sz(n)), ev(sz(n));
-  const double b1 = hp.beta1, b2 = hp.beta2;
+  const double b1 = hp.beta1, b2 = hp.beta2, gs = hp.grad_scale;
   for (size_t i = 0; i < sz(n); ++i) {
-    em[i] = b1 * m[i] + (1 - b1) * g[i];
-    ev[i] = b2 * v[i] + (1 - b2) * double(g[i]) * g[i];
+    em[i] = b1 * m[i] + (1 - b1) * gs * g[i];
+    ev[i] = b2 * v[i] + (1 - b2) * gs * g[i] * gs * g[i];
     const double mhat = em[i] / (1 - std::pow(b1, 3)), vhat = ev[i] / (1 - std::pow(b2, 3));
     ep[i] = p[i] - double(hp.lr) *
                        (mhat / (std::sqrt(vhat) + double(hp.eps)) + double(hp.weight_decay) * p[i]);
   }
   auto p64 = to_double(p), g64 = to_double(g), m64 = to_double(m), v64 = to_double(v);
   adamw_step<double>(p64.data(), g64.data(), m64.data(), v64.data(), n, hp.lr, hp.beta1, hp.beta2,
-                     hp.eps, hp.weight_decay, hp.step);
+                     hp.eps, hp.weight_decay, hp.step, double(hp.grad_scale));
   check_close("float64 params", p64, ep, 1e-14, 1e-15);
   check_close("float64 m", m64, em, 1e-14, 1e-15);
   check_close("float64 v", v64, ev, 1e-14, 1e-15);

@@ -65,7 +65,7 @@ TEST_CASE("cuda_data_parallel_and_zero_stages_match_cpu_with_two_ranks_on_one_gp
     config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
     cfg.parallel.zero = c.zero;
     cfg.precision.compute = c.precision;
-    cfg.train.grad_clip = 0.05;  // small enough to clip: scale_grads runs too
+    cfg.train.grad_clip = 0.05;  // small enough to clip: AdamW reads the gradients scaled
     const std::vector<testing::DpTrace> ref = run(cfg, false), gpu = run(cfg, true);
     // cuBLASLt and the device's expf against OpenBLAS: fp32 agrees to ~1e-6 over these steps;
     // bf16 and fp8 round operands, so a last-bit difference moves whole bf16/e4m3 steps.

@@ -241,8 +241,9 @@ TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]"
   const float bc1 = float(1 - std::pow(double(hp.beta1), 3.0));
   const float bc2 = float(1 - std::pow(double(hp.beta2), 3.0));
   std::vector<uint16_t> copy(static_cast<size_t>(n), 0x7fc0), rcopy(copy.size());
+  hp.grad_scale = 0.375f;  // clipping's coefficient
   emu::adamw_step(p.data(), g.data(), m.data(), v.data(), n, hp.lr, hp.beta1, hp.beta2, hp.eps,
-                  hp.weight_decay, bc1, bc2, copy.data(), kStream);
+                  hp.weight_decay, bc1, bc2, hp.grad_scale, copy.data(), kStream);
   ref.adamw_step(host(rp, {n}), host(g, {n}), host(rm, {n}), host(rv, {n}), hp,
                  Tensor(rcopy.data(), {n}, DType::bf16));
   check_close(p, rp, kTol, "adamw params");

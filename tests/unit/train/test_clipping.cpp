@@ -16,7 +16,7 @@ namespace {
 
 struct Result {
   train::StepResult step;
-  std::vector<float> grads;  // the gradient the optimizer applied (after clipping)
+  std::vector<float> grads;  // the gradient AdamW applied (after clipping), from its first moment
 };
 
 Result one_step(double clip) {
@@ -32,8 +32,12 @@ Result one_step(double clip) {
     for (int i = 0; i < 16; ++i) x[i] = i % 16, y[i] = (i * 7) % 16;
   };
   Result r{step.run(0, next), {}};
+  // The clip rides in the update (AdamWParams::grad_scale): after one step from m = 0,
+  // m = (1 - beta1) g for the g AdamW read.
   r.grads.resize(static_cast<size_t>(gpt.grads().numel()));
-  be.to_host(r.grads.data(), gpt.grads());
+  be.to_host(r.grads.data(), step.optimizer().m());
+  const float one_minus_beta1 = 1.0f - static_cast<float>(cfg.train.beta1);
+  for (float& g : r.grads) g /= one_minus_beta1;
   return r;
 }
 

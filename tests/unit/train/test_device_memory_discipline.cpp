@@ -45,7 +45,7 @@ TEST_CASE("training_touches_backend_memory_only_through_the_backend_and_comm", "
     cfg.parallel.zero = c.zero;
     cfg.precision.compute = c.precision;
     cfg.train.grad_accum = 2;    // ZeRO-2/3 reduce-scatter per micro-batch
-    cfg.train.grad_clip = 0.05;  // small enough to clip: scale_grads runs too
+    cfg.train.grad_clip = 0.05;  // small enough to clip: AdamW reads the gradients scaled
     const std::vector<Trace> cpu = run(cfg, false), opaque = run(cfg, true);
     for (int r = 0; r < kDp; ++r) {
       const Trace &a = cpu[size_t(r)], &b = opaque[size_t(r)];
