@@ -122,7 +122,7 @@ gpt2() {  # run-name precision; returns the trainer's status (a failed run still
   timeout "$(left)" "$bin/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/$1" \
     --set precision.compute="$2" --set train.steps="$gpt2_steps" \
     --set train.warmup_steps=10 --set train.eval_every=0 \
-    --set checkpoint.every_steps=0 --set logging.every_steps=5 --set logging.profile_steps=3 \
+    --set checkpoint.every_steps=0 --set logging.every_steps=1 --set logging.profile_steps=3 \
     >"$out/$1.log" 2>&1 && return 0
   tail -20 "$out/$1.log"
   failed+=("GPT-2 small $1")
@@ -214,6 +214,18 @@ for run in ("gpt2", "gpt2-no-epilogue", "gpt2-fp8", "gpt2-wmma"):
         continue
     print(f"profile {run}: {p['step_time_s'] * 1e3:.2f} ms/step over {p['steps']} steps, "
           f"{p['unaccounted_s'] * 1e3:.2f} ms in no phase")
+    # The device span of a profiled step against the loop's step time (metrics.jsonl, host clock):
+    # the event timer's own check on a GPU (they differ by launch latency and the end-of-step sync)
+    try:
+        rows = [json.loads(l) for l in open(f"{out}/{run}/metrics.jsonl")]
+        first = p["first_step"]
+        loop = [m["step_time_s"] for m in rows if first <= m["step"] < first + p["steps"]]
+        if loop:
+            ratio = p["step_time_s"] / (sum(loop) / len(loop))
+            print(f"  device span / loop step time: {ratio:.3f}"
+                  f"{'' if 0.8 <= ratio <= 1.05 else '  (WARN: the event timer disagrees with the loop)'}")
+    except (OSError, ValueError, KeyError):
+        pass
     shown = p["phases"][:16] if run == "gpt2" else [q for q in p["phases"] if "attention" in q["name"]]
     for q in shown:
         tf = "" if q["tflops"] is None else f"{q['tflops']:8.1f} TFLOP/s"
