@@ -22,9 +22,11 @@ void layernorm_forward(OutT* out, float* mean, float* rstd, const float* inp, co
 // One pass over dout and inp; scratch: column_sums_scratch_floats(N, C) floats (per-chunk partial
 // sums, of layernorm_backward and bias_backward alike).
 int64_t column_sums_scratch_floats(int64_t N, int64_t C);
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean, const float* rstd,
-                        float* scratch, int64_t N, int64_t C, cudaStream_t stream);
+// dinp_bf16 (may be null; only with dinp): dinp's new value rounded to bf16.
+void layernorm_backward(float* dinp, uint16_t* dinp_bf16, float* dweight, float* dbias,
+                        const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, float* scratch, int64_t N, int64_t C,
+                        cudaStream_t stream);
 template <class OutT>
 void gelu_forward(OutT* out, const float* inp, int64_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n,

@@ -44,9 +44,10 @@ int64_t fused_chunks(int64_t N) {
   return (N + kFusedRows - 1) / kFusedRows;
 }
 
-__global__ void layernorm_backward_kernel(float* dinp, float* pw, float* pb, const float* dout,
-                                          const float* inp, const float* weight, const float* mean,
-                                          const float* rstd, int64_t N, int64_t C) {
+__global__ void layernorm_backward_kernel(float* dinp, uint16_t* dinp_bf16, float* pw, float* pb,
+                                          const float* dout, const float* inp, const float* weight,
+                                          const float* mean, const float* rstd, int64_t N,
+                                          int64_t C) {
   __shared__ float row_mean[kFusedRows], row_rstd[kFusedRows];
   __shared__ float row_dnorm_mean[kFusedRows], row_dnorm_norm_mean[kFusedRows];
   const int64_t r0 = int64_t{blockIdx.x} * kFusedRows;
@@ -76,7 +77,12 @@ __global__ void layernorm_backward_kernel(float* dinp, float* pw, float* pb, con
     for (int r = 0; r < rows; ++r) {
       const int64_t e = (r0 + r) * C + c;
       const float dy = dout[e], xm = inp[e] - row_mean[r], s = row_rstd[r];
-      if (dinp) dinp[e] += (w * dy - row_dnorm_mean[r] - xm * s * row_dnorm_norm_mean[r]) * s;
+      if (dinp) {
+        const float d =
+            dinp[e] + (w * dy - row_dnorm_mean[r] - xm * s * row_dnorm_norm_mean[r]) * s;
+        dinp[e] = d;
+        if (dinp_bf16) dinp_bf16[e] = bf16_bits(d);
+      }
       dw += dy * xm * s;
       db += dy;
     }
@@ -209,14 +215,15 @@ void sum_chunks(float* out, const float* partials, int64_t chunks, int64_t C, cu
 
 }  // namespace
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean, const float* rstd,
-                        float* scratch, int64_t N, int64_t C, cudaStream_t stream) {
+void layernorm_backward(float* dinp, uint16_t* dinp_bf16, float* dweight, float* dbias,
+                        const float* dout, const float* inp, const float* weight, const float* mean,
+                        const float* rstd, float* scratch, int64_t N, int64_t C,
+                        cudaStream_t stream) {
   if (N == 0 || C == 0 || (!dinp && !dweight && !dbias)) return;
   const int64_t chunks = fused_chunks(N);
   float *pw = scratch, *pb = scratch + chunks * C;
-  launch(layernorm_backward_kernel, static_cast<unsigned>(chunks), kThreads, stream, dinp, pw, pb,
-         dout, inp, weight, mean, rstd, N, C);
+  launch(layernorm_backward_kernel, static_cast<unsigned>(chunks), kThreads, stream, dinp,
+         dinp_bf16, pw, pb, dout, inp, weight, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
   sum_chunks(dweight, pw, chunks, C, stream);
   sum_chunks(dbias, pb, chunks, C, stream);

@@ -128,9 +128,12 @@ class Backend {
   // out[N,C] = (inp - mean) * rstd * weight + bias; mean[N], rstd[N] saved for backward. eps 1e-5.
   virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const Tensor& inp,
                                  const Tensor& weight, const Tensor& bias) = 0;
+  // dinp, dweight, dbias (each optional) accumulate. dinp_bf16 (optional; bf16, dinp's numel,
+  // needs dinp): also receives dinp's new value rounded to bf16, in the same pass: the residual
+  // gradient as the next backward GEMMs read it under bf16 compute, with no cast pass of its own.
   virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                   const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                                  const Tensor& rstd) = 0;
+                                  const Tensor& rstd, Tensor dinp_bf16 = Tensor()) = 0;
   // GELU, tanh approximation (GPT-2).
   virtual void gelu_forward(Tensor out, const Tensor& inp) = 0;
   virtual void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) = 0;

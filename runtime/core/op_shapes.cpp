@@ -81,7 +81,7 @@ RowDims layernorm_forward_dims(const Tensor& out, const Tensor& mean, const Tens
 
 RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                                 const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                                const Tensor& mean, const Tensor& rstd) {
+                                const Tensor& mean, const Tensor& rstd, const Tensor& dinp_bf16) {
   const char* op = "layernorm_backward";
   const int64_t C = last_dim(inp), N = rows_of(inp, C, op, "inp");
   check_numel(dout, N * C, op, "dout");
@@ -91,6 +91,12 @@ RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const
   if (!dinp.empty()) check_numel(dinp, N * C, op, "dinp");
   if (!dweight.empty()) check_numel(dweight, C, op, "dweight");
   if (!dbias.empty()) check_numel(dbias, C, op, "dbias");
+  if (!dinp_bf16.empty()) {
+    TRAINER_CHECK(!dinp.empty(), op << ": dinp_bf16 needs dinp");
+    TRAINER_CHECK(dinp_bf16.dtype == DType::bf16,
+                  op << ": dinp_bf16 must be bf16, got " << dtype_name(dinp_bf16.dtype));
+    check_numel(dinp_bf16, N * C, op, "dinp_bf16");
+  }
   return {N, C};
 }
 

@@ -41,9 +41,11 @@ LinearDims matmul_gelu_backward_dims(const Tensor& dpre, const Tensor& dweight, 
                                      const Tensor& pre);
 RowDims layernorm_forward_dims(const Tensor& out, const Tensor& mean, const Tensor& rstd,
                                const Tensor& inp, const Tensor& weight, const Tensor& bias);
+// dinp_bf16 (optional): bf16, dinp's numel, only with dinp.
 RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const Tensor& dbias,
                                 const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                                const Tensor& mean, const Tensor& rstd);
+                                const Tensor& mean, const Tensor& rstd,
+                                const Tensor& dinp_bf16 = Tensor());
 // Elements of a GELU; `b` may be empty (forward has only out and inp).
 int64_t elementwise_dims(const char* op, const Tensor& inp, const Tensor& a, const char* a_name,
                          const Tensor& b = Tensor(), const char* b_name = "");

@@ -48,7 +48,7 @@ class CpuBackend : public Backend {
                          const Tensor& weight, const Tensor& bias) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                           const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                          const Tensor& rstd) override;
+                          const Tensor& rstd, Tensor dinp_bf16 = Tensor()) override;
   void gelu_forward(Tensor out, const Tensor& inp) override;
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;

@@ -82,13 +82,15 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const T
 
 void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                     const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                                    const Tensor& rstd) {
+                                    const Tensor& rstd, Tensor dinp_bf16) {
   const char* op = "layernorm_backward";
-  const RowDims d = layernorm_backward_dims(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+  const RowDims d =
+      layernorm_backward_dims(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_bf16);
   cpu::layernorm_backward(opt_f32(dinp, op, "dinp"), opt_f32(dweight, op, "dweight"),
                           opt_f32(dbias, op, "dbias"), need_f32(dout, op, "dout"),
                           need_f32(inp, op, "inp"), need_f32(weight, op, "weight"),
                           need_f32(mean, op, "mean"), need_f32(rstd, op, "rstd"), d.N, d.C);
+  if (!dinp_bf16.empty()) round_to_bf16(dinp_bf16, dinp);  // a second pass is fine on cpu
 }
 
 void CpuBackend::gelu_forward(Tensor out, const Tensor& inp) {

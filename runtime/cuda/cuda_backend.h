@@ -69,7 +69,7 @@ class CudaBackend : public Backend {
                          const Tensor& weight, const Tensor& bias) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                           const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                          const Tensor& rstd) override;
+                          const Tensor& rstd, Tensor dinp_bf16 = Tensor()) override;
   void gelu_forward(Tensor out, const Tensor& inp) override;
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
   // Attention kernels, by TRAINER_ATTENTION (AttentionKernel, runtime/core/attention_state.h):

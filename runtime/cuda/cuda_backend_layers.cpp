@@ -168,14 +168,17 @@ void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, const 
 
 void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                                      const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                                     const Tensor& rstd) {
+                                     const Tensor& rstd, Tensor dinp_bf16) {
   const char* op = "layernorm_backward";
-  const RowDims d = layernorm_backward_dims(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+  const RowDims d =
+      layernorm_backward_dims(dinp, dweight, dbias, dout, inp, weight, mean, rstd, dinp_bf16);
   const int64_t N = d.N, C = d.C;
-  kernels::layernorm_backward(
-      opt_f32(dinp, op, "dinp"), opt_f32(dweight, op, "dweight"), opt_f32(dbias, op, "dbias"),
-      need_f32(dout, op, "dout"), need_f32(inp, op, "inp"), need_f32(weight, op, "weight"),
-      need_f32(mean, op, "mean"), need_f32(rstd, op, "rstd"), column_scratch(N, C), N, C, stream_);
+  if (!dinp_bf16.empty()) check_device(dinp_bf16, op, "dinp_bf16");
+  kernels::layernorm_backward(opt_f32(dinp, op, "dinp"), static_cast<uint16_t*>(dinp_bf16.data),
+                              opt_f32(dweight, op, "dweight"), opt_f32(dbias, op, "dbias"),
+                              need_f32(dout, op, "dout"), need_f32(inp, op, "inp"),
+                              need_f32(weight, op, "weight"), need_f32(mean, op, "mean"),
+                              need_f32(rstd, op, "rstd"), column_scratch(N, C), N, C, stream_);
 }
 
 void CudaBackend::gelu_forward(Tensor out, const Tensor& inp) {

@@ -77,6 +77,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     a.losses = c.take({B, T});
   }
   a.grad.dresidual = c.take({B, T, C});
+  if (mm == DType::bf16) a.grad.dresidual_mm = c.take({B, T, C}, mm);
   a.grad.dln = c.take({B, T, C});
   a.grad.dqkv = c.take({B, T, 3 * CL}, mm);  // qkv's dtype: the qkv GEMMs read it with no cast
   a.grad.datty = c.take({B, T, CL});

@@ -50,7 +50,10 @@ struct BlockActivations {
 };
 
 struct GradScratch {
-  Tensor dresidual;   // [B,T,C] running gradient of the residual stream
+  Tensor dresidual;  // [B,T,C] running gradient of the residual stream
+  // [B,T,C] bf16 under bf16 compute (empty in fp32): dresidual rounded, as the projections'
+  // backward GEMMs read it; each layernorm backward writes it with dresidual (no cast pass).
+  Tensor dresidual_mm;
   Tensor dln, datty;  // per-block temporaries, reused by every block
   Tensor dqkv, dfch;  // the same, in matmul_input (Backend::attention_backward and
                       // matmul_gelu_backward write them so)

@@ -371,7 +371,8 @@ void Gpt::backward() {
     auto p = phase("ln_f");
     be_.layernorm_backward(rows(g.dresidual), weight_view("ln_f.weight", true),
                            weight_view("ln_f.bias", true), rows(g.dln), rows(last),
-                           weight_view("ln_f.weight", false), flat(a.lnf_mean), flat(a.lnf_rstd));
+                           weight_view("ln_f.weight", false), flat(a.lnf_mean), flat(a.lnf_rstd),
+                           g.dresidual_mm.empty() ? Tensor() : rows(g.dresidual_mm));
   }
   call_ready(final_unit);
   for (int l = s.num_layers - 1; l >= 0; --l) {
@@ -427,12 +428,16 @@ void Gpt::block_backward(int l) {
   const BlockWeights dw = block_weights(l, true);
   const int nh_local = layout_.dims().n_head / layout_.shard().tp_size;
   const Tensor dres = rows(g.dresidual);  // holds d(residual_out) on entry, d(residual_in) on exit
+  // dres as the GEMMs read it: its bf16 rounding, which each layernorm backward writes along with
+  // dres under bf16 compute; dres itself in fp32
+  const Tensor dres_bf16 = g.dresidual_mm.empty() ? Tensor() : rows(g.dresidual_mm);
+  const Tensor dres_mm = dres_bf16.empty() ? dres : dres_bf16;
 
   // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
   // (dfch is overwritten, in the activations' dtype: Backend::matmul_gelu_backward)
   {
     auto p = phase("fc_proj", 2 * matmul_flops(a.residual_out, a.fch_gelu));
-    be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres, rows(a.fch_gelu),
+    be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres_mm, rows(a.fch_gelu),
                              w.fcprojw, rows(a.fch));
   }
   {
@@ -443,13 +448,13 @@ void Gpt::block_backward(int l) {
   {
     auto p = phase("ln2");
     be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, rows(g.dln), rows(a.residual_mid), w.ln2w,
-                           flat(a.ln2_mean), flat(a.ln2_rstd));
+                           flat(a.ln2_mean), flat(a.ln2_rstd), dres_bf16);
   }
 
   // Attention: residual_mid = residual_in + proj(attn(qkv(ln1(residual_in))))
   {
     auto p = phase("proj", 2 * matmul_flops(a.residual_mid, a.atty));
-    be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres, rows(a.atty), w.projw);
+    be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres_mm, rows(a.atty), w.projw);
   }
   {
     auto p = phase("attention", 2 * attention_flops(a.qkv));
@@ -462,8 +467,9 @@ void Gpt::block_backward(int l) {
   tp_all_reduce(g.dln);
   {
     auto p = phase("ln1");
+    // (in the first block nothing reads the bf16 copy: the embedding backward reads dres)
     be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, rows(g.dln), rows(a.residual_in), w.ln1w,
-                           flat(a.ln1_mean), flat(a.ln1_rstd));
+                           flat(a.ln1_mean), flat(a.ln1_rstd), l > 0 ? dres_bf16 : Tensor());
   }
 }
 

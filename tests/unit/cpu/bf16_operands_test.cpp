@@ -171,6 +171,32 @@ TEST_CASE("adamw_step_writes_the_bf16_copy_of_the_updated_params", "[cpu][bf16][
                     Catch::Contains("params_bf16 must be bf16"));
 }
 
+TEST_CASE("layernorm_backward_writes_the_bf16_rounding_of_its_new_dinp", "[cpu][bf16]") {
+  CpuBackend be;
+  const int64_t N = 9, C = 24;
+  auto x = random_floats(sz(N * C), 1, -2, 3), w = random_floats(sz(C), 2);
+  auto dy = random_floats(sz(N * C), 3), mean = random_floats(sz(N), 4);
+  auto rstd = random_floats(sz(N), 5, 0.5f, 2), dx = random_floats(sz(N * C), 6);
+  auto dx2 = dx;
+  std::vector<uint16_t> dx16(sz(N * C), 0x7fc0);
+  be.layernorm_backward(tensor(dx, {N, C}), Tensor(), Tensor(), tensor(dy, {N, C}),
+                        tensor(x, {N, C}), tensor(w, {C}), tensor(mean, {N}), tensor(rstd, {N}),
+                        bf16(dx16, {N, C}));
+  be.layernorm_backward(tensor(dx2, {N, C}), Tensor(), Tensor(), tensor(dy, {N, C}),
+                        tensor(x, {N, C}), tensor(w, {C}), tensor(mean, {N}), tensor(rstd, {N}));
+  check_bitwise(dx, dx2, "dinp with and without the bf16 copy");
+  check_bitwise(floats_of(dx16), rounded(dx), "the copy is the new dinp rounded");
+  std::vector<float> wrong(sz(N * C));
+  auto call = [&](Tensor dinp, Tensor copy) {
+    be.layernorm_backward(dinp, Tensor(), Tensor(), tensor(dy, {N, C}), tensor(x, {N, C}),
+                          tensor(w, {C}), tensor(mean, {N}), tensor(rstd, {N}), copy);
+  };
+  CHECK_THROWS_WITH(call(tensor(dx, {N, C}), tensor(wrong, {N, C})),
+                    Catch::Contains("dinp_bf16 must be bf16, got f32"));
+  CHECK_THROWS_WITH(call(Tensor(), bf16(dx16, {N, C})), Catch::Contains("dinp_bf16 needs dinp"));
+  CHECK_THROWS_WITH(call(tensor(dx, {N, C}), bf16(dx16, {N, C - 1})), Catch::Contains("dinp_bf16"));
+}
+
 TEST_CASE("mixed_matmul_operand_dtypes_are_refused_naming_both", "[cpu][bf16][checks]") {
   CpuBackend be;
   std::vector<float> x(12), out(9);

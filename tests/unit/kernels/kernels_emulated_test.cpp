@@ -50,33 +50,44 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   check_close(mean, rmean, kTol, "layernorm mean");
   check_close(rstd, rrstd, kTol, "layernorm rstd");
 
-  // Backward in one pass, 32 rows per block (601: 19 chunks, the last partial), with columns
-  // fewer than the block's threads (72) and more (300); then each output alone.
+  // Backward in one pass, 32 rows per block (601: 19 chunks, 100: 4; the last partial), with
+  // columns fewer than the block's threads (72) and more (300); then each output alone.
   std::vector<float> scratch;
-  for (const int64_t Cb : {C, int64_t{300}}) {
-    INFO("C " << Cb);
-    auto bx = randoms(N * Cb, 15, -2, 3), bw = randoms(Cb, 16), bdy = randoms(N * Cb, 17);
-    auto bmean = randoms(N, 18), brstd = randoms(N, 19, 0.5f, 2);
-    auto dx = randoms(N * Cb, 5), dw = randoms(Cb, 6), db = randoms(Cb, 7);
+  for (const auto& [Nb, Cb] : {std::pair{N, C}, std::pair{int64_t{100}, int64_t{300}}}) {
+    INFO(Nb << " rows, C " << Cb);
+    auto bx = randoms(Nb * Cb, 15, -2, 3), bw = randoms(Cb, 16), bdy = randoms(Nb * Cb, 17);
+    auto bmean = randoms(Nb, 18), brstd = randoms(Nb, 19, 0.5f, 2);
+    auto dx = randoms(Nb * Cb, 5), dw = randoms(Cb, 6), db = randoms(Cb, 7);
     auto rdx = dx, rdw = dw, rdb = db;
-    scratch.assign(static_cast<size_t>(emu::column_sums_scratch_floats(N, Cb)), NAN);
-    emu::layernorm_backward(dx.data(), dw.data(), db.data(), bdy.data(), bx.data(), bw.data(),
-                            bmean.data(), brstd.data(), scratch.data(), N, Cb, kStream);
-    ref.layernorm_backward(host(rdx, {N, Cb}), host(rdw, {Cb}), host(rdb, {Cb}), host(bdy, {N, Cb}),
-                           host(bx, {N, Cb}), host(bw, {Cb}), host(bmean, {N}), host(brstd, {N}));
+    scratch.assign(static_cast<size_t>(emu::column_sums_scratch_floats(Nb, Cb)), NAN);
+    emu::layernorm_backward(dx.data(), nullptr, dw.data(), db.data(), bdy.data(), bx.data(),
+                            bw.data(), bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
+    ref.layernorm_backward(host(rdx, {Nb, Cb}), host(rdw, {Cb}), host(rdb, {Cb}),
+                           host(bdy, {Nb, Cb}), host(bx, {Nb, Cb}), host(bw, {Cb}),
+                           host(bmean, {Nb}), host(brstd, {Nb}));
     check_close(dx, rdx, kTol, "layernorm dinp");
     check_close(dw, rdw, kTol, "layernorm dweight");
     check_close(db, rdb, kTol, "layernorm dbias");
     const auto db_once = db;
-    emu::layernorm_backward(nullptr, dw.data(), nullptr, bdy.data(), bx.data(), bw.data(),
-                            bmean.data(), brstd.data(), scratch.data(), N, Cb, kStream);
-    emu::layernorm_backward(dx.data(), nullptr, nullptr, bdy.data(), bx.data(), bw.data(),
-                            bmean.data(), brstd.data(), scratch.data(), N, Cb, kStream);
-    ref.layernorm_backward(host(rdx, {N, Cb}), host(rdw, {Cb}), Tensor(), host(bdy, {N, Cb}),
-                           host(bx, {N, Cb}), host(bw, {Cb}), host(bmean, {N}), host(brstd, {N}));
+    emu::layernorm_backward(nullptr, nullptr, dw.data(), nullptr, bdy.data(), bx.data(), bw.data(),
+                            bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
+    emu::layernorm_backward(dx.data(), nullptr, nullptr, nullptr, bdy.data(), bx.data(), bw.data(),
+                            bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
+    ref.layernorm_backward(host(rdx, {Nb, Cb}), host(rdw, {Cb}), Tensor(), host(bdy, {Nb, Cb}),
+                           host(bx, {Nb, Cb}), host(bw, {Cb}), host(bmean, {Nb}),
+                           host(brstd, {Nb}));
     check_close(dx, rdx, kTol, "layernorm dinp alone, added twice");
     check_close(dw, rdw, kTol, "layernorm dweight alone, added twice");
     CHECK(db == db_once);
+    // dinp_bf16: the new dinp rounded, bit for bit, and dinp as without it
+    std::vector<uint16_t> dx16(dx.size(), 0x7fc0);
+    auto dx_plain = dx;
+    emu::layernorm_backward(dx.data(), dx16.data(), nullptr, nullptr, bdy.data(), bx.data(),
+                            bw.data(), bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
+    emu::layernorm_backward(dx_plain.data(), nullptr, nullptr, nullptr, bdy.data(), bx.data(),
+                            bw.data(), bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
+    CHECK(dx == dx_plain);
+    CHECK(dx16 == bf16_bits_of(dx));
   }
 
   const int64_t n = 3000;

@@ -78,9 +78,9 @@ class OpaqueBackend : public Backend {
   }
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
                           const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                          const Tensor& rstd) override {
+                          const Tensor& rstd, Tensor dinp_bf16) override {
     cpu_.layernorm_backward(in(dinp), in(dweight), in(dbias), in(dout), in(inp), in(weight),
-                            in(mean), in(rstd));
+                            in(mean), in(rstd), in(dinp_bf16));
   }
   void gelu_forward(Tensor out, const Tensor& inp) override { cpu_.gelu_forward(in(out), in(inp)); }
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override {
