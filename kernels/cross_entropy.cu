@@ -17,20 +17,23 @@ struct MaxSum {
   float m = -INFINITY, s = 0;
 };
 
+// A -inf logit adds exp(-inf) = 0 (and would give exp(-inf - -inf) = NaN to a running max that
+// is still -inf); a NaN one makes the sum NaN, as in the cpu backend.
 __device__ inline void add_logit(MaxSum& a, float z) {
   if (z > a.m) {
     a.s = a.s * expf(a.m - z) + 1.0f;
     a.m = z;
-  } else {
+  } else if (z != -INFINITY) {
     a.s += expf(z - a.m);
   }
 }
 
-// Symmetric in a and b, so both lanes of a shuffle get the same bits.
+// The products are rounded on their own (__fmul_rn: no fused multiply-add), so that combine(a, b)
+// and combine(b, a) give the same bits on the two lanes of a shuffle.
 __device__ inline MaxSum combine(MaxSum a, MaxSum b) {
   const float m = fmaxf(a.m, b.m);
-  if (m == -INFINITY) return a;  // both empty
-  return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+  if (m == -INFINITY) return {m, a.s + b.s};  // both empty (0, or NaN from a NaN logit)
+  return {m, __fmul_rn(a.s, expf(a.m - m)) + __fmul_rn(b.s, expf(b.m - m))};
 }
 
 __device__ inline MaxSum warp_max_sum(MaxSum v) {
@@ -40,7 +43,8 @@ __device__ inline MaxSum warp_max_sum(MaxSum v) {
   return v;
 }
 
-// Over the block (blockDim.x a multiple of 32), in a fixed order; every thread gets the result.
+// Over the block (blockDim.x a multiple of 32), in a fixed order; every thread gets the result,
+// the same bits (every warp reduces the same values the same way).
 __device__ inline MaxSum block_max_sum(MaxSum v, MaxSum* shared) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   v = warp_max_sum(v);
@@ -73,8 +77,9 @@ __device__ inline void store_logits(uint16_t* p, const float (&v)[8]) {  // roun
 }
 
 template <class LogitT>
-__global__ void softmax_cross_entropy_kernel(LogitT* logits, float* losses, const int32_t* targets,
-                                             int64_t V, int64_t Vp, float dloss_scale) {
+__global__ void __launch_bounds__(1024)
+    softmax_cross_entropy_kernel(LogitT* logits, float* losses, const int32_t* targets, int64_t V,
+                                 int64_t Vp, float dloss_scale) {
   constexpr int kVec = 16 / sizeof(LogitT);
   __shared__ MaxSum red[32];
   const int64_t row = blockIdx.x;

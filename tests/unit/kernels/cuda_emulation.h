@@ -114,6 +114,12 @@ T __shfl_xor_sync(unsigned /*mask*/, T value, int offset) {
   return got;
 }
 
+// A product rounded on its own (never fused into an add), as the device intrinsic.
+inline float __fmul_rn(float a, float b) {
+  volatile float p = a * b;
+  return p;
+}
+
 inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) {
   ::cuda_emulation::warp->sync.arrive_and_wait();
 }

@@ -241,6 +241,45 @@ TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_p
   }
 }
 
+// -inf logits (a masked class) add nothing, wherever they fall, also first in a thread's share of
+// the row; a NaN logit makes its row's loss NaN; as in the cpu backend, fp32 and bf16.
+TEST_CASE("emulated_softmax_cross_entropy_takes_minus_inf_and_nan_logits_as_the_cpu", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t N = 3, V = 300, Vp = 304;  // rows 16-byte aligned in fp32 and bf16
+  const float inf = std::numeric_limits<float>::infinity();
+  auto logits = randoms(N * Vp, 3, -4, 4);
+  for (int64_t j : {0, 5, 8, 299}) logits[size_t(j)] = -inf;  // row 0: the first and the last
+  for (int64_t j = 0; j < V; j += 3) logits[size_t(Vp + j)] = -inf;  // row 1: a third of it
+  logits[size_t(2 * Vp + 77)] = std::nanf("");                       // row 2
+  const std::vector<int32_t> tgt = {1, 2, 3};                        // finite target logits
+  for (const bool bf16 : {false, true}) {
+    INFO((bf16 ? "bf16" : "fp32") << " logits");
+    std::vector<float> losses = nans(N), rlosses(static_cast<size_t>(N), 0.0f), got, want;
+    auto z = logits, rz = logits;
+    std::vector<uint16_t> z16 = bf16_bits_of(logits), rz16 = z16;
+    if (bf16) {
+      emu::softmax_cross_entropy(z16.data(), losses.data(), tgt.data(), N, V, Vp, 0.5f, kStream);
+      ref.softmax_cross_entropy(Tensor(rz16.data(), {N, Vp}, DType::bf16), host(rlosses, {N}),
+                                Tensor(const_cast<int32_t*>(tgt.data()), {N}, DType::i32), 0.5f, V);
+      got = floats_of(z16), want = floats_of(rz16);
+    } else {
+      emu::softmax_cross_entropy(z.data(), losses.data(), tgt.data(), N, V, Vp, 0.5f, kStream);
+      ref.softmax_cross_entropy(host(rz, {N, Vp}), host(rlosses, {N}),
+                                Tensor(const_cast<int32_t*>(tgt.data()), {N}, DType::i32), 0.5f, V);
+      got = z, want = rz;
+    }
+    REQUIRE(std::isfinite(rlosses[0]));
+    REQUIRE(std::isfinite(rlosses[1]));
+    CHECK(std::isnan(rlosses[2]));
+    check_close(std::vector<float>{losses[0], losses[1]},
+                std::vector<float>{rlosses[0], rlosses[1]}, kTol, "losses, rows 0-1");
+    CHECK(std::isnan(losses[2]));
+    check_close(std::vector<float>(got.begin(), got.begin() + 2 * Vp),
+                std::vector<float>(want.begin(), want.begin() + 2 * Vp), bf16 ? 1e-2 : kTol,
+                "dlogits, rows 0-1");
+  }
+}
+
 TEST_CASE("emulated_optimizer_reduction_and_cast_kernels_match_cpu", "[kernels]") {
   cpu::CpuBackend ref;
   const int64_t n = 1500;
