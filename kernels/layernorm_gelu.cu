@@ -31,14 +31,15 @@ __global__ void layernorm_forward_kernel(OutT* out, float* mean, float* rstd, co
   if (lane == 0 && rstd) rstd[row] = r;
 }
 
-// Layernorm backward in one pass over dout and inp: one block per kFusedRows rows. Its warps first
-// take one row at a time for the two row means dinp needs (of dnorm and of dnorm * norm, as the
-// cpu backend); then each thread walks columns c, c + blockDim.x, ... down the block's rows in
-// order, adding to dinp and summing the chunk's dweight and dbias partials into pw, pb
-// [chunk][C] (summed over chunks by sum_chunks_kernel). The second read of the chunk's rows hits
-// the cache: dout and inp come from memory once, where a dinp kernel and a column-sum kernel read
-// them twice.
+// Layernorm backward: one block per kFusedRows rows, taken a group of `warps` rows at a time.
+// Each warp takes one row of the group for the two row means dinp needs (of dnorm and of
+// dnorm * norm, as the cpu backend); after a barrier each thread walks its columns c,
+// c + blockDim.x, ... down the group's rows, adding to dinp and to the block's dweight and dbias
+// partials, its own row of pw, pb [chunk][C]. The group's rows were read a moment before, so the
+// second read finds them in the cache: dout and inp come from memory about once, where a dinp
+// kernel and a column-sum kernel read them twice. reduce_partials sums the chunks.
 constexpr int kFusedRows = 32;
+constexpr int kMaxWarps = 32;
 
 int64_t fused_chunks(int64_t N) {
   return (N + kFusedRows - 1) / kFusedRows;
@@ -48,46 +49,51 @@ __global__ void layernorm_backward_kernel(float* dinp, uint16_t* dinp_bf16, floa
                                           const float* dout, const float* inp, const float* weight,
                                           const float* mean, const float* rstd, int64_t N,
                                           int64_t C) {
-  __shared__ float row_mean[kFusedRows], row_rstd[kFusedRows];
-  __shared__ float row_dnorm_mean[kFusedRows], row_dnorm_norm_mean[kFusedRows];
+  __shared__ float row_mean[kMaxWarps], row_rstd[kMaxWarps];
+  __shared__ float row_dnorm_mean[kMaxWarps], row_dnorm_norm_mean[kMaxWarps];
   const int64_t r0 = int64_t{blockIdx.x} * kFusedRows;
   const int rows = static_cast<int>(N - r0 < kFusedRows ? N - r0 : kFusedRows);
-  const int lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  for (int r = threadIdx.x / 32; r < rows; r += warps) {
-    const int64_t i = r0 + r;
-    const float *x = inp + i * C, *dy = dout + i * C;
-    const float m = mean[i], s = rstd[i];
-    float dnorm_mean = 0, dnorm_norm_mean = 0;
-    for (int64_t c = lane; c < C; c += 32) {
-      const float dnorm = weight[c] * dy[c];
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * (x[c] - m) * s;
-    }
-    dnorm_mean = warp_sum(dnorm_mean) / float(C);
-    dnorm_norm_mean = warp_sum(dnorm_norm_mean) / float(C);
-    if (lane == 0) {
-      row_mean[r] = m, row_rstd[r] = s;
-      row_dnorm_mean[r] = dnorm_mean, row_dnorm_norm_mean[r] = dnorm_norm_mean;
-    }
-  }
-  __syncthreads();
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const float w = weight[c];
-    float dw = 0, db = 0;
-    for (int r = 0; r < rows; ++r) {
-      const int64_t e = (r0 + r) * C + c;
-      const float dy = dout[e], xm = inp[e] - row_mean[r], s = row_rstd[r];
-      if (dinp) {
-        const float d =
-            dinp[e] + (w * dy - row_dnorm_mean[r] - xm * s * row_dnorm_norm_mean[r]) * s;
-        dinp[e] = d;
-        if (dinp_bf16) dinp_bf16[e] = bf16_bits(d);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  float *block_dw = pw + int64_t{blockIdx.x} * C, *block_db = pb + int64_t{blockIdx.x} * C;
+  for (int g = 0; g < rows; g += warps) {
+    const int n = rows - g < warps ? rows - g : warps;
+    if (warp < n) {
+      const int64_t i = r0 + g + warp;
+      const float *x = inp + i * C, *dy = dout + i * C;
+      const float m = mean[i], s = rstd[i];
+      float dnorm_mean = 0, dnorm_norm_mean = 0;
+      for (int64_t c = lane; c < C; c += 32) {
+        const float dnorm = weight[c] * dy[c];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * (x[c] - m) * s;
       }
-      dw += dy * xm * s;
-      db += dy;
+      dnorm_mean = warp_sum(dnorm_mean) / float(C);
+      dnorm_norm_mean = warp_sum(dnorm_norm_mean) / float(C);
+      if (lane == 0) {
+        row_mean[warp] = m, row_rstd[warp] = s;
+        row_dnorm_mean[warp] = dnorm_mean, row_dnorm_norm_mean[warp] = dnorm_norm_mean;
+      }
     }
-    pw[int64_t{blockIdx.x} * C + c] = dw;
-    pb[int64_t{blockIdx.x} * C + c] = db;
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const float w = weight[c];
+      float dw = g == 0 ? 0.0f : block_dw[c], db = g == 0 ? 0.0f : block_db[c];  // own columns
+      for (int r = 0; r < n; ++r) {
+        const int64_t e = (r0 + g + r) * C + c;
+        const float dy = dout[e], xm = inp[e] - row_mean[r], s = row_rstd[r];
+        if (dinp) {
+          const float d =
+              dinp[e] + (w * dy - row_dnorm_mean[r] - xm * s * row_dnorm_norm_mean[r]) * s;
+          dinp[e] = d;
+          if (dinp_bf16) dinp_bf16[e] = bf16_bits(d);
+        }
+        dw += dy * xm * s;
+        db += dy;
+      }
+      block_dw[c] = dw;
+      block_db[c] = db;
+    }
+    __syncthreads();  // the next group's means overwrite these
   }
 }
 
@@ -201,7 +207,10 @@ template void layernorm_forward(uint16_t*, float*, float*, const float*, const f
                                 int64_t, int64_t, cudaStream_t);
 
 int64_t column_sums_scratch_floats(int64_t N, int64_t C) {
-  return 2 * (fused_chunks(N) > row_chunks(N) ? fused_chunks(N) : row_chunks(N)) * C;
+  // layernorm_backward: pw, pb [fused_chunks][C], then their column sums by groups of chunks;
+  // bias_backward: [row_chunks][C]
+  const int64_t chunks = fused_chunks(N), layernorm = 2 * (chunks + row_chunks(chunks)) * C;
+  return layernorm > row_chunks(N) * C ? layernorm : row_chunks(N) * C;
 }
 
 namespace {
@@ -213,6 +222,19 @@ void sum_chunks(float* out, const float* partials, int64_t chunks, int64_t C, cu
   CUDA_CHECK_LAUNCH("sum_chunks_kernel");
 }
 
+// out (may be null) += the sum over `chunks` of partials[chunk][C], in a fixed order and spread
+// over the GPU: the partials' column sums by groups of kChunkRows chunks into staging (as over a
+// bias gradient's rows), then those groups in order.
+void reduce_partials(float* out, const float* partials, float* staging, int64_t chunks, int64_t C,
+                     cudaStream_t stream) {
+  if (!out) return;
+  const int64_t groups = row_chunks(chunks);
+  launch(column_partials_kernel<float>, dim3(col_blocks(C), static_cast<unsigned>(groups)),
+         dim3(32, kColLanes), stream, staging, partials, chunks, C);
+  CUDA_CHECK_LAUNCH("column_partials_kernel");
+  sum_chunks(out, staging, groups, C, stream);
+}
+
 }  // namespace
 
 void layernorm_backward(float* dinp, uint16_t* dinp_bf16, float* dweight, float* dbias,
@@ -220,13 +242,14 @@ void layernorm_backward(float* dinp, uint16_t* dinp_bf16, float* dweight, float*
                         const float* rstd, float* scratch, int64_t N, int64_t C,
                         cudaStream_t stream) {
   if (N == 0 || C == 0 || (!dinp && !dweight && !dbias)) return;
-  const int64_t chunks = fused_chunks(N);
-  float *pw = scratch, *pb = scratch + chunks * C;
+  const int64_t chunks = fused_chunks(N), groups = row_chunks(chunks);
+  float *pw = scratch, *pb = pw + chunks * C, *staging_w = pb + chunks * C;
+  float* staging_b = staging_w + groups * C;
   launch(layernorm_backward_kernel, static_cast<unsigned>(chunks), kThreads, stream, dinp,
          dinp_bf16, pw, pb, dout, inp, weight, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
-  sum_chunks(dweight, pw, chunks, C, stream);
-  sum_chunks(dbias, pb, chunks, C, stream);
+  reduce_partials(dweight, pw, staging_w, chunks, C, stream);
+  reduce_partials(dbias, pb, staging_b, chunks, C, stream);
 }
 
 template <class DoutT>
