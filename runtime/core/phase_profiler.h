@@ -41,7 +41,11 @@ class PhaseProfiler {
   explicit PhaseProfiler(std::unique_ptr<DeviceTimer> timer);
 
   void begin_step();
+  // Adds the step's phases to the totals. After drop_step() it only raises what failed.
   void end_step();
+  // Forgets the step in progress (a Scope whose end mark threw); end_step() then calls the
+  // timer's seconds(), which raises the failure (on cuda, the sticky device error).
+  void drop_step() noexcept;
   bool in_step() const { return in_step_; }
   void begin(std::string_view name, double flops = 0);
   void end();
@@ -59,7 +63,7 @@ class PhaseProfiler {
   std::vector<Totals> totals_;
   std::unordered_map<std::string, size_t> index_;
   std::vector<Timed> timed_;  // this step's
-  bool in_step_ = false, open_ = false;
+  bool in_step_ = false, open_ = false, dropped_ = false;
   size_t step_begin_mark_ = 0;
   int steps_ = 0;
   double span_s_ = 0;

@@ -188,7 +188,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       trainer.set_profiler(profiler.get());
       profile_from = first_step + report::warmup_steps_to_exclude(
                                       static_cast<size_t>(std::max(0, last - first_step)));
-      profile_to = std::min(last, profile_from + cfg.logging.profile_steps);
+      profile_to =
+          profile_from + std::max(0, std::min(cfg.logging.profile_steps, last - profile_from));
     }
     const FaultInjector faults(env.rank);
     bool stop = false;
@@ -199,8 +200,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       if (profiled) profiler->begin_step();
       const auto t0 = Clock::now();
       const StepResult r = trainer.run(step, next_train);
+      if (profiled) profiler->end_step();  // its wait for the device belongs to this step
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (profiled) profiler->end_step();
       step_times.push_back(dt);
       sync_waits.push_back(r.comm_wait_s);
 

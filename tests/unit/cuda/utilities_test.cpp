@@ -113,6 +113,8 @@ TEST_CASE("cuda_event_timer_times_the_stream_without_waiting_for_it", "[cuda]") 
   g.a = g.b = static_cast<const float*>(a.data);
   g.c = static_cast<float*>(c.data);
   g.lda = g.ldb = g.ldc = n;
+  gpu->gemm(g);  // warm-up: cuBLASLt's plan and the module load stay out of the timing
+  gpu->synchronize();
   auto timer = gpu->make_timer();
   timer->mark();
   timer->mark();  // nothing between marks 0 and 1
@@ -124,10 +126,9 @@ TEST_CASE("cuda_event_timer_times_the_stream_without_waiting_for_it", "[cuda]") 
   const std::vector<double> s = timer->seconds();
   REQUIRE(s.size() == 3);
   CHECK(s[0] == 0);
-  CHECK(s[1] >= 0);
-  CHECK(s[2] - s[1] > s[1] - s[0]);
+  CHECK(s[1] - s[0] < 0.1 * (s[2] - s[1]));
   INFO("host " << host_s << " s to queue what the device took " << s[2] - s[1] << " s for");
-  CHECK(host_s < s[2] - s[1]);  // marking and queueing did not wait for the GEMMs
-  CHECK(timer->mark() == 0);    // the next step's marks reuse the pool
+  CHECK(host_s < 0.25 * (s[2] - s[1]));  // marking and queueing did not wait for the GEMMs
+  CHECK(timer->mark() == 0);             // the next step's marks reuse the pool
   CHECK(timer->seconds().size() == 1);
 }

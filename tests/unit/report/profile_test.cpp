@@ -27,7 +27,7 @@ PhaseProfiler two_steps() {
   return p;
 }
 
-TEST_CASE("summarize_profile_gives_per_step_means_longest_first") {
+TEST_CASE("summarize_profile_gives_per_step_means_longest_first", "[report]") {
   const PhaseProfiler p = two_steps();
   const ProfileInfo info = summarize_profile(p, 4);
   CHECK(info.steps == 2);
@@ -44,7 +44,7 @@ TEST_CASE("summarize_profile_gives_per_step_means_longest_first") {
   CHECK(std::isnan(info.phases[1].tflops));  // not a math phase
 }
 
-TEST_CASE("the_profile_section_is_in_report_json_only_when_steps_were_profiled") {
+TEST_CASE("the_profile_section_is_in_report_json_only_when_steps_were_profiled", "[report]") {
   RunReport r;
   CHECK_FALSE(to_json(r).contains("profile"));
   r.profile = summarize_profile(two_steps(), 4);
@@ -56,7 +56,7 @@ TEST_CASE("the_profile_section_is_in_report_json_only_when_steps_were_profiled")
   CHECK(j["profile"]["phases"][1]["tflops"].is_null());
 }
 
-TEST_CASE("profile_table_has_a_header_and_one_line_per_phase") {
+TEST_CASE("profile_table_has_a_header_and_one_line_per_phase", "[report]") {
   const auto lines = profile_table(summarize_profile(two_steps(), 4));
   REQUIRE(lines.size() == 4);
   CHECK_THAT(lines[0], Catch::Contains("2 step(s) from step 4") &&
