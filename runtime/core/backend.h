@@ -23,8 +23,9 @@
 //   three activation gradients that may take the activation's dtype (Megatron's bf16
 //   activations): the MLP's hidden one (the fused GELU ops below), the logits' (a bf16
 //   matmul_forward output, softmax_cross_entropy in place) and attention's dqkv (a bf16 qkv);
-//   matmul_backward then takes such a
-//   bf16 dout as it is.
+//   matmul_backward then takes such a bf16 dout as it is. The residual gradient stays fp32;
+//   layernorm_backward may also write it rounded to bf16 (dinp_bf16), as the next
+//   matmul_backward would read it.
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -52,7 +52,9 @@ struct BlockActivations {
 struct GradScratch {
   Tensor dresidual;  // [B,T,C] running gradient of the residual stream
   // [B,T,C] bf16 under bf16 compute (empty in fp32): dresidual rounded, as the projections'
-  // backward GEMMs read it; each layernorm backward writes it with dresidual (no cast pass).
+  // backward GEMMs read it; each layernorm backward whose result a projection reads next writes
+  // it with dresidual (no cast pass): every one but the first block's ln1, so it is stale after
+  // backward.
   Tensor dresidual_mm;
   Tensor dln, datty;  // per-block temporaries, reused by every block
   Tensor dqkv, dfch;  // the same, in matmul_input (Backend::attention_backward and
