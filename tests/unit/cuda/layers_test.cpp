@@ -73,36 +73,40 @@ TEST_CASE("cuda_layernorm_forward_and_backward_match_cpu", "[cuda]") {
   auto gpu = cuda_or_skip();
   if (!gpu) return;
   cpu::CpuBackend ref;
-  const int64_t N = 33, C = 96;
-  auto x = randoms(N * C, 1, -2, 3), w = randoms(C, 2), b = randoms(C, 3), dy = randoms(N * C, 4);
-  auto dx = randoms(N * C, 5), dw = randoms(C, 6), db = randoms(C, 7);
-  std::vector<float> y(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(mean);
-  Tensor gx = upload(*gpu, x, {N, C}), gw = upload(*gpu, w, {C}), gb = upload(*gpu, b, {C});
-  Tensor gy = poisoned(*gpu, {N, C}), gm = poisoned(*gpu, {N}), gr = poisoned(*gpu, {N});
-  Tensor gdy = upload(*gpu, dy, {N, C}), gdx = upload(*gpu, dx, {N, C});
-  Tensor gdw = upload(*gpu, dw, {C}), gdb = upload(*gpu, db, {C});
-  gpu->layernorm_forward(gy, gm, gr, gx, gw, gb);
-  gpu->layernorm_backward(gdx, gdw, gdb, gdy, gx, gw, gm, gr);
-  ref.layernorm_forward(host(y, {N, C}), host(mean, {N}), host(rstd, {N}), host(x, {N, C}),
-                        host(w, {C}), host(b, {C}));
-  ref.layernorm_backward(host(dx, {N, C}), host(dw, {C}), host(db, {C}), host(dy, {N, C}),
-                         host(x, {N, C}), host(w, {C}), host(mean, {N}), host(rstd, {N}));
-  check_close(download(*gpu, gy), y, kF32Tol, "layernorm out");
-  check_close(download(*gpu, gm), mean, kF32Tol, "layernorm mean");
-  check_close(download(*gpu, gr), rstd, kF32Tol, "layernorm rstd");
-  check_close(download(*gpu, gdx), dx, kF32Tol, "layernorm dinp");
-  check_close(download(*gpu, gdw), dw, kF32Tol, "layernorm dweight");
-  check_close(download(*gpu, gdb), db, kF32Tol, "layernorm dbias");
-  // dinp_bf16: the new dinp rounded in the same pass, bit for bit
-  Tensor gdx16 =
-      upload(*gpu, std::vector<uint16_t>(static_cast<size_t>(N * C), 0x7fc0), {N, C}, DType::bf16);
-  gpu->layernorm_backward(gdx, Tensor(), Tensor(), gdy, gx, gw, gm, gr, gdx16);
-  const std::vector<float> dx2 = download(*gpu, gdx);
-  std::vector<uint16_t> dx16(static_cast<size_t>(N * C));
-  gpu->to_host(dx16.data(), gdx16);
-  for (size_t i = 0; i < dx16.size(); ++i) {
-    INFO("dinp_bf16 element " << i);
-    REQUIRE(dx16[i] == cpu::bf16_bits_from_float(dx2[i]));
+  // columns fewer than the backward kernel's 256 threads (96) and more (300); 70 rows: 3 blocks of
+  // 32, the last partial, in groups of 8
+  for (const auto& [N, C] : {std::pair<int64_t, int64_t>{33, 96}, {70, 300}}) {
+    INFO(N << " rows, C " << C);
+    auto x = randoms(N * C, 1, -2, 3), w = randoms(C, 2), b = randoms(C, 3), dy = randoms(N * C, 4);
+    auto dx = randoms(N * C, 5), dw = randoms(C, 6), db = randoms(C, 7);
+    std::vector<float> y(static_cast<size_t>(N * C)), mean(static_cast<size_t>(N)), rstd(mean);
+    Tensor gx = upload(*gpu, x, {N, C}), gw = upload(*gpu, w, {C}), gb = upload(*gpu, b, {C});
+    Tensor gy = poisoned(*gpu, {N, C}), gm = poisoned(*gpu, {N}), gr = poisoned(*gpu, {N});
+    Tensor gdy = upload(*gpu, dy, {N, C}), gdx = upload(*gpu, dx, {N, C});
+    Tensor gdw = upload(*gpu, dw, {C}), gdb = upload(*gpu, db, {C});
+    gpu->layernorm_forward(gy, gm, gr, gx, gw, gb);
+    gpu->layernorm_backward(gdx, gdw, gdb, gdy, gx, gw, gm, gr);
+    ref.layernorm_forward(host(y, {N, C}), host(mean, {N}), host(rstd, {N}), host(x, {N, C}),
+                          host(w, {C}), host(b, {C}));
+    ref.layernorm_backward(host(dx, {N, C}), host(dw, {C}), host(db, {C}), host(dy, {N, C}),
+                           host(x, {N, C}), host(w, {C}), host(mean, {N}), host(rstd, {N}));
+    check_close(download(*gpu, gy), y, kF32Tol, "layernorm out");
+    check_close(download(*gpu, gm), mean, kF32Tol, "layernorm mean");
+    check_close(download(*gpu, gr), rstd, kF32Tol, "layernorm rstd");
+    check_close(download(*gpu, gdx), dx, kF32Tol, "layernorm dinp");
+    check_close(download(*gpu, gdw), dw, kF32Tol, "layernorm dweight");
+    check_close(download(*gpu, gdb), db, kF32Tol, "layernorm dbias");
+    // dinp_bf16: the new dinp rounded in the same pass, bit for bit
+    Tensor gdx16 = upload(*gpu, std::vector<uint16_t>(static_cast<size_t>(N * C), 0x7fc0), {N, C},
+                          DType::bf16);
+    gpu->layernorm_backward(gdx, Tensor(), Tensor(), gdy, gx, gw, gm, gr, gdx16);
+    const std::vector<float> dx2 = download(*gpu, gdx);
+    std::vector<uint16_t> dx16(static_cast<size_t>(N * C));
+    gpu->to_host(dx16.data(), gdx16);
+    for (size_t i = 0; i < dx16.size(); ++i) {
+      INFO("dinp_bf16 element " << i);
+      REQUIRE(dx16[i] == cpu::bf16_bits_from_float(dx2[i]));
+    }
   }
 }
 
@@ -212,9 +216,12 @@ TEST_CASE("cuda_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_paddi
   auto gpu = cuda_or_skip();
   if (!gpu) return;
   cpu::CpuBackend ref;
-  const int64_t N = 19, V = 300;
-  for (const int64_t Vp : {V, V + 84}) {  // rows of V classes, then Vp - V padding columns
-    INFO("row length " << Vp);
+  const int64_t N = 19;
+  // Rows of V classes, then Vp - V padding columns; 16-byte aligned rows (Vp 300, 384, 5120) are
+  // read 16 bytes at a time; V 5003 runs 1024 threads with a tail of 3 columns.
+  for (const auto& [V, Vp] :
+       {std::pair<int64_t, int64_t>{300, 300}, {300, 384}, {5003, 5003}, {5003, 5120}}) {
+    INFO("V " << V << ", row length " << Vp);
     auto logits = randoms(N * Vp, 1, -4, 4);
     std::vector<int32_t> tgt(static_cast<size_t>(N));
     for (size_t i = 0; i < tgt.size(); ++i)
