@@ -37,7 +37,7 @@ __global__ void layernorm_forward_kernel(OutT* out, float* mean, float* rstd, co
 // c + blockDim.x, ... down the group's rows, adding to dinp and to the block's dweight and dbias
 // partials, its own row of pw, pb [chunk][C]. The group's rows were read a moment before, so the
 // second read finds them in the cache: dout and inp come from memory about once, where a dinp
-// kernel and a column-sum kernel read them twice. reduce_partials sums the chunks.
+// kernel and a column-sum kernel read them twice. add_column_sums sums the chunks.
 constexpr int kFusedRows = 32;
 constexpr int kMaxWarps = 32;
 
@@ -109,9 +109,11 @@ int64_t row_chunks(int64_t N) {
   return (N + kChunkRows - 1) / kChunkRows;
 }
 
-// The column sums of dout (DoutT float or bf16 bits) into pb[chunk][column].
+// The column sums of dout (DoutT float or bf16 bits) into pb[chunk][column]; with one chunk
+// (gridDim.y 1) and `out`, added to out[column] instead (stage 2 would only copy them there).
 template <class DoutT>
-__global__ void column_partials_kernel(float* pb, const DoutT* dout, int64_t N, int64_t C) {
+__global__ void column_partials_kernel(float* pb, float* out, const DoutT* dout, int64_t N,
+                                       int64_t C) {
   __shared__ float sb[kColLanes][32];
   const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
   const int64_t r0 = int64_t{blockIdx.y} * kChunkRows;
@@ -123,7 +125,10 @@ __global__ void column_partials_kernel(float* pb, const DoutT* dout, int64_t N, 
   __syncthreads();
   if (threadIdx.y != 0 || c >= C) return;
   for (int l = 1; l < kColLanes; ++l) b += sb[l][threadIdx.x];
-  pb[int64_t{blockIdx.y} * C + c] = b;
+  if (out)
+    out[c] += b;
+  else
+    pb[int64_t{blockIdx.y} * C + c] = b;
 }
 
 // out[c] += sum over chunks k = 0, 1, ... of partials[k][c].
@@ -222,17 +227,18 @@ void sum_chunks(float* out, const float* partials, int64_t chunks, int64_t C, cu
   CUDA_CHECK_LAUNCH("sum_chunks_kernel");
 }
 
-// out (may be null) += the sum over `chunks` of partials[chunk][C], in a fixed order and spread
-// over the GPU: the partials' column sums by groups of kChunkRows chunks into staging (as over a
-// bias gradient's rows), then those groups in order.
-void reduce_partials(float* out, const float* partials, float* staging, int64_t chunks, int64_t C,
+// out (may be null) += the column sums of rows[N][C], in a fixed order and spread over the GPU:
+// by chunks of kChunkRows rows into partials [row_chunks(N)][C], then those chunks in order (a
+// single chunk goes straight into out).
+template <class T>
+void add_column_sums(float* out, const T* rows, float* partials, int64_t N, int64_t C,
                      cudaStream_t stream) {
   if (!out) return;
-  const int64_t groups = row_chunks(chunks);
-  launch(column_partials_kernel<float>, dim3(col_blocks(C), static_cast<unsigned>(groups)),
-         dim3(32, kColLanes), stream, staging, partials, chunks, C);
+  const int64_t chunks = row_chunks(N);
+  launch(column_partials_kernel<T>, dim3(col_blocks(C), static_cast<unsigned>(chunks)),
+         dim3(32, kColLanes), stream, partials, chunks == 1 ? out : nullptr, rows, N, C);
   CUDA_CHECK_LAUNCH("column_partials_kernel");
-  sum_chunks(out, staging, groups, C, stream);
+  if (chunks > 1) sum_chunks(out, partials, chunks, C, stream);
 }
 
 }  // namespace
@@ -248,19 +254,15 @@ void layernorm_backward(float* dinp, uint16_t* dinp_bf16, float* dweight, float*
   launch(layernorm_backward_kernel, static_cast<unsigned>(chunks), kThreads, stream, dinp,
          dinp_bf16, pw, pb, dout, inp, weight, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
-  reduce_partials(dweight, pw, staging_w, chunks, C, stream);
-  reduce_partials(dbias, pb, staging_b, chunks, C, stream);
+  add_column_sums(dweight, pw, staging_w, chunks, C, stream);  // the chunks' partials, summed
+  add_column_sums(dbias, pb, staging_b, chunks, C, stream);
 }
 
 template <class DoutT>
 void bias_backward(float* dbias, const DoutT* dout, float* scratch, int64_t N, int64_t OC,
                    cudaStream_t stream) {
   if (OC == 0 || N == 0) return;
-  const int64_t chunks = row_chunks(N);
-  launch(column_partials_kernel<DoutT>, dim3(col_blocks(OC), static_cast<unsigned>(chunks)),
-         dim3(32, kColLanes), stream, scratch, dout, N, OC);
-  CUDA_CHECK_LAUNCH("column_partials_kernel");
-  sum_chunks(dbias, scratch, chunks, OC, stream);
+  add_column_sums(dbias, dout, scratch, N, OC, stream);
 }
 template void bias_backward(float*, const float*, float*, int64_t, int64_t, cudaStream_t);
 template void bias_backward(float*, const uint16_t*, float*, int64_t, int64_t, cudaStream_t);
