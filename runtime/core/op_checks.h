@@ -98,11 +98,13 @@ inline void check_numel(const Tensor& t, int64_t numel, const char* op, const ch
                                        << numel << " elements");
 }
 
-// The bf16 weight copy an optimizer step may write: bf16, `numel` elements.
-inline void check_bf16_copy(const Tensor& t, int64_t numel, const char* op) {
+// A bf16 copy an op may write besides its fp32 result (an optimizer step's weight copy, a
+// layernorm backward's dinp_bf16): bf16, `numel` elements.
+inline void check_bf16_copy(const Tensor& t, int64_t numel, const char* op,
+                            const char* arg = "params_bf16") {
   TRAINER_CHECK(t.dtype == DType::bf16,
-                op << ": params_bf16 must be bf16, got " << dtype_name(t.dtype));
-  check_numel(t, numel, op, "params_bf16");
+                op << ": " << arg << " must be bf16, got " << dtype_name(t.dtype));
+  check_numel(t, numel, op, arg);
 }
 
 // fp8_push_amaxes: n amaxes for n * kFp8TensorFloats state floats. Returns n.

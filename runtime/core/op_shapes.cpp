@@ -93,9 +93,7 @@ RowDims layernorm_backward_dims(const Tensor& dinp, const Tensor& dweight, const
   if (!dbias.empty()) check_numel(dbias, C, op, "dbias");
   if (!dinp_bf16.empty()) {
     TRAINER_CHECK(!dinp.empty(), op << ": dinp_bf16 needs dinp");
-    TRAINER_CHECK(dinp_bf16.dtype == DType::bf16,
-                  op << ": dinp_bf16 must be bf16, got " << dtype_name(dinp_bf16.dtype));
-    check_numel(dinp_bf16, N * C, op, "dinp_bf16");
+    check_bf16_copy(dinp_bf16, N * C, op, "dinp_bf16");
   }
   return {N, C};
 }

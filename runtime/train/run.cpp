@@ -188,8 +188,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       trainer.set_profiler(profiler.get());
       profile_from = first_step + report::warmup_steps_to_exclude(
                                       static_cast<size_t>(std::max(0, last - first_step)));
-      profile_to =
-          profile_from + std::max(0, std::min(cfg.logging.profile_steps, last - profile_from));
+      // (int64_t: profile_steps may be as large as an int goes)
+      profile_to = static_cast<int>(
+          std::min<int64_t>(last, int64_t{profile_from} + cfg.logging.profile_steps));
     }
     const FaultInjector faults(env.rank);
     bool stop = false;
