@@ -60,34 +60,33 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
     auto dx = randoms(Nb * Cb, 5), dw = randoms(Cb, 6), db = randoms(Cb, 7);
     auto rdx = dx, rdw = dw, rdb = db;
     scratch.assign(static_cast<size_t>(emu::column_sums_scratch_floats(Nb, Cb)), NAN);
-    emu::layernorm_backward(dx.data(), nullptr, dw.data(), db.data(), bdy.data(), bx.data(),
-                            bw.data(), bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
-    ref.layernorm_backward(host(rdx, {Nb, Cb}), host(rdw, {Cb}), host(rdb, {Cb}),
-                           host(bdy, {Nb, Cb}), host(bx, {Nb, Cb}), host(bw, {Cb}),
-                           host(bmean, {Nb}), host(brstd, {Nb}));
+    auto backward = [&](float* dinp, uint16_t* dinp_bf16, float* dweight, float* dbias) {
+      emu::layernorm_backward(dinp, dinp_bf16, dweight, dbias, bdy.data(), bx.data(), bw.data(),
+                              bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
+    };
+    auto reference = [&] {
+      ref.layernorm_backward(host(rdx, {Nb, Cb}), host(rdw, {Cb}), host(rdb, {Cb}),
+                             host(bdy, {Nb, Cb}), host(bx, {Nb, Cb}), host(bw, {Cb}),
+                             host(bmean, {Nb}), host(brstd, {Nb}));
+    };
+    backward(dx.data(), nullptr, dw.data(), db.data());
+    reference();
     check_close(dx, rdx, kTol, "layernorm dinp");
     check_close(dw, rdw, kTol, "layernorm dweight");
     check_close(db, rdb, kTol, "layernorm dbias");
     // each output alone: all three added a second time
-    emu::layernorm_backward(nullptr, nullptr, dw.data(), nullptr, bdy.data(), bx.data(), bw.data(),
-                            bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
-    emu::layernorm_backward(dx.data(), nullptr, nullptr, nullptr, bdy.data(), bx.data(), bw.data(),
-                            bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
-    emu::layernorm_backward(nullptr, nullptr, nullptr, db.data(), bdy.data(), bx.data(), bw.data(),
-                            bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
-    ref.layernorm_backward(host(rdx, {Nb, Cb}), host(rdw, {Cb}), host(rdb, {Cb}),
-                           host(bdy, {Nb, Cb}), host(bx, {Nb, Cb}), host(bw, {Cb}),
-                           host(bmean, {Nb}), host(brstd, {Nb}));
+    backward(nullptr, nullptr, dw.data(), nullptr);
+    backward(dx.data(), nullptr, nullptr, nullptr);
+    backward(nullptr, nullptr, nullptr, db.data());
+    reference();
     check_close(dx, rdx, kTol, "layernorm dinp alone, added twice");
     check_close(dw, rdw, kTol, "layernorm dweight alone, added twice");
     check_close(db, rdb, kTol, "layernorm dbias alone, added twice");
     // dinp_bf16: the new dinp rounded, bit for bit, and dinp as without it
     std::vector<uint16_t> dx16(dx.size(), 0x7fc0);
     auto dx_plain = dx;
-    emu::layernorm_backward(dx.data(), dx16.data(), nullptr, nullptr, bdy.data(), bx.data(),
-                            bw.data(), bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
-    emu::layernorm_backward(dx_plain.data(), nullptr, nullptr, nullptr, bdy.data(), bx.data(),
-                            bw.data(), bmean.data(), brstd.data(), scratch.data(), Nb, Cb, kStream);
+    backward(dx.data(), dx16.data(), nullptr, nullptr);
+    backward(dx_plain.data(), nullptr, nullptr, nullptr);
     CHECK(dx == dx_plain);
     CHECK(dx16 == bf16_bits_of(dx));
   }
