@@ -146,14 +146,19 @@ __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_
     out[i] += bias[i % OC];
 }
 
+// GPT-2's tanh GELU as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): the cpu backend's form
+// (runtime/cpu/ops_layers.h), free of the cancellation in 1 + tanh(u) for negative x.
+__device__ inline float gelu_exp(float x) {
+  return expf(-2.0f * kGeluScale * (x + kGeluCubic * x * x * x));
+}
+
 __device__ inline float gelu(float x) {
-  return 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCubic * x * x * x)));
+  return x / (1.0f + gelu_exp(x));
 }
 
 __device__ inline float gelu_derivative(float x) {
-  const float th = tanhf(kGeluScale * (x + kGeluCubic * x * x * x));
-  const float sech2 = 1.0f - th * th;
-  return 0.5f * (1.0f + th) + 0.5f * x * sech2 * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
+  const float sig = 1.0f / (1.0f + gelu_exp(x));
+  return sig * (1.0f + x * (1.0f - sig) * 2.0f * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x));
 }
 
 template <class OutT>

@@ -126,18 +126,39 @@ TEST_CASE("layernorm_forward_matches_naive_mean_and_biased_variance", "[cpu][for
 TEST_CASE("gelu_forward_is_the_tanh_approximation_of_exact_gelu", "[cpu][forward]") {
   const int64_t n = 64;
   auto x = random_floats(sz(n), 12, -6, 6);
-  std::vector<double> via_sigmoid(sz(n)), exact(sz(n));
+  std::vector<double> tanh_form(sz(n)), exact(sz(n));
   const double k = std::sqrt(2 / std::numbers::pi);
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
-    // 0.5 (1 + tanh z) == sigmoid(2 z): the same function written another way.
-    via_sigmoid[i] = v / (1 + std::exp(-2 * k * (v + 0.044715 * v * v * v)));
+    tanh_form[i] = 0.5 * v * (1 + std::tanh(k * (v + 0.044715 * v * v * v)));
     exact[i] = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
   }
   std::vector<float> out(sz(n));
   CpuBackend().gelu_forward(tensor(out, {n}), tensor(x, {n}));
-  check_close("gelu vs sigmoid form", out, via_sigmoid, 1e-5, 1e-6);
+  check_close("gelu vs the tanh form in float64", out, tanh_form, 1e-5, 1e-6);
   check_close("gelu vs exact erf gelu", out, exact, 0, 1e-3);
+}
+
+// For x in [-9, -3], 1 + tanh(u) cancels: in float it keeps few or no correct digits (0 below
+// x = -5.5). The backend's x * sigmoid(2u) form keeps its relative precision there, for gelu and
+// gelu'; the bound is set by exp's amplification of the argument's rounding (|2u| up to 76).
+TEST_CASE("gelu_and_its_derivative_keep_their_relative_precision_for_negative_inputs",
+          "[cpu][forward][grad]") {
+  const int64_t n = 64;
+  auto x = random_floats(sz(n), 13, -9, -3);
+  std::vector<double> want(sz(n)), want_derivative(sz(n));
+  const double k = std::sqrt(2 / std::numbers::pi), c = 0.044715;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i], sig = 1 / (1 + std::exp(-2 * k * (v + c * v * v * v)));
+    want[i] = v * sig;
+    want_derivative[i] = sig + v * sig * (1 - sig) * 2 * k * (1 + 3 * c * v * v);
+  }
+  std::vector<float> out(sz(n)), dinp(sz(n), 0.0f), ones(sz(n), 1.0f);
+  CpuBackend be;
+  be.gelu_forward(tensor(out, {n}), tensor(x, {n}));
+  be.gelu_backward(tensor(dinp, {n}), tensor(x, {n}), tensor(ones, {n}));
+  check_close("gelu, relative", out, want, 1e-4, 0);
+  check_close("gelu', relative", dinp, want_derivative, 1e-4, 0);
 }
 
 TEST_CASE("attention_forward_matches_masked_softmax_reference", "[cpu][forward]") {
