@@ -1,14 +1,36 @@
 #pragma once
 // Causal multi-head self-attention of the cpu reference (llm.c layout), templated on the scalar
 // type. qkv[B,T,3C] holds q | k | v along the last dim, each [NH,HS] with C = NH*HS.
+//
+// Each (batch, head) pair is a few GEMMs on its strided q, k, v, dout and dqkv columns, run in
+// parallel over the pairs (OpenBLAS runs single-threaded inside the parallel loop, so results do
+// not depend on the thread count). The causal mask is kept out of the GEMMs by row blocks: the
+// rows [r0, r1) of a product see only the keys [0, r1), and the few entries above the diagonal
+// inside a block are zeros of P and dS, so they add nothing.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "runtime/cpu/ops_common.h"
+#include "runtime/cpu/ops_gemm.h"
 
 namespace trainer::cpu {
+
+inline constexpr int64_t kAttentionRowBlock = 64;
+
+// c[m, n] (ldc) = alpha * op_a(a) op_b(b) + beta * c, each operand a strided block of rows.
+template <class Real>
+void strided_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, Real alpha,
+                  const Real* a, int64_t lda, const Real* b, int64_t ldb, Real beta, Real* c,
+                  int64_t ldc) {
+  GemmArgs<Real> g;
+  g.trans_a = trans_a, g.trans_b = trans_b;
+  g.m = m, g.n = n, g.k = k, g.alpha = alpha, g.beta = beta;
+  g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc;
+  gemm(g);
+}
 
 // out[B,T,C] = softmax(q k^T / sqrt(HS), causal) v per head; att[B,NH,T,T] keeps the
 // probabilities (zero above the diagonal) for backward.
@@ -20,29 +42,28 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int64_t B, int64_t
   TRAINER_PARALLEL_FOR_IF(B * NH * T * T * HS >= kParallelMinWork)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
-    for (int64_t t = 0; t < T; ++t) {
-      const Real* q = qkv + (b * T + t) * C3 + h * HS;
-      Real* a = att + (bh * T + t) * T;
+    const Real* q = qkv + b * T * C3 + h * HS;  // row t at q + t * C3; k and v C, 2C further
+    Real* a = att + bh * T * T;
+    for (int64_t r0 = 0; r0 < T; r0 += kAttentionRowBlock) {  // a[r0:r1, :r1] = scale q k^T
+      const int64_t r1 = std::min(T, r0 + kAttentionRowBlock);
+      strided_gemm(false, true, r1 - r0, r1, HS, scale, q + r0 * C3, C3, q + C, C3, Real(0),
+                   a + r0 * T, T);
+    }
+    for (int64_t t = 0; t < T; ++t) {  // the causal softmax of row t, zeros after it
+      Real* row = a + t * T;
       Real maxv = -std::numeric_limits<Real>::infinity();
-      for (int64_t t2 = 0; t2 <= t; ++t2) {
-        const Real* k = qkv + (b * T + t2) * C3 + C + h * HS;
-        Real dot = 0;
-        TRAINER_SIMD_SUM(dot)
-        for (int64_t i = 0; i < HS; ++i) dot += q[i] * k[i];
-        a[t2] = dot * scale;
-        maxv = std::max(maxv, a[t2]);
-      }
+      for (int64_t t2 = 0; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
       Real sum = 0;
-      for (int64_t t2 = 0; t2 <= t; ++t2) sum += (a[t2] = std::exp(a[t2] - maxv));
+      for (int64_t t2 = 0; t2 <= t; ++t2) sum += (row[t2] = std::exp(row[t2] - maxv));
       const Real inv = Real(1) / sum;
-      for (int64_t t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? a[t2] * inv : Real(0);
-      Real* o = out + (b * T + t) * C + h * HS;
-      for (int64_t i = 0; i < HS; ++i) o[i] = 0;
-      for (int64_t t2 = 0; t2 <= t; ++t2) {
-        const Real* v = qkv + (b * T + t2) * C3 + 2 * C + h * HS;
-        TRAINER_SIMD
-        for (int64_t i = 0; i < HS; ++i) o[i] += a[t2] * v[i];
-      }
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+      std::fill(row + t + 1, row + T, Real(0));
+    }
+    Real* o = out + b * T * C + h * HS;
+    for (int64_t r0 = 0; r0 < T; r0 += kAttentionRowBlock) {  // o[r0:r1] = a[r0:r1, :r1] v
+      const int64_t r1 = std::min(T, r0 + kAttentionRowBlock);
+      strided_gemm(false, false, r1 - r0, HS, r1, Real(1), a + r0 * T, T, q + 2 * C, C3, Real(0),
+                   o + r0 * C, C);
     }
   }
 }
@@ -57,32 +78,33 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
   TRAINER_PARALLEL_FOR_IF(B * NH * T * T * HS >= kParallelMinWork)
   for (int64_t bh = 0; bh < B * NH; ++bh) {
     const int64_t b = bh / NH, h = bh % NH;
-    std::vector<Real> datt(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) {
-      const Real* a = att + (bh * T + t) * T;
-      const Real* dy = dout + (b * T + t) * C + h * HS;
-      const int64_t qoff = (b * T + t) * C3 + h * HS;
-      Real datt_dot_att = 0;
-      for (int64_t t2 = 0; t2 <= t; ++t2) {
-        const int64_t voff = (b * T + t2) * C3 + 2 * C + h * HS;
-        Real d = 0;
-        TRAINER_SIMD_SUM(d)
-        for (int64_t i = 0; i < HS; ++i) {
-          d += dy[i] * qkv[voff + i];
-          dqkv[voff + i] += a[t2] * dy[i];
-        }
-        datt[static_cast<size_t>(t2)] = d;
-        datt_dot_att += d * a[t2];
+    const Real* q = qkv + b * T * C3 + h * HS;  // k and v C, 2C further
+    const Real* dy = dout + b * T * C + h * HS;
+    const Real* a = att + bh * T * T;
+    Real* dq = dqkv + b * T * C3 + h * HS;   // dk and dv C, 2C further
+    thread_local std::vector<Real> ds_rows;  // dP, then dS, [T,T]
+    ds_rows.resize(static_cast<size_t>(T * T));
+    Real* ds = ds_rows.data();
+    for (int64_t r0 = 0; r0 < T; r0 += kAttentionRowBlock) {
+      const int64_t r1 = std::min(T, r0 + kAttentionRowBlock), rows = r1 - r0;
+      // dP[r0:r1, :r1] = dout v^T, then dS = P * (dP - sum_j P dP) / sqrt(HS) row by row
+      strided_gemm(false, true, rows, r1, HS, Real(1), dy + r0 * C, C, q + 2 * C, C3, Real(0),
+                   ds + r0 * T, T);
+      for (int64_t t = r0; t < r1; ++t) {
+        const Real* p = a + t * T;
+        Real* row = ds + t * T;
+        Real p_dot_dp = 0;
+        for (int64_t t2 = 0; t2 <= t; ++t2) p_dot_dp += p[t2] * row[t2];
+        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = p[t2] * (row[t2] - p_dot_dp) * scale;
+        std::fill(row + t + 1, row + r1, Real(0));
       }
-      for (int64_t t2 = 0; t2 <= t; ++t2) {
-        const int64_t koff = (b * T + t2) * C3 + C + h * HS;
-        const Real dpre = a[t2] * (datt[static_cast<size_t>(t2)] - datt_dot_att) * scale;
-        TRAINER_SIMD
-        for (int64_t i = 0; i < HS; ++i) {
-          dqkv[qoff + i] += dpre * qkv[koff + i];
-          dqkv[koff + i] += dpre * qkv[qoff + i];
-        }
-      }
+      // dv[:r1] += P[r0:r1, :r1]^T dout[r0:r1]; dq[r0:r1] += dS k[:r1]; dk[:r1] += dS^T q[r0:r1]
+      strided_gemm(true, false, r1, HS, rows, Real(1), a + r0 * T, T, dy + r0 * C, C, Real(1),
+                   dq + 2 * C, C3);
+      strided_gemm(false, false, rows, HS, r1, Real(1), ds + r0 * T, T, q + C, C3, Real(1),
+                   dq + r0 * C3, C3);
+      strided_gemm(true, false, r1, HS, rows, Real(1), ds + r0 * T, T, q + r0 * C3, C3, Real(1),
+                   dq + C, C3);
     }
   }
 }
