@@ -196,8 +196,9 @@ AttentionRun run_attention(const char* kernel, bool bf16_out, int64_t B, int64_t
 
 void bench_attention(int64_t N) {
   const int64_t T = 1024, B = std::max<int64_t>(1, N / T), NH = 12, HS = 64;
-  // causal: half of QK^T and PV forward (4 T^2 HS per head), 2.5x that for backward
-  const double flop = 3.5 * 2.0 * double(B) * NH * double(T) * T * HS;
+  // The profile's count (README): causal forward 2 T(T+1) HS per head (half of QK^T and PV), the
+  // backward twice that whatever the kernel recomputes.
+  const double flop = 3.0 * 2.0 * double(B) * NH * double(T) * double(T + 1) * HS;
   const std::string shape = "B" + std::to_string(B) + " T1024 12x64";
   const AttentionRun ref32 = run_attention("reference", false, B, T);
   const AttentionRun flash = run_attention("flash", false, B, T);
