@@ -8,13 +8,15 @@
 
 #include "runtime/core/check.h"
 #include "runtime/core/gemm_args.h"
+#include "runtime/cuda/cublaslt_library.h"
 #include "runtime/cuda/cuda_check.h"
 
-#define CUBLAS_CHECK(call)                                                                        \
-  do {                                                                                            \
-    const cublasStatus_t st_ = (call);                                                            \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
-      ::trainer::cuda::throw_cuda_error(#call, cublasLtGetStatusString(st_), __FILE__, __LINE__); \
+#define CUBLAS_CHECK(call)                                                                     \
+  do {                                                                                         \
+    const cublasStatus_t st_ = (call);                                                         \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                          \
+      ::trainer::cuda::throw_cuda_error(#call, ::trainer::cuda::cublaslt().status_string(st_), \
+                                        __FILE__, __LINE__);                                   \
   } while (0)
 
 namespace trainer::cuda {
@@ -26,10 +28,10 @@ struct LtGemm::Plan {
   // this shape from then on. Empty: none left (only for epilogues: the caller's path without).
   std::vector<cublasLtMatmulAlgo_t> algos;
   ~Plan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (desc) cublasLtMatmulDescDestroy(desc);
+    if (a) cublaslt().layout_destroy(a);
+    if (b) cublaslt().layout_destroy(b);
+    if (c) cublaslt().layout_destroy(c);
+    if (desc) cublaslt().desc_destroy(desc);
   }
 };
 
@@ -38,14 +40,14 @@ namespace {
 cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld,
                               int64_t batch, int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows),
-                                          static_cast<uint64_t>(cols), ld));
+  CUBLAS_CHECK(cublaslt().layout_create(&l, type, static_cast<uint64_t>(rows),
+                                        static_cast<uint64_t>(cols), ld));
   if (batch > 1) {
     const int32_t count = static_cast<int32_t>(batch);
-    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                                  sizeof(count)));
-    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                  &stride, sizeof(stride)));
+    CUBLAS_CHECK(cublaslt().layout_set_attribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                 sizeof(count)));
+    CUBLAS_CHECK(cublaslt().layout_set_attribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                 &stride, sizeof(stride)));
   }
   return l;
 }
@@ -78,16 +80,16 @@ cublasLtEpilogue_t epilogue_of(const LtGemmArgs& g) {
 void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   const cublasLtEpilogue_t epi = epilogue_of(g);
   CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+      cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (g.bias || g.bias_grad) {
     const cudaDataType_t bias_type = g.bias_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                                &bias_type, sizeof(bias_type)));
+    CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                               &bias_type, sizeof(bias_type)));
   }
   if (g.aux) {
     const int64_t ld = g.n;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
-                                                sizeof(ld)));
+    CUBLAS_CHECK(
+        cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
   }
 }
 
@@ -95,16 +97,16 @@ void set_epilogue(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
 // b is cuBLASLt's A).
 void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
   if (const void* bias = g.bias_grad ? g.bias_grad : g.bias)  // (never both: run() checks)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof(bias)));
+    CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                               sizeof(bias)));
   if (g.aux)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                                &g.aux, sizeof(g.aux)));
+    CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                               &g.aux, sizeof(g.aux)));
   if (g.fp8_inputs) {
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-                                                &g.b_scale, sizeof(g.b_scale)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-                                                &g.a_scale, sizeof(g.a_scale)));
+    CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                               &g.b_scale, sizeof(g.b_scale)));
+    CUBLAS_CHECK(cublaslt().desc_set_attribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                               &g.a_scale, sizeof(g.a_scale)));
   }
 }
 
@@ -114,7 +116,7 @@ void set_pointers(cublasLtMatmulDesc_t desc, const LtGemmArgs& g) {
 void set_min_alignment(cublasLtMatmulPreference_t pref, int a, int b, int c) {
   const auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, int bytes) {
     const auto v = static_cast<uint32_t>(bytes);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+    CUBLAS_CHECK(cublaslt().preference_set_attribute(pref, attr, &v, sizeof(v)));
   };
   set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, b);
   set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, a);
@@ -126,12 +128,12 @@ void set_min_alignment(cublasLtMatmulPreference_t pref, int a, int b, int c) {
 
 LtGemm::LtGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
-  CUBLAS_CHECK(cublasLtCreate(&handle_));
+  CUBLAS_CHECK(cublaslt().create(&handle_));
 }
 
 LtGemm::~LtGemm() {
   plans_.clear();
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) cublaslt().destroy(handle_);
 }
 
 LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) {
@@ -158,13 +160,13 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
   // Column-major view: D'[n x m] = op(B)' [n x k] * op(A)' [k x m].
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CUBLAS_CHECK(cublaslt().desc_create(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                              sizeof(op_first)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                              sizeof(op_second)));
+  CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                             sizeof(op_first)));
+  CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                             sizeof(op_second)));
   const bool fused = epilogue_of(g) != CUBLASLT_EPILOGUE_DEFAULT;
   if (fused) set_epilogue(plan->desc, g);
   if (g.fp8_inputs) {
@@ -172,8 +174,8 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
     TRAINER_CHECK(g.trans_b && !g.trans_a && !fused && g.batch == 1,
                   "LtGemm: fp8 needs trans_b, no trans_a, no epilogue and no batch");
     const int8_t fast_accum = 1;  // Transformer Engine's choice for the forward GEMM
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
-                                                &fast_accum, sizeof(fast_accum)));
+    CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                                               &fast_accum, sizeof(fast_accum)));
   }
   const cudaDataType_t in_type = g.fp8_inputs    ? CUDA_R_8F_E4M3
                                  : g.bf16_inputs ? CUDA_R_16BF
@@ -187,24 +189,24 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
 
   set_pointers(plan->desc, g);
   cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CUBLAS_CHECK(cublaslt().preference_create(&pref));
   const uint64_t ws = workspace_bytes_;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &ws, sizeof(ws)));
+  CUBLAS_CHECK(cublaslt().preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &ws, sizeof(ws)));
   set_min_alignment(pref, alignment.a, alignment.b, alignment.c);
   constexpr int kAlgos = 8;  // a few to fall back on, should a call refuse the best one
   cublasLtMatmulHeuristicResult_t results[kAlgos] = {};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+  const cublasStatus_t st = cublaslt().algo_get_heuristic(
       handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref, kAlgos, results, &found);
-  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  CUBLAS_CHECK(cublaslt().preference_destroy(pref));
   if (st == CUBLAS_STATUS_SUCCESS)
     for (int i = 0; i < found; ++i)
       if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->algos.push_back(results[i].algo);
   if (plan->algos.empty() && !fused) {
     throw CudaError("cuBLASLt has no algorithm for gemm m=" + std::to_string(g.m) +
                     " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " (" +
-                    cublasLtGetStatusString(st) + ")");
+                    cublaslt().status_string(st) + ")");
   }
   return (plans_[key] = std::move(plan)).get();
 }
@@ -235,9 +237,9 @@ bool LtGemm::run(const LtGemmArgs& args) {
   set_pointers(plan->desc, g);
   cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
   while (!plan->algos.empty()) {
-    st = cublasLtMatmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta,
-                        g.c_in ? g.c_in : g.c, plan->c, g.c, plan->c, &plan->algos.front(),
-                        workspace_, workspace_bytes_, stream_);
+    st = cublaslt().matmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta,
+                           g.c_in ? g.c_in : g.c, plan->c, g.c, plan->c, &plan->algos.front(),
+                           workspace_, workspace_bytes_, stream_);
     // An algorithm the heuristic offered but the call refuses (checked before any launch): the
     // next one, for this shape from now on.
     if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE) break;
@@ -247,7 +249,7 @@ bool LtGemm::run(const LtGemmArgs& args) {
     if (fused) return false;  // the caller's path without the epilogue
     throw CudaError("cuBLASLt refused every algorithm it offered for gemm m=" +
                     std::to_string(g.m) + " n=" + std::to_string(g.n) +
-                    " k=" + std::to_string(g.k) + " (" + cublasLtGetStatusString(st) + ")");
+                    " k=" + std::to_string(g.k) + " (" + cublaslt().status_string(st) + ")");
   }
   CUBLAS_CHECK(st);
   return true;
