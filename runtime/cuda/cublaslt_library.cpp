@@ -9,7 +9,10 @@
 namespace trainer::cuda {
 namespace {
 
-const std::string kFile = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+#define TRAINER_STRINGIFY(x) #x
+#define TRAINER_VERSION_STRING(x) TRAINER_STRINGIFY(x)
+// A literal, so that it is ready before any static initialiser asks for it.
+constexpr const char* kFile = "libcublasLt.so." TRAINER_VERSION_STRING(CUBLAS_VER_MAJOR);
 
 // The directory libcudart was loaded from ("" when unknown): the toolkit's cuBLASLt sits beside it.
 std::string cudart_directory() {
@@ -23,13 +26,14 @@ std::string cudart_directory() {
 }
 
 void* open_library() {
-  if (void* lib = dlopen(kFile.c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
-  const std::string first_error = dlerror();
+  if (void* lib = dlopen(kFile, RTLD_NOW | RTLD_LOCAL)) return lib;
+  const char* error = dlerror();
+  const std::string first_error = error ? error : "not found";
   const std::string dir = cudart_directory();
   if (!dir.empty())
     if (void* lib = dlopen((dir + kFile).c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
-  throw std::runtime_error("cuda backend: cannot load " + kFile + " (cuBLASLt): " + first_error +
-                           (dir.empty() ? "" : "; not in " + dir + " either") +
+  throw std::runtime_error(std::string("cuda backend: cannot load ") + kFile + " (cuBLASLt): " +
+                           first_error + (dir.empty() ? "" : "; not in " + dir + " either") +
                            "; add the CUDA toolkit's lib directory to LD_LIBRARY_PATH");
 }
 
@@ -37,7 +41,7 @@ template <class Fn>
 void bind(void* lib, const char* name, Fn& fn) {
   fn = reinterpret_cast<Fn>(dlsym(lib, name));
   if (fn == nullptr)
-    throw std::runtime_error("cuda backend: " + kFile + " has no " + name +
+    throw std::runtime_error(std::string("cuda backend: ") + kFile + " has no " + name +
                              " (a cuBLASLt older than the headers this binary was built with?)");
 }
 
@@ -64,7 +68,7 @@ CublasLtLibrary load() {
 }  // namespace
 
 const char* cublaslt_file_name() {
-  return kFile.c_str();
+  return kFile;
 }
 
 const CublasLtLibrary& cublaslt() {
