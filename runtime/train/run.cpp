@@ -83,6 +83,12 @@ void check_supported(const dist::MeshShape& shape) {
         " cp=" + std::to_string(shape.cp) + " ep=" + std::to_string(shape.ep));
 }
 
+report::ProfileInfo log_profile(const PhaseProfiler& profiler, int first_step) {
+  report::ProfileInfo profile = report::summarize_profile(profiler, first_step);
+  for (const std::string& line : report::profile_table(profile)) spdlog::info("{}", line);
+  return profile;
+}
+
 void log_banner(const report::RunReport& base, const report::RunContext& ctx,
                 const dist::MeshShape& shape, const data::DataLoader& loader) {
   spdlog::info("model: {} params ({} non-embedding), {:.3g} flops/token", base.model.params,
@@ -114,6 +120,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   const bool lead = env.rank == 0;
   std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
   int step_running = 0;  // the 1-based step in progress, named in a failure (0: none)
+  // Rank 0's profile, summarized and logged as soon as its window ends: a run that fails later
+  // still reports it.
+  std::optional<report::ProfileInfo> profile;
 
   try {
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
@@ -205,6 +214,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       step_times.push_back(dt);
       sync_waits.push_back(r.comm_wait_s);
+      if (profiled && step + 1 == profile_to && lead)
+        profile = log_profile(*profiler, profile_from + 1);
 
       report::StepRecord rec{
           step + 1,   (step + 1) * tokens_per_step, r.loss, r.grad_norm, r.lr, dt, r.clipped,
@@ -252,11 +263,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       report::RunReport final_report = builder->finish("completed");
       final_report.throughput.grad_sync_wait_s =
           mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
-      if (profiler && profiler->steps() > 0) {
-        final_report.profile = report::summarize_profile(*profiler, profile_from + 1);
-        for (const std::string& line : report::profile_table(*final_report.profile))
-          spdlog::info("{}", line);
-      }
+      if (!profile && profiler && profiler->steps() > 0)  // stopped inside the window
+        profile = log_profile(*profiler, profile_from + 1);
+      final_report.profile = profile;
       const std::string path = report::write_report(final_report, cfg.run.out_dir);
       spdlog::info("report: {}", path);
     }
@@ -268,7 +277,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     if (store) dist::report_failure(*store, env.rank, what);
     if (lead && builder) {
       builder->set_rank_step_times({});
-      report::write_report(builder->finish("failed", what), cfg.run.out_dir);
+      report::RunReport failed = builder->finish("failed", what);
+      failed.profile = profile;
+      report::write_report(failed, cfg.run.out_dir);
     }
     if (step_running > 0) throw std::runtime_error(what);
     throw;

@@ -1,7 +1,8 @@
 # logging.profile_steps: report.json's "profile" times every op of the profiled steps by phase. The
 # phases' math FLOPs add up to the model's, counted here from its shape; the calls match the
 # layers, micro-batches and recompute; the profiled span is the step the loop timed. Also in bf16
-# with selective recompute, and with two data-parallel ranks and full recompute.
+# with selective recompute, with two data-parallel ranks and full recompute, and in the report of
+# a run that fails after its profiled steps.
 source "$2/tests/lib/common.sh"
 common=(--set train.steps=6 --set train.grad_accum=2 --set train.eval_every=0
         --set logging.every_steps=1 --set logging.profile_steps=2)
@@ -51,6 +52,16 @@ check("plain", 1, "none")
 check("bf16", 1, "selective")
 check("dp2", 2, "full")
 PY
+# A run that fails after its profiled steps still reports them (the profile is logged as its
+# window ends, before the failure).
+set +e
+TRAINER_TEST_FAULT="rank=0,step=7,kind=throw" "$bin" train "$src/configs/tiny.yaml" "${common[@]}" \
+  --set train.steps=8 --out failed >logf 2>&1; rc=$?
+set -e
+[ $rc != 0 ] || fail "the injected fault did not fail the run"
+grep -q "profile of 2 step(s) from step 4" logf || { cat logf; fail "no profile table before the failure"; }
+[ "$(json_get failed/report.json "d['run']['status'], d['profile']['steps'], d['profile']['first_step']")" = \
+  "failed 2 4" ] || fail "failed run's report: $(json_get failed/report.json "d['run'], d.get('profile')")"
 # off by default
 "$bin" train "$src/configs/tiny.yaml" --set train.steps=2 --out off >/dev/null 2>&1 || fail "unprofiled run failed"
 [ "$(json_get off/report.json "'profile' in d")" = False ] || fail "profile in an unprofiled report"
