@@ -158,7 +158,7 @@ __device__ inline float gelu(float x) {
 
 __device__ inline float gelu_derivative(float x) {
   const float sig = 1.0f / (1.0f + gelu_exp(x));
-  return sig * (1.0f + x * (1.0f - sig) * 2.0f * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x));
+  return sig + x * sig * (1.0f - sig) * 2.0f * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
 }
 
 template <class OutT>

@@ -97,7 +97,9 @@ template <class Real>
 Real gelu_derivative(Real x) {
   const Real s = kGeluScale<Real>, k = Real(0.044715);
   const Real sig = Real(1) / (Real(1) + gelu_exp(x));
-  return sig * (Real(1) + x * (Real(1) - sig) * Real(2) * s * (Real(1) + Real(3) * k * x * x));
+  // x * sig first: where sig is 0 (x below about -10 in float) the product is 0 before it meets
+  // the x^2 factor, whose product with x overflows for |x| above ~1e13 (0 * inf would be NaN)
+  return sig + x * sig * (Real(1) - sig) * Real(2) * s * (Real(1) + Real(3) * k * x * x);
 }
 
 // dinp[n] += gelu'(inp) * dout

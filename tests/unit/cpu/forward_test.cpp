@@ -141,7 +141,7 @@ TEST_CASE("gelu_forward_is_the_tanh_approximation_of_exact_gelu", "[cpu][forward
 
 // For x in [-9, -3], 1 + tanh(u) cancels: in float it keeps few or no correct digits (0 below
 // x = -5.5). The backend's x * sigmoid(2u) form keeps its relative precision there, for gelu and
-// gelu'; the bound is set by exp's amplification of the argument's rounding (|2u| up to 76).
+// gelu'; the bound is set by exp's amplification of the argument's rounding (|2u| up to 67).
 TEST_CASE("gelu_and_its_derivative_keep_their_relative_precision_for_negative_inputs",
           "[cpu][forward][grad]") {
   const int64_t n = 64;
@@ -159,6 +159,18 @@ TEST_CASE("gelu_and_its_derivative_keep_their_relative_precision_for_negative_in
   be.gelu_backward(tensor(dinp, {n}), tensor(x, {n}), tensor(ones, {n}));
   check_close("gelu, relative", out, want, 1e-4, 0);
   check_close("gelu', relative", dinp, want_derivative, 1e-4, 0);
+
+  // Far out, where exp(-2u) is inf or 0 and x^3 overflows: gelu -> 0 or x, gelu' -> 0 or 1.
+  std::vector<float> far = {-1e18f, -1e13f, -20.0f, 20.0f, 1e13f, 1e18f}, far_out(far.size()),
+                     far_d(far.size(), 0.0f), far_ones(far.size(), 1.0f);
+  const int64_t m = static_cast<int64_t>(far.size());
+  be.gelu_forward(tensor(far_out, {m}), tensor(far, {m}));
+  be.gelu_backward(tensor(far_d, {m}), tensor(far, {m}), tensor(far_ones, {m}));
+  for (size_t i = 0; i < far.size(); ++i) {
+    INFO("x = " << far[i] << ": gelu " << far_out[i] << ", gelu' " << far_d[i]);
+    CHECK(far_out[i] == (far[i] < 0 ? 0.0f : far[i]));
+    CHECK(far_d[i] == (far[i] < 0 ? 0.0f : 1.0f));
+  }
 }
 
 TEST_CASE("attention_forward_matches_masked_softmax_reference", "[cpu][forward]") {
