@@ -3,10 +3,12 @@
 // type. qkv[B,T,3C] holds q | k | v along the last dim, each [NH,HS] with C = NH*HS.
 //
 // Each (batch, head) pair is a few GEMMs on its strided q, k, v, dout and dqkv columns, run in
-// parallel over the pairs (OpenBLAS runs single-threaded inside the parallel loop, so results do
-// not depend on the thread count). The causal mask is kept out of the GEMMs by row blocks: the
-// rows [r0, r1) of a product see only the keys [0, r1), and the few entries above the diagonal
-// inside a block are zeros of P and dS, so they add nothing.
+// parallel over the pairs. Results do not depend on the thread count: OpenBLAS splits a GEMM's rows
+// and columns among its threads, never a sum. The causal mask is kept out of the GEMMs by row
+// blocks: the rows [r0, r1) of a product see only the keys [0, r1), and the few entries above the
+// diagonal inside a block are zeros of P and dS, so they add nothing (unless a later row of v, k
+// or q holds an inf or NaN: 0 * inf makes the earlier rows NaN too, where the step is already
+// non-finite).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -82,17 +84,17 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
     const Real* dy = dout + b * T * C + h * HS;
     const Real* a = att + bh * T * T;
     Real* dq = dqkv + b * T * C3 + h * HS;   // dk and dv C, 2C further
-    thread_local std::vector<Real> ds_rows;  // dP, then dS, [T,T]
-    ds_rows.resize(static_cast<size_t>(T * T));
+    thread_local std::vector<Real> ds_rows;  // one row block's dP, then dS: [rows, r1] of [64, T]
+    ds_rows.resize(static_cast<size_t>(std::min(T, kAttentionRowBlock) * T));
     Real* ds = ds_rows.data();
     for (int64_t r0 = 0; r0 < T; r0 += kAttentionRowBlock) {
       const int64_t r1 = std::min(T, r0 + kAttentionRowBlock), rows = r1 - r0;
       // dP[r0:r1, :r1] = dout v^T, then dS = P * (dP - sum_j P dP) / sqrt(HS) row by row
-      strided_gemm(false, true, rows, r1, HS, Real(1), dy + r0 * C, C, q + 2 * C, C3, Real(0),
-                   ds + r0 * T, T);
+      strided_gemm(false, true, rows, r1, HS, Real(1), dy + r0 * C, C, q + 2 * C, C3, Real(0), ds,
+                   T);
       for (int64_t t = r0; t < r1; ++t) {
         const Real* p = a + t * T;
-        Real* row = ds + t * T;
+        Real* row = ds + (t - r0) * T;
         Real p_dot_dp = 0;
         for (int64_t t2 = 0; t2 <= t; ++t2) p_dot_dp += p[t2] * row[t2];
         for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = p[t2] * (row[t2] - p_dot_dp) * scale;
@@ -101,10 +103,9 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
       // dv[:r1] += P[r0:r1, :r1]^T dout[r0:r1]; dq[r0:r1] += dS k[:r1]; dk[:r1] += dS^T q[r0:r1]
       strided_gemm(true, false, r1, HS, rows, Real(1), a + r0 * T, T, dy + r0 * C, C, Real(1),
                    dq + 2 * C, C3);
-      strided_gemm(false, false, rows, HS, r1, Real(1), ds + r0 * T, T, q + C, C3, Real(1),
-                   dq + r0 * C3, C3);
-      strided_gemm(true, false, r1, HS, rows, Real(1), ds + r0 * T, T, q + r0 * C3, C3, Real(1),
-                   dq + C, C3);
+      strided_gemm(false, false, rows, HS, r1, Real(1), ds, T, q + C, C3, Real(1), dq + r0 * C3,
+                   C3);
+      strided_gemm(true, false, r1, HS, rows, Real(1), ds, T, q + r0 * C3, C3, Real(1), dq + C, C3);
     }
   }
 }
