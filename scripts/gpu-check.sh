@@ -56,8 +56,10 @@ if [ -n "$bundle" ]; then
     xargs -r -n1 dirname | sort -u | paste -sd: -)
   export LD_LIBRARY_PATH="$bundle/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   bin="$bundle/bin" tests="$bundle/bin" out="${GPU_CHECK_OUT:-$bundle_dir/gpu-check}"
-  # (cuBLASLt is not among ldd's: the trainer loads it at its first GEMM, from this same path.)
   ldd "$bin/trainer" | grep "not found" && { echo "gpu-check: libraries missing" >&2; exit 1; }
+  # ldd cannot see cuBLASLt: the trainer loads it when it creates the cuda backend, from this path.
+  [ -n "$(find ${cuda_dirs//:/ } -maxdepth 1 -name 'libcublasLt.so.*' 2>/dev/null)" ] ||
+    { echo "gpu-check: no libcublasLt.so.* on this machine" >&2; exit 1; }
 else
   echo "gpu-check: $gpu_name, sm_$arch, build dir $build"
   cmake -S "$src" -B "$build" -DTRAINER_CUDA=ON -DTRAINER_WERROR=ON -DCMAKE_BUILD_TYPE=Release \

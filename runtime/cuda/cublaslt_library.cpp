@@ -9,6 +9,9 @@
 namespace trainer::cuda {
 namespace {
 
+#ifndef CUBLAS_VER_MAJOR
+#error "cublasLt.h did not define CUBLAS_VER_MAJOR: cannot name the library to load"
+#endif
 #define TRAINER_STRINGIFY(x) #x
 #define TRAINER_VERSION_STRING(x) TRAINER_STRINGIFY(x)
 // A literal, so that it is ready before any static initialiser asks for it.
@@ -25,16 +28,21 @@ std::string cudart_directory() {
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
 
+std::string last_dl_error() {
+  const char* error = dlerror();
+  return error ? error : "not found";
+}
+
 void* open_library() {
   if (void* lib = dlopen(kFile, RTLD_NOW | RTLD_LOCAL)) return lib;
-  const char* error = dlerror();
-  const std::string first_error = error ? error : "not found";
+  std::string why = last_dl_error();
   const std::string dir = cudart_directory();
-  if (!dir.empty())
+  if (!dir.empty()) {
     if (void* lib = dlopen((dir + kFile).c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
+    why += "; beside libcudart: " + last_dl_error();
+  }
   throw std::runtime_error(std::string("cuda backend: cannot load ") + kFile + " (cuBLASLt): " +
-                           first_error + (dir.empty() ? "" : "; not in " + dir + " either") +
-                           "; add the CUDA toolkit's lib directory to LD_LIBRARY_PATH");
+                           why + "; add the CUDA toolkit's lib directory to LD_LIBRARY_PATH");
 }
 
 template <class Fn>
@@ -46,7 +54,14 @@ void bind(void* lib, const char* name, Fn& fn) {
 }
 
 CublasLtLibrary load() {
-  void* lib = open_library();  // kept open for the life of the process
+  void* lib = open_library();  // kept open for the life of the process once every symbol binds
+  struct CloseUnlessBound {
+    void* lib;
+    bool bound = false;
+    ~CloseUnlessBound() {
+      if (!bound) dlclose(lib);
+    }
+  } guard{lib};
   CublasLtLibrary l{};
   bind(lib, "cublasLtCreate", l.create);
   bind(lib, "cublasLtDestroy", l.destroy);
@@ -62,6 +77,7 @@ CublasLtLibrary load() {
   bind(lib, "cublasLtMatmulPreferenceCreate", l.preference_create);
   bind(lib, "cublasLtMatmulPreferenceDestroy", l.preference_destroy);
   bind(lib, "cublasLtMatmulPreferenceSetAttribute", l.preference_set_attribute);
+  guard.bound = true;
   return l;
 }
 

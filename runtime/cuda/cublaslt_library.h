@@ -1,7 +1,8 @@
 #pragma once
-// cuBLASLt's entry points, loaded from libcublasLt.so.<major> at the first use instead of linked
-// into the binary: linking it alone costs every process, cpu runs and tests included, ~0.1 s and
-// ~200 MB of resident memory at start-up (its initialisers run whether or not a GEMM ever does).
+// cuBLASLt's entry points, loaded from libcublasLt.so.<major> when the cuda backend is created
+// (its LtGemm is the first user) instead of linked into the binary: linking it alone costs every
+// process, cpu runs and tests included, ~0.1 s and ~200 MB of resident memory at start-up (its
+// initialisers run whether or not a GEMM ever does).
 #include <cublasLt.h>
 
 namespace trainer::cuda {

@@ -1,4 +1,4 @@
-// cuBLASLt is loaded at the first GEMM, not linked (runtime/cuda/cublaslt_library.h): no device
+// cuBLASLt is loaded when the cuda backend is created, not linked (runtime/cuda/cublaslt_library.h): no device
 // is needed to load it and bind its entry points, so this test runs on every machine.
 #include <dlfcn.h>
 
