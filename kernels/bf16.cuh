@@ -25,6 +25,19 @@ __device__ inline float bf16_hi(uint32_t pair) {
   return __uint_as_float(pair & 0xffff0000u);
 }
 
+// lo and hi rounded to bf16 (to nearest even, as bf16_bits rounds finite values; a NaN becomes the
+// canonical one) and packed, lo in the low half: one cvt instruction on the device, where
+// bf16_bits' integer rounding would cost a dozen per pair.
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+#ifdef TRAINER_CUDA_EMULATION
+  return static_cast<uint32_t>(bf16_bits(lo)) | (static_cast<uint32_t>(bf16_bits(hi)) << 16);
+#else
+  uint32_t packed;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
+  return packed;
+#endif
+}
+
 // Stores an fp32 result into an fp32 output, or rounded into a bf16 (uint16 bits) output.
 __device__ inline void store_out(float* p, float v) {
   *p = v;

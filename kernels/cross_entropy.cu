@@ -69,10 +69,9 @@ __device__ inline void store_logits(float* p, const float (&v)[4]) {
   for (int i = 0; i < 4; ++i) w[i] = __float_as_uint(v[i]);
   store16(p, w);
 }
-__device__ inline void store_logits(uint16_t* p, const float (&v)[8]) {  // rounded as store_out
+__device__ inline void store_logits(uint16_t* p, const float (&v)[8]) {  // as store_out (finite)
   uint32_t w[4];
-  for (int i = 0; i < 4; ++i)
-    w[i] = uint32_t{bf16_bits(v[2 * i])} | (uint32_t{bf16_bits(v[2 * i + 1])} << 16);
+  for (int i = 0; i < 4; ++i) w[i] = pack_bf16(v[2 * i], v[2 * i + 1]);
   store16(p, w);
 }
 

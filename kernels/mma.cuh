@@ -77,18 +77,6 @@ __device__ inline uint32_t load_pair(const uint16_t* p) {
 #endif
 }
 
-// lo and hi rounded to bf16 (to nearest even, as bf16_bits rounds finite values) and packed: one
-// cvt instruction on the device, where bf16_bits' integer rounding would cost a dozen per pair.
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-#ifdef TRAINER_CUDA_EMULATION
-  return static_cast<uint32_t>(bf16_bits(lo)) | (static_cast<uint32_t>(bf16_bits(hi)) << 16);
-#else
-  uint32_t packed;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(hi), "f"(lo));
-  return packed;
-#endif
-}
-
 // The A fragment of the 16x16 tile at `a` (bf16, row major, `ld` elements per row).
 __device__ inline void load_a(uint32_t (&f)[4], const uint16_t* a, int ld) {
   const int g = static_cast<int>(threadIdx.x % 32) / 4, t = static_cast<int>(threadIdx.x % 4);
