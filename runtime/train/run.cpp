@@ -120,8 +120,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   const bool lead = env.rank == 0;
   std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
   int step_running = 0;  // the 1-based step in progress, named in a failure (0: none)
-  // Rank 0's profile, summarized and logged as soon as its window ends: a run that fails later
-  // still reports it.
+  // Rank 0's profile, summarized and logged as soon as its window ends (or the run stops inside
+  // it): a run that fails later still reports it.
   std::optional<report::ProfileInfo> profile;
 
   try {
@@ -189,10 +189,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     const int total = cfg.train.steps;
     const int last =
         cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
-    // logging.profile_steps: the steps [profile_from, profile_to) (0-based) right after warm-up
+    // logging.profile_steps: the steps [profile_from, profile_to) (0-based) right after warm-up,
+    // on rank 0, which reports them
     std::unique_ptr<PhaseProfiler> profiler;
     int profile_from = 0, profile_to = 0;
-    if (cfg.logging.profile_steps > 0) {
+    if (cfg.logging.profile_steps > 0 && lead) {
       profiler = std::make_unique<PhaseProfiler>(backend->make_timer());
       trainer.set_profiler(profiler.get());
       profile_from = first_step + report::warmup_steps_to_exclude(
@@ -214,8 +215,6 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       step_times.push_back(dt);
       sync_waits.push_back(r.comm_wait_s);
-      if (profiled && step + 1 == profile_to && lead)
-        profile = log_profile(*profiler, profile_from + 1);
 
       report::StepRecord rec{
           step + 1,   (step + 1) * tokens_per_step, r.loss, r.grad_norm, r.lr, dt, r.clipped,
@@ -229,6 +228,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         builder->record_eval({rec.step, rec.tokens, *val});
       }
       stop = checkpoints.after_step(step + 1);
+      if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
+        profile = log_profile(*profiler, profile_from + 1);
       if (!lead) continue;
       if (auto spike = builder->record_step(rec))
         spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
@@ -263,8 +264,6 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       report::RunReport final_report = builder->finish("completed");
       final_report.throughput.grad_sync_wait_s =
           mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
-      if (!profile && profiler && profiler->steps() > 0)  // stopped inside the window
-        profile = log_profile(*profiler, profile_from + 1);
       final_report.profile = profile;
       const std::string path = report::write_report(final_report, cfg.run.out_dir);
       spdlog::info("report: {}", path);
