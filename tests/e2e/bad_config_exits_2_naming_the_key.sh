@@ -32,6 +32,7 @@ expect_error "model.d_model / parallel.tp" --set precision.compute=fp8 --set har
 expect_error "model.d_model = 130" --set model.d_model=130
 expect_error "train.steps = -1" --set train.steps=-1
 expect_error "logging.level" --set logging.level=loud
+expect_error "logging.profile_steps" --set logging.profile_steps=-1
 expect_error "distributed.timeout_s" --set distributed.timeout_s=0
 expect_error "checkpoint.keep = 0" --set checkpoint.keep=0
 expect_error "expected key.path=value" --set train.lr

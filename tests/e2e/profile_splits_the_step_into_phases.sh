@@ -62,9 +62,5 @@ set -e
 grep -q "profile of 2 step(s) from step 4" logf || { cat logf; fail "no profile table before the failure"; }
 [ "$(json_get failed/report.json "d['run']['status'], d['profile']['steps'], d['profile']['first_step']")" = \
   "failed 2 4" ] || fail "failed run's report: $(json_get failed/report.json "d['run'], d.get('profile')")"
-# off by default
-"$bin" train "$src/configs/tiny.yaml" --set train.steps=2 --out off >/dev/null 2>&1 || fail "unprofiled run failed"
-[ "$(json_get off/report.json "'profile' in d")" = False ] || fail "profile in an unprofiled report"
-set +e; "$bin" train "$src/configs/tiny.yaml" --set logging.profile_steps=-1 --out bad >/dev/null 2>err.txt; rc=$?; set -e
-[ $rc = 2 ] && grep -q "logging.profile_steps" err.txt || fail "profile_steps=-1: exit $rc, $(cat err.txt)"
+# (off by default: tiny_trains_and_writes_report; a negative count: bad_config_exits_2_naming_the_key)
 echo "profile ok"

@@ -30,6 +30,7 @@ for sec, keys in need.items():
     for k in keys:
         assert k in r[sec], f"report.json lacks {sec}.{k}"
 assert r["run"]["status"] == "completed"
+assert "profile" not in r, "a profile in a report without logging.profile_steps"
 assert r["peak_source" if False else "hardware"]["peak_source"] == "measured-sgemm"
 assert r["batch"]["tokens_per_step"] == 8 * 128
 assert r["loss"]["tokens_seen"] == 60 * 8 * 128
