@@ -22,6 +22,7 @@ void check_options(const LoaderOptions& o) {
     throw DataError("data loader for '" + o.source + "': " + what);
   };
   if (o.micro_batch < 1) bad("micro_batch " + std::to_string(o.micro_batch) + " must be >= 1");
+  if (o.grad_accum < 1) bad("grad_accum " + std::to_string(o.grad_accum) + " must be >= 1");
   if (o.seq_len < 1) bad("seq_len " + std::to_string(o.seq_len) + " must be >= 1");
   if (o.dp_size < 1 || o.dp_rank < 0 || o.dp_rank >= o.dp_size) {
     bad("dp rank " + std::to_string(o.dp_rank) + " of " + std::to_string(o.dp_size) +
@@ -37,6 +38,15 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
       options_.source, SourceOptions{.vocab_size = options_.vocab_size,
                                      .seed = options_.seed,
                                      .stream = options_.is_val ? uint64_t{1} : uint64_t{0}});
+  // Every shard's size is known from its header: one too small for a global batch is bad input
+  // now, not when the run first reaches it.
+  for (const auto& source : sources_) {
+    if (samples_in(*source) < 1) {
+      throw DataError("data: shard " + source->name() + " has " + std::to_string(source->size()) +
+                      " tokens, fewer than one global batch of micro_batch*grad_accum*dp*seq_len" +
+                      "+1 = " + std::to_string(tokens_per_sample() + 1));
+    }
+  }
   vocab_checked_.assign(sources_.size(), false);
   buffer_.resize(static_cast<size_t>(tokens_per_rank() + 1));
   reset();
@@ -66,20 +76,28 @@ void DataLoader::enter_shard(int64_t order_index) {
   const int64_t index = shard_order_[static_cast<size_t>(order_index)];
   const TokenSource& source = *sources_[static_cast<size_t>(index)];
   check_tokens_in_vocab(index);
-  shard_samples_ = source.size() == TokenSource::kInfinite
-                       ? std::numeric_limits<int64_t>::max() / tokens_per_sample() - 1
-                       : (source.size() - 1) / tokens_per_sample();
-  if (shard_samples_ < 1) {
-    throw DataError("data: shard " + source.name() + " has " + std::to_string(source.size()) +
-                    " tokens, fewer than one global batch of dp*B*T+1 = " +
-                    std::to_string(tokens_per_sample() + 1));
-  }
+  shard_samples_ = samples_in(source);
   sample_order_.clear();
   if (shuffled()) {
     Rng rng(derive_seed({options_.seed, kSampleOrderTag, static_cast<uint64_t>(state_.epoch),
                          static_cast<uint64_t>(index)}));
     sample_order_ = random_permutation(shard_samples_, rng);
   }
+}
+
+int64_t DataLoader::samples_in(const TokenSource& source) const {
+  if (source.size() == TokenSource::kInfinite)
+    return std::numeric_limits<int64_t>::max() / tokens_per_sample() - 1;
+  return (source.size() - 1) / tokens_per_sample();
+}
+
+int64_t DataLoader::samples_per_epoch() const {
+  int64_t samples = 0;
+  for (const auto& source : sources_) {
+    if (source->size() == TokenSource::kInfinite) return std::numeric_limits<int64_t>::max();
+    samples += samples_in(*source);
+  }
+  return samples;
 }
 
 void DataLoader::advance_shard() {
@@ -116,16 +134,20 @@ void DataLoader::check_tokens_in_vocab(int64_t source_index) {
 }
 
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
+  // Offsets are whole global batches when a shard's samples run out, so shards switch between
+  // steps, never inside one.
   if (state_.offset / tokens_per_sample() >= shard_samples_) advance_shard();
   const int64_t sample = state_.offset / tokens_per_sample();
+  const int64_t micro = state_.offset % tokens_per_sample() / tokens_per_group();
   const int64_t picked = shuffled() ? sample_order_[static_cast<size_t>(sample)] : sample;
-  const int64_t pos = picked * tokens_per_sample() + options_.dp_rank * tokens_per_rank();
+  const int64_t pos = picked * tokens_per_sample() + micro * tokens_per_group() +
+                      options_.dp_rank * tokens_per_rank();
   const TokenSource& source =
       *sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(state_.shard)])];
   source.read(pos, tokens_per_rank() + 1, buffer_.data());
   std::copy_n(buffer_.begin(), tokens_per_rank(), inputs);
   std::copy_n(buffer_.begin() + 1, tokens_per_rank(), targets);
-  state_.offset += tokens_per_sample();
+  state_.offset += tokens_per_group();
 }
 
 void DataLoader::restore(const LoaderState& state) {
@@ -139,7 +161,9 @@ void DataLoader::restore(const LoaderState& state) {
     bad("expected a shard in [0, " + std::to_string(num_shards()) + ")");
   }
   if (state.offset < 0 || state.offset % tokens_per_sample() != 0) {
-    bad("expected an offset that is a multiple of dp*B*T = " + std::to_string(tokens_per_sample()));
+    bad("expected an offset that is a whole number of global batches of "
+        "micro_batch*grad_accum*dp*seq_len = " +
+        std::to_string(tokens_per_sample()) + " tokens");
   }
   start_epoch(state.epoch);
   enter_shard(state.shard);
@@ -168,13 +192,14 @@ std::string DataLoader::describe() const {
        << ")";
   }
   os << ", rank " << options_.dp_rank << "/" << options_.dp_size << ", B=" << options_.micro_batch
-     << " T=" << options_.seq_len;
+     << " T=" << options_.seq_len << " grad_accum=" << options_.grad_accum;
   return os.str();
 }
 
 LoaderOptions loader_options(const config::RunConfig& cfg, int dp_rank, int dp_size, bool is_val) {
   return LoaderOptions{.source = is_val ? cfg.data.val : cfg.data.train,
                        .micro_batch = cfg.train.micro_batch,
+                       .grad_accum = cfg.train.grad_accum,
                        .seq_len = cfg.model.seq_len,
                        .dp_rank = dp_rank,
                        .dp_size = dp_size,

@@ -1,14 +1,18 @@
 #pragma once
 // DataLoader: the resumable per-rank loader, with llm.c's DataLoader semantics.
 //
-// A "sample" is one global batch: dp_size * B * T + 1 consecutive tokens of the current shard;
-// rank r reads its B*T + 1 tokens at sample_start + r*B*T (inputs, and targets shifted by one).
-// Without shuffle, sample s of a shard starts at s * dp_size*B*T; a shard holds
-// (tokens - 1) / (dp_size*B*T) samples, and after the last one every rank moves to the next shard
-// together (after the last shard: shard 0 again, epoch + 1). With shuffle, the shard order is
-// permuted per epoch and the sample order per (epoch, shard), with the data seed, identically on
-// every rank, so ranks still read disjoint tokens. The global tokens of a step do not depend on
-// dp_size: R ranks with batch B read what one rank with batch R*B reads.
+// A "sample" is one global batch (one optimizer step): grad_accum * dp_size * B * T + 1
+// consecutive tokens of the current shard; micro-batch m of the step has rank r read its B*T + 1
+// tokens at sample_start + (m*dp_size + r)*B*T (inputs, and targets shifted by one). Without
+// shuffle, sample s of a shard starts at s * grad_accum*dp_size*B*T; a shard holds
+// (tokens - 1) / (grad_accum*dp_size*B*T) samples, and after the last one every rank moves to the
+// next shard together (after the last shard: shard 0 again, epoch + 1). With grad_accum 1 this is
+// llm.c's loader token for token; with more, llm.c switches shards per micro-batch, so the two
+// differ only at a shard's end. With shuffle, the shard order is permuted per epoch and the sample
+// order per (epoch, shard), with the data seed, identically on every rank, so ranks still read
+// disjoint tokens. The tokens of a step depend only on B * grad_accum * dp_size, never on the
+// layout: every layout with the same global batch reads the same tokens at every step, across
+// shard ends and shuffles, and a loader state saved by one restores on any other.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,7 +26,7 @@ namespace trainer::data {
 // Where a loader stands; saved in every checkpoint.
 struct LoaderState {
   int64_t shard = 0;   // position in this epoch's shard order
-  int64_t offset = 0;  // tokens the dp group has consumed in that shard: samples * dp_size*B*T
+  int64_t offset = 0;  // tokens the dp group has consumed in that shard (micro-batches * dp*B*T)
   int64_t epoch = 0;   // completed passes over all shards
   bool operator==(const LoaderState&) const = default;
 };
@@ -30,6 +34,7 @@ struct LoaderState {
 struct LoaderOptions {
   std::string source = "synthetic:markov";  // synthetic:markov | synthetic:uniform | path | glob
   int64_t micro_batch = 1;                  // B
+  int64_t grad_accum = 1;                   // micro-batches per step
   int64_t seq_len = 1;                      // T
   int dp_rank = 0;
   int dp_size = 1;
@@ -44,8 +49,9 @@ LoaderOptions loader_options(const config::RunConfig& cfg, int dp_rank, int dp_s
 
 class DataLoader {
  public:
-  // Opens the source and enters its first shard. Throws DataError for bad sources, a shard too
-  // small for one global batch, or tokens >= vocab_size.
+  // Opens the source and enters its first shard. Throws DataError for bad sources, any shard too
+  // small for one global batch, or tokens >= vocab_size in the first shard (every other shard is
+  // scanned when first entered).
   explicit DataLoader(LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
@@ -56,7 +62,8 @@ class DataLoader {
 
   LoaderState state() const { return state_; }
   // Continues exactly where a loader with the same options stood. Throws DataError if the state
-  // does not fit this data (shard out of range, offset not on a sample boundary or past the end).
+  // does not fit this data (shard out of range, offset not on a global batch's boundary or past
+  // the end).
   void restore(const LoaderState& state);
   // Back to the start of the stream (each eval starts at the beginning of the val data).
   void reset() { restore(LoaderState{}); }
@@ -66,9 +73,13 @@ class DataLoader {
   std::string describe() const;
 
   int64_t num_shards() const { return static_cast<int64_t>(sources_.size()); }
-  // Tokens one rank consumes per batch (B*T) and the whole dp group per batch (dp*B*T).
+  // Global batches in one pass over the data (the largest int64 for a synthetic stream).
+  int64_t samples_per_epoch() const;
+  // Tokens one rank consumes per micro-batch (B*T), the dp group per micro-batch (dp*B*T) and
+  // per step (grad_accum*dp*B*T).
   int64_t tokens_per_rank() const { return options_.micro_batch * options_.seq_len; }
-  int64_t tokens_per_sample() const { return tokens_per_rank() * options_.dp_size; }
+  int64_t tokens_per_group() const { return tokens_per_rank() * options_.dp_size; }
+  int64_t tokens_per_sample() const { return tokens_per_group() * options_.grad_accum; }
 
  private:
   bool shuffled() const;
@@ -76,6 +87,7 @@ class DataLoader {
   void enter_shard(int64_t order_index);
   void advance_shard();
   void check_tokens_in_vocab(int64_t source_index);
+  int64_t samples_in(const TokenSource& source) const;
 
   LoaderOptions options_;
   std::vector<std::unique_ptr<TokenSource>> sources_;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -156,6 +157,14 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     auto val_loader = make_loader(cfg, dp.rank(), dp.size(), true);
     BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
     BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
+    // Every eval reads from the start of the val data; past its end it would count tokens twice.
+    const int64_t eval_batches =
+        std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch());
+    if (lead && eval_batches < cfg.train.eval_batches)
+      spdlog::warn(
+          "train.eval_batches = {}, but data.val holds only {} global batches of {} tokens: each "
+          "eval reads those {}",
+          cfg.train.eval_batches, eval_batches, val_loader->tokens_per_sample(), eval_batches);
 
     // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
     Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
@@ -224,7 +233,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           cfg.train.eval_every > 0 && ((step + 1) % cfg.train.eval_every == 0 || step + 1 == last);
       if (eval_now) {
         val_loader->reset();
-        val = trainer.evaluate(cfg.train.eval_batches, next_val);
+        val = trainer.evaluate(eval_batches, next_val);
         builder->record_eval({rec.step, rec.tokens, *val});
       }
       stop = checkpoints.after_step(step + 1);

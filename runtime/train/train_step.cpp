@@ -158,13 +158,14 @@ void TrainStep::sync_params_from_owners() {
   model_.refresh_compute_weights();
 }
 
-double TrainStep::evaluate(int batches, const BatchSource& next_batch) {
+double TrainStep::evaluate(int64_t global_batches, const BatchSource& next_batch) {
+  const int64_t batches = global_batches * cfg_.train.grad_accum;
   double sum = 0;
-  for (int i = 0; i < batches; ++i) {
+  for (int64_t i = 0; i < batches; ++i) {
     next_batch(inputs_.data(), targets_.data());
     sum += model_.forward(inputs_.data(), targets_.data(), 0.0f);
   }
-  double mean = sum / std::max(1, batches);
+  double mean = sum / static_cast<double>(std::max<int64_t>(1, batches));
   if (dp_.size() > 1) mean = dp_.comm->all_reduce_scalar(mean, dist::ReduceOp::avg);
   return mean;
 }

@@ -51,8 +51,9 @@ class TrainStep {
   TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp);
 
   StepResult run(int step, const BatchSource& next_batch);
-  // Mean loss over `batches` micro-batches of every dp rank.
-  double evaluate(int batches, const BatchSource& next_batch);
+  // Mean loss over `global_batches` global batches (grad_accum micro-batches of every dp rank
+  // each), so that every layout with the same global batch evaluates the same tokens.
+  double evaluate(int64_t global_batches, const BatchSource& next_batch);
 
   OwnedState owned_state();
   void set_adam_step(int64_t t) { optimizer().set_step_count(t); }

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "runtime/data/data_error.h"
@@ -119,39 +120,87 @@ TEST_CASE("loader_counts_epochs_when_it_wraps_to_shard_0", "[data][loader]") {
   }
 }
 
-TEST_CASE("global_batch_tokens_do_not_depend_on_dp_size", "[data][loader]") {
+// The loaders of one layout: dp ranks with micro-batch B, grad_accum micro-batches per step.
+struct Layout {
+  int dp;
+  int64_t B;
+  int64_t accum;
+};
+
+std::vector<std::unique_ptr<DataLoader>> layout_loaders(const LoaderOptions& base, Layout l) {
+  std::vector<std::unique_ptr<DataLoader>> ranks;
+  for (int r = 0; r < l.dp; ++r) {
+    LoaderOptions o = base;
+    o.micro_batch = l.B;
+    o.grad_accum = l.accum;
+    o.dp_rank = r;
+    o.dp_size = l.dp;
+    ranks.push_back(std::make_unique<DataLoader>(o));
+  }
+  return ranks;
+}
+
+// One step's tokens, micro-batch by micro-batch and rank by rank.
+Batch next_step(std::vector<std::unique_ptr<DataLoader>>& ranks, int64_t accum) {
+  Batch joined;
+  for (int64_t m = 0; m < accum; ++m) {
+    for (auto& rank : ranks) {
+      const Batch b = next(*rank);
+      joined.inputs.insert(joined.inputs.end(), b.inputs.begin(), b.inputs.end());
+      joined.targets.insert(joined.targets.end(), b.targets.begin(), b.targets.end());
+    }
+  }
+  return joined;
+}
+
+// Every layout with a global batch of 8 sequences reads the same tokens at every step, across
+// shard ends (shard_1's 150 tokens hold 4 global batches of 32 + 1 but 9 micro-batches of 16 + 1,
+// so a per-micro-batch switch would split a step between shards) and epochs, shuffled or not.
+TEST_CASE("global_batch_tokens_do_not_depend_on_the_layout", "[data][loader]") {
   TempDir dir("global");
-  write_test_shards(dir, {300, 130, 200});
+  write_test_shards(dir, {300, 150, 200});
+  const std::vector<Layout> layouts{{1, 8, 1}, {2, 4, 1}, {4, 2, 1}, {1, 4, 2},
+                                    {2, 2, 2}, {4, 1, 2}, {1, 1, 8}};
   for (const bool shuffle : {false, true}) {
     for (const std::string& source : {dir.file("shard_*.bin"), std::string("synthetic:markov")}) {
-      for (int R : {2, 4}) {
-        auto one_options = file_options(dir, 2 * R, 4, 0, 1);
-        one_options.source = source;
-        if (is_synthetic_spec(source)) one_options.vocab_size = 256;  // quicker to build
-        one_options.shuffle = shuffle;
-        DataLoader one(one_options);
-        std::vector<std::unique_ptr<DataLoader>> ranks;
-        for (int r = 0; r < R; ++r) {
-          auto o = file_options(dir, 2, 4, r, R);
-          o.source = source;
-          if (is_synthetic_spec(source)) o.vocab_size = 256;  // quicker to build
-          o.shuffle = shuffle;
-          ranks.push_back(std::make_unique<DataLoader>(o));
-        }
+      auto base = file_options(dir, 1, 4, 0, 1);
+      base.source = source;
+      if (is_synthetic_spec(source)) base.vocab_size = 256;  // quicker to build
+      base.shuffle = shuffle;
+      auto reference = layout_loaders(base, layouts[0]);
+      std::vector<Batch> want;
+      for (int step = 0; step < 40; ++step) want.push_back(next_step(reference, 1));
+      for (const Layout& l : layouts) {
+        auto ranks = layout_loaders(base, l);
         for (int step = 0; step < 40; ++step) {
-          Batch joined;
-          for (auto& rank : ranks) {
-            const Batch b = next(*rank);
-            joined.inputs.insert(joined.inputs.end(), b.inputs.begin(), b.inputs.end());
-            joined.targets.insert(joined.targets.end(), b.targets.begin(), b.targets.end());
-          }
-          const Batch single = next(one);
-          INFO(source << " shuffle=" << shuffle << " R=" << R << " step=" << step);
-          require_same(joined, single);
+          INFO(source << " shuffle=" << shuffle << " dp=" << l.dp << " B=" << l.B
+                      << " accum=" << l.accum << " step=" << step);
+          require_same(next_step(ranks, l.accum), want[static_cast<size_t>(step)]);
         }
+      }
+      // A state saved by one layout restores on another: after 13 steps (past shard_1's end) at
+      // dp 4 x B 1 x accum 2, dp 2 x B 4 x accum 1 continues with the same tokens.
+      auto saved_by = layout_loaders(base, {4, 1, 2});
+      for (int step = 0; step < 13; ++step) next_step(saved_by, 2);
+      auto resumed = layout_loaders(base, {2, 4, 1});
+      for (auto& rank : resumed) rank->restore(saved_by.front()->state());
+      for (int step = 13; step < 40; ++step) {
+        INFO(source << " shuffle=" << shuffle << " resumed at step 13, step=" << step);
+        require_same(next_step(resumed, 1), want[static_cast<size_t>(step)]);
       }
     }
   }
+}
+
+TEST_CASE("samples_per_epoch_counts_whole_global_batches", "[data][loader]") {
+  TempDir dir("samples");
+  write_test_shards(dir, {100, 65});
+  auto o = file_options(dir, 2, 4, 0, 1);
+  o.grad_accum = 2;  // 16 tokens a step: 99 / 16 = 6 and 64 / 16 = 4
+  CHECK(DataLoader(o).samples_per_epoch() == 10);
+  o.source = "synthetic:markov";
+  o.vocab_size = 256;
+  CHECK(DataLoader(o).samples_per_epoch() == std::numeric_limits<int64_t>::max());
 }
 
 TEST_CASE("restored_loader_continues_exactly_where_the_saved_one_stopped", "[data][loader]") {
@@ -187,7 +236,8 @@ TEST_CASE("restore_rejects_states_that_do_not_fit_the_data", "[data][loader]") {
   DataLoader loader(file_options(dir, 2, 4, 0, 1));
   CHECK_THROWS_WITH(loader.restore({.shard = 3, .offset = 0, .epoch = 0}),
                     Contains("shard in [0, 1)"));
-  CHECK_THROWS_WITH(loader.restore({.shard = 0, .offset = 5, .epoch = 0}), Contains("multiple of"));
+  CHECK_THROWS_WITH(loader.restore({.shard = 0, .offset = 5, .epoch = 0}),
+                    Contains("whole number of global batches"));
   CHECK_THROWS_WITH(loader.restore({.shard = 0, .offset = 800, .epoch = 0}),
                     Contains("holds only"));
 }
@@ -269,9 +319,15 @@ TEST_CASE("token_outside_vocab_is_an_error_naming_file_and_token", "[data][loade
 
 TEST_CASE("shard_smaller_than_a_global_batch_or_missing_source_is_an_error", "[data][loader]") {
   TempDir dir("small");
-  write_test_shards(dir, {16});  // needs 2*4*2 + 1 = 17 tokens for dp=2
+  // A later shard too small for one global batch is found when the loader opens, not when the
+  // run reaches it.
+  write_test_shards(dir, {100, 16});  // needs 2*4*2 + 1 = 17 tokens for dp=2 or grad_accum=2
   CHECK_THROWS_WITH(DataLoader(file_options(dir, 2, 4, 0, 2)),
-                    Contains("shard_0.bin") && Contains("17"));
+                    Contains("shard_1.bin") && Contains("17"));
+  auto accum = file_options(dir, 2, 4, 0, 1);
+  accum.grad_accum = 2;
+  CHECK_THROWS_WITH(DataLoader(accum), Contains("shard_1.bin") && Contains("17"));
+  CHECK_NOTHROW(DataLoader(file_options(dir, 2, 4, 0, 1)));
   auto o = file_options(dir, 2, 4, 0, 1);
   o.source = dir.file("none_*.bin");
   CHECK_THROWS_WITH(DataLoader(o), Contains("no files match") && Contains(o.source));
