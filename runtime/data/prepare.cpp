@@ -23,15 +23,20 @@ std::string shard_path(const std::string& dir, const std::string& split, int64_t
   return (fs::path(dir) / name).string();
 }
 
-// Collects one split's tokens and writes a shard whenever max_tokens are buffered.
+// Collects one split's `total` tokens into as few shards of at most max_tokens as it can, of
+// equal size (the last one up to a token per shard shorter), so that no shard is left too small
+// for a global batch.
 class ShardSink {
  public:
-  ShardSink(std::string dir, std::string split, int64_t max_tokens)
-      : dir_(std::move(dir)), split_(std::move(split)), max_tokens_(max_tokens) {}
+  ShardSink(std::string dir, std::string split, int64_t total, int64_t max_tokens)
+      : dir_(std::move(dir)), split_(std::move(split)) {
+    const int64_t shards = std::max<int64_t>(1, (total + max_tokens - 1) / max_tokens);
+    shard_tokens_ = std::max<int64_t>(1, (total + shards - 1) / shards);
+  }
 
   void push(uint16_t token) {
     buffer_.push_back(token);
-    if (static_cast<int64_t>(buffer_.size()) == max_tokens_) flush();
+    if (static_cast<int64_t>(buffer_.size()) == shard_tokens_) flush();
   }
   void flush() {
     if (buffer_.empty()) return;
@@ -43,7 +48,7 @@ class ShardSink {
 
  private:
   std::string dir_, split_;
-  int64_t max_tokens_;
+  int64_t shard_tokens_;
   std::vector<uint16_t> buffer_;
   std::vector<std::string> written_;
 };
@@ -101,8 +106,8 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
   }
 
   fs::create_directories(options.output_dir);
-  ShardSink train(options.output_dir, "train", options.max_shard_tokens);
-  ShardSink val(options.output_dir, "val", options.max_shard_tokens);
+  ShardSink train(options.output_dir, "train", summary.train_tokens, options.max_shard_tokens);
+  ShardSink val(options.output_dir, "val", summary.val_tokens, options.max_shard_tokens);
   int64_t seen = 0;
   std::vector<char> chunk(1 << 20);
   for (const auto& input : options.inputs) {

@@ -61,11 +61,12 @@ TEST_CASE("prepare_splits_large_inputs_into_shards_and_removes_stale_ones", "[da
                                .val_fraction = 0,
                                .max_shard_tokens = 10};
   auto summary = prepare_data(options);
+  // 23 tokens in shards of at most 10: three of 8, 8 and 7 (not 10, 10 and a short 3).
   REQUIRE(summary.train_shards.size() == 3);
   CHECK(summary.val_shards.empty());
-  CHECK(read_bytes(summary.train_shards[0]) == expected_shard(text.substr(0, 10)));
-  CHECK(read_bytes(summary.train_shards[1]) == expected_shard(text.substr(10, 10)));
-  CHECK(read_bytes(summary.train_shards[2]) == expected_shard(text.substr(20)));
+  CHECK(read_bytes(summary.train_shards[0]) == expected_shard(text.substr(0, 8)));
+  CHECK(read_bytes(summary.train_shards[1]) == expected_shard(text.substr(8, 8)));
+  CHECK(read_bytes(summary.train_shards[2]) == expected_shard(text.substr(16)));
 
   auto smaller = options;
   smaller.max_shard_tokens = 20;
