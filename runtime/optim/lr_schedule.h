@@ -1,6 +1,9 @@
 #pragma once
 // Learning-rate schedules: linear warmup, then constant | cosine | linear | wsd (warmup-stable-
-// decay) down to lr * min_lr_ratio at the last step.
+// decay) towards lr * min_lr_ratio. As llm.c's (and Megatron's), the decay is a function of the
+// 0-based step over `steps`, so it reaches lr * min_lr_ratio at step `steps`, one past the last:
+// the last step runs a little above it (one decay step's worth: for wsd, 1 / its decay steps of
+// the way).
 #include "runtime/config/run_config.h"
 
 namespace trainer::optim {
