@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a usage error is bad input, status 2 as for a bad config.
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   } catch (const config::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -73,13 +73,14 @@ void register_plan(CLI::App& app) {
                                      "print its size, batch and memory estimate.");
   cmd->add_option("config", args->config, "Run config YAML")->required();
   cmd->add_option("--gpus", args->gpus, "Number of devices (ranks) to plan for")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gpu", args->gpu, "Device kind")
       ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}));
   cmd->add_option("--set", args->sets, "Override one key, as for train (repeatable)");
   cmd->callback([args] {
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
     config::validate(cfg, args->gpus);
+    config::check_runnable(cfg);
     const auto& m = cfg.model;
     const report::ModelDims md{m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
     const report::ParamCounts pc = report::count_params(md);

@@ -27,7 +27,10 @@ void register_train(CLI::App& app) {
       ->take_all();
   cmd->add_option("--resume", args->resume,
                   "auto: newest complete checkpoint in checkpoint.dir if any; none; or a DIR");
-  cmd->add_option("--out", args->out, "Output directory (overrides run.out_dir)");
+  cmd->add_option("--out", args->out, "Output directory (overrides run.out_dir)")
+      ->check(CLI::Validator(
+          [](const std::string& v) { return v.empty() ? "must not be empty" : std::string(); },
+          "DIR"));
   cmd->callback([args] {
     std::vector<std::string> sets = args->sets;
     if (!args->out.empty()) sets.push_back("run.out_dir=" + args->out);

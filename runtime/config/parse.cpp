@@ -3,8 +3,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "runtime/config/assign.h"
 #include "runtime/config/did_you_mean.h"
@@ -39,12 +42,16 @@ void apply_node(RunConfig& cfg, const std::string& path, const YAML::Node& node)
     fail(path + " = " + describe_node(node) + ": expected a mapping of " + path + "'s keys (" +
          join(section_children(path)) + ")");
   }
+  std::set<std::string> seen;  // yaml-cpp keeps every duplicate; the last would silently win
   for (const auto& entry : node) {
     if (!entry.first.IsScalar())
       fail((path.empty() ? "top level" : path) + ": keys must be plain names");
     const std::string key = entry.first.Scalar();
     const std::string child = join_path(path, key);
     if (!find_field(child) && !is_section(child)) unknown_key(path, key);
+    if (!seen.insert(key).second)
+      fail("'" + child + "' is given twice (line " + std::to_string(entry.first.Mark().line + 1) +
+           "); each key may appear once");
     apply_node(cfg, child, entry.second);
   }
 }
@@ -82,29 +89,44 @@ void apply_override(RunConfig& cfg, const std::string& assignment) {
   apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)));
 }
 
-}  // namespace
-
-RunConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
-  RunConfig cfg;
-  YAML::Node root;
+// The one YAML document of a config (null for empty text).
+YAML::Node load_document(const std::string& yaml_text) {
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(yaml_text);
+    documents = YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
     fail("YAML syntax error at line " + std::to_string(e.mark.line + 1) + ", column " +
          std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
-  apply_node(cfg, "", root);
+  if (documents.size() > 1)
+    fail("the text holds " + std::to_string(documents.size()) +
+         " YAML documents (separated by ---); a run config is one document");
+  return documents.empty() ? YAML::Node() : documents.front();
+}
+
+}  // namespace
+
+RunConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
+  RunConfig cfg;
+  apply_node(cfg, "", load_document(yaml_text));
   for (const std::string& assignment : overrides) apply_override(cfg, assignment);
   check_fields(cfg);
   return cfg;
 }
 
 RunConfig load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  if (std::filesystem::is_directory(path))
+    fail("config file '" + path + "' is a directory; expected a YAML run config");
   std::ifstream in(path);
   if (!in) fail("cannot read config file '" + path + "': " + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
   try {
+    // An empty file is more likely a mistake than a request for every default (`-` is that).
+    if (load_document(text.str()).IsNull())
+      fail(
+          "the file is empty; expected a mapping of sections (model, train, ...), or `-` for "
+          "the embedded default");
     return parse_config(text.str(), overrides);
   } catch (const ConfigError& e) {
     // Keep the "config: " prefix, add the file: "config: runs/a.yaml: train.lr = ...".

@@ -152,6 +152,10 @@ RunConfig load_config_file(const std::string& path, const std::vector<std::strin
 // Checks values and divisibility against the world size (world_size 1 for single-process checks).
 // Also checks that data files exist. Throws ConfigError.
 void validate(RunConfig& cfg, int world_size);
+// What this build trains: data-parallel layouts (any dp, ZeRO 0-3) of dense models. Throws
+// ConfigError for parallel.tp/pp/cp/ep > 1 or model.moe.num_experts > 0, which validate() accepts
+// as layouts. Called by `train` and `plan` after validate().
+void check_runnable(const RunConfig& cfg);
 // Test hook: TRAINER_TEST_EMULATED_FP8=1 lets the cpu backend run precision.compute: fp8 through
 // its emulation (runtime/cpu/fp8.h), so the fp8 plumbing (checkpoints, resume) is tested where
 // there is no GPU. Not for users: validate() refuses fp8 on cpu otherwise.

@@ -38,7 +38,7 @@ std::vector<Field> build_fields() {
       {"model.make_vocab_size_divisible_by",
        FIELD(model.make_vocab_size_divisible_by),
        {},
-       kPositive},
+       {1, 65536}},
       {"model.moe.num_experts", FIELD(model.moe.num_experts), {}, kNonNegative},
       {"model.moe.top_k", FIELD(model.moe.top_k), {}, kAtLeastOne},
       {"model.moe.capacity_factor", FIELD(model.moe.capacity_factor), {}, kPositive},
@@ -104,7 +104,8 @@ std::vector<Field> build_fields() {
        Special::auto_is_zero},
 
       {"distributed.backend", FIELD(distributed.backend), {"auto", "gloo", "nccl"}},
-      {"distributed.timeout_s", FIELD(distributed.timeout_s), {}, kPositive},
+      // from a millisecond (the unit of the collectives' timeouts) to a week
+      {"distributed.timeout_s", FIELD(distributed.timeout_s), {}, {0.001, 7 * 24 * 3600.0}},
 
       {"logging.every_steps", FIELD(logging.every_steps), {}, kAtLeastOne},
       {"logging.level", FIELD(logging.level), {"trace", "debug", "info", "warn", "error"}},

@@ -1,6 +1,12 @@
 // validate(): per-key values, settings that depend on each other, the grid shape and data.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "runtime/config/field_value.h"
 #include "runtime/config/validate_internal.h"
@@ -23,6 +29,56 @@ void check_device_settings(const RunConfig& c) {
   if (c.distributed.backend == "nccl" && device != "cuda")
     fail("distributed.backend = nccl needs hardware.device = cuda, but hardware.device = " +
          device + "; use gloo or auto");
+  if (c.distributed.backend == "gloo" && device == "cuda")
+    fail(
+        "distributed.backend = gloo needs hardware.device = cpu: on cuda the data-parallel "
+        "group's device buffers go through NCCL (the world group's host values through Gloo "
+        "either way); use nccl or auto");
+}
+
+// Sizes whose products the runtime keeps in 64-bit integers (parameter counts, tokens per step,
+// the largest activation): far beyond anything trainable, but an int64 overflow would turn them
+// into nonsense, so they are capped here.
+void check_sizes(const RunConfig& c) {
+  constexpr double kMax = 1LL << 40;
+  const ModelConfig& m = c.model;
+  const double C = m.d_model, ffn = 1.0 * m.d_model * m.ffn_mult;
+  const double params =
+      1.0 * m.n_layer * (4 * C * C + 2 * C * ffn) + (1.0 * m.vocab_size + m.seq_len) * C;
+  const double rows = 1.0 * c.train.micro_batch * m.seq_len;
+  const double tokens = rows * c.train.grad_accum * std::max(1, c.parallel.dp);
+  const double activation = rows * std::max({1.0 * m.vocab_size + m.make_vocab_size_divisible_by,
+                                             ffn, 1.0 * m.n_head * m.seq_len});
+  auto cap = [&](double v, const std::string& what) {
+    if (v > kMax) {
+      std::ostringstream os;
+      os << what << " = " << v << " is above 2^40; no run of this size fits a device";
+      fail(os.str());
+    }
+  };
+  cap(params, "the parameter count (from model.n_layer, d_model, ffn_mult, vocab_size, seq_len)");
+  cap(tokens, "the tokens per step train.micro_batch * grad_accum * dp * model.seq_len");
+  cap(activation,
+      "the largest activation train.micro_batch * model.seq_len * max(vocab, ffn width, "
+      "n_head * seq_len)");
+}
+
+// An output path must be a directory or creatable as one: found now, not at the first write.
+void check_output_dir(const std::string& key, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (ec) fail(key + " = \"" + dir + "\": " + ec.message());
+  for (; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec)) break;
+    if (p == p.parent_path()) break;
+  }
+  if (!fs::is_directory(p, ec))
+    fail(key + " = \"" + dir + "\": " + p.string() +
+         " is not a directory, so it cannot be created");
+  if (access(p.c_str(), W_OK | X_OK) != 0)
+    fail(key + " = \"" + dir + "\": " + p.string() + " is not writable (" + std::strerror(errno) +
+         ")");
 }
 
 // What the fp8 forward GEMMs cannot take: shapes cuBLASLt's fp8 kernels refuse (every inner
@@ -54,7 +110,10 @@ void validate(RunConfig& cfg, int world_size) {
   check_device_settings(cfg);
   check_fp8(cfg);
   check_init_from(cfg.model);
+  check_output_dir("run.out_dir", cfg.run.out_dir);
+  if (!cfg.checkpoint.dir.empty()) check_output_dir("checkpoint.dir", cfg.checkpoint.dir);
   validate_layout(cfg, world_size);
+  check_sizes(cfg);
   validate_data_sources(cfg);
 }
 

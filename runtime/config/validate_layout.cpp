@@ -100,4 +100,14 @@ void validate_layout(RunConfig& cfg, int world_size) {
   check_pipeline(cfg);
 }
 
+void check_runnable(const RunConfig& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.pp > 1 || p.tp > 1 || p.cp > 1 || p.ep > 1)
+    fail("this build trains data-parallel layouts only (parallel.tp, pp, cp and ep = 1); got " +
+         kv("tp", p.tp) + ", " + kv("pp", p.pp) + ", " + kv("cp", p.cp) + ", " + kv("ep", p.ep));
+  if (cfg.model.moe.num_experts > 0)
+    fail(kv("model.moe.num_experts", cfg.model.moe.num_experts) +
+         ": this build trains dense models only (0: every block's MLP is dense)");
+}
+
 }  // namespace trainer::config

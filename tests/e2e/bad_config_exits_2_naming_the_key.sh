@@ -36,6 +36,42 @@ expect_error "logging.profile_steps" --set logging.profile_steps=-1
 expect_error "distributed.timeout_s" --set distributed.timeout_s=0
 expect_error "checkpoint.keep = 0" --set checkpoint.keep=0
 expect_error "expected key.path=value" --set train.lr
+expect_error "model.moe.num_experts = 8: this build trains dense models only" \
+  --set model.moe.num_experts=8
+expect_error "distributed.backend = gloo needs hardware.device = cpu" --set hardware.device=cuda \
+  --set distributed.backend=gloo
+expect_error "make_vocab_size_divisible_by = 2147483647: must be in [1, 65536]" \
+  --set model.make_vocab_size_divisible_by=2147483647
+expect_error "distributed.timeout_s" --set distributed.timeout_s=1e300
+expect_error "tokens per step" --set train.micro_batch=2000000000 --set train.grad_accum=2000000000
+touch a_file
+expect_error "checkpoint.dir = \"a_file/ck\"" --set checkpoint.dir=a_file/ck
+# Config files that are not one YAML mapping, and usage errors: status 2 as well.
+expect_status_2() {  # expect_status_2 "message part" trainer-args...
+  local want=$1; shift
+  set +e
+  "$bin" "$@" >log 2>&1
+  local rc=$?
+  set -e
+  [ "$rc" = 2 ] || { cat log; fail "trainer $* exited $rc, not 2"; }
+  grep -qF -- "$want" log || { cat log; fail "trainer $* did not say '$want'"; }
+  [ ! -e out ] || fail "trainer $* created the output directory"
+  echo "ok: $* -> $(head -c 200 log)"
+}
+mkdir -p a_dir
+expect_status_2 "is a directory" train a_dir --out out
+: > empty.yaml
+expect_status_2 "the file is empty" train empty.yaml --out out
+printf 'train:\n  lr: 1.0e-3\n  lr: 5\n' > twice.yaml
+expect_status_2 "'train.lr' is given twice (line 3)" train twice.yaml --out out
+printf 'model: {n_layer: 2}\n---\nmodel: {n_layer: 9}\n' > two_docs.yaml
+expect_status_2 "holds 2 YAML documents" train two_docs.yaml --out out
+expect_status_2 "config is required" train
+expect_status_2 "--bogus" train run.yaml --bogus --out out
+expect_status_2 "must not be empty" train run.yaml --out ""
+expect_status_2 "not in range" plan run.yaml --gpus 0
+expect_status_2 "data-parallel layouts only" plan run.yaml --gpus 2 --set parallel.tp=2 \
+  --set model.n_head=4
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml
 set +e; "$bin" train bad.yaml >log 2>&1; rc=$?; set -e
 [ "$rc" = 2 ] && grep -q bogus_section log || { cat log; fail "unknown section not refused"; }

@@ -100,7 +100,13 @@ TEST_CASE("out_of_range_values_name_the_bound", "[config][errors]") {
   REQUIRE_THROWS_WITH(parse_config("checkpoint: {keep: 0}"), Contains("checkpoint.keep = 0"));
   REQUIRE_THROWS_WITH(parse_config("parallel: {dp: -2}"), Contains("parallel.dp = -2"));
   REQUIRE_THROWS_WITH(parse_config("distributed: {timeout_s: 0}"),
-                      Contains("distributed.timeout_s = 0.0: must be > 0"));
+                      Contains("distributed.timeout_s = 0.0: must be in [0.001, 604800]"));
+  // Upper bounds where a larger value would overflow what the runtime derives from it.
+  REQUIRE_THROWS_WITH(
+      parse_config("distributed: {timeout_s: 1e300}"),
+      Contains("distributed.timeout_s = ") && Contains("must be in [0.001, 604800]"));
+  REQUIRE_THROWS_WITH(parse_config("model: {make_vocab_size_divisible_by: 2147483647}"),
+                      Contains("model.make_vocab_size_divisible_by = 2147483647: must be in"));
   for (const char* key : {"model.seq_len", "model.n_layer", "model.d_model", "model.n_head",
                           "train.micro_batch", "train.grad_accum", "train.steps"}) {
     INFO(key);
