@@ -112,6 +112,16 @@ std::string begin_checkpoint(const std::string& root, int64_t step) {
   return tmp_dir;
 }
 
+int64_t step_of_dir_name(const std::string& name) {
+  if (name.size() < 13 || name.size() > 23 || !name.starts_with("step_")) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
 std::string step_dir_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
@@ -151,14 +161,22 @@ std::vector<std::string> list_checkpoints(const std::string& root,
   if (!fs::is_directory(root, ec)) return out;
   for (const auto& e : fs::directory_iterator(root)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_directory() || name.rfind("step_", 0) != 0) continue;
-    if (name.size() > 4 && name.ends_with(".tmp")) {
+    // Only names this writer makes: step_ and 8 digits, with .tmp while incomplete (a user's
+    // copy such as step_00000020.bak is neither).
+    const bool tmp = name.ends_with(".tmp");
+    const std::string base = name.substr(0, tmp ? name.size() - 4 : name.size());
+    if (!e.is_directory() || step_of_dir_name(base) < 0) continue;
+    if (tmp) {
       if (incomplete) incomplete->push_back(e.path().string());
       continue;
     }
     out.push_back(e.path().string());
   }
-  std::sort(out.rbegin(), out.rend());  // zero-padded names sort by step
+  auto step = [](const std::string& dir) {
+    return step_of_dir_name(fs::path(dir).filename().string());
+  };
+  std::sort(out.begin(), out.end(),
+            [&](const std::string& a, const std::string& b) { return step(a) > step(b); });
   return out;
 }
 

@@ -1,21 +1,29 @@
 #include "runtime/ckpt/reshard.h"
 
+#include <charconv>
 #include <sstream>
 
 #include "runtime/ckpt/checkpoint.h"
+#include "runtime/config/run_config.h"
 
 namespace trainer::ckpt {
 
+// --to is user input: its errors are config::ConfigError (exit status 2), naming the item.
 Grid parse_grid(const std::string& spec) {
   Grid g;
   std::stringstream ss(spec);
   std::string item;
+  auto bad = [&](const std::string& what) {
+    throw config::ConfigError("--to " + spec + ": " + what + " (expected e.g. dp=4,zero=1)");
+  };
   while (std::getline(ss, item, ',')) {
     const auto eq = item.find('=');
-    if (eq == std::string::npos)
-      throw CheckpointError("--to: expected key=value, got '" + item + "'");
-    const std::string k = item.substr(0, eq);
-    const int v = std::stoi(item.substr(eq + 1));
+    if (eq == std::string::npos) bad("expected key=value, got '" + item + "'");
+    const std::string k = item.substr(0, eq), text = item.substr(eq + 1);
+    int v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+      bad("'" + item + "': " + k + " must be an integer");
     if (k == "dp")
       g.dp = v;
     else if (k == "zero")
@@ -27,11 +35,11 @@ Grid parse_grid(const std::string& spec) {
     else if (k == "cp")
       g.cp = v;
     else
-      throw CheckpointError("--to: unknown key '" + k + "' (dp, zero, tp, pp, cp)");
+      bad("unknown key '" + k + "' (dp, zero, tp, pp, cp)");
   }
   if (g.tp != 1 || g.pp != 1 || g.cp != 1)
-    throw CheckpointError("--to: resharding to tp/pp/cp > 1 is not implemented yet");
-  if (g.dp < 1 || g.zero < 0 || g.zero > 3) throw CheckpointError("--to: need dp >= 1, zero 0..3");
+    bad("this build reshards to data-parallel layouts only (tp, pp, cp = 1)");
+  if (g.dp < 1 || g.zero < 0 || g.zero > 3) bad("need dp >= 1 and zero in 0..3");
   g.world = g.dp;
   return g;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -35,9 +36,25 @@ std::string metrics_line(const StepRecord& rec, const StepRates& rates,
   return j.dump();
 }
 
-MetricsWriter::MetricsWriter(const std::string& out_dir)
+MetricsWriter::MetricsWriter(const std::string& out_dir, int first_step)
     : path_((std::filesystem::path(out_dir) / "metrics.jsonl").string()) {
   std::filesystem::create_directories(out_dir);
+  std::string kept;
+  if (std::ifstream in(path_); in && first_step > 0) {
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+          j["step"].get<int64_t>() <= first_step)
+        kept += line + "\n";
+    }
+  }
+  // The kept lines go in place by a rename, so a crash here leaves the old file or the new one.
+  const std::string tmp = path_ + ".tmp";
+  std::FILE* out = std::fopen(tmp.c_str(), "w");
+  const bool written = out && std::fputs(kept.c_str(), out) >= 0 && std::fflush(out) == 0;
+  if (out) std::fclose(out);
+  if (!written || std::rename(tmp.c_str(), path_.c_str()) != 0)
+    throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
   file_ = std::fopen(path_.c_str(), "a");
   if (!file_)
     throw std::runtime_error("cannot open " + path_ + " for appending: " + std::strerror(errno));

@@ -17,10 +17,13 @@ struct StepRates {
 StepRates step_rates(int64_t tokens_per_step, double step_time_s, double flops_per_token,
                      double peak_tflops_per_device, int device_count);
 
-// Appends to <out_dir>/metrics.jsonl (creating out_dir), so a resumed run continues the file.
+// Writes <out_dir>/metrics.jsonl (creating out_dir), one line per logged step. A run that starts
+// after `first_step` steps (a resume) continues the file from there: lines of later steps, which
+// an earlier run logged after that checkpoint before it died, are dropped, as are all lines when
+// first_step is 0, so the file never holds a step twice.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& out_dir);
+  MetricsWriter(const std::string& out_dir, int first_step);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

@@ -193,7 +193,10 @@ void write_json_atomic(const std::string& path, const std::string& text) {
 std::string write_report(const RunReport& report, const std::string& out_dir) {
   std::filesystem::create_directories(out_dir);
   const std::string path = (std::filesystem::path(out_dir) / "report.json").string();
-  write_json_atomic(path, to_json(report).dump(2) + "\n");
+  // A run name or data path need not be UTF-8 (file names are bytes): replace what is not,
+  // rather than lose the report at the end of the run.
+  write_json_atomic(
+      path, to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return path;
 }
 

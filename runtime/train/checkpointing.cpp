@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <future>
 #include <memory>
 
@@ -61,7 +62,14 @@ Checkpointing::~Checkpointing() {
 
 std::string Checkpointing::pick_resume_dir() {
   if (resume_ == "none") return "";
-  if (resume_ != "auto") return ckpt::resolve_step_dir(resume_);
+  if (resume_ != "auto") {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(resume_, ec))
+      throw config::ConfigError("--resume " + resume_ +
+                                ": no such directory (expected auto, none, a checkpoint step "
+                                "directory or a checkpoint.dir)");
+    return ckpt::resolve_step_dir(resume_);
+  }
   std::vector<std::string> incomplete;
   const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir(), &incomplete);
   if (rank_ == 0)
@@ -76,15 +84,42 @@ std::string Checkpointing::pick_resume_dir() {
   return all.front();
 }
 
+// Refuses to start at `first_step` when checkpoint.dir holds later checkpoints (of an earlier
+// run: a fresh start with --resume none, or a rewind to an older step). This run's checkpoints
+// would be mixed with them: retention, which keeps the highest steps, would delete the ones it
+// just saved, and --resume auto would continue the abandoned run.
+void Checkpointing::refuse_later_checkpoints(int first_step) const {
+  std::string later;
+  for (const std::string& dir : ckpt::list_checkpoints(cfg_.checkpoint_dir())) {
+    const int64_t step = ckpt::step_of_dir_name(std::filesystem::path(dir).filename().string());
+    if (step > first_step)
+      later = std::filesystem::path(dir).filename().string() + (later.empty() ? "" : ", " + later);
+  }
+  if (later.empty()) return;
+  throw config::ConfigError(
+      "checkpoint.dir = " + cfg_.checkpoint_dir() + " holds " + later +
+      " of an earlier run, past step " + std::to_string(first_step) +
+      " where this run starts (--resume " + resume_ +
+      "); its checkpoints would be mixed with them (retention keeps the highest steps, --resume "
+      "auto takes the highest). Move those away, or set checkpoint.dir to another directory");
+}
+
 int Checkpointing::restore() {
   const std::string dir = pick_resume_dir();
   if (!dir.empty()) {
     load(dir);
+    refuse_later_checkpoints(last_saved_);
     return last_saved_;
   }
+  refuse_later_checkpoints(0);
   if (!cfg_.model.init_from.empty()) {
-    const auto w =
-        ckpt::read_weight_file(cfg_.model.init_from, model::GptDims::from_config(cfg_.model));
+    ckpt::GlobalWeights w;
+    try {
+      w = ckpt::read_weight_file(cfg_.model.init_from, model::GptDims::from_config(cfg_.model));
+    } catch (const std::exception& e) {  // the file the user named is bad input
+      throw config::ConfigError("config: model.init_from = \"" + cfg_.model.init_from +
+                                "\": " + e.what());
+    }
     HostShard host(step_.backend(), step_.owned_state());
     ckpt::fill_owned_params(model_.layout(), w, host.shard());
     host.push();
@@ -124,6 +159,13 @@ void Checkpointing::load(const std::string& step_dir) {
         step_dir);
   loader_.restore(m.loader);
   last_saved_ = static_cast<int>(m.step);
+  restored_step_ = last_saved_;
+  restored_tokens_ = m.tokens;
+  if (rank_ == 0 && m.step > 0 && m.tokens != m.step * tokens_per_step_)
+    spdlog::info(
+        "{} tokens in the checkpoint's {} steps; {} tokens per step from here on (the global "
+        "batch differs from the one the steps so far used)",
+        m.tokens, m.step, tokens_per_step_);
   const auto t2 = std::chrono::steady_clock::now();
   if (rank_ == 0)
     spdlog::info(
@@ -164,7 +206,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& 
   req.keep = cfg_.checkpoint.keep;
   ckpt::Manifest& m = req.manifest;
   m.step = done;
-  m.tokens = done * tokens_per_step_;
+  m.tokens = tokens_after(done);
   m.adam_step = step_.optimizer().step_count();
   m.seed = cfg_.run.seed;
   m.config_sha256 = config::config_sha256(cfg_);

@@ -28,6 +28,11 @@ class Checkpointing {
 
   // Loads state; returns the number of steps already done (0 for a fresh start).
   int restore();
+  // Tokens trained on after `done` steps: the checkpoint's count, then this run's global batch
+  // per step (a resume may change the batch; step * tokens_per_step would then be wrong).
+  int64_t tokens_after(int done) const {
+    return restored_tokens_ + (done - restored_step_) * tokens_per_step_;
+  }
   // After `done` steps: saves when due; true when the run must stop now (signal or stop_after).
   // With checkpoint.async the files of a due save are written in the background and committed
   // at the first later step at which every rank's write is done.
@@ -37,6 +42,7 @@ class Checkpointing {
 
  private:
   bool stop_signalled();
+  void refuse_later_checkpoints(int first_step) const;
   struct PendingSave {
     ckpt::SaveRequest req;
     std::future<ckpt::ShardFile> written;
@@ -58,6 +64,8 @@ class Checkpointing {
   int rank_;
   int dp_size_;
   int64_t tokens_per_step_;
+  int restored_step_ = 0;        // the step restore() started from
+  int64_t restored_tokens_ = 0;  // and the tokens trained on by then
   int last_saved_ = -1;
   std::unique_ptr<PendingSave> pending_;
   // What saves write from; an async writer reads it until its commit, which precedes the next save.

@@ -1,10 +1,12 @@
 #include "runtime/train/run.h"
 
 #include <spdlog/spdlog.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -74,14 +76,9 @@ double mean_after(const std::vector<double>& v, int skip) {
   return n ? sum / static_cast<double>(n) : std::nan("");
 }
 
-// Layout features this build does not run yet are refused as bad input, before anything starts.
-void check_supported(const dist::MeshShape& shape) {
-  if (shape.pp > 1 || shape.tp > 1 || shape.cp > 1 || shape.ep > 1)
-    throw config::ConfigError(
-        "config: this build trains data-parallel layouts only (parallel.tp/pp/cp/ep = 1); got "
-        "tp=" +
-        std::to_string(shape.tp) + " pp=" + std::to_string(shape.pp) +
-        " cp=" + std::to_string(shape.cp) + " ep=" + std::to_string(shape.ep));
+// A failure inside the loop (a collective that timed out, a dead peer) names its step.
+std::string failure_text(const std::string& what, int step_running) {
+  return step_running > 0 ? "step " + std::to_string(step_running) + ": " + what : what;
 }
 
 report::ProfileInfo log_profile(const PhaseProfiler& profiler, int first_step) {
@@ -107,10 +104,13 @@ void log_banner(const report::RunReport& base, const report::RunContext& ctx,
 int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // 1. Where this process sits; the config is checked against it before anything is written.
   const dist::LaunchEnv env = dist::detect_launch_env();
+  // Gloo picks the interface it listens on from MASTER_ADDR (gloo_comm.cpp); under Slurm the
+  // address comes from the nodelist, so export it as torchrun does (never overriding the user's).
+  if (env.world_size > 1) ::setenv("MASTER_ADDR", env.master_addr.c_str(), 0);
   config::validate(cfg, env.world_size);
   setup_logging(cfg, env.rank);
+  config::check_runnable(cfg);
   const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
-  check_supported(shape);
 
   // 2. Rendezvous, the backend (device LOCAL_RANK), then the process grid's communicators, whose
   // dp group is NCCL on the cuda backend (device_comms.h).
@@ -121,6 +121,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   const bool lead = env.rank == 0;
   std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
   int step_running = 0;  // the 1-based step in progress, named in a failure (0: none)
+  bool failure_reported = false;
   // Rank 0's profile, summarized and logged as soon as its window ends (or the run stops inside
   // it): a run that fails later still reports it.
   std::optional<report::ProfileInfo> profile;
@@ -131,158 +132,167 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     // error unwinds: an NCCL comm then aborts its collectives in flight (a dead peer's), which the
     // backend's cudaFree of its arena would otherwise wait on, leaving this rank hanging.
     dist::Mesh mesh(env.rank, env.world_size, shape);
-    if (cfg.precision.compute == "fp8" && !backend->supports_fp8() &&
-        !config::emulated_fp8_for_tests(cfg))
-      throw config::ConfigError(
-          "config: precision.compute = fp8 needs a Hopper (sm_90) GPU or "
-          "later; this rank's device is " +
-          backend->name() + "; use bf16");
-    if (env.world_size > 1) {
-      mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
-      if (lead) spdlog::info("collectives: dp over {}, world over gloo", dp_transport(*backend));
-    }
-    dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
-    DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
-
-    // 3. The model.
-    const model::GptDims dims = model::GptDims::from_config(cfg.model);
-    model::Gpt gpt(*backend, dims, model::GptShard::whole(dims));
-    gpt.init_weights(cfg.run.seed);
-    gpt.set_compute_bf16(cfg.precision.compute == "bf16");
-    gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
-    TrainStep trainer(cfg, *backend, gpt, dp);
-
-    // 4. Data: each dp rank reads its own slice of the stream.
-    auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);
-    auto val_loader = make_loader(cfg, dp.rank(), dp.size(), true);
-    BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
-    BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
-    // Every eval reads from the start of the val data; past its end it would count tokens twice.
-    const int64_t eval_batches =
-        std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch());
-    if (lead && eval_batches < cfg.train.eval_batches)
-      spdlog::warn(
-          "train.eval_batches = {}, but data.val holds only {} global batches of {} tokens: each "
-          "eval reads those {}",
-          cfg.train.eval_batches, eval_batches, val_loader->tokens_per_sample(), eval_batches);
-
-    // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
-    Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
-                              dp.size());
-    const int first_step = checkpoints.restore();
-
-    // 5. Report skeleton (hardware peak, model size, batch).
-    report::RunContext ctx;
-    ctx.world_size = env.world_size;
-    ctx.nodes = std::max(1, env.world_size / std::max(1, env.local_world_size));
-    ctx.device_name = backend->name();
-    ctx.peak = report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);
-    ctx.config_sha256 = config::config_sha256(cfg);
-    if (first_step > 0) ctx.resumed_from_step = first_step;
-    report::RunReport base = report::report_skeleton(cfg, ctx);
-    base.data.entropy_floor = std::isnan(train_loader->entropy_floor())
-                                  ? std::nullopt
-                                  : std::optional<double>(train_loader->entropy_floor());
-    builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
-    const int64_t tokens_per_step = base.batch.tokens_per_step;
-    const double flops_per_token = base.model.flops_per_token;
-    std::unique_ptr<report::MetricsWriter> metrics;
-    if (lead) {
-      std::filesystem::create_directories(cfg.run.out_dir);
-      metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir);
-      log_banner(base, ctx, shape, *train_loader);
-    }
-
-    // 6. The loop.
-    std::vector<double> step_times, sync_waits;
-    const int total = cfg.train.steps;
-    const int last =
-        cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
-    // logging.profile_steps: the steps [profile_from, profile_to) (0-based) right after warm-up,
-    // on rank 0, which reports them
-    std::unique_ptr<PhaseProfiler> profiler;
-    int profile_from = 0, profile_to = 0;
-    if (cfg.logging.profile_steps > 0 && lead) {
-      profiler = std::make_unique<PhaseProfiler>(backend->make_timer());
-      trainer.set_profiler(profiler.get());
-      profile_from = first_step + report::warmup_steps_to_exclude(
-                                      static_cast<size_t>(std::max(0, last - first_step)));
-      // (int64_t: profile_steps may be as large as an int goes)
-      profile_to = static_cast<int>(
-          std::min<int64_t>(last, int64_t{profile_from} + cfg.logging.profile_steps));
-    }
-    const FaultInjector faults(env.rank);
-    bool stop = false;
-    for (int step = first_step; step < last && !stop; ++step) {
-      step_running = step + 1;
-      faults.at_step(step + 1);
-      const bool profiled = profiler && step >= profile_from && step < profile_to;
-      if (profiled) profiler->begin_step();
-      const auto t0 = Clock::now();
-      const StepResult r = trainer.run(step, next_train);
-      if (profiled) profiler->end_step();  // its wait for the device belongs to this step
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      step_times.push_back(dt);
-      sync_waits.push_back(r.comm_wait_s);
-
-      report::StepRecord rec{
-          step + 1,   (step + 1) * tokens_per_step, r.loss, r.grad_norm, r.lr, dt, r.clipped,
-          r.nonfinite};
-      std::optional<double> val;
-      const bool eval_now =
-          cfg.train.eval_every > 0 && ((step + 1) % cfg.train.eval_every == 0 || step + 1 == last);
-      if (eval_now) {
-        val_loader->reset();
-        val = trainer.evaluate(eval_batches, next_val);
-        builder->record_eval({rec.step, rec.tokens, *val});
+    try {
+      if (cfg.precision.compute == "fp8" && !backend->supports_fp8() &&
+          !config::emulated_fp8_for_tests(cfg))
+        throw config::ConfigError(
+            "config: precision.compute = fp8 needs a Hopper (sm_90) GPU or "
+            "later; this rank's device is " +
+            backend->name() + "; use bf16");
+      if (env.world_size > 1) {
+        mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
+        if (lead) spdlog::info("collectives: dp over {}, world over gloo", dp_transport(*backend));
       }
-      stop = checkpoints.after_step(step + 1);
-      if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
-        profile = log_profile(*profiler, profile_from + 1);
-      if (!lead) continue;
-      if (auto spike = builder->record_step(rec))
-        spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
-                     rec.loss, spike->ratio);
-      if (r.nonfinite)
-        spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
-      const bool log_now = (step + 1) % cfg.logging.every_steps == 0 || step == 0 ||
-                           step + 1 == last || eval_now || stop;
-      if (log_now) {
-        const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
-                                                           ctx.peak.tflops, env.world_size);
-        metrics->write(rec, rates, val);
-        spdlog::info("{}", report::progress_line(rec, total, rates, val));
+      dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
+      DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
+
+      // 3. The model.
+      const model::GptDims dims = model::GptDims::from_config(cfg.model);
+      model::Gpt gpt(*backend, dims, model::GptShard::whole(dims));
+      gpt.init_weights(cfg.run.seed);
+      gpt.set_compute_bf16(cfg.precision.compute == "bf16");
+      gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
+      TrainStep trainer(cfg, *backend, gpt, dp);
+
+      // 4. Data: each dp rank reads its own slice of the stream.
+      auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);
+      auto val_loader = make_loader(cfg, dp.rank(), dp.size(), true);
+      BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
+      BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
+      // Every eval reads from the start of the val data; past its end it would count tokens twice.
+      const int64_t eval_batches =
+          std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch());
+      if (lead && eval_batches < cfg.train.eval_batches)
+        spdlog::warn(
+            "train.eval_batches = {}, but data.val holds only {} global batches of {} tokens: each "
+            "eval reads those {}",
+            cfg.train.eval_batches, eval_batches, val_loader->tokens_per_sample(), eval_batches);
+
+      // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
+      Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
+                                dp.size());
+      const int first_step = checkpoints.restore();
+
+      // 5. Report skeleton (hardware peak, model size, batch).
+      report::RunContext ctx;
+      ctx.world_size = env.world_size;
+      ctx.nodes = std::max(1, env.world_size / std::max(1, env.local_world_size));
+      ctx.device_name = backend->name();
+      ctx.peak =
+          report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);
+      ctx.config_sha256 = config::config_sha256(cfg);
+      if (first_step > 0) ctx.resumed_from_step = first_step;
+      report::RunReport base = report::report_skeleton(cfg, ctx);
+      base.data.entropy_floor = std::isnan(train_loader->entropy_floor())
+                                    ? std::nullopt
+                                    : std::optional<double>(train_loader->entropy_floor());
+      builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
+      const int64_t tokens_per_step = base.batch.tokens_per_step;
+      const double flops_per_token = base.model.flops_per_token;
+      std::unique_ptr<report::MetricsWriter> metrics;
+      if (lead) {
+        std::filesystem::create_directories(cfg.run.out_dir);
+        metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, first_step);
+        log_banner(base, ctx, shape, *train_loader);
       }
-    }
-    step_running = 0;
 
-    checkpoints.finish();
+      // 6. The loop.
+      std::vector<double> step_times, sync_waits;
+      const int total = cfg.train.steps;
+      const int last =
+          cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
+      // logging.profile_steps: the steps [profile_from, profile_to) (0-based) right after warm-up,
+      // on rank 0, which reports them
+      std::unique_ptr<PhaseProfiler> profiler;
+      int profile_from = 0, profile_to = 0;
+      if (cfg.logging.profile_steps > 0 && lead) {
+        profiler = std::make_unique<PhaseProfiler>(backend->make_timer());
+        trainer.set_profiler(profiler.get());
+        profile_from = first_step + report::warmup_steps_to_exclude(
+                                        static_cast<size_t>(std::max(0, last - first_step)));
+        // (int64_t: profile_steps may be as large as an int goes)
+        profile_to = static_cast<int>(
+            std::min<int64_t>(last, int64_t{profile_from} + cfg.logging.profile_steps));
+      }
+      const FaultInjector faults(env.rank);
+      bool stop = false;
+      for (int step = first_step; step < last && !stop; ++step) {
+        step_running = step + 1;
+        faults.at_step(step + 1);
+        const bool profiled = profiler && step >= profile_from && step < profile_to;
+        if (profiled) profiler->begin_step();
+        const auto t0 = Clock::now();
+        const StepResult r = trainer.run(step, next_train);
+        if (profiled) profiler->end_step();  // its wait for the device belongs to this step
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        step_times.push_back(dt);
+        sync_waits.push_back(r.comm_wait_s);
 
-    // 7. Report: gathered step times and memory of every rank.
-    const auto all_times = gather_step_times(world, step_times);
-    const auto peaks = gather_peak_rss(world);
-    if (lead) {
-      report::MemoryBreakdown mem;
-      const parallel::ZeroMemory state = trainer.state_bytes();
-      mem.params = state.params;  // the bf16 copy included
-      mem.grads = state.grads;
-      mem.optimizer = state.optimizer;
-      mem.activations = static_cast<int64_t>(gpt.activation_bytes());
-      builder->set_rank_step_times(all_times);
-      builder->set_memory(peaks, mem);
-      report::RunReport final_report = builder->finish("completed");
-      final_report.throughput.grad_sync_wait_s =
-          mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
-      final_report.profile = profile;
-      const std::string path = report::write_report(final_report, cfg.run.out_dir);
-      spdlog::info("report: {}", path);
+        report::StepRecord rec{step + 1,  checkpoints.tokens_after(step + 1),
+                               r.loss,    r.grad_norm,
+                               r.lr,      dt,
+                               r.clipped, r.nonfinite};
+        std::optional<double> val;
+        const bool eval_now = cfg.train.eval_every > 0 &&
+                              ((step + 1) % cfg.train.eval_every == 0 || step + 1 == last);
+        if (eval_now) {
+          val_loader->reset();
+          val = trainer.evaluate(eval_batches, next_val);
+          builder->record_eval({rec.step, rec.tokens, *val});
+        }
+        stop = checkpoints.after_step(step + 1);
+        if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
+          profile = log_profile(*profiler, profile_from + 1);
+        if (!lead) continue;
+        if (auto spike = builder->record_step(rec))
+          spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
+                       rec.loss, spike->ratio);
+        if (r.nonfinite)
+          spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
+        const bool log_now = (step + 1) % cfg.logging.every_steps == 0 || step == 0 ||
+                             step + 1 == last || eval_now || stop;
+        if (log_now) {
+          const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
+                                                             ctx.peak.tflops, env.world_size);
+          metrics->write(rec, rates, val);
+          spdlog::info("{}", report::progress_line(rec, total, rates, val));
+        }
+      }
+      step_running = 0;
+
+      checkpoints.finish();
+
+      // 7. Report: gathered step times and memory of every rank.
+      const auto all_times = gather_step_times(world, step_times);
+      const auto peaks = gather_peak_rss(world);
+      if (lead) {
+        report::MemoryBreakdown mem;
+        const parallel::ZeroMemory state = trainer.state_bytes();
+        mem.params = state.params;  // the bf16 copy included
+        mem.grads = state.grads;
+        mem.optimizer = state.optimizer;
+        mem.activations = static_cast<int64_t>(gpt.activation_bytes());
+        builder->set_rank_step_times(all_times);
+        builder->set_memory(peaks, mem);
+        report::RunReport final_report = builder->finish("completed");
+        final_report.throughput.grad_sync_wait_s =
+            mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
+        final_report.profile = profile;
+        const std::string path = report::write_report(final_report, cfg.run.out_dir);
+        spdlog::info("report: {}", path);
+      }
+      return 0;
+    } catch (const std::exception& e) {
+      // Recorded while this rank's communicators are still open (unwinding closes them next):
+      // peers that see its sockets close find the reason in the store and name this rank, not
+      // the next one to close.
+      if (store) dist::report_failure(*store, env.rank, failure_text(e.what(), step_running));
+      failure_reported = true;
+      throw;
     }
-    return 0;
   } catch (const std::exception& e) {
-    // A failure inside the loop (a collective that timed out, a dead peer) names its step.
-    const std::string what =
-        step_running > 0 ? "step " + std::to_string(step_running) + ": " + e.what() : e.what();
-    if (store) dist::report_failure(*store, env.rank, what);
+    const std::string what = failure_text(e.what(), step_running);
+    if (store && !failure_reported) dist::report_failure(*store, env.rank, what);
     if (lead && builder) {
       builder->set_rank_step_times({});
       report::RunReport failed = builder->finish("failed", what);

@@ -14,3 +14,33 @@ compare_metrics full/metrics.jsonl joined.jsonl --exact --min-steps 40 \
 "$bin" ckpt export ck_part --out part.safetensors >/dev/null
 cmp full.safetensors part.safetensors || fail "final weights differ"
 echo "40 losses bit-identical; final weights identical"
+# A run that would start below the checkpoints already in checkpoint.dir (a fresh start, or a
+# rewind to an older step) is refused with status 2 before it writes anything: its checkpoints
+# would be mixed with the earlier run's (retention would delete the ones it saves; --resume auto
+# would continue the earlier run).
+refused() {  # refused OUT "message" args...
+  local out=$1 want=$2; shift 2
+  set +e
+  "$bin" train "$src/configs/tiny.yaml" "${small[@]}" "${det[@]}" --set checkpoint.dir=ck_part \
+    --out "$out" "$@" >"$out.log" 2>&1
+  local rc=$?
+  set -e
+  [ "$rc" = 2 ] || { cat "$out.log"; fail "$out exited $rc, not 2"; }
+  grep -qF -- "$want" "$out.log" || { cat "$out.log"; fail "$out did not say '$want'"; }
+  [ ! -e "$out" ] || fail "the refused run $out created its output directory"
+}
+refused rewind "holds step_00000040 of an earlier run, past step 20" --resume ck_part/step_00000020
+refused fresh "holds step_00000020, step_00000040 of an earlier run, past step 0" --resume none
+refused nowhere "--resume ck_nowhere: no such directory" --resume ck_nowhere
+echo "starts below existing checkpoints refused"
+# A resume with a larger global batch counts tokens from the checkpoint's: 20 steps of 8 x 32
+# tokens, then 16 x 32 per step.
+mkdir -p ck_batch && cp -r ck_part/step_00000020 ck_batch/
+run_single batch 16 1 22 "${det[@]}" --set checkpoint.dir=ck_batch --resume auto
+[ "$(json_get batch/report.json 'd["loss"]["tokens_seen"]')" = "6144" ] \
+  || fail "tokens after the resume: $(cat batch/metrics.jsonl)"
+/usr/bin/python3 - <<'PY' || fail "tokens per step after the resume: $(cat batch/metrics.jsonl)"
+import json
+rows = [json.loads(l) for l in open("batch/metrics.jsonl")]
+assert [(r["step"], r["tokens"]) for r in rows] == [(21, 5632), (22, 6144)], rows
+PY

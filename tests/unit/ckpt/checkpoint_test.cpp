@@ -9,6 +9,7 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
 #include "runtime/ckpt/reshard.h"
+#include "runtime/config/run_config.h"
 #include "tests/unit/temp_dir.h"
 
 using namespace trainer;
@@ -163,6 +164,10 @@ TEST_CASE("keep_prunes_to_the_newest_complete_checkpoints_and_tmp_dirs_are_not_l
   const std::string root = fresh_dir("keep");
   for (int step : {10, 20, 30}) write_sharded(root, layout, src, 1, step);
   fs::create_directories(root + "/step_00000040.tmp");
+  // A user's copies are not checkpoints: neither taken as the newest nor counted by keep.
+  fs::create_directories(root + "/step_00000050.bak");
+  fs::create_directories(root + "/step_0000006");
+  fs::create_directories(root + "/step_0000007x");
   std::vector<std::string> incomplete;
   const auto all = list_checkpoints(root, &incomplete);
   REQUIRE(all.size() == 2);
@@ -170,6 +175,21 @@ TEST_CASE("keep_prunes_to_the_newest_complete_checkpoints_and_tmp_dirs_are_not_l
   CHECK(fs::path(all[1]).filename() == "step_00000020");
   CHECK(incomplete.size() == 1);
   CHECK(resolve_step_dir(root) == all[0]);
+  CHECK(fs::exists(root + "/step_00000050.bak"));
+  CHECK(step_of_dir_name("step_00000030") == 30);
+  CHECK(step_of_dir_name("step_123456789") == 123456789);  // past 8 digits, still a step
+  CHECK(step_of_dir_name("step_0000003") == -1);
+  CHECK(step_of_dir_name("step_00000030.bak") == -1);
+}
+
+TEST_CASE("reshard_grid_spec_errors_are_config_errors_naming_the_item") {
+  CHECK(parse_grid("dp=4,zero=1").dp == 4);
+  for (const char* bad : {"dp=abc", "dp=4x", "dp=", "dp", "mp=2", "dp=0", "zero=4", "tp=2"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_grid(bad), trainer::config::ConfigError);
+    CHECK_THROWS_WITH(parse_grid(bad), Catch::Contains(std::string("--to ") + bad));
+  }
+  CHECK_THROWS_WITH(parse_grid("dp=abc"), Catch::Contains("dp must be an integer"));
 }
 
 TEST_CASE("model_difference_names_each_differing_key") {

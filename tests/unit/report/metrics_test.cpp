@@ -19,7 +19,7 @@ TEST_CASE("metrics_jsonl_lines_parse_back", "[metrics]") {
   fs::remove_all(dir);
   std::vector<StepRecord> written;
   {
-    MetricsWriter w(dir.string());
+    MetricsWriter w(dir.string(), 0);
     for (int step = 1; step <= 5; ++step) {
       StepRecord rec{step,  step * 512, 5.0 - step * 0.5, 1.0 / step, 3e-4, 0.01 * step,
                      false, false};
@@ -46,6 +46,34 @@ TEST_CASE("metrics_jsonl_lines_parse_back", "[metrics]") {
     CHECK(j.contains("val_loss") == (rec.step == 5));
   }
   CHECK(n == written.size());
+  fs::remove_all(dir);
+}
+
+// A resume from step 3 keeps steps 1-3 of the file and drops what the earlier run logged after
+// its checkpoint; a fresh start (step 0) starts the file over.
+TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
+  const char* env = std::getenv("TRAINER_TEST_TMP");
+  const fs::path dir = fs::path(env ? env : fs::temp_directory_path().string()) /
+                       ("unit_report_metrics_resume_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto write_steps = [&](int first_step, int last) {
+    MetricsWriter w(dir.string(), first_step);
+    for (int step = first_step + 1; step <= last; ++step)
+      w.write(StepRecord{step, step * 10, 1.0, 1.0, 1e-3, 0.1, false, false},
+              step_rates(10, 0.1, 1e6, 1.0, 1));
+  };
+  auto steps_in_file = [&] {
+    std::vector<int> steps;
+    std::ifstream in(dir / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);)
+      steps.push_back(nlohmann::json::parse(line)["step"].get<int>());
+    return steps;
+  };
+  write_steps(0, 5);  // died after step 5, its last checkpoint at step 3
+  write_steps(3, 6);
+  CHECK(steps_in_file() == std::vector<int>{1, 2, 3, 4, 5, 6});
+  write_steps(0, 2);  // a fresh run into the same directory
+  CHECK(steps_in_file() == std::vector<int>{1, 2});
   fs::remove_all(dir);
 }
 

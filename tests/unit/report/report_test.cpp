@@ -172,6 +172,17 @@ TEST_CASE("report_is_written_atomically_and_loads_back", "[report]") {
   fs::remove_all(dir);
 }
 
+// A run name or data path in Latin-1 (file names are bytes, not UTF-8) must not lose the report.
+TEST_CASE("report_with_non_utf8_text_is_still_written", "[report]") {
+  const fs::path dir = scratch_dir("latin1");
+  RunReport r = testing::sample_report({});
+  r.run.name = "d\xe9j\xe0";
+  const std::string path = write_report(r, dir.string());
+  const nlohmann::json back = load_report(path);
+  CHECK(back["run"]["name"] == "d\xef\xbf\xbdj\xef\xbf\xbd");  // each bad byte became U+FFFD
+  fs::remove_all(dir);
+}
+
 TEST_CASE("load_report_rejects_missing_bad_and_foreign_files_naming_them", "[report]") {
   const fs::path dir = scratch_dir("load");
   const std::string missing = (dir / "nope.json").string();
