@@ -1,12 +1,22 @@
 #include "runtime/dist/failure_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 #include <thread>
 
 #include "runtime/dist/comm.h"
 
 namespace trainer::dist {
+
+bool mentions_address(const std::string& text, const std::string& addr) {
+  for (size_t at = text.find(addr); at != std::string::npos; at = text.find(addr, at + 1)) {
+    const size_t end = at + addr.size();
+    if (end == text.size() || !std::isdigit(static_cast<unsigned char>(text[end]))) return true;
+  }
+  return false;
+}
+
 namespace {
 
 std::vector<uint8_t> bytes(const std::string& s) {
@@ -46,7 +56,7 @@ std::string broken_peer(const FailureScope& s, const std::string& cause) {
       auto eq = line.find('=');
       if (eq == std::string::npos || line.substr(0, eq) != std::to_string(s.rank)) continue;
       std::string addr = line.substr(eq + 1);
-      if (!addr.empty() && cause.find(addr) != std::string::npos)
+      if (!addr.empty() && mentions_address(cause, addr))
         return "lost the connection to rank " + std::to_string(s.global_rank(j)) + " (" + addr +
                "; it died or closed its communicator)";
     }
@@ -92,8 +102,9 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     std::string missing = missing_ranks(scope, op_seq, grace_s);  // also marks our arrival
     if (found.empty()) found = missing;
     return found;
-  } catch (const std::exception& e) {  // the store may be gone with the failed rank 0
-    return std::string("could not ask the store which rank failed (") + e.what() + ")";
+  } catch (const std::exception& e) {  // the store is served by rank 0's process
+    return std::string("global rank 0, which serves the rendezvous store, is gone or hung (") +
+           e.what() + ")";
   }
 }
 

@@ -100,7 +100,9 @@ void GlooComm::connect() {
     for (int j = 0; j < size_; ++j) {
       bool arrived = false;
       try {
-        arrived = store_->check({std::string(GlooStoreAdapter::kPrefix) + std::to_string(j)});
+        // connectFullMesh publishes rank j's addresses as "rank_<j>"
+        arrived =
+            store_->check({std::string(GlooStoreAdapter::kPrefix) + "rank_" + std::to_string(j)});
       } catch (...) {
       }
       if (!arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(global_rank(j));

@@ -19,7 +19,8 @@ namespace trainer::dist {
 
 // The TCP port our store uses for this environment (see above).
 inline int rendezvous_port(const LaunchEnv& env) {
-  return env.torchelastic ? env.master_port + 1 : env.master_port;
+  if (!env.torchelastic) return env.master_port;
+  return env.master_port < 65535 ? env.master_port + 1 : env.master_port - 1;  // 65536 is no port
 }
 
 std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,

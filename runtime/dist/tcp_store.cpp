@@ -55,6 +55,7 @@ int TcpStore::connect_with_backoff() {
 int TcpStore::acquire() {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!lost_.empty()) throw StoreError(lost_);
     if (!idle_.empty()) {
       int fd = idle_.back();
       idle_.pop_back();
@@ -69,10 +70,12 @@ void TcpStore::release(int fd) {
   idle_.push_back(fd);
 }
 
-std::vector<uint8_t> TcpStore::call(const wire::Writer& request) {
+std::vector<uint8_t> TcpStore::call(const wire::Writer& request, bool blocking) {
   int fd = acquire();
-  // The server answers a blocked get/wait by its deadline; the margin only guards a hung server.
-  net::set_recv_timeout(fd, static_cast<double>(timeout().count()) / 1000.0 + 30.0);
+  // The server answers a blocked get/wait by its deadline, and anything else at once; the
+  // margins only guard against a hung server.
+  const double timeout_s = static_cast<double>(timeout().count()) / 1000.0;
+  net::set_recv_timeout(fd, blocking ? timeout_s + 30.0 : std::clamp(timeout_s, 1.0, 30.0));
   auto frame = request.frame();
   uint8_t len_bytes[4];
   std::vector<uint8_t> body;
@@ -85,8 +88,11 @@ std::vector<uint8_t> TcpStore::call(const wire::Writer& request) {
   }
   if (!ok) {
     net::close_fd(fd);
-    throw StoreError("TcpStore: connection to " + host_ + ":" + std::to_string(port_) +
-                     " lost (server gone or reply malformed)");
+    const std::string why = "TcpStore: connection to " + host_ + ":" + std::to_string(port_) +
+                            " lost (server gone, hung or reply malformed)";
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_ = why;
+    throw StoreError(why);
   }
   release(fd);
   return body;
@@ -109,7 +115,8 @@ void TcpStore::set(const std::string& key, const std::vector<uint8_t>& value) {
 
 std::vector<uint8_t> TcpStore::get(const std::string& key) {
   auto body =
-      call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::get)).str(key).i64(timeout().count()));
+      call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::get)).str(key).i64(timeout().count()),
+           true);
   wire::Reader r(body.data(), body.size());
   auto status = r.u8();
   if (status == status_byte(wire::Status::timeout)) throw_timeout("get", r.strs());
@@ -125,7 +132,8 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 
 void TcpStore::wait(const std::vector<std::string>& keys) {
   auto body = call(
-      wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::wait)).strs(keys).i64(timeout().count()));
+      wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::wait)).strs(keys).i64(timeout().count()),
+      true);
   wire::Reader r(body.data(), body.size());
   if (r.u8() == status_byte(wire::Status::timeout)) throw_timeout("wait", r.strs());
 }

@@ -1,7 +1,10 @@
 #pragma once
 // TcpStore: the Store client of a TcpStoreServer; the rank that serves owns the server too.
 // Each call takes an idle connection from a small pool (opening one when all are busy), so a
-// thread blocked in get() never holds up another thread's set().
+// thread blocked in get() never holds up another thread's set(). The server lives in rank 0's
+// process and never restarts: once a call loses its connection or gets no reply, the store is
+// gone (or hung) for good, and every later call fails at once instead of waiting out its
+// timeout again (a group that is ending would otherwise pay that once per call).
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,7 +36,8 @@ class TcpStore : public Store {
 
  private:
   // Sends one request frame and returns the reply body.
-  std::vector<uint8_t> call(const wire::Writer& request);
+  // blocking: a get/wait that the server answers only by its deadline.
+  std::vector<uint8_t> call(const wire::Writer& request, bool blocking = false);
   int acquire();
   void release(int fd);
   int connect_with_backoff();
@@ -45,6 +49,7 @@ class TcpStore : public Store {
   mutable std::mutex mu_;
   std::chrono::milliseconds timeout_;
   std::vector<int> idle_;
+  std::string lost_;  // why the server is gone, once a call found out; every later call throws it
 };
 
 }  // namespace trainer::dist

@@ -46,18 +46,28 @@ std::shared_ptr<Work> WorkQueue::enqueue(std::function<void()> job) {
 void WorkQueue::run() {
   while (true) {
     Item item;
+    std::exception_ptr error;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || !items_.empty(); });
       if (items_.empty()) return;  // stop_ and nothing left
       item = std::move(items_.front());
       items_.pop_front();
+      if (broken_) {
+        error = broken_;
+      } else if (stop_) {
+        error = std::make_exception_ptr(
+            CommError("communicator closed before this operation ran (the rank is exiting)"));
+      }
     }
-    std::exception_ptr error;
-    try {
-      item.job();
-    } catch (...) {
-      error = std::current_exception();
+    if (!error) {
+      try {
+        item.job();
+      } catch (...) {
+        error = std::current_exception();
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = error;
+      }
     }
     item.work->finish(error);
   }

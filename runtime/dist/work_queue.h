@@ -1,6 +1,9 @@
 #pragma once
 // WorkQueue: one worker thread running jobs in FIFO order. A communicator owns one so that all of
 // its ops, async or blocking, run in the order they were issued, off the caller's thread.
+// A job that throws breaks the queue, as a failed collective breaks its communicator: the jobs
+// after it are not run but finish at once with the first job's error (otherwise each queued
+// gradient bucket would wait out the timeout again before the rank could exit).
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -30,7 +33,9 @@ class QueuedWork : public Work {
 class WorkQueue {
  public:
   WorkQueue();
-  ~WorkQueue();  // runs the jobs already queued, then joins
+  // Lets the running job finish, then joins. Jobs not yet started are not run (they finish with an
+  // error): on the error paths that leave them, the buffers they name may be gone already.
+  ~WorkQueue();
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
@@ -47,6 +52,7 @@ class WorkQueue {
   std::condition_variable cv_;
   std::deque<Item> items_;
   bool stop_ = false;
+  std::exception_ptr broken_;  // the first job's error; every later job finishes with it
   std::thread thread_;
 };
 

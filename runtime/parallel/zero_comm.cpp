@@ -76,6 +76,14 @@ void RangeReduceScatter::finish(const Tensor& shard_acc) {
 RangeGather::RangeGather(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece)
     : be_(be), comm_(comm), s_(s), send_(be, max_piece), recv_(be, max_piece * s.dp()) {}
 
+RangeGather::~RangeGather() {
+  if (!work_) return;
+  try {
+    work_->wait();
+  } catch (...) {  // the failure was (or will be) reported by whoever waits on the group
+  }
+}
+
 void RangeGather::start(const Tensor& buf, Range r) {
   TRAINER_CHECK(!work_, "gather started while one is in flight");
   buf_ = buf;

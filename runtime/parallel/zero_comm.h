@@ -55,6 +55,9 @@ class RangeReduceScatter {
 class RangeGather {
  public:
   RangeGather(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece);
+  ~RangeGather();  // waits for a gather in flight: it writes into recv_
+  RangeGather(const RangeGather&) = delete;
+  RangeGather& operator=(const RangeGather&) = delete;
   void start(const Tensor& buf, Range r);
   void finish();
   bool pending() const { return work_ != nullptr; }

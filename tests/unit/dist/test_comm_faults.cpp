@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "comm_harness.h"
+#include "runtime/dist/failure_report.h"
 
 using namespace trainer::dist;
 using namespace trainer::dist::testing;
@@ -135,7 +136,15 @@ TEST_CASE("a_rank_that_never_connects_is_named_when_the_others_give_up", "[comm]
   for (int r = 0; r < 2; ++r) {
     INFO("rank " << r << ": " << errors[static_cast<size_t>(r)]);
     CHECK(has(errors[static_cast<size_t>(r)], "comm 'tp'"));
-    CHECK(has(errors[static_cast<size_t>(r)], "ranks that did not arrive: 2"));
+    CHECK(has(errors[static_cast<size_t>(r)], "ranks that did not arrive: 2 ["));  // only 2
   }
   CHECK(took < 6.0);
+}
+
+TEST_CASE("a_transport_error_is_matched_to_the_peer_by_its_whole_address", "[comm][fault]") {
+  const std::string cause = "Connection closed by peer [127.0.0.1]:14290";
+  CHECK(mentions_address(cause, "[127.0.0.1]:14290"));
+  CHECK_FALSE(mentions_address(cause, "[127.0.0.1]:1429"));  // another rank's shorter port
+  CHECK(mentions_address("read error [10.0.0.2]:80 (reset)", "[10.0.0.2]:80"));
+  CHECK(mentions_address("[10.0.0.2]:801 then [10.0.0.2]:80", "[10.0.0.2]:80"));
 }

@@ -158,6 +158,8 @@ TEST_CASE("store_port_moves_past_the_torchelastic_agent_store", "[launch_env]") 
   LaunchEnv elastic = detect(env);
   CHECK(elastic.torchelastic);
   CHECK(trainer::dist::rendezvous_port(elastic) == elastic.master_port + 1);
+  env["MASTER_PORT"] = "65535";  // the agent's port is the last one: ours goes below it
+  CHECK(trainer::dist::rendezvous_port(detect(env)) == 65534);
 }
 
 TEST_CASE("trainer_store_dir_selects_a_file_store", "[launch_env]") {

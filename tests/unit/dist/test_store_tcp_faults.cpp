@@ -107,3 +107,19 @@ TEST_CASE("tcp_store_client_that_starts_first_connects_once_the_server_is_up", "
   client->set("k", bytes("v"));
   CHECK(server.get("k") == bytes("v"));
 }
+
+// The server lives in rank 0's process: once it is gone, the first call finds out at once and
+// every later call fails at once too, instead of reconnecting until its timeout each time.
+TEST_CASE("tcp_store_client_fails_at_once_after_the_server_is_gone", "[store]") {
+  auto server = std::make_unique<TcpStore>("127.0.0.1", 0, true, 5000ms);
+  auto client = make_tcp_store("127.0.0.1", server->port(), false, 5000ms);
+  client->set("k", bytes("v"));
+  server.reset();  // rank 0 died
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(client->check({"k"}), Catch::Contains("lost"));
+  for (int i = 0; i < 3; ++i) {
+    CHECK_THROWS_AS(client->set("failed/1", bytes("x")), StoreError);
+    CHECK_THROWS_WITH(client->check({"k"}), Catch::Contains("lost"));
+  }
+  CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+}
