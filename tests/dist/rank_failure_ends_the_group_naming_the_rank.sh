@@ -19,33 +19,41 @@ cat throw.log | tail -5
 grep -q "launch: rank 1 exited with code 1" throw.log || fail "launcher did not name rank 1"
 grep -q "injected fault" throw.log || fail "the failing rank's error was not printed"
 
-# 2. Ranks without a launcher (as torchrun/srun start them): kill -9 rank 1; rank 0 must exit on
-#    its own, naming rank 1. Then a rank that throws inside a collective: rank 0 names it too.
-for kind in kill throw; do
+# 2. Ranks without a launcher (as torchrun/srun start them), one rank surviving each failure:
+#    kill -9 of rank 1; rank 1 throwing inside a collective; kill -9 of rank 0, which serves the
+#    store (rank 1 must not wait for it, and names it); rank 1 stopped (SIGSTOP: alive but hung)
+#    with many small gradient buckets queued (rank 0 must not wait the timeout once per bucket).
+for kind in kill throw kill0 stop; do
   port=$(free_port)
   start=$(date +%s)
   fault=""; [ $kind = throw ] && fault="rank=1,step=4,kind=throw"
-  RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRAINER_TEST_FAULT=$fault \
-    "$bin" train "${args[@]}" --out bare_$kind >bare_$kind.0.log 2>&1 &
-  r0=$!
-  RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRAINER_TEST_FAULT=$fault \
-    "$bin" train "${args[@]}" --out bare_$kind >bare_$kind.1.log 2>&1 &
-  r1=$!
-  if [ $kind = kill ]; then
-    for _ in $(seq 100); do grep -q "step " bare_kill.0.log 2>/dev/null && break; sleep 0.1; done
-    kill -9 $r1
+  extra=(); [ $kind = stop ] && extra=(--set parallel.bucket_mb=0.05)
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRAINER_TEST_FAULT=$fault \
+      "$bin" train "${args[@]}" "${extra[@]}" --out bare_$kind.$r >bare_$kind.$r.log 2>&1 &
+    pids[$r]=$!
+  done
+  victim=1; [ $kind = kill0 ] && victim=0
+  survivor=$((1 - victim))
+  if [ $kind != throw ]; then
+    for _ in $(seq 100); do grep -q "step " bare_$kind.0.log 2>/dev/null && break; sleep 0.1; done
+    if [ $kind = stop ]; then kill -STOP ${pids[$victim]}; else kill -9 ${pids[$victim]}; fi
   fi
   set +e
-  ( sleep $((limit + 5)); kill -9 $r0 2>/dev/null ) & watchdog=$!
-  wait $r0; rc=$?
+  ( sleep $((limit + 5)); kill -9 ${pids[$survivor]} 2>/dev/null ) & watchdog=$!
+  wait ${pids[$survivor]}; rc=$?
   kill $watchdog 2>/dev/null
-  wait $r1 2>/dev/null
+  kill -9 ${pids[$victim]} 2>/dev/null
+  wait ${pids[$victim]} 2>/dev/null
   set -e
   took=$(( $(date +%s) - start ))
-  tail -3 bare_$kind.0.log
-  [ $rc -ne 0 ] && [ $rc -ne 137 ] || fail "$kind: rank 0 exited $rc (137: it hung and was killed)"
-  [ $took -le $limit ] || fail "$kind: rank 0 took ${took}s (> ${limit}s)"
-  grep -qi "rank 1" bare_$kind.0.log || fail "$kind: rank 0's error does not name rank 1"
-  [ "$(json_get bare_$kind/report.json 'd["run"]["status"]')" = failed ] || fail "$kind: no failed report"
+  tail -3 bare_$kind.$survivor.log
+  [ $rc -ne 0 ] && [ $rc -ne 137 ] || fail "$kind: rank $survivor exited $rc (137: it hung and was killed)"
+  [ $took -le $limit ] || fail "$kind: rank $survivor took ${took}s (> ${limit}s)"
+  grep -qiE "rank $victim|did not arrive: $victim " bare_$kind.$survivor.log \
+    || fail "$kind: rank $survivor's error does not name rank $victim"
+  if [ $survivor = 0 ]; then
+    [ "$(json_get bare_$kind.0/report.json 'd["run"]["status"]')" = failed ] || fail "$kind: no failed report"
+  fi
 done
 echo "every failure ended the group, naming the rank"
