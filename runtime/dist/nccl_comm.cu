@@ -57,13 +57,25 @@ bool is_device_pointer(const void* p) {
 
 class NcclComm;
 
+// Whether the work before `event` finished. A not-ready query is cleared from the runtime's last
+// error (as PyTorch does), so that the next launch check cannot report it as a failure; any
+// other error surfaces at the caller's cudaEventSynchronize.
+bool event_done(cudaEvent_t event) {
+  const cudaError_t e = cudaEventQuery(event);
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
 class NcclWork : public Work {
  public:
   NcclWork(NcclComm* comm, cudaEvent_t done, std::string what)
       : comm_(comm), done_(done), what_(std::move(what)) {}
   ~NcclWork() override { cudaEventDestroy(done_); }
   void wait() override;
-  bool done() override { return cudaEventQuery(done_) == cudaSuccess; }
+  bool done() override { return event_done(done_); }
 
  private:
   NcclComm* comm_;
@@ -295,7 +307,7 @@ class NcclComm : public Comm {
 };
 
 void NcclWork::wait() {
-  comm_->watch(what_, [&] { return cudaEventQuery(done_) != cudaErrorNotReady; });
+  comm_->watch(what_, [&] { return event_done(done_); });
   CUDA_CHECK(cudaEventSynchronize(done_));  // surfaces a kernel error, if any
   CUDA_CHECK(cudaStreamWaitEvent(comm_->compute_, done_, 0));
 }
