@@ -48,6 +48,7 @@ struct Manifest {
   int64_t step = 0, tokens = 0, adam_step = 0;
   uint64_t seed = 0;
   std::string config_sha256;
+  std::string config_yaml;  // the run's config (config::to_yaml): a resume names what it changes
   model::GptDims model;
   Grid grid;
   data::LoaderState loader;

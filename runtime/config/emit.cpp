@@ -37,6 +37,15 @@ std::string to_yaml(const RunConfig& cfg) {
   return out.str();
 }
 
+std::vector<std::string> config_changes(const RunConfig& before, const RunConfig& after) {
+  std::vector<std::string> changes;
+  for (const Field& f : config_fields()) {
+    const std::string a = field_text(before, f), b = field_text(after, f);
+    if (a != b) changes.push_back(f.key + ": " + a + " -> " + b);
+  }
+  return changes;
+}
+
 std::string config_sha256(const RunConfig& cfg) {
   return sha256_hex(to_yaml(cfg));
 }

@@ -163,6 +163,8 @@ bool emulated_fp8_for_tests(const RunConfig& cfg);
 
 // Canonical YAML of the whole config (every key, resolved); its sha256 is the config hash.
 std::string to_yaml(const RunConfig& cfg);
+// "key: old -> new" for every key whose value differs, in table order (what a resume changed).
+std::vector<std::string> config_changes(const RunConfig& before, const RunConfig& after);
 // sha256 hex of to_yaml(cfg): the config hash in checkpoints and reports.
 std::string config_sha256(const RunConfig& cfg);
 

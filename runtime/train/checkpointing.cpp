@@ -84,6 +84,24 @@ std::string Checkpointing::pick_resume_dir() {
   return all.front();
 }
 
+// Names the settings this run changes from the checkpoint's run (a new lr is often meant; a new
+// data source or seed silently reinterprets the saved loader position).
+void Checkpointing::log_config_changes(const ckpt::Manifest& m) const {
+  if (m.config_yaml.empty()) return;  // an older checkpoint
+  std::vector<std::string> changes;
+  try {
+    changes = config::config_changes(config::parse_config(m.config_yaml), cfg_);
+  } catch (const std::exception& e) {
+    spdlog::warn("checkpoint: cannot compare its config with this run's: {}", e.what());
+    return;
+  }
+  if (changes.empty()) return;
+  std::string text;
+  for (const std::string& c : changes) text += (text.empty() ? "" : "; ") + c;
+  spdlog::warn("resuming with {} setting(s) changed since the checkpoint: {}", changes.size(),
+               text);
+}
+
 // Refuses to start at `first_step` when checkpoint.dir holds later checkpoints (of an earlier
 // run: a fresh start with --resume none, or a rewind to an older step). This run's checkpoints
 // would be mixed with them: retention, which keeps the highest steps, would delete the ones it
@@ -160,6 +178,7 @@ void Checkpointing::load(const std::string& step_dir) {
   loader_.restore(m.loader);
   last_saved_ = static_cast<int>(m.step);
   restored_step_ = last_saved_;
+  if (rank_ == 0) log_config_changes(m);
   restored_tokens_ = m.tokens;
   if (rank_ == 0 && m.step > 0 && m.tokens != m.step * tokens_per_step_)
     spdlog::info(
@@ -210,6 +229,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& 
   m.adam_step = step_.optimizer().step_count();
   m.seed = cfg_.run.seed;
   m.config_sha256 = config::config_sha256(cfg_);
+  m.config_yaml = config::to_yaml(cfg_);
   m.model = model::GptDims::from_config(cfg_.model);
   m.grid = {
       world_ ? world_->size() : 1, dp_size_, cfg_.parallel.tp, cfg_.parallel.pp, cfg_.parallel.cp,

@@ -43,6 +43,7 @@ class Checkpointing {
  private:
   bool stop_signalled();
   void refuse_later_checkpoints(int first_step) const;
+  void log_config_changes(const ckpt::Manifest& m) const;
   struct PendingSave {
     ckpt::SaveRequest req;
     std::future<ckpt::ShardFile> written;

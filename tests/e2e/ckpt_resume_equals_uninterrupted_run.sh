@@ -44,3 +44,6 @@ import json
 rows = [json.loads(l) for l in open("batch/metrics.jsonl")]
 assert [(r["step"], r["tokens"]) for r in rows] == [(21, 5632), (22, 6144)], rows
 PY
+# and names what it changed since the checkpoint
+grep -q "setting(s) changed since the checkpoint: .*train.micro_batch: 8 -> 16" batch.log \
+  || { cat batch.log; fail "the resume did not name the changed micro_batch"; }
