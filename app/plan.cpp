@@ -81,6 +81,11 @@ void register_plan(CLI::App& app) {
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
     config::validate(cfg, args->gpus);
     config::check_runnable(cfg);
+    if (cfg.precision.compute == "fp8" && args->gpu != "h100" && args->gpu != "h200")
+      throw config::ConfigError(
+          "config: precision.compute = fp8 needs a Hopper GPU (--gpu h100 "
+          "or h200); --gpu " +
+          args->gpu + " runs bf16");
     const auto& m = cfg.model;
     const report::ModelDims md{m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
     const report::ParamCounts pc = report::count_params(md);

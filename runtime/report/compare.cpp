@@ -220,11 +220,15 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   Table t;
   t.push_back({"run"});
   for (const LoadedReport& r : reports) t.front().push_back(r.label);
-  std::vector<std::string> layout{"world/dp/tp/pp/cp/ep/zero"}, precision{"precision"};
+  // A failed or stopped run's figures are partial: the status row says so.
+  std::vector<std::string> status{"status"}, layout{"world/dp/tp/pp/cp/ep/zero"},
+      precision{"precision"};
   for (const LoadedReport& r : reports) {
+    status.push_back(string_at(r.json, "/run/status"));
     layout.push_back(layout_cell(r.json));
     precision.push_back(string_at(r.json, "/parallel/precision"));
   }
+  t.push_back(status);
   t.push_back(layout);
   t.push_back(precision);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);

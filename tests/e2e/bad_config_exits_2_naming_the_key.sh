@@ -70,6 +70,8 @@ expect_status_2 "config is required" train
 expect_status_2 "--bogus" train run.yaml --bogus --out out
 expect_status_2 "must not be empty" train run.yaml --out ""
 expect_status_2 "not in range" plan run.yaml --gpus 0
+expect_status_2 "fp8 needs a Hopper GPU" plan "$src/configs/gpt2_small_cuda.yaml" --gpu a100 \
+  --set precision.compute=fp8
 expect_status_2 "data-parallel layouts only" plan run.yaml --gpus 2 --set parallel.tp=2 \
   --set model.n_head=4
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml

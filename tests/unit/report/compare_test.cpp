@@ -48,6 +48,19 @@ TEST_CASE("compare_shows_ratios_to_the_first_report", "[compare]") {
   CHECK_THAT(row_of(table, "world/dp/tp/pp/cp/ep/zero"), Catch::Contains("4/4/1/1/1/1/0"));
   CHECK_THAT(table, Catch::Contains("base") && Catch::Contains("fast"));
   CHECK_THAT(table, !Catch::Contains("warning"));  // same token counts
+  CHECK_THAT(row_of(table, "status"), Catch::Contains("completed"));
+}
+
+TEST_CASE("compare_shows_which_runs_failed", "[compare]") {
+  SampleRun a, b;
+  a.name = "base";
+  b.name = "crashed";
+  auto rb = loaded(b);
+  rb.json["run"]["status"] = "failed";
+  const std::string table = compare_reports({loaded(a), rb});
+  INFO(table);
+  const std::string status = row_of(table, "status");
+  CHECK(status.find("completed") < status.find("failed"));
 }
 
 TEST_CASE("compare_warns_at_different_token_counts_and_interpolates_loss", "[compare]") {
