@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -61,14 +62,24 @@ class FileStore : public Store {
     int fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (fd < 0) throw StoreError("FileStore: cannot open lock file " + lock_path);
     ::flock(fd, LOCK_EX);
+    struct Unlock {  // also when the value is not a number or the write fails
+      int fd;
+      ~Unlock() {
+        ::flock(fd, LOCK_UN);
+        ::close(fd);
+      }
+    } unlock{fd};
     int64_t v = 0;
     std::vector<uint8_t> old;
-    if (read(path(key), &old)) v = std::stoll(std::string(old.begin(), old.end()));
+    if (read(path(key), &old)) {
+      const std::string text(old.begin(), old.end());
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size())
+        throw StoreError("FileStore add: key '" + key + "' holds '" + text + "', not an integer");
+    }
     v += delta;
     std::string s = std::to_string(v);
     write_atomically(path(key), std::vector<uint8_t>(s.begin(), s.end()));
-    ::flock(fd, LOCK_UN);
-    ::close(fd);
     return v;
   }
 

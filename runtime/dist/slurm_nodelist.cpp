@@ -55,6 +55,7 @@ std::vector<std::string> expand_ranges(const std::string& body, const std::strin
     std::string lo = item.substr(0, dash);
     std::string hi = dash == std::string::npos ? lo : item.substr(dash + 1);
     if (!all_digits(lo) || !all_digits(hi)) fail(whole, "bad range '" + item + "'");
+    if (lo.size() > 18 || hi.size() > 18) fail(whole, "number too large in '" + item + "'");
     unsigned long long a = std::stoull(lo), b = std::stoull(hi);
     if (b < a) fail(whole, "descending range '" + item + "'");
     if (b - a > 1000000) fail(whole, "range too large '" + item + "'");
@@ -112,6 +113,8 @@ std::vector<int> expand_slurm_tasks_per_node(const std::string& spec) {
       repeat = item.substr(paren + 2, item.size() - paren - 3);
     }
     if (!all_digits(count) || !all_digits(repeat)) fail(spec, "bad tasks-per-node '" + item + "'");
+    // (a node runs at most a few hundred tasks; a job has at most a few hundred thousand nodes)
+    if (count.size() > 6 || repeat.size() > 6) fail(spec, "number too large in '" + item + "'");
     counts.insert(counts.end(), std::stoul(repeat), std::stoi(count));
   }
   return counts;

@@ -46,7 +46,7 @@ TEST_CASE("nodelist_expansion_size_is_the_product_of_its_groups", "[slurm]") {
 
 TEST_CASE("nodelist_rejects_malformed_lists_naming_them", "[slurm]") {
   for (std::string bad : {"", "node[1-3", "node1-3]", "node[]", "node[3-1]", "node[a-b]", "a,,b",
-                          "node[1--2]", "h[1-2]-[a]-z"}) {
+                          "node[1--2]", "h[1-2]-[a]-z", "node[99999999999999999999]"}) {
     INFO("list: '" << bad << "'");
     CHECK_THROWS_AS(expand_slurm_nodelist(bad), SlurmSyntaxError);
     if (!bad.empty()) {
@@ -61,4 +61,6 @@ TEST_CASE("tasks_per_node_expands_repeat_counts", "[slurm]") {
   CHECK(expand_slurm_tasks_per_node("8(x2)") == std::vector<int>{8, 8});
   CHECK_THROWS_AS(expand_slurm_tasks_per_node("2(x3"), SlurmSyntaxError);
   CHECK_THROWS_AS(expand_slurm_tasks_per_node("two"), SlurmSyntaxError);
+  CHECK_THROWS_AS(expand_slurm_tasks_per_node("99999999999"), SlurmSyntaxError);
+  CHECK_THROWS_AS(expand_slurm_tasks_per_node("1(x99999999999)"), SlurmSyntaxError);
 }

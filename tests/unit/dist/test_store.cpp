@@ -122,6 +122,15 @@ TEST_CASE("file_store_set_get_add_wait_and_timeouts", "[store]") {
   check_store_semantics(file_fixture(5000ms));
 }
 
+// add() on a key holding text is an error, and does not keep the key's lock: adds still work.
+TEST_CASE("file_store_add_on_a_non_number_is_an_error_that_releases_the_key", "[store]") {
+  auto store = file_fixture(1000ms).server;
+  store->set("k", bytes("abc"));
+  CHECK_THROWS_WITH(store->add("k", 1), Catch::Contains("'k' holds 'abc'"));
+  store->set("k", bytes("41"));
+  CHECK(store->add("k", 1) == 42);
+}
+
 TEST_CASE("file_store_readers_never_see_partial_values", "[store]") {
   auto f = file_fixture(5000ms);
   auto reader = f.client();
