@@ -17,9 +17,11 @@ ParallelInfo parallel_info(const config::RunConfig& cfg, int world_size) {
   info.tp = p.tp, info.pp = p.pp, info.cp = p.cp, info.ep = p.ep;
   info.dp = p.dp > 0 ? p.dp : std::max(1, world_size / std::max(1, p.pp * p.cp * p.tp));
   info.zero_stage = p.zero;
-  info.sequence_parallel = p.sequence_parallel;
-  info.pipeline_schedule = p.pipeline.schedule;
-  info.microbatches = p.pipeline.microbatches;
+  // What the run does, not what the config could ask for: sequence parallelism needs tp > 1,
+  // a pipeline schedule and its microbatches need pp > 1.
+  info.sequence_parallel = p.sequence_parallel && p.tp > 1;
+  info.pipeline_schedule = p.pp > 1 ? p.pipeline.schedule : "none";
+  info.microbatches = p.pp > 1 ? p.pipeline.microbatches : 1;
   info.activation_checkpointing = cfg.activation_checkpointing;
   info.precision = cfg.precision.compute;
   return info;

@@ -214,3 +214,23 @@ TEST_CASE("skeleton_resolves_dp_auto_and_batch_from_config", "[report]") {
   CHECK(r.hardware.peak_source == "config");
   CHECK(r.hardware.device_count == 8);
 }
+
+// The report states what the run does: no pipeline (pp 1) has no schedule or microbatches, no
+// tensor parallelism (tp 1) no sequence parallelism, whatever the config's defaults say.
+TEST_CASE("skeleton_reports_pipeline_and_sequence_parallel_only_where_they_apply", "[report]") {
+  trainer::config::RunConfig cfg;
+  cfg.parallel.sequence_parallel = true;
+  cfg.parallel.pipeline.microbatches = 4;
+  RunContext ctx;
+  ctx.world_size = 4;
+  RunReport r = report_skeleton(cfg, ctx);
+  CHECK_FALSE(r.parallel.sequence_parallel);
+  CHECK(r.parallel.pipeline_schedule == "none");
+  CHECK(r.parallel.microbatches == 1);
+  cfg.parallel.tp = 2;
+  cfg.parallel.pp = 2;
+  r = report_skeleton(cfg, ctx);
+  CHECK(r.parallel.sequence_parallel);
+  CHECK(r.parallel.pipeline_schedule == cfg.parallel.pipeline.schedule);
+  CHECK(r.parallel.microbatches == 4);
+}
