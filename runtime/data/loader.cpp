@@ -134,20 +134,34 @@ void DataLoader::check_tokens_in_vocab(int64_t source_index) {
 }
 
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
-  // Offsets are whole global batches when a shard's samples run out, so shards switch between
-  // steps, never inside one.
-  if (state_.offset / tokens_per_sample() >= shard_samples_) advance_shard();
-  const int64_t sample = state_.offset / tokens_per_sample();
-  const int64_t micro = state_.offset % tokens_per_sample() / tokens_per_group();
-  const int64_t picked = shuffled() ? sample_order_[static_cast<size_t>(sample)] : sample;
-  const int64_t pos = picked * tokens_per_sample() + micro * tokens_per_group() +
-                      options_.dp_rank * tokens_per_rank();
-  const TokenSource& source =
-      *sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(state_.shard)])];
-  source.read(pos, tokens_per_rank() + 1, buffer_.data());
+  const TokenSource* source = &current_source();
+  // Shards switch between steps, never inside one: when the next global batch does not fit.
+  if (micro_in_step_ == 0) {
+    const bool fits = shuffled() ? state_.offset / tokens_per_sample() < shard_samples_
+                                 : source->size() == TokenSource::kInfinite ||
+                                       state_.offset + tokens_per_sample() + 1 <= source->size();
+    if (!fits) {
+      advance_shard();
+      source = &current_source();
+    }
+  }
+  // Unshuffled, a step reads on from wherever the last one stopped (any offset: a resume may
+  // change the global batch); shuffled, it reads the sample the permutation picks.
+  int64_t pos = state_.offset;
+  if (shuffled()) {
+    const int64_t sample = state_.offset / tokens_per_sample();
+    pos = sample_order_[static_cast<size_t>(sample)] * tokens_per_sample() +
+          micro_in_step_ * tokens_per_group();
+  }
+  source->read(pos + options_.dp_rank * tokens_per_rank(), tokens_per_rank() + 1, buffer_.data());
   std::copy_n(buffer_.begin(), tokens_per_rank(), inputs);
   std::copy_n(buffer_.begin() + 1, tokens_per_rank(), targets);
   state_.offset += tokens_per_group();
+  micro_in_step_ = (micro_in_step_ + 1) % options_.grad_accum;
+}
+
+const TokenSource& DataLoader::current_source() const {
+  return *sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(state_.shard)])];
 }
 
 void DataLoader::restore(const LoaderState& state) {
@@ -160,17 +174,23 @@ void DataLoader::restore(const LoaderState& state) {
   if (state.shard < 0 || state.shard >= num_shards()) {
     bad("expected a shard in [0, " + std::to_string(num_shards()) + ")");
   }
-  if (state.offset < 0 || state.offset % tokens_per_sample() != 0) {
-    bad("expected an offset that is a whole number of global batches of "
+  if (state.offset < 0) bad("negative offset");
+  // A shuffled stream's position is a sample of its permutation: it continues only with the
+  // global batch it was saved with (or one that divides the offset).
+  if (shuffled() && state.offset % tokens_per_sample() != 0) {
+    bad("a shuffled stream resumes at a whole number of global batches of "
         "micro_batch*grad_accum*dp*seq_len = " +
-        std::to_string(tokens_per_sample()) + " tokens");
+        std::to_string(tokens_per_sample()) +
+        " tokens; keep the global batch it was saved with, or data.shuffle: false");
   }
   start_epoch(state.epoch);
   enter_shard(state.shard);
-  if (state.offset / tokens_per_sample() > shard_samples_) {
-    bad("the shard holds only " + std::to_string(shard_samples_) + " global batches");
+  const TokenSource& source = current_source();
+  if (source.size() != TokenSource::kInfinite && state.offset > source.size()) {
+    bad("the shard holds only " + std::to_string(source.size()) + " tokens");
   }
   state_.offset = state.offset;
+  micro_in_step_ = 0;
 }
 
 double DataLoader::entropy_floor() const {

@@ -12,7 +12,8 @@
 // order per (epoch, shard), with the data seed, identically on every rank, so ranks still read
 // disjoint tokens. The tokens of a step depend only on B * grad_accum * dp_size, never on the
 // layout: every layout with the same global batch reads the same tokens at every step, across
-// shard ends and shuffles, and a loader state saved by one restores on any other.
+// shard ends and shuffles, and a loader state saved by one restores on any other. A resume with
+// another global batch reads on from the saved token (unshuffled streams only).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -61,9 +62,9 @@ class DataLoader {
   void next_batch(int32_t* inputs, int32_t* targets);
 
   LoaderState state() const { return state_; }
-  // Continues exactly where a loader with the same options stood. Throws DataError if the state
-  // does not fit this data (shard out of range, offset not on a global batch's boundary or past
-  // the end).
+  // Continues where a loader stood after a whole step, also with another global batch (then the
+  // next step reads on from that token; a shuffled stream needs an offset that is a whole number
+  // of its global batches). Throws DataError if the state does not fit this data.
   void restore(const LoaderState& state);
   // Back to the start of the stream (each eval starts at the beginning of the val data).
   void reset() { restore(LoaderState{}); }
@@ -87,6 +88,7 @@ class DataLoader {
   void enter_shard(int64_t order_index);
   void advance_shard();
   void check_tokens_in_vocab(int64_t source_index);
+  const TokenSource& current_source() const;
   int64_t samples_in(const TokenSource& source) const;
 
   LoaderOptions options_;
@@ -95,6 +97,7 @@ class DataLoader {
   std::vector<int64_t> shard_order_;   // source index for each position of this epoch
   std::vector<int64_t> sample_order_;  // shuffled sample order of the current shard
   int64_t shard_samples_ = 0;          // samples in the current shard
+  int64_t micro_in_step_ = 0;          // micro-batches of the current step already read
   LoaderState state_;
   std::vector<int32_t> buffer_;  // B*T + 1 tokens
 };

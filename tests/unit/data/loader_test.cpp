@@ -236,10 +236,31 @@ TEST_CASE("restore_rejects_states_that_do_not_fit_the_data", "[data][loader]") {
   DataLoader loader(file_options(dir, 2, 4, 0, 1));
   CHECK_THROWS_WITH(loader.restore({.shard = 3, .offset = 0, .epoch = 0}),
                     Contains("shard in [0, 1)"));
-  CHECK_THROWS_WITH(loader.restore({.shard = 0, .offset = 5, .epoch = 0}),
+  CHECK_THROWS_WITH(loader.restore({.shard = 0, .offset = -8, .epoch = 0}),
+                    Contains("negative offset"));
+  auto shuffled_options = file_options(dir, 2, 4, 0, 1);
+  shuffled_options.shuffle = true;
+  DataLoader shuffled(shuffled_options);
+  CHECK_THROWS_WITH(shuffled.restore({.shard = 0, .offset = 12, .epoch = 0}),
                     Contains("whole number of global batches"));
   CHECK_THROWS_WITH(loader.restore({.shard = 0, .offset = 800, .epoch = 0}),
                     Contains("holds only"));
+}
+
+// A resume with another global batch (micro_batch 2 -> 3 here) reads on from the saved token,
+// and still moves to the next shard when a whole step no longer fits.
+TEST_CASE("restore_with_another_global_batch_reads_on_from_the_saved_token", "[data][loader]") {
+  TempDir dir("rebatch");
+  write_test_shards(dir, {100, 65});
+  DataLoader saved(file_options(dir, 2, 4, 0, 1));  // 8 tokens a step
+  for (int i = 0; i < 5; ++i) next(saved);
+  REQUIRE(saved.state() == LoaderState{0, 40, 0});
+  DataLoader resumed(file_options(dir, 3, 4, 0, 1));  // 12 tokens a step
+  resumed.restore(saved.state());
+  std::vector<int32_t> starts;
+  for (int i = 0; i < 6; ++i) starts.push_back(next(resumed).inputs.front());
+  // 40, 52, 64, 76 fit in shard 0's 100 tokens (76 + 12 + 1 <= 100), 88 does not: shard 1.
+  CHECK(starts == std::vector<int32_t>{40, 52, 64, 76, 10000, 10012});
 }
 
 TEST_CASE("shuffled_loader_is_deterministic_and_ranks_read_disjoint_tokens", "[data][loader]") {
