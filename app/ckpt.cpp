@@ -2,6 +2,7 @@
 // `trainer ckpt export DIR --out FILE [--format hf|llmc]`. DIR is a step directory or a
 // checkpoint root (its newest complete step).
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -9,12 +10,42 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
 #include "runtime/ckpt/reshard.h"
+#include "runtime/config/run_config.h"
+#include "runtime/report/flops.h"
 
 namespace trainer::app {
 namespace {
 
+namespace fs = std::filesystem;
+
+// The step directory DIR names. Not a checkpoint at all is bad input (exit 2); a checkpoint that
+// fails its checks later is a CheckpointError (exit 1).
+std::string checkpoint_dir_arg(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw config::ConfigError("ckpt: " + path + ": no such file or directory");
+  try {
+    return ckpt::resolve_step_dir(path);
+  } catch (const std::exception& e) {
+    throw config::ConfigError("ckpt: " + std::string(e.what()));
+  }
+}
+
+// --out of export: a file path whose directory exists (the write goes to OUT.tmp, then renames).
+void check_output_file(const std::string& out) {
+  std::error_code ec;
+  if (out.empty()) throw config::ConfigError("ckpt export --out \"\": expected a file path");
+  if (fs::is_directory(out, ec))
+    throw config::ConfigError("ckpt export --out " + out +
+                              ": is a directory; expected a file path");
+  const fs::path parent = fs::absolute(out, ec).parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw config::ConfigError("ckpt export --out " + out + ": the directory " + parent.string() +
+                              " does not exist");
+}
+
 void inspect(const std::string& path) {
-  const std::string dir = ckpt::resolve_step_dir(path);
+  const std::string dir = checkpoint_dir_arg(path);
   const ckpt::Manifest m = ckpt::verify_checkpoint(dir);
   std::printf("checkpoint %s\n", dir.c_str());
   std::printf("step %lld, tokens %lld, adam_step %lld\n", static_cast<long long>(m.step),
@@ -33,7 +64,15 @@ void inspect(const std::string& path) {
     params += n;
     std::printf("  %-28s %-12s %10lld\n", t.name.c_str(), shape.c_str(), static_cast<long long>(n));
   }
-  std::printf("%zu tensors, %lld parameters\n", m.tensors.size(), static_cast<long long>(params));
+  // The model's parameters, as the run reports them: without the vocabulary's padding rows.
+  const report::ParamCounts counts = report::count_params(report::ModelDims{
+      m.model.vocab, m.model.seq_len, m.model.n_layer, m.model.d_model, m.model.ffn_mult});
+  std::printf("%zu tensors, %lld parameters", m.tensors.size(),
+              static_cast<long long>(counts.total));
+  if (params != counts.total)
+    std::printf(" (%lld stored: the vocabulary padded from %d to %d rows)",
+                static_cast<long long>(params), m.model.vocab, m.model.padded_vocab());
+  std::printf("\n");
   for (const auto& s : m.shards)
     std::printf("  %s  %lld bytes  %zu pieces  sha256 %s ok\n", s.file.c_str(),
                 static_cast<long long>(s.bytes), s.pieces.size(), s.sha256.c_str());
@@ -41,7 +80,8 @@ void inspect(const std::string& path) {
 }
 
 void export_weights(const std::string& path, const std::string& out, const std::string& format) {
-  const std::string dir = ckpt::resolve_step_dir(path);
+  check_output_file(out);
+  const std::string dir = checkpoint_dir_arg(path);
   ckpt::verify_checkpoint(dir);
   ckpt::CheckpointReader reader(dir);
   const auto w = ckpt::read_weights(reader);
@@ -73,9 +113,17 @@ void register_ckpt(CLI::App& app) {
   rs->add_option("--to", args->to, "Target grid, e.g. dp=4,zero=1")->required();
   rs->add_option("--out", args->out, "Output checkpoint root (gets step_N/)")->required();
   rs->callback([args] {
-    const std::string dir = ckpt::resolve_step_dir(args->dir);
-    ckpt::verify_checkpoint(dir);
-    const std::string out = ckpt::reshard_checkpoint(dir, ckpt::parse_grid(args->to), args->out);
+    const std::string dir = checkpoint_dir_arg(args->dir);
+    const ckpt::Grid grid = ckpt::parse_grid(args->to);
+    config::check_output_dir("ckpt reshard --out", args->out);
+    std::error_code ec;
+    const ckpt::Manifest m = ckpt::verify_checkpoint(dir);
+    // Never over an existing checkpoint (--out the source's own root would replace the source).
+    const std::string target = args->out + "/" + ckpt::step_dir_name(m.step);
+    if (fs::exists(target, ec))
+      throw config::ConfigError("ckpt reshard --out " + args->out + ": " + target +
+                                " exists already; choose another directory");
+    const std::string out = ckpt::reshard_checkpoint(dir, grid, args->out);
     std::printf("resharded %s -> %s\n", dir.c_str(), out.c_str());
   });
 

@@ -43,6 +43,9 @@ int run_launch(CLI::App& cmd, LaunchArgs& args) {
   o.exe = self_executable();
   auto children =
       launch::plan_children(o, launch::current_environment(), std::thread::hardware_concurrency());
+  if (!(args.grace_s >= 0 && args.grace_s <= 3600))  // also NaN
+    throw config::ConfigError("trainer launch: --grace-s " + std::to_string(args.grace_s) +
+                              " must be in [0, 3600] seconds");
   launch::SuperviseOptions sup;
   sup.grace_s = args.grace_s;
   return launch::supervise(children, sup, o.node_rank * o.nproc_per_node);
@@ -61,7 +64,7 @@ void register_launch(CLI::App& app) {
   cmd->add_option("--master-port", args->opts.master_port,
                   "rendezvous port (default: a free port; required with --nnodes > 1)");
   cmd->add_option("--grace-s", args->grace_s,
-                  "seconds between SIGTERM and SIGKILL after a failure");
+                  "seconds between SIGTERM and SIGKILL after a failure (0 to 3600)");
   // The first positional (RUN.yaml) and everything after it are left for the ranks.
   cmd->prefix_command();
   cmd->footer("RUN.yaml [train args...] follow the options and are passed to `trainer train`.");

@@ -102,7 +102,10 @@ void register_plan(CLI::App& app) {
                 report::flops_per_token(md));
     std::printf("batch: %lld sequences x %d tokens = %lld tokens/step\n",
                 static_cast<long long>(seqs), m.seq_len, static_cast<long long>(seqs * m.seq_len));
-    const double state = print_zero_memory(cfg, pc.total, dp);
+    // Model state is allocated for the padded vocabulary (model.make_vocab_size_divisible_by).
+    const model::GptDims dims = model::GptDims::from_config(m);
+    const double state = print_zero_memory(
+        cfg, model::ParamLayout(dims, model::GptShard::whole(dims)).total_numel(), dp);
     const size_t activations = print_activation_memory(cfg, args->gpu);
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 state + static_cast<double>(activations),

@@ -1,6 +1,7 @@
 #include "runtime/ckpt/reshard.h"
 
 #include <charconv>
+#include <set>
 #include <sstream>
 
 #include "runtime/ckpt/checkpoint.h"
@@ -16,6 +17,8 @@ Grid parse_grid(const std::string& spec) {
   auto bad = [&](const std::string& what) {
     throw config::ConfigError("--to " + spec + ": " + what + " (expected e.g. dp=4,zero=1)");
   };
+  if (spec.empty()) bad("empty");
+  std::set<std::string> seen;
   while (std::getline(ss, item, ',')) {
     const auto eq = item.find('=');
     if (eq == std::string::npos) bad("expected key=value, got '" + item + "'");
@@ -24,6 +27,7 @@ Grid parse_grid(const std::string& spec) {
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || text.empty())
       bad("'" + item + "': " + k + " must be an integer");
+    if (!seen.insert(k).second) bad(k + " is given twice");
     if (k == "dp")
       g.dp = v;
     else if (k == "zero")
@@ -39,7 +43,8 @@ Grid parse_grid(const std::string& spec) {
   }
   if (g.tp != 1 || g.pp != 1 || g.cp != 1)
     bad("this build reshards to data-parallel layouts only (tp, pp, cp = 1)");
-  if (g.dp < 1 || g.zero < 0 || g.zero > 3) bad("need dp >= 1 and zero in 0..3");
+  if (g.dp < 1 || g.dp > 65536 || g.zero < 0 || g.zero > 3)
+    bad("need dp in [1, 65536] and zero in 0..3");
   g.world = g.dp;
   return g;
 }

@@ -155,6 +155,10 @@ RunConfig load_config_file(const std::string& path, const std::vector<std::strin
 // Checks values and divisibility against the world size (world_size 1 for single-process checks).
 // Also checks that data files exist. Throws ConfigError.
 void validate(RunConfig& cfg, int world_size);
+// An output directory `dir` (named by `key` in the error) must be a directory or creatable as
+// one (its nearest existing ancestor a writable directory): found before a run, not at its
+// first write. Throws ConfigError.
+void check_output_dir(const std::string& key, const std::string& dir);
 // What this build trains: data-parallel layouts (any dp, ZeRO 0-3) of dense models. Throws
 // ConfigError for parallel.tp/pp/cp/ep > 1 or model.moe.num_experts > 0, which validate() accepts
 // as layouts. Called by `train` and `plan` after validate().

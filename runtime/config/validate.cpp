@@ -63,7 +63,8 @@ void check_sizes(const RunConfig& c) {
       "n_head * seq_len)");
 }
 
-// An output path must be a directory or creatable as one: found now, not at the first write.
+}  // namespace
+
 void check_output_dir(const std::string& key, const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -101,8 +102,6 @@ void check_init_from(const ModelConfig& m) {
   if (!m.init_from.empty() && !std::filesystem::is_regular_file(m.init_from, ec))
     fail("model.init_from = \"" + m.init_from + "\": no such file");
 }
-
-}  // namespace
 
 void validate(RunConfig& cfg, int world_size) {
   check_fields(cfg);

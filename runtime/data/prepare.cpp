@@ -64,6 +64,7 @@ void check_options(const PrepareOptions& o) {
   }
   if (o.inputs.empty()) throw ConfigError("data prepare: no --input files given");
   if (o.output_dir.empty()) throw ConfigError("data prepare: no --output directory given");
+  config::check_output_dir("data prepare --output", o.output_dir);
   if (o.max_shard_tokens < 1) throw ConfigError("data prepare: max_shard_tokens must be >= 1");
   for (const auto& input : o.inputs) {
     if (!fs::is_regular_file(input)) {

@@ -21,14 +21,16 @@ namespace {
 }
 
 void validate(const LaunchOptions& o) {
-  if (o.nproc_per_node < 1) bad_option("--nproc-per-node must be >= 1");
-  if (o.nnodes < 1) bad_option("--nnodes must be >= 1");
+  if (o.nproc_per_node < 1)
+    bad_option("--nproc-per-node " + std::to_string(o.nproc_per_node) + " must be >= 1");
+  if (o.nnodes < 1) bad_option("--nnodes " + std::to_string(o.nnodes) + " must be >= 1");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
     bad_option("--node-rank " + std::to_string(o.node_rank) + " must be in [0, --nnodes " +
                std::to_string(o.nnodes) + ")");
   if (o.nnodes > 1 && (o.master_addr.empty() || o.master_port == 0))
     bad_option("--nnodes > 1 needs --master-addr and --master-port (the same on every node)");
-  if (o.master_port < 0 || o.master_port > 65535) bad_option("--master-port must be in [1, 65535]");
+  if (o.master_port < 0 || o.master_port > 65535)
+    bad_option("--master-port " + std::to_string(o.master_port) + " must be in [1, 65535]");
   if (o.run_yaml.empty()) bad_option("missing RUN.yaml");
 }
 

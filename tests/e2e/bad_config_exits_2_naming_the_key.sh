@@ -72,6 +72,10 @@ expect_status_2 "must not be empty" train run.yaml --out ""
 expect_status_2 "not in range" plan run.yaml --gpus 0
 expect_status_2 "fp8 needs a Hopper GPU" plan "$src/configs/gpt2_small_cuda.yaml" --gpu a100 \
   --set precision.compute=fp8
+expect_status_2 "--grace-s nan must be in [0, 3600]" launch --nproc-per-node 1 --grace-s nan \
+  run.yaml --out out
+expect_status_2 "--master-port 70000 must be in [1, 65535]" launch --nproc-per-node 1 \
+  --master-port 70000 run.yaml --out out
 expect_status_2 "data-parallel layouts only" plan run.yaml --gpus 2 --set parallel.tp=2 \
   --set model.n_head=4
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml

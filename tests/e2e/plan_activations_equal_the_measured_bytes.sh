@@ -43,3 +43,13 @@ TRAINER_ATTENTION=fast "$bin" plan "$src/configs/tiny.yaml" --gpu h200 >bad_env.
   && fail "plan accepted TRAINER_ATTENTION=fast"
 grep -q "TRAINER_ATTENTION = 'fast': allowed are tensor_core (the default), wmma, flash, reference" bad_env.txt \
   || { cat bad_env.txt; fail "the error does not name TRAINER_ATTENTION, its value and what is allowed"; }
+# Model state too: with a padded vocabulary (300 -> 384 rows) the plan's params bytes at ZeRO 0
+# are what the run allocated (the padding rows are memory, though not parameters).
+pad=(--set model.vocab_size=300 --set model.make_vocab_size_divisible_by=128)
+"$bin" plan "$src/configs/tiny.yaml" "${pad[@]}" >plan_pad.txt 2>&1 || { cat plan_pad.txt; fail "plan failed"; }
+plan=$(sed -n 's/^memory per rank .*: params \([0-9]*\) B,.*/\1/p' plan_pad.txt)
+"$bin" train "$src/configs/tiny.yaml" "${pad[@]}" --set train.steps=1 --set train.eval_every=0 \
+  --out pad >pad.log 2>&1 || { cat pad.log; fail "padded run failed"; }
+measured=$(json_get pad/report.json 'd["memory"]["breakdown"]["params"]')
+echo "padded vocab: plan params $plan B, measured $measured B"
+[ -n "$plan" ] && [ "$plan" = "$measured" ] || { cat plan_pad.txt; fail "plan params $plan B, run $measured B"; }

@@ -98,6 +98,12 @@ TEST_CASE("prepare_rejects_bad_input_with_config_errors", "[data][prepare]") {
     CHECK_THROWS_WITH(prepare_data(fraction), Contains("val-fraction"));
   }
 
+  auto under_a_file = o;
+  under_a_file.output_dir = dir.file("in.txt/out");  // in.txt is a file
+  CHECK_THROWS_AS(prepare_data(under_a_file), ConfigError);
+  CHECK_THROWS_WITH(prepare_data(under_a_file),
+                    Contains("--output") && Contains("not a directory"));
+
   write_bytes(dir.file("tiny.txt"), text_bytes("ab"));
   auto tiny = o;
   tiny.inputs = {dir.file("tiny.txt")};
