@@ -76,7 +76,10 @@ nlohmann::json to_json(const Manifest& m) {
   j["model"] = dims_json(m.model);
   j["grid"] = {{"world", m.grid.world}, {"dp", m.grid.dp}, {"tp", m.grid.tp},
                {"pp", m.grid.pp},       {"cp", m.grid.cp}, {"zero", m.grid.zero}};
-  j["loader"] = {{"shard", m.loader.shard}, {"offset", m.loader.offset}, {"epoch", m.loader.epoch}};
+  j["loader"] = {{"shard", m.loader.shard},
+                 {"offset", m.loader.offset},
+                 {"epoch", m.loader.epoch},
+                 {"global_batch_tokens", m.loader_global_batch_tokens}};
   if (!m.fp8_scaling.empty()) j["fp8_scaling"] = m.fp8_scaling;  // floats round-trip through JSON
   for (const auto& t : m.tensors)
     j["tensors"].push_back({{"name", t.name}, {"global_shape", t.global_shape}});
@@ -107,6 +110,8 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     m.grid = {g.at("world"), g.at("dp"), g.at("tp"), g.at("pp"), g.at("cp"), g.at("zero")};
     const auto& l = j.at("loader");
     m.loader = {l.at("shard"), l.at("offset"), l.at("epoch")};
+    if (l.contains("global_batch_tokens"))
+      m.loader_global_batch_tokens = l.at("global_batch_tokens");
     if (j.contains("fp8_scaling")) m.fp8_scaling = j.at("fp8_scaling").get<std::vector<float>>();
     for (const auto& t : j.at("tensors")) m.tensors.push_back({t.at("name"), t.at("global_shape")});
     for (const auto& s : j.at("shards")) {

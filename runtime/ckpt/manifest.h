@@ -52,6 +52,7 @@ struct Manifest {
   model::GptDims model;
   Grid grid;
   data::LoaderState loader;
+  int64_t loader_global_batch_tokens = 0;  // tokens per step of the saving run (0: not recorded)
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
   // precision.compute: fp8: the delayed-scaling states (Gpt::fp8_scaling_state), empty otherwise.

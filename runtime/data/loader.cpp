@@ -38,13 +38,16 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
       options_.source, SourceOptions{.vocab_size = options_.vocab_size,
                                      .seed = options_.seed,
                                      .stream = options_.is_val ? uint64_t{1} : uint64_t{0}});
-  // Every shard's size is known from its header: one too small for a global batch is bad input
-  // now, not when the run first reaches it.
+  // Every shard's size is known from its header: a train shard too small for one global batch
+  // is bad input now, not when the run first reaches it. Val data needs one global batch in all;
+  // evals skip val shards smaller than that.
   for (const auto& source : sources_) {
-    if (samples_in(*source) < 1) {
-      throw DataError("data: shard " + source->name() + " has " + std::to_string(source->size()) +
+    if (samples_in(*source) < 1 && (!options_.is_val || samples_per_epoch() < 1)) {
+      throw DataError("data: " + std::string(options_.is_val ? "val " : "") + "shard " +
+                      source->name() + " has " + std::to_string(source->size()) +
                       " tokens, fewer than one global batch of micro_batch*grad_accum*dp*seq_len" +
-                      "+1 = " + std::to_string(tokens_per_sample() + 1));
+                      "+1 = " + std::to_string(tokens_per_sample() + 1) +
+                      (options_.is_val ? " (train.eval_every: 0 trains without evals)" : ""));
     }
   }
   vocab_checked_.assign(sources_.size(), false);
@@ -136,14 +139,15 @@ void DataLoader::check_tokens_in_vocab(int64_t source_index) {
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
   const TokenSource* source = &current_source();
   // Shards switch between steps, never inside one: when the next global batch does not fit.
-  if (micro_in_step_ == 0) {
-    const bool fits = shuffled() ? state_.offset / tokens_per_sample() < shard_samples_
-                                 : source->size() == TokenSource::kInfinite ||
-                                       state_.offset + tokens_per_sample() + 1 <= source->size();
-    if (!fits) {
-      advance_shard();
-      source = &current_source();
-    }
+  // (A loop: val data may have shards too small for a step; some shard holds one.)
+  auto step_fits = [&] {
+    return shuffled() ? state_.offset / tokens_per_sample() < shard_samples_
+                      : source->size() == TokenSource::kInfinite ||
+                            state_.offset + tokens_per_sample() + 1 <= source->size();
+  };
+  while (micro_in_step_ == 0 && !step_fits()) {
+    advance_shard();
+    source = &current_source();
   }
   // Unshuffled, a step reads on from wherever the last one stopped (any offset: a resume may
   // change the global batch); shuffled, it reads the sample the permutation picks.
@@ -164,7 +168,7 @@ const TokenSource& DataLoader::current_source() const {
   return *sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(state_.shard)])];
 }
 
-void DataLoader::restore(const LoaderState& state) {
+void DataLoader::restore(const LoaderState& state, int64_t saved_global_batch_tokens) {
   auto bad = [&](const std::string& what) {
     throw DataError("data loader for '" + options_.source + "': cannot restore state (shard " +
                     std::to_string(state.shard) + ", offset " + std::to_string(state.offset) +
@@ -177,6 +181,14 @@ void DataLoader::restore(const LoaderState& state) {
   if (state.offset < 0) bad("negative offset");
   // A shuffled stream's position is a sample of its permutation: it continues only with the
   // global batch it was saved with (or one that divides the offset).
+  if (shuffled() && saved_global_batch_tokens > 0 &&
+      saved_global_batch_tokens != tokens_per_sample()) {
+    bad("a shuffled stream resumes only with the global batch it was saved with (its samples "
+        "are a permutation of whole global batches): saved with " +
+        std::to_string(saved_global_batch_tokens) + " tokens per step, this run has " +
+        std::to_string(tokens_per_sample()) +
+        "; keep micro_batch*grad_accum*dp, or use data.shuffle: false");
+  }
   if (shuffled() && state.offset % tokens_per_sample() != 0) {
     bad("a shuffled stream resumes at a whole number of global batches of "
         "micro_batch*grad_accum*dp*seq_len = " +

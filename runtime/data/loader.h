@@ -50,9 +50,9 @@ LoaderOptions loader_options(const config::RunConfig& cfg, int dp_rank, int dp_s
 
 class DataLoader {
  public:
-  // Opens the source and enters its first shard. Throws DataError for bad sources, any shard too
-  // small for one global batch, or tokens >= vocab_size in the first shard (every other shard is
-  // scanned when first entered).
+  // Opens the source and enters its first shard. Throws DataError for bad sources, any train
+  // shard too small for one global batch (val: all of them), or tokens >= vocab_size in the first
+  // shard (every other shard is scanned when first entered).
   explicit DataLoader(LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
@@ -65,7 +65,8 @@ class DataLoader {
   // Continues where a loader stood after a whole step, also with another global batch (then the
   // next step reads on from that token; a shuffled stream needs an offset that is a whole number
   // of its global batches). Throws DataError if the state does not fit this data.
-  void restore(const LoaderState& state);
+  // saved_global_batch_tokens: tokens per step of the run that saved `state` (0: unknown).
+  void restore(const LoaderState& state, int64_t saved_global_batch_tokens = 0);
   // Back to the start of the stream (each eval starts at the beginning of the val data).
   void reset() { restore(LoaderState{}); }
 

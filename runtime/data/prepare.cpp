@@ -24,19 +24,20 @@ std::string shard_path(const std::string& dir, const std::string& split, int64_t
 }
 
 // Collects one split's `total` tokens into as few shards of at most max_tokens as it can, of
-// equal size (the last one up to a token per shard shorter), so that no shard is left too small
-// for a global batch.
+// sizes that differ by at most one token, so that no shard is left too small for a global batch.
 class ShardSink {
  public:
   ShardSink(std::string dir, std::string split, int64_t total, int64_t max_tokens)
       : dir_(std::move(dir)), split_(std::move(split)) {
-    const int64_t shards = std::max<int64_t>(1, (total + max_tokens - 1) / max_tokens);
-    shard_tokens_ = std::max<int64_t>(1, (total + shards - 1) / shards);
+    shards_ = std::max<int64_t>(1, (total + max_tokens - 1) / max_tokens);
+    base_ = total / shards_;
+    longer_ = total % shards_;  // the first `longer_` shards hold base_ + 1 tokens
   }
 
   void push(uint16_t token) {
     buffer_.push_back(token);
-    if (static_cast<int64_t>(buffer_.size()) == shard_tokens_) flush();
+    const auto index = static_cast<int64_t>(written_.size());
+    if (static_cast<int64_t>(buffer_.size()) == base_ + (index < longer_ ? 1 : 0)) flush();
   }
   void flush() {
     if (buffer_.empty()) return;
@@ -48,7 +49,7 @@ class ShardSink {
 
  private:
   std::string dir_, split_;
-  int64_t shard_tokens_;
+  int64_t shards_ = 1, base_ = 0, longer_ = 0;
   std::vector<uint16_t> buffer_;
   std::vector<std::string> written_;
 };

@@ -2,7 +2,7 @@
 // `trainer data prepare`: text files -> llm.c token shards with a byte-level tokenizer (each byte
 // is a token, vocab 256). The inputs are concatenated in order; the last val_fraction of the
 // tokens go to val_NNNNNN.bin, the rest to train_NNNNNN.bin, in as few shards of at most
-// max_shard_tokens as possible, of equal size (never a small last shard).
+// max_shard_tokens as possible, whose sizes differ by at most one token (never a small last shard).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -175,7 +175,7 @@ void Checkpointing::load(const std::string& step_dir) {
         "checkpoint {} has no fp8 scaling state for this model: the first step scales "
         "from its own amaxes",
         step_dir);
-  loader_.restore(m.loader);
+  loader_.restore(m.loader, m.loader_global_batch_tokens);
   last_saved_ = static_cast<int>(m.step);
   restored_step_ = last_saved_;
   if (rank_ == 0) log_config_changes(m);
@@ -235,6 +235,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& 
       world_ ? world_->size() : 1, dp_size_, cfg_.parallel.tp, cfg_.parallel.pp, cfg_.parallel.cp,
       cfg_.parallel.zero};
   m.loader = loader_.state();
+  m.loader_global_batch_tokens = loader_.tokens_per_sample();
   if (rank_ == 0) m.fp8_scaling = model_.fp8_scaling_state();  // empty unless fp8 compute
   return req;
 }

@@ -108,6 +108,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // address comes from the nodelist, so export it as torchrun does (never overriding the user's).
   if (env.world_size > 1) ::setenv("MASTER_ADDR", env.master_addr.c_str(), 0);
   config::validate(cfg, env.world_size);
+  config::check_output_dirs(cfg);
   setup_logging(cfg, env.rank);
   config::check_runnable(cfg);
   const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
@@ -156,13 +157,15 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
       // 4. Data: each dp rank reads its own slice of the stream.
       auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);
-      auto val_loader = make_loader(cfg, dp.rank(), dp.size(), true);
+      // The val data only where evals run (it must hold one global batch).
+      const bool evals = cfg.train.eval_every > 0;
+      auto val_loader = evals ? make_loader(cfg, dp.rank(), dp.size(), true) : nullptr;
       BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
       BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
       // Every eval reads from the start of the val data; past its end it would count tokens twice.
       const int64_t eval_batches =
-          std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch());
-      if (lead && eval_batches < cfg.train.eval_batches)
+          evals ? std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch()) : 0;
+      if (lead && evals && eval_batches < cfg.train.eval_batches)
         spdlog::warn(
             "train.eval_batches = {}, but data.val holds only {} global batches of {} tokens: each "
             "eval reads those {}",

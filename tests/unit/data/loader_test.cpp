@@ -356,6 +356,43 @@ TEST_CASE("shard_smaller_than_a_global_batch_or_missing_source_is_an_error", "[d
   CHECK_THROWS_WITH(DataLoader(o), Contains("synthetic:zipf") && Contains("synthetic:markov"));
 }
 
+// Val data needs one global batch in all: evals skip a val shard smaller than that (a train
+// shard that small is an error); val data with no such shard is an error that says how to train
+// without evals.
+TEST_CASE("val_loader_skips_shards_smaller_than_a_global_batch", "[data][loader]") {
+  TempDir dir("valsmall");
+  write_test_shards(dir, {10, 100});  // B*T = 8, grad_accum 2: 16 + 1 tokens a step
+  auto o = file_options(dir, 2, 4, 0, 1);
+  o.grad_accum = 2;
+  CHECK_THROWS_WITH(DataLoader(o), Contains("shard_0.bin has 10 tokens"));
+  o.is_val = true;
+  DataLoader val(o);
+  CHECK(val.samples_per_epoch() == 6);
+  CHECK(next(val).inputs.front() == 10000);  // shard_1's first token
+  TempDir tiny("valtiny");
+  write_test_shards(tiny, {10});
+  auto t = file_options(tiny, 2, 4, 0, 1);
+  t.is_val = true;
+  t.grad_accum = 2;
+  CHECK_THROWS_WITH(DataLoader(t), Contains("val shard") && Contains("train.eval_every: 0"));
+}
+
+// A shuffled stream's position is a sample of a permutation of whole global batches: it resumes
+// only with the global batch it was saved with, even where the offset happens to divide.
+TEST_CASE("shuffled_restore_with_another_global_batch_is_refused", "[data][loader]") {
+  TempDir dir("shufflebatch");
+  write_test_shards(dir, {200});
+  auto o = file_options(dir, 2, 4, 0, 1);  // 8 tokens a step
+  o.shuffle = true;
+  DataLoader loader(o);
+  CHECK_NOTHROW(loader.restore({0, 32, 0}, 8));
+  CHECK_THROWS_WITH(loader.restore({0, 32, 0}, 16),
+                    Contains("saved with 16 tokens per step, this run has 8"));
+  o.shuffle = false;  // an unshuffled stream reads on from the token
+  DataLoader plain(o);
+  CHECK_NOTHROW(plain.restore({0, 32, 0}, 16));
+}
+
 TEST_CASE("val_loader_reset_starts_again_at_the_beginning", "[data][loader]") {
   TempDir dir("reset");
   write_test_shards(dir, {100, 100});

@@ -76,6 +76,23 @@ TEST_CASE("prepare_splits_large_inputs_into_shards_and_removes_stale_ones", "[da
   CHECK_FALSE(std::filesystem::exists(dir.file("out/train_000002.bin")));
 }
 
+// 91 tokens in shards of at most 10: ten shards of 10 or 9 tokens (equal sizes rounded up would
+// leave nine of 10 and a last one of a single token, too small for any global batch).
+TEST_CASE("prepare_shard_sizes_differ_by_at_most_one_token", "[data][prepare]") {
+  TempDir dir("prepare_sizes");
+  write_bytes(dir.file("in.txt"), std::vector<unsigned char>(91, 'x'));
+  const auto summary = prepare_data({.inputs = {dir.file("in.txt")},
+                                     .output_dir = dir.file("out"),
+                                     .val_fraction = 0,
+                                     .max_shard_tokens = 10});
+  REQUIRE(summary.train_shards.size() == 10);
+  for (const auto& shard : summary.train_shards) {
+    const size_t tokens = (read_bytes(shard).size() - 1024) / 2;
+    INFO(shard);
+    CHECK((tokens == 9 || tokens == 10));
+  }
+}
+
 TEST_CASE("prepare_rejects_bad_input_with_config_errors", "[data][prepare]") {
   TempDir dir("prepare_bad");
   write_bytes(dir.file("in.txt"), text_bytes("some text for the test"));
