@@ -33,8 +33,15 @@ std::string join_path(const std::string& section, const std::string& key) {
 }
 
 // Applies `node` at `path`: a field takes a value, a section takes a mapping of its keys.
-void apply_node(RunConfig& cfg, const std::string& path, const YAML::Node& node) {
-  if (const Field* field = find_field(path)) return assign_field(cfg, *field, node);
+// `assigned` (a document's fields so far; null for --set, which may override) catches a field
+// given twice in two spellings, e.g. "train.lr: 1" beside "train: {lr: 2}".
+void apply_node(RunConfig& cfg, const std::string& path, const YAML::Node& node,
+                std::set<std::string>* assigned) {
+  if (const Field* field = find_field(path)) {
+    if (assigned && !assigned->insert(path).second)
+      fail("'" + path + "' is given twice; each key may appear once");
+    return assign_field(cfg, *field, node);
+  }
   if (node.IsNull()) return;  // an empty section keeps its defaults
   if (!node.IsMap()) {
     if (path.empty())
@@ -52,7 +59,7 @@ void apply_node(RunConfig& cfg, const std::string& path, const YAML::Node& node)
     if (!seen.insert(key).second)
       fail("'" + child + "' is given twice (line " + std::to_string(entry.first.Mark().line + 1) +
            "); each key may appear once");
-    apply_node(cfg, child, entry.second);
+    apply_node(cfg, child, entry.second, assigned);
   }
 }
 
@@ -86,7 +93,7 @@ void apply_override(RunConfig& cfg, const std::string& assignment) {
     if (auto hint = closest_match(key, all_paths())) msg += " (did you mean '" + *hint + "'?)";
     fail(msg);
   }
-  apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)));
+  apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)), nullptr);
 }
 
 // The one YAML document of a config (null for empty text).
@@ -108,7 +115,8 @@ YAML::Node load_document(const std::string& yaml_text) {
 
 RunConfig parse_config(const std::string& yaml_text, const std::vector<std::string>& overrides) {
   RunConfig cfg;
-  apply_node(cfg, "", load_document(yaml_text));
+  std::set<std::string> assigned;
+  apply_node(cfg, "", load_document(yaml_text), &assigned);
   for (const std::string& assignment : overrides) apply_override(cfg, assignment);
   check_fields(cfg);
   return cfg;

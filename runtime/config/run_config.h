@@ -159,6 +159,9 @@ void validate(RunConfig& cfg, int world_size);
 // one (its nearest existing ancestor a writable directory): found before a run, not at its
 // first write. Throws ConfigError.
 void check_output_dir(const std::string& key, const std::string& dir);
+// What a training run writes: run.out_dir, and checkpoint.dir where saves are configured (not
+// part of validate(): `plan` writes nothing and may run where the paths cannot be created).
+void check_output_dirs(const RunConfig& cfg);
 // What this build trains: data-parallel layouts (any dp, ZeRO 0-3) of dense models. Throws
 // ConfigError for parallel.tp/pp/cp/ep > 1 or model.moe.num_experts > 0, which validate() accepts
 // as layouts. Called by `train` and `plan` after validate().

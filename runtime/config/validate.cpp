@@ -103,14 +103,18 @@ void check_init_from(const ModelConfig& m) {
     fail("model.init_from = \"" + m.init_from + "\": no such file");
 }
 
+void check_output_dirs(const RunConfig& cfg) {
+  check_output_dir("run.out_dir", cfg.run.out_dir);
+  const bool saves = cfg.checkpoint.every_steps > 0 || cfg.train.stop_after_steps > 0;
+  if (saves) check_output_dir("checkpoint.dir", cfg.checkpoint_dir());
+}
+
 void validate(RunConfig& cfg, int world_size) {
   check_fields(cfg);
   check_names(cfg);
   check_device_settings(cfg);
   check_fp8(cfg);
   check_init_from(cfg.model);
-  check_output_dir("run.out_dir", cfg.run.out_dir);
-  if (!cfg.checkpoint.dir.empty()) check_output_dir("checkpoint.dir", cfg.checkpoint.dir);
   validate_layout(cfg, world_size);
   check_sizes(cfg);
   validate_data_sources(cfg);

@@ -48,6 +48,19 @@ TEST_CASE("wrong_types_name_key_value_and_expected_type", "[config][errors]") {
   REQUIRE_THROWS_WITH(parse_config("train: {lr: .nan}"), Contains("train.lr = \".nan\""));
 }
 
+// yaml-cpp keeps duplicate keys and the last one wins: each key may appear once, in any spelling;
+// --set still overrides.
+TEST_CASE("a_key_given_twice_is_an_error_naming_it", "[config][errors]") {
+  REQUIRE_THROWS_WITH(parse_config("train:\n  lr: 0.1\n  lr: 0.2\n"),
+                      Contains("'train.lr' is given twice (line 3)"));
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: 0.1}\ntrain: {steps: 2}\n"),
+                      Contains("'train' is given twice"));
+  REQUIRE_THROWS_WITH(parse_config("train.lr: 0.1\ntrain: {lr: 0.2}\n"),
+                      Contains("'train.lr' is given twice"));
+  CHECK(parse_config("model: {seq_len: 8}\ntrain: {steps: 2}\n").train.steps == 2);
+  CHECK(parse_config("train: {lr: 0.1}", {"train.lr=0.2", "train.lr=0.3"}).train.lr == 0.3);
+}
+
 TEST_CASE("a_section_given_a_scalar_is_an_error", "[config][errors]") {
   REQUIRE_THROWS_WITH(parse_config("train: 5"),
                       Contains("train = \"5\"") && Contains("expected a mapping"));
