@@ -102,9 +102,11 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     std::string missing = missing_ranks(scope, op_seq, grace_s);  // also marks our arrival
     if (found.empty()) found = missing;
     return found;
-  } catch (const std::exception& e) {  // the store is served by rank 0's process
+  } catch (const StoreLost& e) {  // a TCP store is served by rank 0's process
     return std::string("global rank 0, which serves the rendezvous store, is gone or hung (") +
            e.what() + ")";
+  } catch (const std::exception& e) {
+    return std::string("could not ask the store which rank failed (") + e.what() + ")";
   }
 }
 

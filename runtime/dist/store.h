@@ -21,6 +21,12 @@ struct StoreTimeout : StoreError {
   using StoreError::StoreError;
 };
 
+// A TCP store client lost its server, which lives in global rank 0's process: that rank is gone
+// or hung.
+struct StoreLost : StoreError {
+  using StoreError::StoreError;
+};
+
 class Store {
  public:
   virtual ~Store() = default;

@@ -55,7 +55,7 @@ int TcpStore::connect_with_backoff() {
 int TcpStore::acquire() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!lost_.empty()) throw StoreError(lost_);
+    if (!lost_.empty()) throw StoreLost(lost_);
     if (!idle_.empty()) {
       int fd = idle_.back();
       idle_.pop_back();
@@ -92,7 +92,7 @@ std::vector<uint8_t> TcpStore::call(const wire::Writer& request, bool blocking) 
                             " lost (server gone, hung or reply malformed)";
     std::lock_guard<std::mutex> lock(mu_);
     lost_ = why;
-    throw StoreError(why);
+    throw StoreLost(why);
   }
   release(fd);
   return body;

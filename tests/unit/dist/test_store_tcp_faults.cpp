@@ -118,7 +118,7 @@ TEST_CASE("tcp_store_client_fails_at_once_after_the_server_is_gone", "[store]") 
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH(client->check({"k"}), Catch::Contains("lost"));
   for (int i = 0; i < 3; ++i) {
-    CHECK_THROWS_AS(client->set("failed/1", bytes("x")), StoreError);
+    CHECK_THROWS_AS(client->set("failed/1", bytes("x")), StoreLost);
     CHECK_THROWS_WITH(client->check({"k"}), Catch::Contains("lost"));
   }
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
