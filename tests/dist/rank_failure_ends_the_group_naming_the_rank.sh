@@ -27,7 +27,8 @@ for kind in kill throw kill0 stop; do
   port=$(free_port)
   start=$(date +%s)
   fault=""; [ $kind = throw ] && fault="rank=1,step=4,kind=throw"
-  extra=(); [ $kind = stop ] && extra=(--set parallel.bucket_mb=0.05)
+  # (about 25 buckets: waiting the timeout once per queued bucket would take minutes)
+  extra=(); [ $kind = stop ] && extra=(--set parallel.bucket_mb=0.02)
   for r in 0 1; do
     RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRAINER_TEST_FAULT=$fault \
       "$bin" train "${args[@]}" "${extra[@]}" --out bare_$kind.$r >bare_$kind.$r.log 2>&1 &
@@ -36,11 +37,17 @@ for kind in kill throw kill0 stop; do
   victim=1; [ $kind = kill0 ] && victim=0
   survivor=$((1 - victim))
   if [ $kind != throw ]; then
-    for _ in $(seq 100); do grep -q "step " bare_$kind.0.log 2>/dev/null && break; sleep 0.1; done
+    # the limit counts from the failure, not from a start that a loaded machine may slow down
+    for _ in $(seq 300); do grep -q "step " bare_$kind.0.log 2>/dev/null && break; sleep 0.1; done
+    grep -q "step " bare_$kind.0.log || { cat bare_$kind.0.log; fail "$kind: the run never started"; }
     if [ $kind = stop ]; then kill -STOP ${pids[$victim]}; else kill -9 ${pids[$victim]}; fi
+    start=$(date +%s)
   fi
   set +e
-  ( sleep $((limit + 5)); kill -9 ${pids[$survivor]} 2>/dev/null ) & watchdog=$!
+  # a watchdog whose sleep goes with it (a leftover sleep would hold ctest's pipe open)
+  ( trap 'kill $sleeper 2>/dev/null; exit 0' TERM
+    sleep $((limit + 5)) & sleeper=$!; wait $sleeper; kill -9 ${pids[$survivor]} 2>/dev/null
+  ) >/dev/null 2>&1 & watchdog=$!
   wait ${pids[$survivor]}; rc=$?
   kill $watchdog 2>/dev/null
   kill -9 ${pids[$victim]} 2>/dev/null

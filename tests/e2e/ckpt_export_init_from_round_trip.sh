@@ -32,32 +32,19 @@ for name, v in (("hf", hf), ("llmc", llmc)):
 assert abs(fresh - src) > 1e-3 * abs(src), "fresh init matches too: the check cannot fail"
 PY
 compare_metrics hf/metrics.jsonl llmc/metrics.jsonl --exact || fail "hf and llmc imports differ"
-set +e
-"$bin" train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set model.n_layer=3 \
-  --set model.init_from=m.bin --out bad >bad.log 2>&1
-rc=$?
-set -e
-[ "$rc" = 2 ] || { cat bad.log; fail "other shape: exit $rc, not 2"; }
-grep -q "model.init_from = \"m.bin\": .*n_layer" bad.log || { cat bad.log; fail "error does not name the key and n_layer"; }
-echo "other shape refused: $(grep -m1 error bad.log)"
+expect_exit_2 'model.init_from = "m.bin"' bad train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
+  --set model.n_layer=3 --set model.init_from=m.bin --out bad
+grep -q "n_layer" exit2.log || { cat exit2.log; fail "error does not name n_layer"; }
+echo "other shape refused: $(grep -m1 error exit2.log)"
 
 # Bad paths and specs for the ckpt verbs exit 2 naming them, and leave nothing behind.
-ckpt_refused() {  # ckpt_refused "message part" ckpt-args...
-  local want=$1; shift
-  set +e
-  "$bin" ckpt "$@" >ck.log 2>&1
-  local rc=$?
-  set -e
-  [ "$rc" = 2 ] || { cat ck.log; fail "ckpt $* exited $rc, not 2"; }
-  grep -qF -- "$want" ck.log || { cat ck.log; fail "ckpt $* did not say '$want'"; }
-}
 mkdir -p a_dir
-ckpt_refused "no_such: no such file" export no_such --out x.safetensors
-ckpt_refused "no checkpoint" inspect a_dir
-ckpt_refused "is a directory" export ck --out a_dir
-ckpt_refused "does not exist" export ck --out no_dir/x.safetensors
-ckpt_refused "dp is given twice" reshard ck --to dp=2,dp=3 --out rs
-ckpt_refused "step_00000020 exists already" reshard ck --to dp=2 --out ck
+expect_exit_2 "no_such: no such file" "" ckpt export no_such --out x.safetensors
+expect_exit_2 "no checkpoint" "" ckpt inspect a_dir
+expect_exit_2 "is a directory" "" ckpt export ck --out a_dir
+expect_exit_2 "does not exist" "" ckpt export ck --out no_dir/x.safetensors
+expect_exit_2 "dp is given twice" "" ckpt reshard ck --to dp=2,dp=3 --out rs
+expect_exit_2 "step_00000020 exists already" "" ckpt reshard ck --to dp=2 --out ck
 [ ! -e a_dir.tmp ] && [ ! -e rs ] && [ ! -e no_dir ] || fail "a refused ckpt command left output"
 [ "$(ls ck)" = step_00000020 ] || fail "reshard into its own root touched the source: $(ls ck)"
 echo "bad ckpt arguments refused"

@@ -11,3 +11,17 @@ compare_metrics() { /usr/bin/python3 "$src/tests/lib/compare_metrics.py" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # json_get FILE EXPR: evaluates a Python expression on the parsed JSON document `d`.
 json_get() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# expect_exit_2 "message part" NOT_CREATED trainer-args...: trainer refuses bad input: it exits 2,
+# says the message, and creates no NOT_CREATED path ("" skips that check).
+expect_exit_2() {
+  local want=$1 not_created=$2
+  shift 2
+  set +e
+  "$bin" "$@" >exit2.log 2>&1
+  local rc=$?
+  set -e
+  [ "$rc" = 2 ] || { cat exit2.log; fail "trainer $* exited $rc, not 2"; }
+  grep -qF -- "$want" exit2.log || { cat exit2.log; fail "trainer $* did not say '$want'"; }
+  [ -z "$not_created" ] || [ ! -e "$not_created" ] || fail "trainer $* created $not_created"
+  echo "ok: $* -> $(head -c 200 exit2.log)"
+}

@@ -57,7 +57,9 @@ TEST_CASE("work_queue_destroyed_with_jobs_queued_runs_only_the_started_one", "[c
     queued = queue.enqueue([&] { ++ran_later; });  // its buffers may be gone: must not run
     while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::thread releaser([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      // long enough for the destructor below to have marked the queue stopped, even on a
+      // loaded machine
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
       release = true;
     });
     releaser.detach();

@@ -60,6 +60,7 @@ TEST_CASE("compare_shows_which_runs_failed", "[compare]") {
   const std::string table = compare_reports({loaded(a), rb});
   INFO(table);
   const std::string status = row_of(table, "status");
+  REQUIRE(status.find("failed") != std::string::npos);
   CHECK(status.find("completed") < status.find("failed"));
 }
 
