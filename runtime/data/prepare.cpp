@@ -60,6 +60,7 @@ void check_options(const PrepareOptions& o) {
   }
   if (!(o.val_fraction >= 0 && o.val_fraction < 1)) {
     std::ostringstream os;
+    os.precision(17);  // 1.0000001 must not print as 1
     os << "data prepare: --val-fraction " << o.val_fraction << " outside [0, 1)";
     throw ConfigError(os.str());
   }
@@ -68,7 +69,10 @@ void check_options(const PrepareOptions& o) {
   config::check_output_dir("data prepare --output", o.output_dir);
   if (o.max_shard_tokens < 1) throw ConfigError("data prepare: max_shard_tokens must be >= 1");
   for (const auto& input : o.inputs) {
-    if (!fs::is_regular_file(input)) {
+    std::error_code ec;
+    if (fs::is_directory(input, ec))
+      throw ConfigError("data prepare: --input " + input + ": is a directory; expected a file");
+    if (!fs::is_regular_file(input, ec)) {
       throw ConfigError("data prepare: --input " + input + ": no such file");
     }
   }

@@ -115,6 +115,13 @@ TEST_CASE("prepare_rejects_bad_input_with_config_errors", "[data][prepare]") {
     CHECK_THROWS_WITH(prepare_data(fraction), Contains("val-fraction"));
   }
 
+  auto a_dir = o;
+  a_dir.inputs = {dir.file("")};
+  CHECK_THROWS_WITH(prepare_data(a_dir), Contains("is a directory"));
+  auto just_above = o;
+  just_above.val_fraction = 1.0000001;
+  CHECK_THROWS_WITH(prepare_data(just_above), Contains("--val-fraction 1.0000001"));
+
   auto under_a_file = o;
   under_a_file.output_dir = dir.file("in.txt/out");  // in.txt is a file
   CHECK_THROWS_AS(prepare_data(under_a_file), ConfigError);
