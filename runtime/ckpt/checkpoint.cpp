@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "runtime/core/sha256.h"
@@ -188,8 +189,59 @@ std::string resolve_step_dir(const std::string& path) {
   return all.front();
 }
 
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string t;
+  for (int64_t d : shape) t += (t.empty() ? "" : "x") + std::to_string(d);
+  return "[" + t + "]";
+}
+
+// The manifest's parts must agree with each other: a hand-edited or damaged one whose files
+// still pass their checksums would otherwise fail later with a bare map::at or bad_alloc.
+void check_consistent(const std::string& step_dir, const Manifest& m) {
+  auto bad = [&](const std::string& what) {
+    throw CheckpointError(step_dir + "/manifest.json: " + what);
+  };
+  const model::GptDims& d = m.model;
+  if (d.vocab < 1 || d.seq_len < 1 || d.n_layer < 1 || d.n_layer > 100000 || d.d_model < 1 ||
+      d.n_head < 1 || d.d_model % d.n_head != 0 || d.ffn_mult < 1 || d.vocab_multiple < 1)
+    bad("the model's sizes are not a model (n_layer " + std::to_string(d.n_layer) + ", d_model " +
+        std::to_string(d.d_model) + ", n_head " + std::to_string(d.n_head) + ")");
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  if (m.tensors.size() != layout.params().size())
+    bad("lists " + std::to_string(m.tensors.size()) + " tensors; its model has " +
+        std::to_string(layout.params().size()));
+  std::map<std::string, int64_t> numel;
+  for (const TensorEntry& t : m.tensors) {
+    int64_t n = 1;
+    for (int64_t dim : t.global_shape) n *= dim;
+    numel[t.name] = n;
+  }
+  for (const model::ParamSpec& p : layout.params()) {
+    const auto it = std::find_if(m.tensors.begin(), m.tensors.end(),
+                                 [&](const TensorEntry& t) { return t.name == p.name; });
+    if (it == m.tensors.end()) bad("its model's tensor " + p.name + " is not listed");
+    if (it->global_shape != p.global_shape)
+      bad("tensor " + p.name + " has shape " + shape_text(it->global_shape) + "; its model gives " +
+          shape_text(p.global_shape));
+  }
+  for (const ShardFile& f : m.shards)
+    for (const Piece& piece : f.pieces) {
+      const auto it = numel.find(piece.tensor);
+      if (it == numel.end()) bad(f.file + " lists a piece of unknown tensor " + piece.tensor);
+      if (piece.a < 0 || piece.b <= piece.a || piece.b > it->second)
+        bad(f.file + " lists elements [" + std::to_string(piece.a) + ", " +
+            std::to_string(piece.b) + ") of " + piece.tensor + ", which has " +
+            std::to_string(it->second));
+    }
+}
+
+}  // namespace
+
 Manifest verify_checkpoint(const std::string& step_dir) {
   Manifest m = read_manifest(step_dir);
+  check_consistent(step_dir, m);
   for (const auto& s : m.shards) {
     const std::string path = step_dir + "/" + s.file;
     std::error_code ec;

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <numeric>
 
 #include "runtime/ckpt/checkpoint.h"
@@ -155,6 +156,40 @@ TEST_CASE("bit_flip_and_truncation_of_a_shard_are_detected") {
   CHECK_THROWS_WITH(verify_checkpoint(dir), Catch::Contains("truncated"));
   fs::remove(dir + "/manifest.json");
   CHECK_THROWS_WITH(verify_checkpoint(dir), Catch::Contains("no manifest.json"));
+}
+
+// A manifest edited by hand (or damaged) whose files still pass their checksums: its model, its
+// tensor list and its pieces must agree, or verify names what does not.
+TEST_CASE("a_manifest_whose_parts_disagree_is_refused_naming_the_part") {
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  State src(layout.total_numel());
+  const std::string dir = write_sharded(fresh_dir("edited"), layout, src, 2);
+  const nlohmann::json good = nlohmann::json::parse(std::ifstream(dir + "/manifest.json"));
+  auto verify_edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    std::ofstream(dir + "/manifest.json") << j.dump(1);
+    std::string error;
+    try {
+      verify_checkpoint(dir);
+    } catch (const CheckpointError& e) {
+      error = e.what();
+    }
+    return error;
+  };
+  CHECK(verify_edited([](nlohmann::json&) {}).empty());
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["model"]["n_layer"] = 3; }),
+             Catch::Contains("manifest.json: lists") && Catch::Contains("tensors; its model has"));
+  CHECK_THAT(verify_edited([](nlohmann::json& j) {
+               j["tensors"][0]["global_shape"] = {1000000, 1000000};
+             }),
+             Catch::Contains("has shape [1000000x1000000]; its model gives"));
+  CHECK_THAT(
+      verify_edited([](nlohmann::json& j) { j["shards"][0]["pieces"][0]["range"][1] = 1 << 30; }),
+      Catch::Contains("rank_00000.safetensors lists elements"));
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["model"]["n_head"] = 0; }),
+             Catch::Contains("sizes are not a model"));
 }
 
 TEST_CASE("keep_prunes_to_the_newest_complete_checkpoints_and_tmp_dirs_are_not_listed") {
