@@ -56,13 +56,10 @@ void inspect(const std::string& path) {
   int64_t params = 0;
   for (const auto& t : m.tensors) {
     int64_t n = 1;
-    std::string shape;
-    for (auto d : t.global_shape) {
-      n *= d;
-      shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    }
+    for (auto d : t.global_shape) n *= d;
     params += n;
-    std::printf("  %-28s %-12s %10lld\n", t.name.c_str(), shape.c_str(), static_cast<long long>(n));
+    std::printf("  %-28s %-12s %10lld\n", t.name.c_str(), ckpt::shape_text(t.global_shape).c_str(),
+                static_cast<long long>(n));
   }
   // The model's parameters, as the run reports them: without the vocabulary's padding rows.
   const report::ParamCounts counts = report::count_params(report::ModelDims{

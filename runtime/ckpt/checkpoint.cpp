@@ -189,13 +189,13 @@ std::string resolve_step_dir(const std::string& path) {
   return all.front();
 }
 
-namespace {
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string t;
   for (int64_t d : shape) t += (t.empty() ? "" : "x") + std::to_string(d);
-  return "[" + t + "]";
+  return t;
 }
+
+namespace {
 
 // The manifest's parts must agree with each other: a hand-edited or damaged one whose files
 // still pass their checksums would otherwise fail later with a bare map::at or bad_alloc.
@@ -223,8 +223,8 @@ void check_consistent(const std::string& step_dir, const Manifest& m) {
                                  [&](const TensorEntry& t) { return t.name == p.name; });
     if (it == m.tensors.end()) bad("its model's tensor " + p.name + " is not listed");
     if (it->global_shape != p.global_shape)
-      bad("tensor " + p.name + " has shape " + shape_text(it->global_shape) + "; its model gives " +
-          shape_text(p.global_shape));
+      bad("tensor " + p.name + " has shape [" + shape_text(it->global_shape) +
+          "]; its model gives [" + shape_text(p.global_shape) + "]");
   }
   for (const ShardFile& f : m.shards)
     for (const Piece& piece : f.pieces) {

@@ -53,6 +53,8 @@ std::string commit_checkpoint(const std::string& root, Manifest m, const model::
                               std::vector<ShardFile> shards, int keep);
 
 std::string step_dir_name(int64_t step);
+// "768x2304": a tensor shape in messages and listings.
+std::string shape_text(const std::vector<int64_t>& shape);
 // The step of a name step_dir_name() made ("step_00000100" -> 100), -1 for any other name.
 int64_t step_of_dir_name(const std::string& name);
 // Complete step directories under root, newest first; `incomplete` gets the *.tmp ones.
