@@ -1,5 +1,8 @@
-// `trainer plan RUN.yaml [--set key=value ...]`: checks a config and prints its model size, batch
-// and memory estimate (model state by the ZeRO formula, activations as the model allocates them).
+// `trainer plan RUN.yaml [--gpus N] [--gpu KIND] [--set key=value ...] [--search]`: checks a
+// config and prints its model size, batch and memory estimate (model state by the ZeRO formula and
+// as this runtime holds it, activations as the model allocates them); --search ranks the layouts
+// that fit the devices (runtime/plan/layout_search.h).
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -8,9 +11,9 @@
 #include "app/verbs.h"
 #include "runtime/config/run_config.h"
 #include "runtime/core/attention_state.h"
-#include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
 #include "runtime/parallel/zero_memory.h"
+#include "runtime/plan/layout_search.h"
 #include "runtime/report/flops.h"
 
 namespace trainer::app {
@@ -18,9 +21,8 @@ namespace trainer::app {
 namespace {
 
 // The ZeRO formula's model-state bytes per rank for this config (runtime/parallel/zero_memory.h);
-// a run's report.json memory.breakdown holds the measured side.
-// Returns the total.
-double print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp) {
+// print_held_state says what this runtime holds.
+void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp) {
   const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
   const parallel::ZeroPrediction p =
       parallel::predict_zero_memory(cfg.parallel.zero, num_params, dp, b);
@@ -31,31 +33,114 @@ double print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int d
       cfg.precision.compute == "fp32" ? "fp32" : "fp32 master weights + bf16 copy, fp32 gradients",
       b.params, b.grads, b.optimizer, p.params, p.grads, p.optimizer, p.total(),
       p.total() / (1024.0 * 1024.0));
+}
+
+// Model state as this runtime holds it on the planned device (plan::held_state_bytes); the
+// formula's line above is what ZeRO promises, this is what a run's report.json will say.
+// Returns the total.
+double print_held_state(const config::RunConfig& cfg, int dp, const plan::DeviceKind& device) {
+  const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, cfg.parallel.zero, dp, device);
+  std::printf(
+      "model state per rank as this runtime holds it (%s): params %.0f B, grads %.0f B, "
+      "optimizer %.0f B, total %.0f B (%.1f MiB)\n",
+      device.cuda ? "cuda backend: params and grads buffers stay whole under ZeRO"
+                  : "cpu backend: the formula, plus the units ZeRO 2 and 3 keep whole",
+      p.params, p.grads, p.optimizer, p.total(), p.total() / (1024.0 * 1024.0));
   return p.total();
 }
 
 // The activations of one micro-batch as Activations allocates them (report.json's
 // memory.breakdown.activations): the cuda kinds keep flash attention's row statistics where the
 // head size has flash kernels (unless TRAINER_ATTENTION=reference), the cpu the probabilities.
-size_t print_activation_memory(const config::RunConfig& cfg, const std::string& gpu) {
-  const model::GptDims dims = model::GptDims::from_config(cfg.model);
-  const model::ParamLayout layout(dims, model::GptShard::whole(dims));
-  const int B = cfg.train.micro_batch, T = cfg.model.seq_len;
-  const bool flash =
-      gpu != "cpu" && cuda_attention_uses_flash(attention_kernel_from_env(), dims.head_dim());
+size_t print_activation_memory(const config::RunConfig& cfg, bool flash) {
+  const size_t bytes =
+      plan::activation_bytes(cfg, cfg.train.micro_batch, cfg.activation_checkpointing, flash);
   const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
-  const size_t bytes = model::Activations::bytes_needed(
-      layout, B, T, model::parse_recompute(cfg.activation_checkpointing),
-      bf16 ? DType::bf16 : DType::f32, attention_state_shape_of(flash, B, dims.n_head, T), fp8);
   std::printf(
       "activations per rank (micro_batch %d x %d tokens, activation_checkpointing %s, %s, "
       "attention keeps %s): %zu B (%.1f MiB)\n",
-      B, T, cfg.activation_checkpointing.c_str(),
+      cfg.train.micro_batch, cfg.model.seq_len, cfg.activation_checkpointing.c_str(),
       fp8    ? "bf16 activations + fp8 GEMMs' fp32 sums"
       : bf16 ? "bf16 activations"
              : "fp32",
       flash ? "row log-sum-exps" : "T x T probabilities", bytes, bytes / (1024.0 * 1024.0));
   return bytes;
+}
+
+// Byte counts in the table's unit, 2 decimals.
+struct ByteUnit {
+  const char* name;
+  double bytes;
+  std::string operator()(double n) const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", n / bytes);
+    return buf;
+  }
+};
+
+// `--search`: the ranked layouts (plan/layout_search.h), the fitting ones first. Returns whether
+// any fits.
+bool print_search(const plan::SearchRequest& request, const std::string& config_path) {
+  const std::vector<plan::Layout> layouts = plan::search_layouts(request);
+  const auto fitting =
+      std::count_if(layouts.begin(), layouts.end(), [](const plan::Layout& l) { return l.fits; });
+  const config::RunConfig& cfg = request.cfg;
+  const double largest = std::max_element(layouts.begin(), layouts.end(), [](auto& a, auto& b) {
+                           return a.total() < b.total();
+                         })->total();
+  const ByteUnit gib{"GiB", 1024.0 * 1024.0 * 1024.0};
+  const ByteUnit unit = largest >= gib.bytes ? gib : ByteUnit{"MiB", 1024.0 * 1024.0};
+  std::printf(
+      "\nsearch: %d %s device(s) of %s GiB; a layout fits when its estimate is within %.0f%% "
+      "of that (%s GiB), leaving the rest for %s\n",
+      request.dp, request.device.name.c_str(), gib(request.device.memory_bytes).c_str(),
+      request.usable_fraction * 100,
+      gib(request.usable_fraction * request.device.memory_bytes).c_str(),
+      request.device.cuda ? "the CUDA context, NCCL's and cuBLASLt's buffers and gradient buckets"
+                          : "the process itself, Gloo's buffers and gradient buckets");
+  std::printf(
+      "search: every layout keeps %d sequences per rank (micro_batch x grad_accum) at dp %d, so "
+      "the global batch and its tokens stay as configured; precision stays %s, and tp, pp, cp "
+      "and ep stay 1 (this build trains data-parallel layouts only)\n",
+      cfg.train.micro_batch * cfg.train.grad_accum, request.dp, cfg.precision.compute.c_str());
+  std::printf(
+      "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute), then dp traffic per "
+      "step, then larger micro_batch, then lower ZeRO stage\n",
+      layouts.size(), fitting);
+  const std::string u = unit.name;
+  std::printf("%4s %4s %11s %10s %9s %9s %11s %9s %4s %11s %14s\n", "rank", "zero", "micro_batch",
+              "grad_accum", "recompute", ("state " + u).c_str(), ("activ. " + u).c_str(),
+              ("total " + u).c_str(), "fits", "flops/token", ("dp traffic " + u).c_str());
+  const size_t shown_fitting = 10;
+  size_t printed = 0;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const plan::Layout& l = layouts[i];
+    const bool show =
+        (l.fits && printed < shown_fitting) || l.is_config || (!l.fits && i == size_t(fitting));
+    if (!show) continue;
+    if (l.fits) ++printed;
+    std::printf("%4zu %4d %11d %10d %9s %9s %11s %9s %4s %10.3fx %14s%s\n", i + 1, l.zero,
+                l.micro_batch, l.grad_accum, l.activation_checkpointing.c_str(),
+                unit(l.state.total()).c_str(), unit(l.activations).c_str(), unit(l.total()).c_str(),
+                l.fits ? "yes" : "no", l.flops_ratio, unit(l.dp_traffic_bytes).c_str(),
+                l.is_config ? "  <- the config" : "");
+  }
+  if (fitting == 0) {
+    std::printf("search: no layout fits; the smallest needs %s %s per rank\n",
+                unit(layouts.front().total()).c_str(), unit.name);
+    std::fprintf(stderr, "error: no layout of this config fits %s GiB per device\n",
+                 gib(request.usable_fraction * request.device.memory_bytes).c_str());
+    return false;
+  }
+  const plan::Layout& best = layouts.front();
+  std::printf(
+      "best, as options for trainer train %s: --set parallel.zero=%d --set train.micro_batch=%d "
+      "--set train.grad_accum=%d --set activation_checkpointing=%s\n",
+      config_path.c_str(), best.zero, best.micro_batch, best.grad_accum,
+      best.activation_checkpointing.c_str());
+  std::printf("best per rank: model state %.0f B + activations %.0f B = %.0f B\n",
+              best.state.total(), best.activations, best.total());
+  return true;
 }
 
 }  // namespace
@@ -66,17 +151,28 @@ void register_plan(CLI::App& app) {
     int gpus = 1;
     std::string gpu = "cpu";
     std::vector<std::string> sets;
+    bool search = false;
+    double memory_gib = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("plan",
                                      "Validate a run config for a number of devices and "
-                                     "print its size, batch and memory estimate.");
+                                     "print its size, batch and memory estimate; --search ranks "
+                                     "the layouts that fit the devices.");
   cmd->add_option("config", args->config, "Run config YAML")->required();
   cmd->add_option("--gpus", args->gpus, "Number of devices (ranks) to plan for")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gpu", args->gpu, "Device kind")
       ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}));
   cmd->add_option("--set", args->sets, "Override one key, as for train (repeatable)");
+  cmd->add_flag("--search", args->search,
+                "Rank the layouts (ZeRO stage, micro_batch x grad_accum, activation "
+                "checkpointing) that keep the global batch and fit the devices' memory; "
+                "exits 1 when none fits");
+  cmd->add_option("--memory-gib", args->memory_gib,
+                  "Memory per device in GiB for --search (default: the --gpu kind's; cpu: this "
+                  "machine's memory over --gpus)")
+      ->check(CLI::Range(0.001, 1e6));
   cmd->callback([args] {
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
     config::validate(cfg, args->gpus);
@@ -104,12 +200,18 @@ void register_plan(CLI::App& app) {
                 static_cast<long long>(seqs), m.seq_len, static_cast<long long>(seqs * m.seq_len));
     // Model state is allocated for the padded vocabulary (model.make_vocab_size_divisible_by).
     const model::GptDims dims = model::GptDims::from_config(m);
-    const double state = print_zero_memory(
-        cfg, model::ParamLayout(dims, model::GptShard::whole(dims)).total_numel(), dp);
-    const size_t activations = print_activation_memory(cfg, args->gpu);
+    print_zero_memory(cfg, model::ParamLayout(dims, model::GptShard::whole(dims)).total_numel(),
+                      dp);
+    const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
+    const double held = print_held_state(cfg, dp, device);
+    const bool flash =
+        device.cuda && cuda_attention_uses_flash(attention_kernel_from_env(), dims.head_dim());
+    const size_t activations = print_activation_memory(cfg, flash);
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
-                state + static_cast<double>(activations),
-                (state + static_cast<double>(activations)) / (1024.0 * 1024.0));
+                held + static_cast<double>(activations),
+                (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
+    if (!args->search) return;
+    if (!print_search({cfg, dp, device, 0.9, flash}, args->config)) g_exit_code = 1;
   });
 }
 

@@ -28,4 +28,20 @@ struct ZeroPrediction {
 
 ZeroPrediction predict_zero_memory(int stage, int64_t num_params, int dp, BytesPerParam b);
 
+// Elements of the units ZeRO 2 and 3 keep whole beyond the formula (zero_optimizer.h): the
+// embedding unit (wte and wpe), the largest block and the final norm.
+struct LiveUnits {
+  int64_t embedding = 0, largest_block = 0, final_norm = 0;
+};
+
+// Model-state bytes per rank as this runtime holds them (report.json's memory.breakdown):
+//  - a backend that hands released ranges back (cpu): the formula, plus in stage 2 the full-size
+//    fp32 gradients of the units not yet reduce-scattered (the embedding, which the tied head
+//    writes first, and the block in flight), plus in stage 3 the gathered units' params (the
+//    embedding, the final norm, the block in use and the prefetched one);
+//  - one that keeps its buffers (cuda): params and grads stay whole in every stage; stage 1 and
+//    up shard the optimizer state, and stage 2 and up add a shard-sized fp32 gradient accumulator.
+ZeroPrediction predict_held_state(int stage, int64_t num_params, int dp, BytesPerParam b,
+                                  bool releases_pages, LiveUnits live);
+
 }  // namespace trainer::parallel

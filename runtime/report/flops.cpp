@@ -30,6 +30,14 @@ double flops_per_token(const ModelDims& d) {
   return 6.0 * n + attention;
 }
 
+double recompute_flops_per_token(const ModelDims& d, const std::string& activation_checkpointing) {
+  const double attention_forward = 4.0 * d.n_layer * d.d_model * d.seq_len;
+  if (activation_checkpointing == "selective") return attention_forward;
+  if (activation_checkpointing == "full")
+    return 2.0 * static_cast<double>(d.n_layer * count_block_params(d)) + attention_forward;
+  return 0;
+}
+
 double mfu(double flops_per_token, double tokens_per_second, double peak_tflops_per_device,
            int device_count) {
   if (peak_tflops_per_device <= 0 || device_count <= 0)

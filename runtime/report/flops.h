@@ -3,6 +3,7 @@
 // DESIGN.md "Run report": flops_per_token = 6*N + 12*n_layer*d_model*seq_len, where N is the
 // non-embedding parameter count; activation recompute is not counted.
 #include <cstdint>
+#include <string>
 
 namespace trainer::report {
 
@@ -26,6 +27,12 @@ ParamCounts count_params(const ModelDims& d);
 
 // Training FLOPs per token (forward + backward), DESIGN.md's formula.
 double flops_per_token(const ModelDims& d);
+
+// FLOPs per token that activation checkpointing adds by recomputing forward work in backward
+// (not in flops_per_token, so not in MFU, as Megatron counts it): "selective" reruns each block's
+// attention (QK^T and PV: 4*L*C*T, a third of the formula's attention term), "full" each block's
+// whole forward (2 FLOPs per block parameter, plus that attention); "none" adds nothing.
+double recompute_flops_per_token(const ModelDims& d, const std::string& activation_checkpointing);
 
 // Model FLOPs utilisation as a fraction (0.42 = 42%). NaN when the peak is unknown (<= 0).
 double mfu(double flops_per_token, double tokens_per_second, double peak_tflops_per_device,

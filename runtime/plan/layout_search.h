@@ -1,0 +1,87 @@
+#pragma once
+// `trainer plan --search`: the layouts that train the config's global batch on a number of
+// devices, with the memory each needs per rank, whether it fits, and what it costs, best first.
+//
+// The knobs searched are the ones that change memory and speed but not the numbers: ZeRO stage,
+// micro_batch (with grad_accum making up the same sequences per rank, so the global batch and
+// the tokens stay as configured) and activation checkpointing. Precision stays as configured
+// (it changes the losses), and tp, pp, cp and ep stay 1: this runtime trains data-parallel
+// layouts only (config::check_runnable), so dp is the number of devices.
+//
+// Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
+// says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), plus
+// the activations of one micro-batch exactly as model::Activations allocates them. A layout fits
+// when that total is within `usable_fraction` of the device's memory; the rest is left for what
+// the estimate leaves out (the CUDA context, NCCL's and cuBLASLt's buffers, gradient buckets).
+//
+// Ranking, among the layouts that fit, in this order (each a tie-break of the one before):
+//   1. fewer FLOPs per token (recompute adds forward work: report::recompute_flops_per_token);
+//   2. less dp traffic per step (ZeRO 2 reduce-scatters every micro-batch, ZeRO 3 also gathers
+//      the params for each micro-batch's forward and backward);
+//   3. a larger micro_batch (larger GEMMs, fewer launches and optimizer-free micro-steps);
+//   4. a lower ZeRO stage (fewer collectives, simpler state).
+// This is a rule a user can check by hand, not a timing model: no step time is predicted.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/config/run_config.h"
+#include "runtime/parallel/zero_memory.h"
+
+namespace trainer::plan {
+
+// The device kinds of `trainer plan --gpu`.
+struct DeviceKind {
+  std::string name;         // h100 | h200 | a100 | cpu
+  double memory_bytes = 0;  // per device (cpu: this machine's memory over the ranks)
+  bool cuda = false;        // the cuda backend (keeps its buffers; flash attention)
+};
+
+// h100 and h200 and a100 by the memory nvidia-smi reports for their SXM parts (81559, 143771 and
+// 81920 MiB); cpu: this machine's physical memory divided by `ranks`. memory_gib > 0 overrides.
+DeviceKind device_kind(const std::string& name, int ranks, double memory_gib = 0);
+
+struct SearchRequest {
+  config::RunConfig cfg;  // validated; its micro_batch x grad_accum is the sequences per rank
+  int dp = 1;
+  DeviceKind device;
+  double usable_fraction = 0.9;
+  bool flash_attention = false;  // attention keeps row statistics, not probabilities (cuda)
+};
+
+struct Layout {
+  int zero = 0;
+  int micro_batch = 1;
+  int grad_accum = 1;
+  std::string activation_checkpointing;  // none | selective | full
+  parallel::ZeroPrediction state;        // bytes per rank
+  double activations = 0;                // bytes per rank
+  double total() const { return state.total() + activations; }
+  bool fits = false;
+  double flops_ratio = 1;       // FLOPs per token over the formula's (1 without recompute)
+  double dp_traffic_bytes = 0;  // sent per rank per step (ring collectives)
+  bool is_config = false;       // the layout the config asks for
+};
+
+// Every layout, ranked: those that fit first, in the order above; then those that do not, the
+// smallest first.
+std::vector<Layout> search_layouts(const SearchRequest& request);
+
+// The activation bytes of one micro-batch of `micro_batch` sequences for this config under
+// `activation_checkpointing` (model::Activations::bytes_needed with the config's dtypes).
+size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
+                        const std::string& activation_checkpointing, bool flash_attention);
+
+// Model state per rank as this runtime holds it on `device` (parallel::predict_held_state).
+parallel::ZeroPrediction held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
+                                          const DeviceKind& device);
+
+// Bytes each rank sends per step over the dp group, for `num_params` fp32 gradients and
+// parameters: a ring reduce-scatter or all-gather of n bytes sends (dp-1)/dp * n, an all-reduce
+// twice that. ZeRO 0: one all-reduce of the gradients per step (the buckets of the last
+// micro-batch); 1: a reduce-scatter and a params all-gather; 2: a reduce-scatter per micro-batch
+// and the all-gather; 3: per micro-batch a reduce-scatter and two all-gathers (forward and
+// backward; after the update only the shard is kept, so none at the step's end).
+double dp_traffic_bytes(int zero, int64_t num_params, int dp, int grad_accum);
+
+}  // namespace trainer::plan

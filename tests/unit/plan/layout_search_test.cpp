@@ -1,0 +1,149 @@
+// plan::search_layouts: the candidates, the memory model per backend, the traffic and FLOP counts,
+// and the ranking rule of layout_search.h.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "runtime/model/param_layout.h"
+#include "runtime/plan/layout_search.h"
+#include "runtime/report/flops.h"
+#include "tests/unit/small_train_config.h"
+
+using namespace trainer;
+
+namespace {
+
+config::RunConfig search_config() {
+  config::RunConfig cfg = testing::small_train_config(/*vocab=*/64, /*seq_len=*/32,
+                                                      /*n_layer=*/3, /*d_model=*/48,
+                                                      /*n_head=*/4);
+  cfg.train.micro_batch = 4;
+  cfg.train.grad_accum = 3;  // 12 sequences per rank: micro_batch 1, 2, 3, 4, 6, 12
+  return cfg;
+}
+
+int64_t numel(const config::RunConfig& cfg) {
+  const model::GptDims dims = model::GptDims::from_config(cfg.model);
+  return model::ParamLayout(dims, model::GptShard::whole(dims)).total_numel();
+}
+
+}  // namespace
+
+TEST_CASE("search: every layout keeps the sequences per rank; dp 1 tries ZeRO 0 only") {
+  const config::RunConfig cfg = search_config();
+  for (int dp : {1, 4}) {
+    const auto layouts = plan::search_layouts({cfg, dp, plan::device_kind("h100", dp), 0.9, true});
+    const int stages = dp == 1 ? 1 : 4;
+    REQUIRE(layouts.size() == size_t(stages * 6 * 3));
+    std::set<std::tuple<int, int, std::string>> seen;
+    int configs = 0;
+    for (const plan::Layout& l : layouts) {
+      CHECK(l.micro_batch * l.grad_accum == 12);
+      CHECK(l.zero < stages);
+      seen.insert({l.zero, l.micro_batch, l.activation_checkpointing});
+      configs += l.is_config;
+    }
+    CHECK(seen.size() == layouts.size());
+    CHECK(configs == 1);
+  }
+}
+
+TEST_CASE("search: fits means the estimate is within the usable memory; ranked as documented") {
+  config::RunConfig cfg = search_config();
+  const double usable_fraction = 0.9;
+  // Memory between the smallest and the largest layout, so that some fit and some do not.
+  auto all = plan::search_layouts({cfg, 4, plan::device_kind("a100", 4), usable_fraction, true});
+  const double smallest = all.front().total(), largest = all.back().total();
+  REQUIRE(all.front().fits);
+  const double memory = (smallest + largest) / 2 / usable_fraction;
+  const auto layouts =
+      plan::search_layouts({cfg, 4, plan::device_kind("a100", 4, memory / (1024.0 * 1024 * 1024)),
+                            usable_fraction, true});
+  size_t fitting = 0;
+  for (const plan::Layout& l : layouts) {
+    CHECK(l.fits == (l.total() <= usable_fraction * memory));
+    fitting += l.fits;
+  }
+  REQUIRE(fitting > 0);
+  REQUIRE(fitting < layouts.size());
+  for (size_t i = 0; i < fitting; ++i) REQUIRE(layouts[i].fits);
+  for (size_t i = 1; i < layouts.size(); ++i) {
+    const plan::Layout &a = layouts[i - 1], &b = layouts[i];
+    INFO("rank " << i << ": zero " << b.zero << " mb " << b.micro_batch << " "
+                 << b.activation_checkpointing);
+    if (!a.fits) {
+      CHECK(a.total() <= b.total());  // the ones that do not fit: smallest first
+      continue;
+    }
+    if (!b.fits) continue;
+    // Lexicographic: flops, then traffic, then larger micro_batch, then lower stage.
+    const auto key = [](const plan::Layout& l) {
+      return std::make_tuple(l.flops_ratio, l.dp_traffic_bytes, -l.micro_batch, l.zero);
+    };
+    CHECK(key(a) <= key(b));
+  }
+}
+
+TEST_CASE("search: model state as the backends hold it") {
+  const config::RunConfig base = search_config();
+  const double psi = static_cast<double>(numel(base));
+  config::RunConfig cfg = base;
+  cfg.precision.compute = "bf16";  // 6 + 4 + 8 bytes per parameter
+  const plan::DeviceKind gpu = plan::device_kind("h200", 4), cpu = plan::device_kind("cpu", 4);
+  // cuda keeps the params and grads buffers whole; ZeRO shards the optimizer state (1+) and adds
+  // the shard gradient accumulator (2+).
+  for (int stage = 0; stage <= 3; ++stage) {
+    const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, stage, 4, gpu);
+    CHECK(p.params == Approx(6 * psi));
+    CHECK(p.grads == Approx(4 * psi + (stage >= 2 ? psi : 0)));
+    CHECK(p.optimizer == Approx(stage >= 1 ? 2 * psi : 8 * psi));
+  }
+  // cpu: the formula, plus the whole units stage 2 and 3 keep (embedding + block grads; the
+  // gathered params: embedding, final norm and two blocks).
+  const model::GptDims dims = model::GptDims::from_config(cfg.model);
+  const model::ParamLayout layout(dims, model::GptShard::whole(dims));
+  const auto& units = layout.units();
+  const double emb = double(units.front().numel), fin = double(units.back().numel),
+               block = double(units[1].numel);
+  for (int stage = 0; stage <= 3; ++stage) {
+    const parallel::ZeroPrediction formula =
+        parallel::predict_zero_memory(stage, numel(cfg), 4, parallel::bytes_per_param("bf16"));
+    const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, stage, 4, cpu);
+    CHECK(p.optimizer == Approx(formula.optimizer));
+    CHECK(p.grads == Approx(formula.grads + (stage >= 2 ? 4 * (emb + block) : 0)));
+    CHECK(p.params == Approx(formula.params + (stage >= 3 ? 6 * (emb + fin + 2 * block) : 0)));
+  }
+}
+
+TEST_CASE("search: dp traffic per step of ring collectives") {
+  const double psi = 1000, pass = 4 * psi * 3 / 4;  // one reduce-scatter or all-gather at dp 4
+  CHECK(plan::dp_traffic_bytes(0, 1000, 4, 5) == Approx(2 * pass));
+  CHECK(plan::dp_traffic_bytes(1, 1000, 4, 5) == Approx(2 * pass));
+  CHECK(plan::dp_traffic_bytes(2, 1000, 4, 5) == Approx(6 * pass));
+  CHECK(plan::dp_traffic_bytes(3, 1000, 4, 5) == Approx(15 * pass));
+  for (int stage = 0; stage <= 3; ++stage) CHECK(plan::dp_traffic_bytes(stage, 1000, 1, 5) == 0);
+}
+
+TEST_CASE("search: recompute adds the forward FLOPs it reruns") {
+  const report::ModelDims d{50257, 1024, 12, 768, 4};
+  const double base = report::flops_per_token(d);
+  CHECK(report::recompute_flops_per_token(d, "none") == 0);
+  // selective reruns attention's QK^T and PV: a third of the formula's 12*L*C*T.
+  CHECK(report::recompute_flops_per_token(d, "selective") == Approx(4.0 * 12 * 768 * 1024));
+  // full reruns the whole forward of the blocks: the ratio is 8N/6N (4/3) with attention in it.
+  const double full = report::recompute_flops_per_token(d, "full");
+  CHECK((base + full) / base == Approx(4.0 / 3.0).epsilon(2e-3));
+}
+
+TEST_CASE("search: device memory by kind, and the override") {
+  CHECK(plan::device_kind("h100", 8).memory_bytes == 81559.0 * 1024 * 1024);
+  CHECK(plan::device_kind("h200", 8).memory_bytes == 143771.0 * 1024 * 1024);
+  CHECK(plan::device_kind("h200", 8).cuda);
+  CHECK(plan::device_kind("h100", 8, 40).memory_bytes == 40.0 * 1024 * 1024 * 1024);
+  const plan::DeviceKind one = plan::device_kind("cpu", 1), two = plan::device_kind("cpu", 2);
+  CHECK_FALSE(one.cuda);
+  CHECK(one.memory_bytes > 0);
+  CHECK(two.memory_bytes == Approx(one.memory_bytes / 2));
+  CHECK_THROWS(plan::device_kind("tpu", 1));
+}
