@@ -31,6 +31,23 @@ struct LaunchArgs {
   double grace_s = 10;
 };
 
+// launch's own options; given after RUN.yaml they would go to every rank's `trainer train`.
+constexpr const char* kLaunchOptions[] = {"--nproc-per-node", "--nnodes",      "--node-rank",
+                                          "--master-addr",    "--master-port", "--grace-s"};
+
+// Refuses a launch option among the train arguments, naming it and where it goes: CLI11 stops
+// reading launch options at RUN.yaml (prefix_command), so `launch RUN.yaml --nproc-per-node 2`
+// would say only that --nproc-per-node is required.
+void refuse_launch_options_after_config(const std::vector<std::string>& train_args) {
+  for (const std::string& arg : train_args)
+    for (const std::string name : kLaunchOptions)
+      if (arg == name || arg.rfind(name + "=", 0) == 0)
+        throw config::ConfigError("trainer launch: " + name +
+                                  " is a launch option but comes after RUN.yaml, where the "
+                                  "arguments go to `trainer train`; put it before: trainer launch "
+                                  "--nproc-per-node N [launch options] RUN.yaml [train args]");
+}
+
 int run_launch(CLI::App& cmd, LaunchArgs& args) {
   std::vector<std::string> rest = cmd.remaining();  // RUN.yaml and the train arguments
   if (rest.empty()) throw config::ConfigError("trainer launch: missing RUN.yaml");
@@ -40,6 +57,9 @@ int run_launch(CLI::App& cmd, LaunchArgs& args) {
   launch::LaunchOptions o = args.opts;
   o.run_yaml = rest.front();
   o.train_args.assign(rest.begin() + 1, rest.end());
+  refuse_launch_options_after_config(o.train_args);
+  if (cmd.count("--nproc-per-node") == 0)
+    throw config::ConfigError("trainer launch: --nproc-per-node N is required (before RUN.yaml)");
   o.exe = self_executable();
   auto children =
       launch::plan_children(o, launch::current_environment(), std::thread::hardware_concurrency());
@@ -57,7 +77,9 @@ void register_launch(CLI::App& app) {
   auto args = std::make_shared<LaunchArgs>();
   CLI::App* cmd = app.add_subcommand(
       "launch", "run N local ranks of `trainer train RUN.yaml [train args]` as one group");
-  cmd->add_option("--nproc-per-node", args->opts.nproc_per_node, "ranks on this node")->required();
+  // Required, checked in run_launch: there a missing one can be told apart from one misplaced
+  // after RUN.yaml.
+  cmd->add_option("--nproc-per-node", args->opts.nproc_per_node, "ranks on this node (required)");
   cmd->add_option("--nnodes", args->opts.nnodes, "nodes in the job");
   cmd->add_option("--node-rank", args->opts.node_rank, "this node's index in [0, nnodes)");
   cmd->add_option("--master-addr", args->opts.master_addr, "rank 0's host (default 127.0.0.1)");

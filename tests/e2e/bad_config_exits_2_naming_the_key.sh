@@ -61,6 +61,11 @@ expect_exit_2 "--grace-s nan must be in [0, 3600]" out launch --nproc-per-node 1
   run.yaml --out out
 expect_exit_2 "--master-port 70000 must be in [1, 65535]" out launch --nproc-per-node 1 \
   --master-port 70000 run.yaml --out out
+expect_exit_2 "--nproc-per-node is a launch option but comes after RUN.yaml" out launch run.yaml \
+  --nproc-per-node 2 --out out
+expect_exit_2 "--grace-s is a launch option but comes after RUN.yaml" out launch \
+  --nproc-per-node 1 run.yaml --out out --grace-s=5
+expect_exit_2 "--nproc-per-node N is required" out launch run.yaml --out out
 expect_exit_2 "data-parallel layouts only" out plan run.yaml --gpus 2 --set parallel.tp=2 \
   --set model.n_head=4
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml
