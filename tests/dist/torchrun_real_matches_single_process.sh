@@ -1,6 +1,6 @@
 # Ranks started by a real `torchrun --no_python` (PyTorch's elastic agent, which itself listens on
 # MASTER_PORT, so our store takes MASTER_PORT + 1) reproduce the single-process run.
-# Not in CI's package list (python3-torch is large): skips where torchrun is absent.
+# scripts/setup-deps.sh installs torchrun (Debian's python3-torch); skips where it is absent.
 if ! command -v torchrun >/dev/null; then
   echo "SKIPPED: torchrun not installed (Debian: python3-torch)"
   exit 0
