@@ -236,8 +236,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                                r.lr,      dt,
                                r.clipped, r.nonfinite};
         std::optional<double> val;
+        // Evals at eval_every and at the schedule's last step, not where stop_after_steps stops
+        // early: a stopped and resumed pair evaluates where the uninterrupted run does.
         const bool eval_now = cfg.train.eval_every > 0 &&
-                              ((step + 1) % cfg.train.eval_every == 0 || step + 1 == last);
+                              ((step + 1) % cfg.train.eval_every == 0 || step + 1 == total);
         if (eval_now) {
           val_loader->reset();
           val = trainer.evaluate(eval_batches, next_val);

@@ -1,7 +1,9 @@
 # One process, run.deterministic: 40 steps straight vs 20 steps (stop_after_steps) + --resume auto
-# for 20 more give bit-identical losses at every step and byte-identical exported weights.
+# for 20 more give bit-identical losses at every step, val losses at the same steps (15, 30 and
+# the last; none where stop_after_steps stopped) and byte-identical exported weights.
 source "$2/tests/lib/dist_common.sh"
-det=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_steps=40)
+det=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_steps=40
+     --set train.eval_every=15 --set train.eval_batches=2)
 run_single full 8 1 40 "${det[@]}" --set checkpoint.dir=ck_full
 run_single part1 8 1 40 "${det[@]}" --set checkpoint.dir=ck_part --set train.stop_after_steps=20
 [ -d ck_part/step_00000020 ] || fail "stop_after_steps=20 wrote no checkpoint: $(ls ck_part)"
@@ -10,6 +12,14 @@ grep -q "resumed from ck_part/step_00000020" part2.log || { cat part2.log; fail 
 cat part1/metrics.jsonl part2/metrics.jsonl > joined.jsonl
 compare_metrics full/metrics.jsonl joined.jsonl --exact --min-steps 40 \
   || fail "resumed run differs from the uninterrupted one"
+/usr/bin/python3 - <<'PY' || fail "val losses of the resumed pair differ from the uninterrupted run's"
+import json
+def vals(path):
+    return {r["step"]: r["val_loss"] for r in map(json.loads, open(path)) if "val_loss" in r}
+full, joined = vals("full/metrics.jsonl"), vals("joined.jsonl")
+print(f"val losses: uninterrupted {full}, stopped and resumed {joined}")
+assert sorted(full) == [15, 30, 40] and joined == full
+PY
 "$bin" ckpt export ck_full --out full.safetensors >/dev/null
 "$bin" ckpt export ck_part --out part.safetensors >/dev/null
 cmp full.safetensors part.safetensors || fail "final weights differ"
