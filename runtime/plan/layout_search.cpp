@@ -98,10 +98,13 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
   const double base_flops = report::flops_per_token(fd);
   const int64_t num_params = whole_layout(cfg).total_numel();
   const double usable = request.usable_fraction * request.device.memory_bytes;
-  // ZeRO shards over dp: with one rank every stage holds the same state, so only 0 is tried.
-  const int max_zero = request.dp > 1 ? 3 : 0;
+  // ZeRO shards over dp: with one rank no stage saves memory, so only 0 is tried (and the
+  // config's own stage, to show where it stands).
+  std::vector<int> stages = {0, 1, 2, 3};
+  if (request.dp == 1)
+    stages = cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
   std::vector<Layout> out;
-  for (int zero = 0; zero <= max_zero; ++zero) {
+  for (const int zero : stages) {
     const parallel::ZeroPrediction state = held_state_bytes(cfg, zero, request.dp, request.device);
     for (int mb = 1; mb <= per_rank; ++mb) {
       if (per_rank % mb != 0) continue;

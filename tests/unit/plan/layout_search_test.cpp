@@ -1,5 +1,6 @@
 // plan::search_layouts: the candidates, the memory model per backend, the traffic and FLOP counts,
 // and the ranking rule of layout_search.h.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
@@ -30,7 +31,7 @@ int64_t numel(const config::RunConfig& cfg) {
 
 }  // namespace
 
-TEST_CASE("search: every layout keeps the sequences per rank; dp 1 tries ZeRO 0 only") {
+TEST_CASE("search: every layout keeps the sequences per rank; dp 1 tries ZeRO 0 and the config's") {
   const config::RunConfig cfg = search_config();
   for (int dp : {1, 4}) {
     const auto layouts = plan::search_layouts({cfg, dp, plan::device_kind("h100", dp), 0.9, true});
@@ -47,6 +48,12 @@ TEST_CASE("search: every layout keeps the sequences per rank; dp 1 tries ZeRO 0 
     CHECK(seen.size() == layouts.size());
     CHECK(configs == 1);
   }
+  config::RunConfig zero2 = cfg;
+  zero2.parallel.zero = 2;
+  const auto layouts = plan::search_layouts({zero2, 1, plan::device_kind("h100", 1), 0.9, true});
+  REQUIRE(layouts.size() == size_t(2 * 6 * 3));
+  CHECK(std::count_if(layouts.begin(), layouts.end(),
+                      [](const plan::Layout& l) { return l.is_config; }) == 1);
 }
 
 TEST_CASE("search: fits means the estimate is within the usable memory; ranked as documented") {
