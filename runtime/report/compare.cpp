@@ -129,8 +129,10 @@ std::string render(const Table& t) {
 
 bool same_token_counts(const std::vector<LoadedReport>& reports) {
   const double first = number_at(reports.front().json, "/loss/tokens_seen");
-  for (const LoadedReport& r : reports)
-    if (number_at(r.json, "/loss/tokens_seen") != first) return false;
+  for (const LoadedReport& r : reports) {
+    const double tokens = number_at(r.json, "/loss/tokens_seen");
+    if (tokens != first && !(std::isnan(tokens) && std::isnan(first))) return false;  // both absent
+  }
   return true;
 }
 

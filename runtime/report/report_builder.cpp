@@ -70,8 +70,9 @@ ThroughputInfo compute_throughput(const std::vector<StepRecord>& steps, const Ba
 }
 
 LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals,
-                        int curve_every) {
+                        int curve_every, int64_t start_tokens) {
   LossInfo l;
+  l.tokens_seen = start_tokens;
   const int every = std::max(1, curve_every);
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];
@@ -119,12 +120,17 @@ MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
 void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.run.steps_completed = int64_t(obs.steps.size());
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
-  report.loss = summarize_loss(obs.steps, obs.evals, curve_every);
+  report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens);
   report.stability = summarize_stability(obs.steps, obs.spikes);
   report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown);
   const int exclude = report.throughput.warmup_steps_excluded;
-  report.stragglers = obs.rank_step_times.empty() ? find_straggler({step_times(obs.steps)}, exclude)
-                                                  : find_straggler(obs.rank_step_times, exclude);
+  // Without the ranks' gathered times (a failed run) only a single rank's run knows its straggler.
+  if (!obs.rank_step_times.empty())
+    report.stragglers = find_straggler(obs.rank_step_times, exclude);
+  else if (report.hardware.device_count <= 1)
+    report.stragglers = find_straggler({step_times(obs.steps)}, exclude);
+  else
+    report.stragglers = {};
 }
 
 ReportBuilder::ReportBuilder(RunReport base, double spike_factor, int curve_every)
@@ -135,6 +141,10 @@ std::optional<LossSpike> ReportBuilder::record_step(const StepRecord& rec) {
   std::optional<LossSpike> spike = spikes_.observe(rec.step, rec.loss);
   if (spike) obs_.spikes.push_back(*spike);
   return spike;
+}
+
+void ReportBuilder::set_start_tokens(int64_t tokens) {
+  obs_.start_tokens = tokens;
 }
 
 void ReportBuilder::record_eval(const EvalRecord& rec) {

@@ -24,6 +24,7 @@ struct Observations {
   std::vector<int64_t> peak_bytes_per_rank;
   MemoryBreakdown memory_breakdown;
   std::vector<LossSpike> spikes;  // as the online SpikeDetector found them
+  int64_t start_tokens = 0;       // tokens seen before the first step (a resumed checkpoint's)
 };
 
 // First steps left out of timing statistics (start-up, allocation): min(3, n_steps - 1).
@@ -42,8 +43,9 @@ ThroughputInfo compute_throughput(const std::vector<StepRecord>& steps, const Ba
                                   const ModelInfo& model, const HardwareInfo& hardware);
 
 // Curve: steps with step % curve_every == 0, plus the first and last (non-finite losses left out).
+// tokens_seen: the last step's, or start_tokens when no step ran.
 LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals,
-                        int curve_every);
+                        int curve_every, int64_t start_tokens = 0);
 
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
                                   const std::vector<LossSpike>& spikes);
@@ -61,6 +63,7 @@ class ReportBuilder {
 
   // Returns the spike when this step's loss is one, so the loop can log a warning now.
   std::optional<LossSpike> record_step(const StepRecord& rec);
+  void set_start_tokens(int64_t tokens);  // a resume's: what tokens_seen is before any step
   void record_eval(const EvalRecord& rec);
   void set_rank_step_times(std::vector<std::vector<double>> per_rank);
   void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);

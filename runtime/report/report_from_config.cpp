@@ -36,6 +36,7 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   r.run.git_rev = build_git_rev();
   r.run.started_at = now_iso8601();
   r.run.resumed_from_step = ctx.resumed_from_step;
+  r.run.steps_planned = cfg.train.steps;
 
   r.hardware.device_type = cfg.hardware.device;
   r.hardware.device_name = ctx.device_name.empty() ? cfg.hardware.device : ctx.device_name;

@@ -37,6 +37,7 @@ ojson run_json(const RunInfo& r) {
           {"finished_at", r.finished_at},
           {"status", r.status},
           {"resumed_from_step", or_null(r.resumed_from_step)},
+          {"steps_planned", r.steps_planned},
           {"steps_completed", r.steps_completed}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
@@ -101,12 +102,14 @@ ojson throughput_json(const ThroughputInfo& t) {
 ojson memory_json(const MemoryInfo& m) {
   const MemoryBreakdown& b = m.breakdown;
   return {{"peak_bytes_per_rank",
-           {{"max", m.peak_bytes_per_rank_max}, {"mean", m.peak_bytes_per_rank_mean}}},
+           {{"max", or_null(m.peak_bytes_per_rank_max)},
+            {"mean", or_null(m.peak_bytes_per_rank_mean)}}},
           {"breakdown",
            {{"params", b.params},
             {"grads", b.grads},
             {"optimizer", b.optimizer},
-            {"activations", b.activations}}}};
+            {"activations", b.activations},
+            {"zero_staging", b.zero_staging}}}};
 }
 
 ojson loss_json(const LossInfo& l) {
@@ -158,8 +161,9 @@ nlohmann::ordered_json to_json(const RunReport& r) {
   j["memory"] = memory_json(r.memory);
   j["loss"] = loss_json(r.loss);
   j["stability"] = stability_json(r.stability);
-  j["stragglers"] = {{"slowest_rank", r.stragglers.slowest_rank},
-                     {"slowest_over_median_step_time", r.stragglers.slowest_over_median_step_time}};
+  j["stragglers"] = {
+      {"slowest_rank", or_null(r.stragglers.slowest_rank)},
+      {"slowest_over_median_step_time", or_null(r.stragglers.slowest_over_median_step_time)}};
   j["data"] = {{"train", r.data.train}, {"entropy_floor", or_null(r.data.entropy_floor)}};
   if (r.profile) j["profile"] = profile_json(*r.profile);
   return j;

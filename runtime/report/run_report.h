@@ -20,10 +20,15 @@ inline constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();  //
 struct RunInfo {
   std::string name;
   std::string config_sha256;
-  std::string git_rev;                       // defaults to the build's revision (build_git_rev())
-  std::string started_at, finished_at;       // ISO 8601 UTC, see now_iso8601()
-  std::string status = "completed";          // completed | failed
+  std::string git_rev;                  // defaults to the build's revision (build_git_rev())
+  std::string started_at, finished_at;  // ISO 8601 UTC, see now_iso8601()
+  // completed: ran to train.steps; stopped: ended early on purpose (train.stop_after_steps, a
+  // SIGTERM/SIGINT), after saving a checkpoint to resume from; failed: died (see error).
+  std::string status = "completed";
   std::optional<int64_t> resumed_from_step;  // null for a fresh start
+  int64_t steps_planned = 0;                 // train.steps
+  // Steps this process ran (after a resume: since resumed_from_step; the step figures of the
+  // report, its curve, stability and throughput cover those, metrics.jsonl the whole run).
   int64_t steps_completed = 0;
   std::string error;  // why a failed run died; omitted when empty
 };
@@ -81,11 +86,13 @@ struct ThroughputInfo {
 
 struct MemoryBreakdown {
   int64_t params = 0, grads = 0, optimizer = 0, activations = 0;  // bytes on rank 0
+  int64_t zero_staging = 0;  // ZeRO's communication staging (parallel/zero_layout.h)
 };
 
 struct MemoryInfo {
-  int64_t peak_bytes_per_rank_max = 0;
-  int64_t peak_bytes_per_rank_mean = 0;
+  // Peak resident memory over the ranks; null when not gathered (a failed run).
+  std::optional<int64_t> peak_bytes_per_rank_max;
+  std::optional<int64_t> peak_bytes_per_rank_mean;
   MemoryBreakdown breakdown;
 };
 
@@ -104,9 +111,9 @@ struct StabilityInfo {
   int64_t nonfinite_steps = 0;
 };
 
-struct StragglerInfo {
-  int slowest_rank = 0;
-  double slowest_over_median_step_time = 1.0;
+struct StragglerInfo {  // both null when the ranks' step times were not gathered (a failed run)
+  std::optional<int> slowest_rank;
+  std::optional<double> slowest_over_median_step_time;
 };
 
 struct DataInfo {

@@ -175,6 +175,22 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
                                 dp.size());
       const int first_step = checkpoints.restore();
+      const int total = cfg.train.steps;
+      const int last =
+          cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
+      if (first_step >= last) {
+        // A re-run of a finished (or stopped-here) job, e.g. a requeue: nothing to train, and the
+        // earlier run's report.json and metrics.jsonl stay as they are.
+        if (lead)
+          spdlog::info(
+              "nothing to train: resumed at step {}, and this run ends at step {} (train.steps {}"
+              "{}); report.json and metrics.jsonl are left as they were",
+              first_step, last, total,
+              cfg.train.stop_after_steps > 0
+                  ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
+                  : std::string());
+        return 0;
+      }
 
       // 5. Report skeleton (hardware peak, model size, batch).
       report::RunContext ctx;
@@ -190,6 +206,20 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                                     ? std::nullopt
                                     : std::optional<double>(train_loader->entropy_floor());
       builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
+      builder->set_start_tokens(checkpoints.tokens_after(first_step));
+      // The memory as allocated now, for a report of a run that fails before the end (the end
+      // replaces it with the peaks of every rank).
+      auto memory_breakdown = [&] {
+        report::MemoryBreakdown mem;
+        const parallel::ZeroMemory state = trainer.state_bytes();
+        mem.params = state.params;  // the bf16 copy included
+        mem.grads = state.grads;
+        mem.optimizer = state.optimizer;
+        mem.zero_staging = state.scratch;
+        mem.activations = static_cast<int64_t>(gpt.activation_bytes());
+        return mem;
+      };
+      builder->set_memory({}, memory_breakdown());
       const int64_t tokens_per_step = base.batch.tokens_per_step;
       const double flops_per_token = base.model.flops_per_token;
       std::unique_ptr<report::MetricsWriter> metrics;
@@ -201,9 +231,6 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
       // 6. The loop.
       std::vector<double> step_times, sync_waits;
-      const int total = cfg.train.steps;
-      const int last =
-          cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
       // logging.profile_steps: the steps [profile_from, profile_to) (0-based) right after warm-up,
       // on rank 0, which reports them
       std::unique_ptr<PhaseProfiler> profiler;
@@ -219,6 +246,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       }
       const FaultInjector faults(env.rank);
       bool stop = false;
+      int done = first_step;  // the last step finished
       for (int step = first_step; step < last && !stop; ++step) {
         step_running = step + 1;
         faults.at_step(step + 1);
@@ -246,6 +274,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           builder->record_eval({rec.step, rec.tokens, *val});
         }
         stop = checkpoints.after_step(step + 1);
+        done = step + 1;
         if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
           profile = log_profile(*profiler, profile_from + 1);
         if (!lead) continue;
@@ -271,15 +300,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const auto all_times = gather_step_times(world, step_times);
       const auto peaks = gather_peak_rss(world);
       if (lead) {
-        report::MemoryBreakdown mem;
-        const parallel::ZeroMemory state = trainer.state_bytes();
-        mem.params = state.params;  // the bf16 copy included
-        mem.grads = state.grads;
-        mem.optimizer = state.optimizer;
-        mem.activations = static_cast<int64_t>(gpt.activation_bytes());
         builder->set_rank_step_times(all_times);
-        builder->set_memory(peaks, mem);
-        report::RunReport final_report = builder->finish("completed");
+        builder->set_memory(peaks, memory_breakdown());
+        // Short of train.steps: stopped on purpose (stop_after_steps, a signal), resumable.
+        report::RunReport final_report = builder->finish(done < total ? "stopped" : "completed");
         final_report.throughput.grad_sync_wait_s =
             mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
         final_report.profile = profile;
@@ -299,13 +323,14 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     const std::string what = failure_text(e.what(), step_running);
     if (store && !failure_reported) dist::report_failure(*store, env.rank, what);
     if (lead && builder) {
-      builder->set_rank_step_times({});
       report::RunReport failed = builder->finish("failed", what);
       failed.profile = profile;
       report::write_report(failed, cfg.run.out_dir);
     }
-    if (step_running > 0) throw std::runtime_error(what);
-    throw;
+    if (step_running == 0) throw;
+    // The step is named in the message; bad input found mid-run (data) still exits 2.
+    if (dynamic_cast<const config::ConfigError*>(&e)) throw config::ConfigError(what);
+    throw std::runtime_error(what);
   }
 }
 

@@ -18,6 +18,16 @@ cat throw.log | tail -5
 [ $took -le $limit ] || fail "group took ${took}s (> ${limit}s) to stop"
 grep -q "launch: rank 1 exited with code 1" throw.log || fail "launcher did not name rank 1"
 grep -q "injected fault" throw.log || fail "the failing rank's error was not printed"
+# Rank 0's report says failed, with what it knows: the memory it allocated; no straggler or
+# peak figures, which need every rank's (null, not made up).
+/usr/bin/python3 - <<'PY' || fail "the failed run's report: $(cat throw/report.json)"
+import json
+r = json.load(open("throw/report.json"))
+assert r["run"]["status"] == "failed", r["run"]
+assert r["stragglers"] == {"slowest_rank": None, "slowest_over_median_step_time": None}, r["stragglers"]
+assert r["memory"]["peak_bytes_per_rank"] == {"max": None, "mean": None}, r["memory"]
+assert r["memory"]["breakdown"]["params"] > 0 and r["memory"]["breakdown"]["activations"] > 0
+PY
 
 # 2. Ranks without a launcher (as torchrun/srun start them), one rank surviving each failure:
 #    kill -9 of rank 1; rank 1 throwing inside a collective; kill -9 of rank 0, which serves the

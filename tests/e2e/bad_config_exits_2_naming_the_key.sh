@@ -71,4 +71,20 @@ expect_exit_2 "data-parallel layouts only" out plan run.yaml --gpus 2 --set para
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml
 set +e; "$bin" train bad.yaml >log 2>&1; rc=$?; set -e
 [ "$rc" = 2 ] && grep -q bogus_section log || { cat log; fail "unknown section not refused"; }
+# Bad input found mid-run (a token past the vocabulary in the second shard, read at step 3) is
+# still bad input: exit 2 naming the shard, and the report says failed at that step.
+/usr/bin/python3 - <<'PY'
+import numpy as np
+for name, bad in (("mid_000", False), ("mid_001", True)):
+    t = np.arange(2100) % 256
+    if bad:
+        t[100] = 300
+    header = np.zeros(256, "<i4")
+    header[:3] = (20240520, 1, len(t))
+    open(name + ".bin", "wb").write(header.tobytes() + t.astype("<u2").tobytes())
+PY
+expect_exit_2 "shard mid_001.bin has token 300" "" train run.yaml --set data.train='mid_*.bin' \
+  --set train.eval_every=0 --set model.n_layer=1 --out midbad
+[ "$(json_get midbad/report.json 'd["run"]["status"], d["run"]["steps_completed"]')" = "failed 2" ] \
+  || fail "report of the run that met bad data: $(cat midbad/report.json)"
 echo "bad configs refused"

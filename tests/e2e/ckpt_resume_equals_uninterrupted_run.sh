@@ -24,6 +24,16 @@ PY
 "$bin" ckpt export ck_part --out part.safetensors >/dev/null
 cmp full.safetensors part.safetensors || fail "final weights differ"
 echo "40 losses bit-identical; final weights identical"
+# The report of the run stopped at step 20 says so; the uninterrupted one completed.
+[ "$(json_get part1/report.json 'd["run"]["status"], d["run"]["steps_planned"], d["run"]["steps_completed"]')" \
+  = "stopped 40 20" ] || fail "stopped run's report: $(json_get part1/report.json 'd["run"]')"
+[ "$(json_get full/report.json 'd["run"]["status"]')" = completed ] || fail "full run not completed"
+# Running the finished job again (a requeue) trains nothing and leaves its outputs as they were.
+cp part2/report.json part2.report && cp part2/metrics.jsonl part2.metrics
+run_single part2 8 1 40 "${det[@]}" --set checkpoint.dir=ck_part --resume auto
+grep -q "nothing to train: resumed at step 40" part2.log || { cat part2.log; fail "no 'nothing to train'"; }
+cmp part2.report part2/report.json && cmp part2.metrics part2/metrics.jsonl \
+  || fail "a run with nothing to train rewrote report.json or metrics.jsonl"
 # A run that would start below the checkpoints already in checkpoint.dir (a fresh start, or a
 # rewind to an older step) is refused with status 2 before it writes anything: its checkpoints
 # would be mixed with the earlier run's (retention would delete the ones it saves; --resume auto

@@ -156,6 +156,23 @@ TEST_CASE("nonfinite_steps_and_spikes_are_counted", "[report]") {
   CHECK(j["run"]["error"] == "loss diverged");
 }
 
+TEST_CASE("a_resumed_run_that_ran_no_step_reports_the_checkpoint_tokens", "[report]") {
+  SampleRun s;
+  s.world = 2;
+  ReportBuilder b(testing::sample_base(s), 3.0);
+  b.set_start_tokens(40960);
+  const RunReport r = b.finish("failed", "died in its first step");
+  CHECK(r.loss.tokens_seen == 40960);
+  CHECK(r.run.steps_completed == 0);
+  // Two ranks whose step times were not gathered: no straggler figures, and no peaks.
+  CHECK_FALSE(r.stragglers.slowest_rank);
+  CHECK_FALSE(r.stragglers.slowest_over_median_step_time);
+  CHECK_FALSE(r.memory.peak_bytes_per_rank_max);
+  const auto j = to_json(r);
+  CHECK(j["stragglers"]["slowest_rank"].is_null());
+  CHECK(j["memory"]["peak_bytes_per_rank"]["max"].is_null());
+}
+
 TEST_CASE("report_is_written_atomically_and_loads_back", "[report]") {
   const fs::path dir = scratch_dir("write");
   const RunReport r = testing::sample_report({});
