@@ -3,8 +3,10 @@
 // as this runtime holds it, activations as the model allocates them); --search ranks the layouts
 // that fit the devices (runtime/plan/layout_search.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,18 +37,20 @@ void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp)
       p.total() / (1024.0 * 1024.0));
 }
 
-// Model state as this runtime holds it on the planned device (plan::held_state_bytes); the
-// formula's line above is what ZeRO promises, this is what a run's report.json will say.
-// Returns the total.
+// Model state and ZeRO staging as this runtime holds them on the planned device
+// (plan::held_state_bytes); the formula's line above is what ZeRO promises, this is what a run's
+// report.json memory.breakdown will say. Returns the total.
 double print_held_state(const config::RunConfig& cfg, int dp, const plan::DeviceKind& device) {
-  const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, cfg.parallel.zero, dp, device);
+  const plan::HeldState h = plan::held_state_bytes(cfg, cfg.parallel.zero, dp, device);
+  const parallel::ZeroPrediction& p = h.state;
   std::printf(
-      "model state per rank as this runtime holds it (%s): params %.0f B, grads %.0f B, "
-      "optimizer %.0f B, total %.0f B (%.1f MiB)\n",
+      "model state per rank as this runtime holds it (%s%s): params %.0f B, grads %.0f B, "
+      "optimizer %.0f B, ZeRO staging %.0f B, total %.0f B (%.1f MiB)\n",
       device.cuda ? "cuda backend: params and grads buffers stay whole under ZeRO"
                   : "cpu backend: the formula, plus the units ZeRO 2 and 3 keep whole",
-      p.params, p.grads, p.optimizer, p.total(), p.total() / (1024.0 * 1024.0));
-  return p.total();
+      dp == 1 && cfg.parallel.zero > 0 ? "; one replica trains as ZeRO 0" : "", p.params, p.grads,
+      p.optimizer, h.zero_staging, h.total(), h.total() / (1024.0 * 1024.0));
+  return h.total();
 }
 
 // The activations of one micro-batch as Activations allocates them (report.json's
@@ -78,39 +82,55 @@ struct ByteUnit {
   }
 };
 
+// The overrides a user gave, as they would pass them to train (quoted where the shell needs it).
+std::string set_options(const std::vector<std::string>& sets) {
+  std::string out;
+  for (const std::string& kv : sets) {
+    const bool plain = kv.find_first_of(" '\"*?$`\\") == std::string::npos;
+    out += " --set " + (plain ? kv : "'" + kv + "'");
+  }
+  return out;
+}
+
 // `--search`: the ranked layouts (plan/layout_search.h), the fitting ones first. Returns whether
 // any fits.
-bool print_search(const plan::SearchRequest& request, const std::string& config_path) {
+bool print_search(const plan::SearchRequest& request, const std::string& config_path,
+                  const std::vector<std::string>& sets) {
   const std::vector<plan::Layout> layouts = plan::search_layouts(request);
+  const config::RunConfig& cfg = request.cfg;
+  if (layouts.empty())  // every micro_batch x grad_accum split overflows an int: cannot happen
+    throw std::runtime_error("plan --search: no layout keeps " +
+                             std::to_string(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum) +
+                             " sequences per rank");
   const auto fitting =
       std::count_if(layouts.begin(), layouts.end(), [](const plan::Layout& l) { return l.fits; });
-  const config::RunConfig& cfg = request.cfg;
-  const double largest = std::max_element(layouts.begin(), layouts.end(), [](auto& a, auto& b) {
-                           return a.total() < b.total();
-                         })->total();
+  const double usable = request.usable_fraction * request.device.memory_bytes;
+  double largest = usable;
+  for (const plan::Layout& l : layouts) largest = std::max(largest, l.total());
   const ByteUnit gib{"GiB", 1024.0 * 1024.0 * 1024.0};
   const ByteUnit unit = largest >= gib.bytes ? gib : ByteUnit{"MiB", 1024.0 * 1024.0};
+  const std::string u = unit.name;
   std::printf(
-      "\nsearch: %d %s device(s) of %s GiB; a layout fits when its estimate is within %.0f%% "
-      "of that (%s GiB), leaving the rest for %s\n",
-      request.dp, request.device.name.c_str(), gib(request.device.memory_bytes).c_str(),
-      request.usable_fraction * 100,
-      gib(request.usable_fraction * request.device.memory_bytes).c_str(),
-      request.device.cuda ? "the CUDA context, NCCL's and cuBLASLt's buffers and gradient buckets"
-                          : "the process itself, Gloo's buffers and gradient buckets");
+      "\nsearch: %d %s device(s) of %s %s; a layout fits when its estimate is within %.0f%% of "
+      "that (%s %s), leaving the rest for %s\n",
+      request.dp, request.device.name.c_str(), unit(request.device.memory_bytes).c_str(), unit.name,
+      request.usable_fraction * 100, unit(usable).c_str(), unit.name,
+      request.device.cuda ? "the CUDA context and NCCL's and cuBLASLt's buffers"
+                          : "the process itself and Gloo's copies");
   std::printf(
-      "search: every layout keeps %d sequences per rank (micro_batch x grad_accum) at dp %d, so "
-      "the global batch and its tokens stay as configured; precision stays %s, and tp, pp, cp "
-      "and ep stay 1 (this build trains data-parallel layouts only)\n",
-      cfg.train.micro_batch * cfg.train.grad_accum, request.dp, cfg.precision.compute.c_str());
+      "search: every layout keeps %lld sequences per rank (micro_batch x grad_accum) at dp %d, "
+      "so the global batch and its tokens stay as configured; precision stays %s, and tp, pp, "
+      "cp and ep stay 1 (this build trains data-parallel layouts only)\n",
+      static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum), request.dp,
+      cfg.precision.compute.c_str());
   std::printf(
       "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute), then dp traffic per "
       "step, then larger micro_batch, then lower ZeRO stage\n",
       layouts.size(), fitting);
-  const std::string u = unit.name;
-  std::printf("%4s %4s %11s %10s %9s %9s %11s %9s %4s %11s %14s\n", "rank", "zero", "micro_batch",
-              "grad_accum", "recompute", ("state " + u).c_str(), ("activ. " + u).c_str(),
-              ("total " + u).c_str(), "fits", "flops/token", ("dp traffic " + u).c_str());
+  std::printf("%4s %4s %11s %10s %9s %9s %11s %11s %9s %4s %11s %14s\n", "rank", "zero",
+              "micro_batch", "grad_accum", "recompute", ("state " + u).c_str(),
+              ("staging " + u).c_str(), ("activ. " + u).c_str(), ("total " + u).c_str(), "fits",
+              "flops/token", ("dp traffic " + u).c_str());
   const size_t shown_fitting = 10;
   size_t printed = 0;
   for (size_t i = 0; i < layouts.size(); ++i) {
@@ -119,27 +139,33 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
         (l.fits && printed < shown_fitting) || l.is_config || (!l.fits && i == size_t(fitting));
     if (!show) continue;
     if (l.fits) ++printed;
-    std::printf("%4zu %4d %11d %10d %9s %9s %11s %9s %4s %10.3fx %14s%s\n", i + 1, l.zero,
+    std::printf("%4zu %4d %11d %10d %9s %9s %11s %11s %9s %4s %10.3fx %14s%s\n", i + 1, l.zero,
                 l.micro_batch, l.grad_accum, l.activation_checkpointing.c_str(),
-                unit(l.state.total()).c_str(), unit(l.activations).c_str(), unit(l.total()).c_str(),
-                l.fits ? "yes" : "no", l.flops_ratio, unit(l.dp_traffic_bytes).c_str(),
+                unit(l.held.state.total()).c_str(), unit(l.held.zero_staging).c_str(),
+                unit(l.activations).c_str(), unit(l.total()).c_str(), l.fits ? "yes" : "no",
+                l.flops_ratio, unit(l.dp_traffic_bytes).c_str(),
                 l.is_config ? "  <- the config" : "");
   }
   if (fitting == 0) {
     std::printf("search: no layout fits; the smallest needs %s %s per rank\n",
                 unit(layouts.front().total()).c_str(), unit.name);
-    std::fprintf(stderr, "error: no layout of this config fits %s GiB per device\n",
-                 gib(request.usable_fraction * request.device.memory_bytes).c_str());
+    std::fflush(stdout);  // before the error line, when both go to one file
+    std::fprintf(stderr, "error: no layout of this config fits %s %s per device\n",
+                 unit(usable).c_str(), unit.name);
     return false;
   }
   const plan::Layout& best = layouts.front();
+  const std::string ranks = request.dp > 1 ? " on " + std::to_string(request.dp) +
+                                                 " ranks (trainer launch, torchrun or srun)"
+                                           : "";
   std::printf(
-      "best, as options for trainer train %s: --set parallel.zero=%d --set train.micro_batch=%d "
-      "--set train.grad_accum=%d --set activation_checkpointing=%s\n",
-      config_path.c_str(), best.zero, best.micro_batch, best.grad_accum,
-      best.activation_checkpointing.c_str());
-  std::printf("best per rank: model state %.0f B + activations %.0f B = %.0f B\n",
-              best.state.total(), best.activations, best.total());
+      "best, as options for trainer train %s%s%s: --set parallel.zero=%d --set "
+      "train.micro_batch=%d --set train.grad_accum=%d --set activation_checkpointing=%s\n",
+      config_path.c_str(), set_options(sets).c_str(), ranks.c_str(), best.zero, best.micro_batch,
+      best.grad_accum, best.activation_checkpointing.c_str());
+  std::printf(
+      "best per rank: model state %.0f B + ZeRO staging %.0f B + activations %.0f B = %.0f B\n",
+      best.held.state.total(), best.held.zero_staging, best.activations, best.total());
   return true;
 }
 
@@ -161,9 +187,11 @@ void register_plan(CLI::App& app) {
                                      "the layouts that fit the devices.");
   cmd->add_option("config", args->config, "Run config YAML")->required();
   cmd->add_option("--gpus", args->gpus, "Number of devices (ranks) to plan for")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--gpu", args->gpu, "Device kind")
-      ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}));
+      ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}))
+      ->capture_default_str();
   cmd->add_option("--set", args->sets, "Override one key, as for train (repeatable)");
   cmd->add_flag("--search", args->search,
                 "Rank the layouts (ZeRO stage, micro_batch x grad_accum, activation "
@@ -173,7 +201,13 @@ void register_plan(CLI::App& app) {
                   "Memory per device in GiB for --search (default: the --gpu kind's; cpu: this "
                   "machine's memory over --gpus)")
       ->check(CLI::Range(0.001, 1e6));
-  cmd->callback([args] {
+  cmd->callback([cmd, args] {
+    if (std::isnan(args->memory_gib))  // CLI::Range lets NaN through
+      throw config::ConfigError("plan: --memory-gib nan must be a number of GiB in [0.001, 1e6]");
+    if (args->memory_gib > 0 && !args->search)
+      throw config::ConfigError(
+          "plan: --memory-gib is the device memory --search plans for; "
+          "add --search");
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
     config::validate(cfg, args->gpus);
     config::check_runnable(cfg);
@@ -191,6 +225,10 @@ void register_plan(CLI::App& app) {
     const int64_t seqs = static_cast<int64_t>(cfg.train.micro_batch) * cfg.train.grad_accum * dp;
     std::printf("config %s is valid for %d %s device(s)\n", args->config.c_str(), args->gpus,
                 args->gpu.c_str());
+    if (cmd->count("--gpu") == 0 && cfg.hardware.device == "cuda")
+      std::printf(
+          "note: hardware.device is cuda, and this plans for the cpu; pass --gpu h100, "
+          "h200 or a100 to plan for a GPU\n");
     std::printf("grid: dp %d x pp %d x cp %d x tp %d (ep %d), zero %d\n", dp, cfg.parallel.pp,
                 cfg.parallel.cp, cfg.parallel.tp, cfg.parallel.ep, cfg.parallel.zero);
     std::printf("model: %lld params (%lld non-embedding), %.4g flops/token\n",
@@ -211,7 +249,7 @@ void register_plan(CLI::App& app) {
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
     if (!args->search) return;
-    if (!print_search({cfg, dp, device, 0.9, flash}, args->config)) g_exit_code = 1;
+    if (!print_search({cfg, dp, device, 0.9, flash}, args->config, args->sets)) g_exit_code = 1;
   });
 }
 

@@ -20,8 +20,9 @@ class BackendBuffer {
   const Tensor& tensor() const { return t_; }
   Tensor slice(int64_t offset, int64_t n) const { return t_.slice(offset, n); }
   float* data() const { return static_cast<float*>(t_.data); }
-  int64_t numel() const { return t_.numel(); }
-  int64_t nbytes() const { return static_cast<int64_t>(t_.nbytes()); }
+  // 0 when empty (an empty Tensor's shape {} would count as one element).
+  int64_t numel() const { return be_ ? t_.numel() : 0; }
+  int64_t nbytes() const { return be_ ? static_cast<int64_t>(t_.nbytes()) : 0; }
 
  private:
   void reset();

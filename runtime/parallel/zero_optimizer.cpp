@@ -7,36 +7,16 @@
 #include "runtime/core/check.h"
 
 namespace trainer::parallel {
-namespace {
-
-std::vector<Range> ranges_by_unit(const model::ParamLayout& layout) {
-  std::vector<Range> out;
-  for (const model::ParamSpec& p : layout.params()) {
-    if (static_cast<size_t>(p.unit) >= out.size())
-      out.resize(static_cast<size_t>(p.unit) + 1, Range{-1, -1});
-    Range& r = out[static_cast<size_t>(p.unit)];
-    r.begin = r.begin < 0 ? p.offset : std::min(r.begin, p.offset);
-    r.end = std::max(r.end, p.offset + p.numel);
-  }
-  return out;
-}
-
-int64_t max_piece_of(const std::vector<Range>& ranges, const ZeroShards& s) {
-  int64_t k = 0;
-  for (const Range& r : ranges) k = std::max(k, s.max_piece(r.begin, r.end));
-  return k;
-}
-
-}  // namespace
 
 ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm)
     : stage_(stage),
       be_(be),
       model_(model),
       comm_(comm),
-      shards_(model.layout().total_numel(), comm.size()),
-      unit_range_(ranges_by_unit(model.layout())),
-      max_unit_piece_(max_piece_of(unit_range_, shards_)) {
+      units_(model.layout(), comm.size()),
+      shards_(units_.shards),
+      unit_range_(units_.unit_range),
+      max_unit_piece_(units_.max_unit_piece) {
   TRAINER_CHECK(stage >= 1 && stage <= 3, "zero stage " << stage);
   const Range s = shard();
   opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), s.begin, s.end);
@@ -90,7 +70,7 @@ int64_t ZeroOptimizer::scratch_bytes() const {
 
 void ZeroOptimizer::on_unit_grads_ready(int unit) {
   const Range r = unit_range_.at(static_cast<size_t>(unit));
-  if (scatters_.size() >= kScattersInFlight) finish_oldest_scatter();
+  if (scatters_.size() >= size_t{kScattersInFlight}) finish_oldest_scatter();
   std::unique_ptr<RangeReduceScatter> rs;
   if (spare_scatters_.empty()) {
     rs = std::make_unique<RangeReduceScatter>(be_, comm_, shards_, max_unit_piece_);

@@ -30,6 +30,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/parallel/zero_comm.h"
+#include "runtime/parallel/zero_layout.h"
 #include "runtime/parallel/zero_shard.h"
 
 namespace trainer::parallel {
@@ -82,15 +83,15 @@ class ZeroOptimizer {
   Backend& be_;
   model::Gpt& model_;
   dist::Comm& comm_;
-  ZeroShards shards_;
-  std::vector<Range> unit_range_;  // by unit id
-  int64_t max_unit_piece_;         // the largest piece of any unit: the range staging's size
+  ZeroUnits units_;  // the cut; the three below are its parts, named for the code that uses them
+  const ZeroShards& shards_;
+  const std::vector<Range>& unit_range_;  // by unit id
+  int64_t max_unit_piece_;                // the largest piece of any unit: the range staging's size
   std::unique_ptr<optim::AdamW> opt_;
   BackendBuffer grad_acc_;        // stage >= 2: shard-sized gradient accumulator
   BackendBuffer gather_staging_;  // stage <= 2: one chunk, for the whole-buffer all-gather
   // stage >= 2: reduce-scatters of finished units in flight (oldest first), and spent ones kept
   // for reuse (their staging stays allocated).
-  static constexpr size_t kScattersInFlight = 2;
   std::deque<std::unique_ptr<RangeReduceScatter>> scatters_;
   std::vector<std::unique_ptr<RangeReduceScatter>> spare_scatters_;
   std::optional<RangeGather> sync_gather_, prefetch_;  // stage 3

@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <tuple>
 
 #include "runtime/core/attention_state.h"
 #include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
+#include "runtime/parallel/zero_layout.h"
 #include "runtime/report/flops.h"
 
 namespace trainer::plan {
@@ -32,6 +34,49 @@ auto rank_key(const Layout& l) {
                          l.fits ? l.dp_traffic_bytes : 0.0, -l.micro_batch, l.zero);
 }
 
+size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunConfig& cfg,
+                           int micro_batch, const std::string& activation_checkpointing,
+                           bool flash_attention) {
+  const int T = cfg.model.seq_len;
+  const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
+  return model::Activations::bytes_needed(
+      layout, micro_batch, T, model::parse_recompute(activation_checkpointing),
+      bf16 ? DType::bf16 : DType::f32,
+      attention_state_shape_of(flash_attention, micro_batch, layout.dims().n_head, T), fp8);
+}
+
+HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfig& cfg, int zero,
+                        int dp, const DeviceKind& device) {
+  if (!parallel::zero_shards_state(zero, dp)) zero = 0;
+  const auto& units = layout.units();
+  parallel::LiveUnits live;
+  live.embedding = units.front().numel;
+  live.final_norm = units.back().numel;
+  for (size_t u = 1; u + 1 < units.size(); ++u)
+    live.largest_block = std::max(live.largest_block, units[u].numel);
+  HeldState h;
+  h.state = parallel::predict_held_state(zero, layout.total_numel(), dp,
+                                         parallel::bytes_per_param(cfg.precision.compute),
+                                         /*releases_pages=*/!device.cuda, live);
+  if (zero > 0)
+    h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(
+                               zero, parallel::ZeroUnits(layout, dp)));
+  return h;
+}
+
+// The divisors of n in increasing order (n <= 2^40 by config::validate's bounds on tokens per
+// step, so the square root is at most 2^20 trials).
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
 }  // namespace
 
 DeviceKind device_kind(const std::string& name, int ranks, double memory_gib) {
@@ -53,50 +98,21 @@ DeviceKind device_kind(const std::string& name, int ranks, double memory_gib) {
 
 size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
                         const std::string& activation_checkpointing, bool flash_attention) {
-  const model::ParamLayout layout = whole_layout(cfg);
-  const model::GptDims& dims = layout.dims();
-  const int T = cfg.model.seq_len;
-  const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
-  return model::Activations::bytes_needed(
-      layout, micro_batch, T, model::parse_recompute(activation_checkpointing),
-      bf16 ? DType::bf16 : DType::f32,
-      attention_state_shape_of(flash_attention, micro_batch, dims.n_head, T), fp8);
+  return activation_bytes_of(whole_layout(cfg), cfg, micro_batch, activation_checkpointing,
+                             flash_attention);
 }
 
-parallel::ZeroPrediction held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
-                                          const DeviceKind& device) {
-  const model::ParamLayout layout = whole_layout(cfg);
-  const auto& units = layout.units();
-  parallel::LiveUnits live;
-  live.embedding = units.front().numel;
-  live.final_norm = units.back().numel;
-  for (size_t u = 1; u + 1 < units.size(); ++u)
-    live.largest_block = std::max(live.largest_block, units[u].numel);
-  return parallel::predict_held_state(zero, layout.total_numel(), dp,
-                                      parallel::bytes_per_param(cfg.precision.compute),
-                                      /*releases_pages=*/!device.cuda, live);
-}
-
-double dp_traffic_bytes(int zero, int64_t num_params, int dp, int grad_accum) {
-  const double one_pass = 4.0 * static_cast<double>(num_params) * (dp - 1) / dp;
-  switch (zero) {
-    case 0:
-      return 2 * one_pass;
-    case 1:
-      return 2 * one_pass;
-    case 2:
-      return (grad_accum + 1) * one_pass;
-    default:
-      return 3.0 * grad_accum * one_pass;
-  }
+HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
+                           const DeviceKind& device) {
+  return held_state_of(whole_layout(cfg), cfg, zero, dp, device);
 }
 
 std::vector<Layout> search_layouts(const SearchRequest& request) {
   const config::RunConfig& cfg = request.cfg;
-  const int per_rank = cfg.train.micro_batch * cfg.train.grad_accum;
+  const int64_t per_rank = int64_t{cfg.train.micro_batch} * cfg.train.grad_accum;
   const report::ModelDims fd = flop_dims(cfg.model);
   const double base_flops = report::flops_per_token(fd);
-  const int64_t num_params = whole_layout(cfg).total_numel();
+  const model::ParamLayout layout = whole_layout(cfg);
   const double usable = request.usable_fraction * request.device.memory_bytes;
   // ZeRO shards over dp: with one rank no stage saves memory, so only 0 is tried (and the
   // config's own stage, to show where it stands).
@@ -105,22 +121,29 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     stages = cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
   std::vector<Layout> out;
   for (const int zero : stages) {
-    const parallel::ZeroPrediction state = held_state_bytes(cfg, zero, request.dp, request.device);
-    for (int mb = 1; mb <= per_rank; ++mb) {
-      if (per_rank % mb != 0) continue;
+    const HeldState held = held_state_of(layout, cfg, zero, request.dp, request.device);
+    const parallel::ZeroUnits units(layout, request.dp);
+    for (const int64_t mb : divisors(per_rank)) {
+      // config::validate bounds micro_batch and grad_accum to an int each; so must a layout.
+      if (mb > std::numeric_limits<int>::max() || per_rank / mb > std::numeric_limits<int>::max())
+        continue;
       for (const char* recompute : {"none", "selective", "full"}) {
         Layout l;
         l.zero = zero;
-        l.micro_batch = mb;
-        l.grad_accum = per_rank / mb;
+        l.micro_batch = static_cast<int>(mb);
+        l.grad_accum = static_cast<int>(per_rank / mb);
         l.activation_checkpointing = recompute;
-        l.state = state;
-        l.activations =
-            static_cast<double>(activation_bytes(cfg, mb, recompute, request.flash_attention));
+        l.held = held;
+        l.activations = static_cast<double>(
+            activation_bytes_of(layout, cfg, l.micro_batch, recompute, request.flash_attention));
         l.fits = l.total() <= usable;
         l.flops_ratio =
             (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
-        l.dp_traffic_bytes = dp_traffic_bytes(zero, num_params, request.dp, l.grad_accum);
+        l.dp_traffic_bytes =
+            request.dp > 1
+                ? parallel::zero_traffic_bytes(
+                      parallel::zero_shards_state(zero, request.dp) ? zero : 0, units, l.grad_accum)
+                : 0.0;
         l.is_config = zero == cfg.parallel.zero && mb == cfg.train.micro_batch &&
                       l.activation_checkpointing == cfg.activation_checkpointing;
         out.push_back(l);

@@ -9,15 +9,16 @@
 // layouts only (config::check_runnable), so dp is the number of devices.
 //
 // Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
-// says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), plus
-// the activations of one micro-batch exactly as model::Activations allocates them. A layout fits
-// when that total is within `usable_fraction` of the device's memory; the rest is left for what
-// the estimate leaves out (the CUDA context, NCCL's and cuBLASLt's buffers, gradient buckets).
+// says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), ZeRO's
+// communication staging (parallel/zero_layout.h, from which ZeroOptimizer sizes it), and the
+// activations of one micro-batch exactly as model::Activations allocates them. A layout fits when
+// that total is within `usable_fraction` of the device's memory; the rest is left for what the
+// estimate leaves out (the CUDA context, NCCL's and cuBLASLt's buffers, Gloo's copies).
 //
 // Ranking, among the layouts that fit, in this order (each a tie-break of the one before):
 //   1. fewer FLOPs per token (recompute adds forward work: report::recompute_flops_per_token);
-//   2. less dp traffic per step (ZeRO 2 reduce-scatters every micro-batch, ZeRO 3 also gathers
-//      the params for each micro-batch's forward and backward);
+//   2. less dp traffic per step (parallel::zero_traffic_bytes: ZeRO 2 reduce-scatters every
+//      micro-batch, ZeRO 3 also gathers the params for each micro-batch's forward and backward);
 //   3. a larger micro_batch (larger GEMMs, fewer launches and optimizer-free micro-steps);
 //   4. a lower ZeRO stage (fewer collectives, simpler state).
 // This is a rule a user can check by hand, not a timing model: no step time is predicted.
@@ -49,14 +50,21 @@ struct SearchRequest {
   bool flash_attention = false;  // attention keeps row statistics, not probabilities (cuda)
 };
 
+// Model state and ZeRO staging per rank, in bytes.
+struct HeldState {
+  parallel::ZeroPrediction state;
+  double zero_staging = 0;
+  double total() const { return state.total() + zero_staging; }
+};
+
 struct Layout {
   int zero = 0;
   int micro_batch = 1;
   int grad_accum = 1;
   std::string activation_checkpointing;  // none | selective | full
-  parallel::ZeroPrediction state;        // bytes per rank
+  HeldState held;                        // bytes per rank
   double activations = 0;                // bytes per rank
-  double total() const { return state.total() + activations; }
+  double total() const { return held.total() + activations; }
   bool fits = false;
   double flops_ratio = 1;       // FLOPs per token over the formula's (1 without recompute)
   double dp_traffic_bytes = 0;  // sent per rank per step (ring collectives)
@@ -72,16 +80,10 @@ std::vector<Layout> search_layouts(const SearchRequest& request);
 size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
                         const std::string& activation_checkpointing, bool flash_attention);
 
-// Model state per rank as this runtime holds it on `device` (parallel::predict_held_state).
-parallel::ZeroPrediction held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
-                                          const DeviceKind& device);
-
-// Bytes each rank sends per step over the dp group, for `num_params` fp32 gradients and
-// parameters: a ring reduce-scatter or all-gather of n bytes sends (dp-1)/dp * n, an all-reduce
-// twice that. ZeRO 0: one all-reduce of the gradients per step (the buckets of the last
-// micro-batch); 1: a reduce-scatter and a params all-gather; 2: a reduce-scatter per micro-batch
-// and the all-gather; 3: per micro-batch a reduce-scatter and two all-gathers (forward and
-// backward; after the update only the shard is kept, so none at the step's end).
-double dp_traffic_bytes(int zero, int64_t num_params, int dp, int grad_accum);
+// Model state and ZeRO staging per rank as this runtime holds them on `device`
+// (parallel::predict_held_state, parallel::zero_staging_floats). At dp 1 every stage trains as
+// stage 0 (parallel::zero_shards_state).
+HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
+                           const DeviceKind& device);
 
 }  // namespace trainer::plan

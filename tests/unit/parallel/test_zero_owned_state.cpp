@@ -10,6 +10,7 @@
 #include "../dist/comm_harness.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model/gpt.h"
+#include "runtime/parallel/zero_layout.h"
 #include "runtime/train/train_step.h"
 #include "tests/unit/small_train_config.h"
 
@@ -80,6 +81,36 @@ TEST_CASE("zero owned_state tiles the buffer and sync_params_from_owners restore
     for (const RankOutcome& o : out) {
       INFO("eval loss before " << o.loss_before << " after sync " << o.loss_after);
       CHECK(o.loss_after == o.loss_before);
+    }
+  }
+}
+
+// The staging ZeroOptimizer allocates (after a step, its reduce-scatters all made) is what
+// parallel::zero_staging_floats says, the figure `trainer plan` counts.
+TEST_CASE("zero staging is what zero_layout says, at dp 2 and 3", "[zero]") {
+  for (int dp : {2, 3}) {
+    for (int zero : {1, 2, 3}) {
+      std::vector<int64_t> staging(static_cast<size_t>(dp)), predicted(staging.size());
+      const auto errors = dist::testing::run_ranks(dp, [&](dist::testing::RankContext& ctx) {
+        auto comm = dist::testing::make_comm(ctx, 20, "dp");
+        const config::RunConfig cfg = small_config(zero);
+        cpu::CpuBackend be;
+        const auto dims = model::GptDims::from_config(cfg.model);
+        model::Gpt gpt(be, dims, model::GptShard::whole(dims));
+        gpt.init_weights(cfg.run.seed);
+        train::TrainStep step(cfg, be, gpt, train::DataParallel{comm.get()});
+        step.run(0, fixed_batches(ctx.rank, cfg.train.micro_batch * cfg.model.seq_len));
+        const auto r = static_cast<size_t>(ctx.rank);
+        staging[r] = step.state_bytes().scratch;
+        predicted[r] =
+            4 * parallel::zero_staging_floats(zero, parallel::ZeroUnits(gpt.layout(), dp));
+      });
+      for (size_t r = 0; r < errors.size(); ++r) {
+        INFO("dp " << dp << " zero " << zero << " rank " << r << ": " << errors[r]);
+        REQUIRE(errors[r].empty());
+        CHECK(staging[r] == predicted[r]);
+        CHECK(staging[r] > 0);
+      }
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "runtime/model/param_layout.h"
+#include "runtime/parallel/zero_layout.h"
 #include "runtime/plan/layout_search.h"
 #include "runtime/report/flops.h"
 #include "tests/unit/small_train_config.h"
@@ -101,13 +102,15 @@ TEST_CASE("search: model state as the backends hold it") {
   // cuda keeps the params and grads buffers whole; ZeRO shards the optimizer state (1+) and adds
   // the shard gradient accumulator (2+).
   for (int stage = 0; stage <= 3; ++stage) {
-    const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, stage, 4, gpu);
+    const plan::HeldState h = plan::held_state_bytes(cfg, stage, 4, gpu);
+    const parallel::ZeroPrediction& p = h.state;
+    CHECK((h.zero_staging > 0) == (stage > 0));
     CHECK(p.params == Approx(6 * psi));
     CHECK(p.grads == Approx(4 * psi + (stage >= 2 ? psi : 0)));
     CHECK(p.optimizer == Approx(stage >= 1 ? 2 * psi : 8 * psi));
   }
   // cpu: the formula, plus the whole units stage 2 and 3 keep (embedding + block grads; the
-  // gathered params: embedding, final norm and two blocks).
+  // gathered params: embedding, final norm and the block in use).
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
   const model::ParamLayout layout(dims, model::GptShard::whole(dims));
   const auto& units = layout.units();
@@ -116,20 +119,45 @@ TEST_CASE("search: model state as the backends hold it") {
   for (int stage = 0; stage <= 3; ++stage) {
     const parallel::ZeroPrediction formula =
         parallel::predict_zero_memory(stage, numel(cfg), 4, parallel::bytes_per_param("bf16"));
-    const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, stage, 4, cpu);
+    const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, stage, 4, cpu).state;
     CHECK(p.optimizer == Approx(formula.optimizer));
     CHECK(p.grads == Approx(formula.grads + (stage >= 2 ? 4 * (emb + block) : 0)));
-    CHECK(p.params == Approx(formula.params + (stage >= 3 ? 6 * (emb + fin + 2 * block) : 0)));
+    CHECK(p.params == Approx(formula.params + (stage >= 3 ? 6 * (emb + fin + block) : 0)));
   }
 }
 
-TEST_CASE("search: dp traffic per step of ring collectives") {
-  const double psi = 1000, pass = 4 * psi * 3 / 4;  // one reduce-scatter or all-gather at dp 4
-  CHECK(plan::dp_traffic_bytes(0, 1000, 4, 5) == Approx(2 * pass));
-  CHECK(plan::dp_traffic_bytes(1, 1000, 4, 5) == Approx(2 * pass));
-  CHECK(plan::dp_traffic_bytes(2, 1000, 4, 5) == Approx(6 * pass));
-  CHECK(plan::dp_traffic_bytes(3, 1000, 4, 5) == Approx(15 * pass));
-  for (int stage = 0; stage <= 3; ++stage) CHECK(plan::dp_traffic_bytes(stage, 1000, 1, 5) == 0);
+TEST_CASE("search: one replica trains as ZeRO 0, whatever the stage") {
+  const config::RunConfig cfg = search_config();
+  for (const char* kind : {"cpu", "h100"}) {
+    const plan::HeldState zero0 = plan::held_state_bytes(cfg, 0, 1, plan::device_kind(kind, 1));
+    for (int stage = 1; stage <= 3; ++stage) {
+      const plan::HeldState h = plan::held_state_bytes(cfg, stage, 1, plan::device_kind(kind, 1));
+      CHECK(h.total() == zero0.total());
+      CHECK(h.zero_staging == 0);
+    }
+  }
+}
+
+TEST_CASE("search: dp traffic per step of the runtime's collectives") {
+  const config::RunConfig cfg = search_config();
+  const model::GptDims dims = model::GptDims::from_config(cfg.model);
+  const model::ParamLayout layout(dims, model::GptShard::whole(dims));
+  const double psi = double(layout.total_numel());
+  const parallel::ZeroUnits u4(layout, 4);
+  // Stage 0: a ring all-reduce of the fp32 gradients; stage 1: a reduce-scatter and an
+  // all-gather of the equal chunks.
+  CHECK(parallel::zero_traffic_bytes(0, u4, 5) == Approx(2 * 3.0 / 4 * 4 * psi));
+  CHECK(parallel::zero_traffic_bytes(1, u4, 5) == Approx(2 * 3.0 * 4 * double(u4.shards.chunk())));
+  // Stage 2 reduce-scatters every micro-batch (linear in grad_accum), each unit padded to its
+  // largest piece, so one pass moves at least the chunks' share; stage 3 adds gathers.
+  const double t1 = parallel::zero_traffic_bytes(2, u4, 1),
+               t2 = parallel::zero_traffic_bytes(2, u4, 2),
+               t3 = parallel::zero_traffic_bytes(2, u4, 3);
+  CHECK(t3 - t2 == Approx(t2 - t1));
+  CHECK(t2 - t1 >= 3.0 * 4 * double(u4.shards.chunk()));
+  CHECK(parallel::zero_traffic_bytes(3, u4, 2) > t2);
+  const parallel::ZeroUnits u1(layout, 1);
+  for (int stage = 0; stage <= 3; ++stage) CHECK(parallel::zero_traffic_bytes(stage, u1, 5) == 0);
 }
 
 TEST_CASE("search: recompute adds the forward FLOPs it reruns") {

@@ -1,0 +1,56 @@
+#include "runtime/parallel/zero_layout.h"
+
+#include <algorithm>
+
+namespace trainer::parallel {
+namespace {
+
+std::vector<Range> ranges_by_unit(const model::ParamLayout& layout) {
+  std::vector<Range> out;
+  for (const model::ParamSpec& p : layout.params()) {
+    if (static_cast<size_t>(p.unit) >= out.size())
+      out.resize(static_cast<size_t>(p.unit) + 1, Range{-1, -1});
+    Range& r = out[static_cast<size_t>(p.unit)];
+    r.begin = r.begin < 0 ? p.offset : std::min(r.begin, p.offset);
+    r.end = std::max(r.end, p.offset + p.numel);
+  }
+  return out;
+}
+
+}  // namespace
+
+ZeroUnits::ZeroUnits(const model::ParamLayout& layout, int dp)
+    : shards(layout.total_numel(), dp), unit_range(ranges_by_unit(layout)) {
+  for (const Range& r : unit_range)
+    max_unit_piece = std::max(max_unit_piece, shards.max_piece(r.begin, r.end));
+}
+
+int64_t zero_staging_floats(int stage, const ZeroUnits& u) {
+  const int64_t range_op = (u.shards.dp() + 1) * u.max_unit_piece;
+  int64_t floats = 0;
+  if (stage <= 2) floats += u.shards.chunk();
+  if (stage >= 2) floats += kScattersInFlight * range_op;
+  if (stage == 3) floats += 2 * range_op;
+  return floats;
+}
+
+double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum) {
+  const ZeroShards& s = u.shards;
+  const double peers = s.dp() - 1, bytes = 4;
+  if (stage == 0) return 2 * peers / s.dp() * bytes * static_cast<double>(s.numel());
+  const double whole_buffer = peers * bytes * static_cast<double>(s.chunk());
+  if (stage == 1) return 2 * whole_buffer;
+  // A range op of unit i moves dp pieces of that unit's largest piece.
+  std::vector<double> unit_op;
+  for (const Range& r : u.unit_range)
+    unit_op.push_back(peers * bytes * static_cast<double>(s.max_piece(r.begin, r.end)));
+  double all_units = 0;
+  for (double b : unit_op) all_units += b;
+  const double scatters = grad_accum * all_units;
+  if (stage == 2) return scatters + whole_buffer;
+  const double blocks = all_units - unit_op.front() - unit_op.back();
+  const double forward_gathers = all_units + (grad_accum - 1) * (all_units - unit_op.front());
+  return scatters + forward_gathers + grad_accum * blocks;
+}
+
+}  // namespace trainer::parallel
