@@ -82,10 +82,15 @@ struct ByteUnit {
   }
 };
 
-// The overrides a user gave, as they would pass them to train (quoted where the shell needs it).
+// The overrides a user gave, as they would pass them to train (quoted where the shell needs it),
+// but those of the keys the search sets.
 std::string set_options(const std::vector<std::string>& sets) {
   std::string out;
   for (const std::string& kv : sets) {
+    const std::string key = kv.substr(0, kv.find('='));
+    if (key == "parallel.zero" || key == "train.micro_batch" || key == "train.grad_accum" ||
+        key == "activation_checkpointing")
+      continue;
     const bool plain = kv.find_first_of(" '\"*?$`\\") == std::string::npos;
     out += " --set " + (plain ? kv : "'" + kv + "'");
   }
