@@ -15,10 +15,6 @@
 
 #include "runtime/config/run_config.h"
 
-#ifndef TRAINER_GIT_REV
-#define TRAINER_GIT_REV "unknown"
-#endif
-
 namespace trainer::report {
 namespace {
 
@@ -214,10 +210,6 @@ nlohmann::json load_report(const std::string& path) {
   if (!j.is_object() || !j.contains("schema") || j["schema"] != kReportSchema)
     throw config::ConfigError("report " + path + ": schema is not " + std::string(kReportSchema));
   return j;
-}
-
-std::string build_git_rev() {
-  return TRAINER_GIT_REV;
 }
 
 std::string now_iso8601() {

@@ -166,7 +166,8 @@ void write_json_atomic(const std::string& path, const std::string& text);
 // JSON, or its schema is not trainer.report/1.
 nlohmann::json load_report(const std::string& path);
 
-// The git revision the binary was built from ("unknown" outside a git checkout).
+// The git revision the binary was built from, with "-dirty" when tracked files differed from it
+// ("unknown" outside a git checkout); taken at build time (cmake/git_rev.cmake).
 std::string build_git_rev();
 // Current UTC time, e.g. "2024-05-20T12:34:56Z".
 std::string now_iso8601();

@@ -57,3 +57,8 @@ cat compare.txt
 grep -q "1.00x" compare.txt || fail "compare shows no ratio"
 set +e; "$bin" compare out/report.json missing.json >/dev/null 2>err.txt; rc=$?; set -e
 [ $rc = 2 ] && grep -q missing.json err.txt || fail "compare of a missing report: exit $rc, $(cat err.txt)"
+# run.git_rev names the commit the binary was built from (taken at build time, with "-dirty" when
+# tracked files differed; edits since the build may differ, so only the commit is compared).
+rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
+built=$(json_get out/report.json 'd["run"]["git_rev"]')
+[ "${built%-dirty}" = "$rev" ] || fail "report git_rev $built is not the source's commit $rev"
