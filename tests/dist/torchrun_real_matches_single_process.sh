@@ -3,7 +3,8 @@
 # scripts/setup-deps.sh installs torchrun (Debian's python3-torch); skips where it is absent.
 if ! command -v torchrun >/dev/null; then
   echo "SKIPPED: torchrun not installed (Debian: python3-torch)"
-  exit 0
+  [ "${CI:-}" = true ] && { echo "FAIL: CI installs python3-torch (scripts/setup-deps.sh)"; exit 1; }
+  exit 77
 fi
 source "$2/tests/lib/dist_common.sh"
 
