@@ -167,7 +167,9 @@ std::vector<std::string> list_checkpoints(const std::string& root,
     const bool tmp = name.ends_with(".tmp");
     const std::string base = name.substr(0, tmp ? name.size() - 4 : name.size());
     if (!e.is_directory() || step_of_dir_name(base) < 0) continue;
-    if (tmp) {
+    // A directory without a manifest is never loaded (DESIGN.md): the writer commits the
+    // manifest last, so only damage from outside leaves one.
+    if (tmp || !fs::exists(e.path() / kManifestName, ec)) {
       if (incomplete) incomplete->push_back(e.path().string());
       continue;
     }

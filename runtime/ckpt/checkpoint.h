@@ -57,7 +57,8 @@ std::string step_dir_name(int64_t step);
 std::string shape_text(const std::vector<int64_t>& shape);
 // The step of a name step_dir_name() made ("step_00000100" -> 100), -1 for any other name.
 int64_t step_of_dir_name(const std::string& name);
-// Complete step directories under root, newest first; `incomplete` gets the *.tmp ones.
+// Complete step directories under root, newest first; `incomplete` gets the *.tmp ones and those
+// without a manifest.json.
 std::vector<std::string> list_checkpoints(const std::string& root,
                                           std::vector<std::string>* incomplete = nullptr);
 // A step dir, or the newest complete one under a root; throws when there is none.

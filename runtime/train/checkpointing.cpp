@@ -73,8 +73,19 @@ std::string Checkpointing::pick_resume_dir() {
   std::vector<std::string> incomplete;
   const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir(), &incomplete);
   if (rank_ == 0)
-    for (const auto& d : incomplete) spdlog::warn("checkpoint: ignoring incomplete write {}", d);
-  if (all.empty()) return "";
+    for (const auto& d : incomplete)
+      spdlog::warn("checkpoint: ignoring incomplete write {} (no manifest.json committed)", d);
+  if (all.empty()) {
+    // Only damaged ones (a step directory whose manifest is gone): starting afresh beside them
+    // would silently drop the run, so the user decides.
+    for (const auto& d : incomplete)
+      if (!d.ends_with(".tmp"))
+        throw config::ConfigError("--resume auto: " + d +
+                                  " has no manifest.json (an incomplete or damaged checkpoint), "
+                                  "and checkpoint.dir holds no complete one: move it away to "
+                                  "start afresh, or pass --resume none");
+    return "";
+  }
   if (rank_ == 0)  // older bad ones are reported; the newest one must be good (checked on load)
     for (size_t i = 1; i < all.size(); ++i) try {
         ckpt::read_manifest(all[i]);

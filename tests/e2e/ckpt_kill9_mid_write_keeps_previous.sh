@@ -62,8 +62,8 @@ cp -r ck_copy/step_00000010 nomanifest && rm nomanifest/manifest.json
 mkdir -p nm_root && mv nomanifest nm_root/step_00000010
 refused no_manifest "no manifest.json" --set checkpoint.dir=nm_root --resume auto
 refused other_shape "model shape differs" --resume ck_copy/step_00000010 --set model.n_layer=3
-mkdir -p ck_copy/step_00000005   # older and broken: reported, skipped
+mkdir -p ck_copy/step_00000005   # older, no manifest: reported, skipped
 run_single skip 8 1 30 "${c[@]}" --set checkpoint.dir=ck_copy --set train.stop_after_steps=11
-grep -q "skipping ck_copy/step_00000005" skip.log || { cat skip.log; fail "older bad one not reported"; }
+grep -q "ignoring incomplete write ck_copy/step_00000005" skip.log || { cat skip.log; fail "older bad one not reported"; }
 grep -q "resumed from ck_copy/step_00000010" skip.log || fail "newest complete one not loaded"
 echo "older broken step_00000005 reported and skipped; step 10 loaded"

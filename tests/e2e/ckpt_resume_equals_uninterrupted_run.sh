@@ -7,8 +7,14 @@ det=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_
 run_single full 8 1 40 "${det[@]}" --set checkpoint.dir=ck_full
 run_single part1 8 1 40 "${det[@]}" --set checkpoint.dir=ck_part --set train.stop_after_steps=20
 [ -d ck_part/step_00000020 ] || fail "stop_after_steps=20 wrote no checkpoint: $(ls ck_part)"
+# A step directory without a manifest (damage from outside: the writer commits the manifest
+# last) is never loaded: --resume auto takes the newest complete one and says what it ignored.
+mkdir ck_part/step_00000030
 run_single part2 8 1 40 "${det[@]}" --set checkpoint.dir=ck_part --resume auto
 grep -q "resumed from ck_part/step_00000020" part2.log || { cat part2.log; fail "part2 did not resume"; }
+grep -q "ignoring incomplete write ck_part/step_00000030" part2.log \
+  || { cat part2.log; fail "the manifest-less step_00000030 was not named"; }
+rmdir ck_part/step_00000030
 cat part1/metrics.jsonl part2/metrics.jsonl > joined.jsonl
 compare_metrics full/metrics.jsonl joined.jsonl --exact --min-steps 40 \
   || fail "resumed run differs from the uninterrupted one"
