@@ -42,7 +42,8 @@ void check_source(const std::string& key, const std::string& source) {
 
 void validate_data_sources(const RunConfig& cfg) {
   check_source("data.train", cfg.data.train);
-  check_source("data.val", cfg.data.val);
+  // Val data is read only by evals (README: it is not opened with train.eval_every 0).
+  if (cfg.train.eval_every > 0) check_source("data.val", cfg.data.val);
 }
 
 }  // namespace trainer::config

@@ -87,4 +87,9 @@ expect_exit_2 "shard mid_001.bin has token 300" "" train run.yaml --set data.tra
   --set train.eval_every=0 --set model.n_layer=1 --out midbad
 [ "$(json_get midbad/report.json 'd["run"]["status"], d["run"]["steps_completed"]')" = "failed 2" ] \
   || fail "report of the run that met bad data: $(cat midbad/report.json)"
+# data.val is checked, and read, only where evals run.
+expect_exit_2 "data.val = \"nowhere_*.bin\": no file matches" "" train run.yaml \
+  --set data.val='nowhere_*.bin' --out noval
+"$bin" train run.yaml --set data.val='nowhere_*.bin' --set train.eval_every=0 --set train.steps=1 \
+  --set model.n_layer=1 --out noval >noval.log 2>&1 || { cat noval.log; fail "data.val refused with evals off"; }
 echo "bad configs refused"
