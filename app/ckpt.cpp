@@ -128,7 +128,8 @@ void register_ckpt(CLI::App& app) {
   ex->add_option("dir", args->dir, "Step directory or checkpoint root")->required();
   ex->add_option("--out", args->out, "Output file")->required();
   ex->add_option("--format", args->format, "hf (safetensors, HF GPT-2 names) or llmc")
-      ->check(CLI::IsMember({"hf", "llmc"}));
+      ->check(CLI::IsMember({"hf", "llmc"}))
+      ->capture_default_str();
   ex->callback([args] { export_weights(args->dir, args->out, args->format); });
 }
 

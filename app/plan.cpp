@@ -214,8 +214,14 @@ void register_plan(CLI::App& app) {
           "plan: --memory-gib is the device memory --search plans for; "
           "add --search");
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
+    config::check_runnable(cfg);  // first: tp = 2 on one device is refused for what it is
     config::validate(cfg, args->gpus);
-    config::check_runnable(cfg);
+    AttentionKernel attention;  // read before anything is printed
+    try {
+      attention = attention_kernel_from_env();
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(e.what());
+    }
     if (cfg.precision.compute == "fp8" && args->gpu != "h100" && args->gpu != "h200")
       throw config::ConfigError(
           "config: precision.compute = fp8 needs a Hopper GPU (--gpu h100 "
@@ -247,8 +253,7 @@ void register_plan(CLI::App& app) {
                       dp);
     const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
     const double held = print_held_state(cfg, dp, device);
-    const bool flash =
-        device.cuda && cuda_attention_uses_flash(attention_kernel_from_env(), dims.head_dim());
+    const bool flash = device.cuda && cuda_attention_uses_flash(attention, dims.head_dim());
     const size_t activations = print_activation_memory(cfg, flash);
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),

@@ -26,7 +26,8 @@ void register_train(CLI::App& app) {
                   "Override one key, e.g. --set train.lr=1e-3 --set model.n_layer=6 (repeatable)")
       ->take_all();
   cmd->add_option("--resume", args->resume,
-                  "auto: newest complete checkpoint in checkpoint.dir if any; none; or a DIR");
+                  "auto (the default): newest complete checkpoint in checkpoint.dir if any; none: "
+                  "start afresh; or a checkpoint DIR");
   cmd->add_option("--out", args->out, "Output directory (overrides run.out_dir)")
       ->check(CLI::Validator(
           [](const std::string& v) { return v.empty() ? "must not be empty" : std::string(); },

@@ -107,10 +107,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // Gloo picks the interface it listens on from MASTER_ADDR (gloo_comm.cpp); under Slurm the
   // address comes from the nodelist, so export it as torchrun does (never overriding the user's).
   if (env.world_size > 1) ::setenv("MASTER_ADDR", env.master_addr.c_str(), 0);
+  config::check_runnable(cfg);  // first: tp = 2 on one process is refused for what it is
   config::validate(cfg, env.world_size);
   config::check_output_dirs(cfg);
   setup_logging(cfg, env.rank);
-  config::check_runnable(cfg);
   const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
 
   // 2. Rendezvous, the backend (device LOCAL_RANK), then the process grid's communicators, whose

@@ -21,8 +21,6 @@ expect_error "parallel.zero = 5" --set parallel.zero=5
 expect_error "precision.compute = fp8 needs hardware.device = cuda" --set precision.compute=fp8
 expect_error "multiples of 16" --set precision.compute=fp8 --set hardware.device=cuda \
   --set model.d_model=136 --set model.n_head=4
-expect_error "model.d_model / parallel.tp" --set precision.compute=fp8 --set hardware.device=cuda \
-  --set model.d_model=144 --set parallel.tp=2
 expect_error "model.d_model = 130" --set model.d_model=130
 expect_error "train.steps = -1" --set train.steps=-1
 expect_error "logging.level" --set logging.level=loud
@@ -68,6 +66,8 @@ expect_exit_2 "--grace-s is a launch option but comes after RUN.yaml" out launch
 expect_exit_2 "--nproc-per-node N is required" out launch run.yaml --out out
 expect_exit_2 "data-parallel layouts only" out plan run.yaml --gpus 2 --set parallel.tp=2 \
   --set model.n_head=4
+expect_exit_2 "data-parallel layouts only" out train run.yaml --set parallel.pp=2 --out out
+TRAINER_ATTENTION=fast expect_exit_2 "TRAINER_ATTENTION = 'fast'" "" plan run.yaml --gpu h100
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml
 set +e; "$bin" train bad.yaml >log 2>&1; rc=$?; set -e
 [ "$rc" = 2 ] && grep -q bogus_section log || { cat log; fail "unknown section not refused"; }
