@@ -61,4 +61,4 @@ set +e; "$bin" compare out/report.json missing.json >/dev/null 2>err.txt; rc=$?;
 # tracked files differed; edits since the build may differ, so only the commit is compared).
 rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)
 built=$(json_get out/report.json 'd["run"]["git_rev"]')
-[ "${built%-dirty}" = "$rev" ] || fail "report git_rev $built is not the source's commit $rev"
+[ "${built%-dirty}" = "$rev" ] || fail "report git_rev $built is not the source's commit $rev (rebuild after committing)"
