@@ -2,12 +2,14 @@
 
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -67,6 +69,19 @@ std::vector<int64_t> gather_peak_rss(dist::Comm* world) {
   std::vector<int64_t> all(static_cast<size_t>(world->size()));
   world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);
   return all;
+}
+
+// Nodes in the run: distinct host names over the world (world / local world size is wrong where
+// Slurm places tasks unevenly, e.g. 2 + 1).
+int count_nodes(dist::Comm* world) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  const auto mine = static_cast<int64_t>(std::hash<std::string>{}(name));
+  if (world == nullptr || world->size() == 1) return 1;
+  std::vector<int64_t> all(static_cast<size_t>(world->size()));
+  world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);
+  std::sort(all.begin(), all.end());
+  return static_cast<int>(std::unique(all.begin(), all.end()) - all.begin());
 }
 
 double mean_after(const std::vector<double>& v, int skip) {
@@ -195,7 +210,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // 5. Report skeleton (hardware peak, model size, batch).
       report::RunContext ctx;
       ctx.world_size = env.world_size;
-      ctx.nodes = std::max(1, env.world_size / std::max(1, env.local_world_size));
+      ctx.nodes = count_nodes(world);
       ctx.device_name = backend->name();
       ctx.peak =
           report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);

@@ -13,3 +13,6 @@ done
 for p in "${pids[@]}"; do wait $p || { cat node*.log; fail "a node's launcher failed"; }; done
 compare_metrics ref/metrics.jsonl nodes/metrics.jsonl --rtol 1e-5 --min-steps 12
 [ "$(json_get nodes/report.json 'd["parallel"]["world_size"]')" = 2 ] || fail "world is not 2"
+# hardware.nodes counts hosts: both "nodes" are this machine (world 2 / 1 local rank would say 2).
+[ "$(json_get nodes/report.json 'd["hardware"]["nodes"]')" = 1 ] \
+  || fail "hardware.nodes $(json_get nodes/report.json 'd["hardware"]["nodes"]') for one host"
