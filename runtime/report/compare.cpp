@@ -62,6 +62,7 @@ std::vector<NumericRow> numeric_rows() {
     };
   };
   return {
+      {"params", at("/model/params"), count("/model/params")},
       {"tokens/step", at("/batch/tokens_per_step"), count("/batch/tokens_per_step")},
       {"tokens/s", at("/throughput/tokens_per_second"), count("/throughput/tokens_per_second")},
       {"tokens/s/device", at("/throughput/tokens_per_second_per_device"),
@@ -132,6 +133,17 @@ bool same_token_counts(const std::vector<LoadedReport>& reports) {
   for (const LoadedReport& r : reports) {
     const double tokens = number_at(r.json, "/loss/tokens_seen");
     if (tokens != first && !(std::isnan(tokens) && std::isnan(first))) return false;  // both absent
+  }
+  return true;
+}
+
+bool same_model(const std::vector<LoadedReport>& reports) {
+  for (const char* p : {"/model/params", "/model/flops_per_token"}) {
+    const double first = number_at(reports.front().json, p);
+    for (const LoadedReport& r : reports) {
+      const double v = number_at(r.json, p);
+      if (v != first && !(std::isnan(v) && std::isnan(first))) return false;
+    }
   }
   return true;
 }
@@ -236,9 +248,13 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 
   std::string warning;
+  if (!same_model(reports))
+    warning +=
+        "warning: the reports train different models (params, flops/token): compare their MFU, "
+        "not their tokens/s\n";
   if (!same_token_counts(reports)) {
     const std::optional<double> common = largest_common_tokens(reports);
-    warning = token_warning(reports, common);
+    warning += token_warning(reports, common);
     if (common) add_common_loss_row(t, reports, *common);
   }
   return warning + render(t);

@@ -51,6 +51,20 @@ TEST_CASE("compare_shows_ratios_to_the_first_report", "[compare]") {
   CHECK_THAT(row_of(table, "status"), Catch::Contains("completed"));
 }
 
+TEST_CASE("compare_warns_when_the_models_differ", "[compare]") {
+  SampleRun a, b;
+  a.name = "small";
+  b.name = "large";
+  auto ra = loaded(a), rb = loaded(b);
+  CHECK_THAT(compare_reports({ra, rb}), !Catch::Contains("different models"));
+  rb.json["model"]["params"] = 2 * ra.json["model"]["params"].get<double>();
+  rb.json["model"]["flops_per_token"] = 2 * ra.json["model"]["flops_per_token"].get<double>();
+  const std::string table = compare_reports({ra, rb});
+  INFO(table);
+  CHECK_THAT(table, Catch::Contains("warning: the reports train different models"));
+  CHECK_THAT(row_of(table, "params"), Catch::Contains("(2.00x)"));
+}
+
 TEST_CASE("compare_shows_which_runs_failed", "[compare]") {
   SampleRun a, b;
   a.name = "base";
