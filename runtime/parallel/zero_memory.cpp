@@ -27,7 +27,8 @@ ZeroPrediction predict_held_state(int stage, int64_t num_params, int dp, BytesPe
   }
   const double block_pair = static_cast<double>(live.embedding + live.largest_block);
   if (stage >= 2) p.grads += b.grads * block_pair;
-  if (stage >= 3) p.params += b.params * (block_pair + static_cast<double>(live.final_norm));
+  if (stage >= 3)
+    p.params += b.params * (block_pair + static_cast<double>(live.final_norm + live.largest_block));
   return p;
 }
 

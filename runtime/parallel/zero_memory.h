@@ -38,8 +38,8 @@ struct LiveUnits {
 //  - a backend that hands released ranges back (cpu): the formula, plus in stage 2 the full-size
 //    fp32 gradients of the units not yet reduce-scattered (the embedding, which the tied head
 //    writes first, and the block in flight), plus in stage 3 the gathered units' params (the
-//    embedding, the final norm and the block in use; the prefetched one is still in the gather's
-//    staging, zero_layout.h);
+//    embedding, the final norm, and two blocks: a block lands before the one before it is
+//    released);
 //  - one that keeps its buffers (cuda): params and grads stay whole in every stage; stage 1 and
 //    up shard the optimizer state, and stage 2 and up add a shard-sized fp32 gradient accumulator.
 ZeroPrediction predict_held_state(int stage, int64_t num_params, int dp, BytesPerParam b,

@@ -167,6 +167,7 @@ void ZeroOptimizer::before_unit(int unit, bool backward) {
   const int final_unit = static_cast<int>(unit_range_.size()) - 1;
   ensure_gathered(unit);
   if (unit == final_unit) ensure_gathered(0);  // the tied head reads wte
+  sample_residency();  // the peak: this unit landed, the one before it not yet released
   // The unit visited just before this one is done (unit 0 stays for the head).
   const int prev = backward ? unit + 1 : unit - 1;
   if (prev > 0 && prev <= final_unit && prev != unit) release(prev);

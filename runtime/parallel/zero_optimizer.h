@@ -86,7 +86,7 @@ class ZeroOptimizer {
   ZeroUnits units_;  // the cut; the three below are its parts, named for the code that uses them
   const ZeroShards& shards_;
   const std::vector<Range>& unit_range_;  // by unit id
-  int64_t max_unit_piece_;                // the largest piece of any unit: the range staging's size
+  const int64_t& max_unit_piece_;         // the largest piece of any unit: the range staging's size
   std::unique_ptr<optim::AdamW> opt_;
   BackendBuffer grad_acc_;        // stage >= 2: shard-sized gradient accumulator
   BackendBuffer gather_staging_;  // stage <= 2: one chunk, for the whole-buffer all-gather

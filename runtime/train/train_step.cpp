@@ -4,13 +4,14 @@
 #include <cmath>
 
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/parallel/zero_layout.h"
 
 namespace trainer::train {
 
 TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp)
     : cfg_(cfg), be_(be), model_(model), dp_(dp) {
   const int64_t n = model_.layout().total_numel();
-  if (cfg.parallel.zero > 0 && dp_.size() > 1) {
+  if (parallel::zero_shards_state(cfg.parallel.zero, dp_.size())) {
     zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm);
   } else {  // zero 0, or a single replica (nothing to shard)
     opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), 0, n);

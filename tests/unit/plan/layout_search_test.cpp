@@ -122,7 +122,7 @@ TEST_CASE("search: model state as the backends hold it") {
     const parallel::ZeroPrediction p = plan::held_state_bytes(cfg, stage, 4, cpu).state;
     CHECK(p.optimizer == Approx(formula.optimizer));
     CHECK(p.grads == Approx(formula.grads + (stage >= 2 ? 4 * (emb + block) : 0)));
-    CHECK(p.params == Approx(formula.params + (stage >= 3 ? 6 * (emb + fin + block) : 0)));
+    CHECK(p.params == Approx(formula.params + (stage >= 3 ? 6 * (emb + fin + 2 * block) : 0)));
   }
 }
 
