@@ -127,7 +127,7 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   // Without the ranks' gathered times (a failed run) only a single rank's run knows its straggler.
   if (!obs.rank_step_times.empty())
     report.stragglers = find_straggler(obs.rank_step_times, exclude);
-  else if (report.hardware.device_count <= 1)
+  else if (report.hardware.device_count <= 1 && !obs.steps.empty())
     report.stragglers = find_straggler({step_times(obs.steps)}, exclude);
   else
     report.stragglers = {};

@@ -196,14 +196,16 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       if (first_step >= last) {
         // A re-run of a finished (or stopped-here) job, e.g. a requeue: nothing to train, and the
         // earlier run's report.json and metrics.jsonl stay as they are.
+        // A checkpoint past the end (train.steps lowered since) may not be what was meant.
+        const auto level = first_step > last ? spdlog::level::warn : spdlog::level::info;
         if (lead)
-          spdlog::info(
-              "nothing to train: resumed at step {}, and this run ends at step {} (train.steps {}"
-              "{}); report.json and metrics.jsonl are left as they were",
-              first_step, last, total,
-              cfg.train.stop_after_steps > 0
-                  ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
-                  : std::string());
+          spdlog::log(level,
+                      "nothing to train: resumed at step {}, and this run ends at step {} "
+                      "(train.steps {}{}); report.json and metrics.jsonl are left as they were",
+                      first_step, last, total,
+                      cfg.train.stop_after_steps > 0
+                          ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
+                          : std::string());
         return 0;
       }
 
@@ -290,6 +292,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         }
         stop = checkpoints.after_step(step + 1);
         done = step + 1;
+        if (lead) builder->set_memory({}, memory_breakdown());  // ZeRO's peaks grow in steps
         if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
           profile = log_profile(*profiler, profile_from + 1);
         if (!lead) continue;

@@ -9,7 +9,8 @@ limit=$((timeout_s + 10))
 # 1. A rank that throws (an exception mid-run) under trainer launch.
 start=$(date +%s)
 set +e
-TRAINER_TEST_FAULT="rank=1,step=5,kind=throw" timeout 120 "$bin" launch --nproc-per-node 2 "${args[@]}" --out throw >throw.log 2>&1
+TRAINER_TEST_FAULT="rank=1,step=5,kind=throw" timeout 120 "$bin" launch --nproc-per-node 2 "${args[@]}" \
+  --set parallel.zero=3 --out throw >throw.log 2>&1
 rc=$?
 set -e
 took=$(( $(date +%s) - start ))
@@ -18,15 +19,17 @@ cat throw.log | tail -5
 [ $took -le $limit ] || fail "group took ${took}s (> ${limit}s) to stop"
 grep -q "launch: rank 1 exited with code 1" throw.log || fail "launcher did not name rank 1"
 grep -q "injected fault" throw.log || fail "the failing rank's error was not printed"
-# Rank 0's report says failed, with what it knows: the memory it allocated; no straggler or
-# peak figures, which need every rank's (null, not made up).
+# Rank 0's report says failed, with what it knows: the memory it held up to its last step (ZeRO
+# 3's params and staging peak during steps); no straggler or peak figures, which need every
+# rank's (null, not made up).
 /usr/bin/python3 - <<'PY' || fail "the failed run's report: $(cat throw/report.json)"
 import json
 r = json.load(open("throw/report.json"))
 assert r["run"]["status"] == "failed", r["run"]
 assert r["stragglers"] == {"slowest_rank": None, "slowest_over_median_step_time": None}, r["stragglers"]
 assert r["memory"]["peak_bytes_per_rank"] == {"max": None, "mean": None}, r["memory"]
-assert r["memory"]["breakdown"]["params"] > 0 and r["memory"]["breakdown"]["activations"] > 0
+b = r["memory"]["breakdown"]
+assert b["params"] > 0 and b["grads"] > 0 and b["zero_staging"] > 0 and b["activations"] > 0, b
 PY
 
 # 2. Ranks without a launcher (as torchrun/srun start them), one rank surviving each failure:
