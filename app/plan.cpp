@@ -92,7 +92,9 @@ std::string set_options(const std::vector<std::string>& sets) {
         key == "activation_checkpointing")
       continue;
     const bool plain = kv.find_first_of(" '\"*?$`\\") == std::string::npos;
-    out += " --set " + (plain ? kv : "'" + kv + "'");
+    std::string quoted = "'";
+    for (const char c : kv) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += " --set " + (plain ? kv : quoted + "'");
   }
   return out;
 }

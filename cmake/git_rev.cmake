@@ -3,7 +3,14 @@
 # run.git_rev names the code that was built, not the commit the build directory was configured at.
 execute_process(COMMAND git rev-parse --short HEAD WORKING_DIRECTORY ${SRC}
   OUTPUT_VARIABLE rev OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE failed)
-if(failed OR NOT rev)
+# A source tree unpacked inside another repository is not that repository's commit.
+execute_process(COMMAND git rev-parse --show-toplevel WORKING_DIRECTORY ${SRC}
+  OUTPUT_VARIABLE top OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+get_filename_component(src_real ${SRC} REALPATH)
+if(top)
+  get_filename_component(top ${top} REALPATH)
+endif()
+if(failed OR NOT rev OR NOT top STREQUAL src_real)
   set(rev unknown)
 else()
   execute_process(COMMAND git diff --quiet HEAD -- WORKING_DIRECTORY ${SRC}

@@ -109,6 +109,9 @@ TEST_CASE("sizes_that_do_not_divide_name_both_keys", "[config][validate]") {
       {{"model.moe.num_experts=2", "model.moe.top_k=3"},
        1,
        "model.moe.top_k = 3 exceeds model.moe.num_experts = 2"},
+      {{"precision.compute=fp8", "hardware.device=cuda", "model.d_model=144", "parallel.tp=2"},
+       2,
+       "model.d_model / parallel.tp"},
   };
   for (const Case& c : cases) {
     RunConfig cfg = with(c.overrides);
