@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -33,6 +34,25 @@ train::BatchSource fixed_batches(int rank, int n) {
   };
 }
 
+// One dp rank of the small model under ZeRO `zero`, stepping through TrainStep (built after the
+// weights are initialized: ZeRO 3 releases what its rank does not own as it starts).
+struct ZeroRank {
+  ZeroRank(dist::testing::RankContext& ctx, int zero)
+      : comm(dist::testing::make_comm(ctx, 20, "dp")),
+        cfg(small_config(zero)),
+        dims(model::GptDims::from_config(cfg.model)),
+        gpt(be, dims, model::GptShard::whole(dims)) {
+    gpt.init_weights(cfg.run.seed);
+    step = std::make_unique<train::TrainStep>(cfg, be, gpt, train::DataParallel{comm.get()});
+  }
+  std::unique_ptr<dist::Comm> comm;
+  const config::RunConfig cfg;
+  cpu::CpuBackend be;
+  const model::GptDims dims;
+  model::Gpt gpt;
+  std::unique_ptr<train::TrainStep> step;
+};
+
 struct RankOutcome {
   int64_t begin = 0, end = 0;
   double loss_before = 0, loss_after = 0;
@@ -47,13 +67,10 @@ TEST_CASE("zero owned_state tiles the buffer and sync_params_from_owners restore
     std::vector<RankOutcome> out(dp);
     int64_t total = 0;
     const auto errors = dist::testing::run_ranks(dp, [&](dist::testing::RankContext& ctx) {
-      auto comm = dist::testing::make_comm(ctx, 20, "dp");
-      const config::RunConfig cfg = small_config(zero);
-      cpu::CpuBackend be;
-      const auto dims = model::GptDims::from_config(cfg.model);
-      model::Gpt gpt(be, dims, model::GptShard::whole(dims));
-      gpt.init_weights(cfg.run.seed);
-      train::TrainStep step(cfg, be, gpt, train::DataParallel{comm.get()});
+      ZeroRank rank(ctx, zero);
+      const config::RunConfig& cfg = rank.cfg;
+      model::Gpt& gpt = rank.gpt;
+      train::TrainStep& step = *rank.step;
       const auto batches = fixed_batches(ctx.rank, cfg.train.micro_batch * cfg.model.seq_len);
       step.run(0, batches);
       RankOutcome& o = out[static_cast<size_t>(ctx.rank)];
@@ -92,18 +109,13 @@ TEST_CASE("zero staging is what zero_layout says, at dp 2 and 3", "[zero]") {
     for (int zero : {1, 2, 3}) {
       std::vector<int64_t> staging(static_cast<size_t>(dp)), predicted(staging.size());
       const auto errors = dist::testing::run_ranks(dp, [&](dist::testing::RankContext& ctx) {
-        auto comm = dist::testing::make_comm(ctx, 20, "dp");
-        const config::RunConfig cfg = small_config(zero);
-        cpu::CpuBackend be;
-        const auto dims = model::GptDims::from_config(cfg.model);
-        model::Gpt gpt(be, dims, model::GptShard::whole(dims));
-        gpt.init_weights(cfg.run.seed);
-        train::TrainStep step(cfg, be, gpt, train::DataParallel{comm.get()});
-        step.run(0, fixed_batches(ctx.rank, cfg.train.micro_batch * cfg.model.seq_len));
+        ZeroRank rank(ctx, zero);
+        rank.step->run(
+            0, fixed_batches(ctx.rank, rank.cfg.train.micro_batch * rank.cfg.model.seq_len));
         const auto r = static_cast<size_t>(ctx.rank);
-        staging[r] = step.state_bytes().scratch;
+        staging[r] = rank.step->state_bytes().scratch;
         predicted[r] =
-            4 * parallel::zero_staging_floats(zero, parallel::ZeroUnits(gpt.layout(), dp));
+            4 * parallel::zero_staging_floats(zero, parallel::ZeroUnits(rank.gpt.layout(), dp));
       });
       for (size_t r = 0; r < errors.size(); ++r) {
         INFO("dp " << dp << " zero " << zero << " rank " << r << ": " << errors[r]);
