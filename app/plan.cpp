@@ -17,6 +17,7 @@
 #include "runtime/parallel/zero_memory.h"
 #include "runtime/plan/layout_search.h"
 #include "runtime/report/flops.h"
+#include "runtime/report/report_from_config.h"
 
 namespace trainer::app {
 
@@ -230,7 +231,7 @@ void register_plan(CLI::App& app) {
           "or h200); --gpu " +
           args->gpu + " runs bf16");
     const auto& m = cfg.model;
-    const report::ModelDims md{m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
+    const report::ModelDims md = report::model_dims(m);
     const report::ParamCounts pc = report::count_params(md);
     const int dp = cfg.parallel.dp > 0
                        ? cfg.parallel.dp

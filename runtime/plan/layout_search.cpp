@@ -12,6 +12,7 @@
 #include "runtime/model/param_layout.h"
 #include "runtime/parallel/zero_layout.h"
 #include "runtime/report/flops.h"
+#include "runtime/report/report_from_config.h"
 
 namespace trainer::plan {
 
@@ -22,10 +23,6 @@ constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 model::ParamLayout whole_layout(const config::RunConfig& cfg) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
   return model::ParamLayout(dims, model::GptShard::whole(dims));
-}
-
-report::ModelDims flop_dims(const config::ModelConfig& m) {
-  return {m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
 }
 
 // Ranking key: smaller is better (see layout_search.h).
@@ -45,22 +42,22 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
       attention_state_shape_of(flash_attention, micro_batch, layout.dims().n_head, T), fp8);
 }
 
-HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfig& cfg, int zero,
+// `units`: ZeRO's cut of this layout over dp ranks.
+HeldState held_state_of(const parallel::ZeroUnits& units, const config::RunConfig& cfg, int zero,
                         int dp, const DeviceKind& device) {
   if (!parallel::zero_shards_state(zero, dp)) zero = 0;
-  const auto& units = layout.units();
+  const std::vector<parallel::Range>& r = units.unit_range;
   parallel::LiveUnits live;
-  live.embedding = units.front().numel;
-  live.final_norm = units.back().numel;
-  for (size_t u = 1; u + 1 < units.size(); ++u)
-    live.largest_block = std::max(live.largest_block, units[u].numel);
+  live.embedding = r.front().size();
+  live.final_norm = r.back().size();
+  for (size_t u = 1; u + 1 < r.size(); ++u)
+    live.largest_block = std::max(live.largest_block, r[u].size());
   HeldState h;
-  h.state = parallel::predict_held_state(zero, layout.total_numel(), dp,
+  h.state = parallel::predict_held_state(zero, units.shards.numel(), dp,
                                          parallel::bytes_per_param(cfg.precision.compute),
                                          /*releases_pages=*/!device.cuda, live);
   if (zero > 0)
-    h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(
-                               zero, parallel::ZeroUnits(layout, dp)));
+    h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
   return h;
 }
 
@@ -104,13 +101,13 @@ size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
 
 HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
                            const DeviceKind& device) {
-  return held_state_of(whole_layout(cfg), cfg, zero, dp, device);
+  return held_state_of(parallel::ZeroUnits(whole_layout(cfg), dp), cfg, zero, dp, device);
 }
 
 std::vector<Layout> search_layouts(const SearchRequest& request) {
   const config::RunConfig& cfg = request.cfg;
   const int64_t per_rank = int64_t{cfg.train.micro_batch} * cfg.train.grad_accum;
-  const report::ModelDims fd = flop_dims(cfg.model);
+  const report::ModelDims fd = report::model_dims(cfg.model);
   const double base_flops = report::flops_per_token(fd);
   const model::ParamLayout layout = whole_layout(cfg);
   const double usable = request.usable_fraction * request.device.memory_bytes;
@@ -121,8 +118,8 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     stages = cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
   std::vector<Layout> out;
   for (const int zero : stages) {
-    const HeldState held = held_state_of(layout, cfg, zero, request.dp, request.device);
     const parallel::ZeroUnits units(layout, request.dp);
+    const HeldState held = held_state_of(units, cfg, zero, request.dp, request.device);
     for (const int64_t mb : divisors(per_rank)) {
       // config::validate bounds micro_batch and grad_accum to an int each; so must a layout.
       if (mb > std::numeric_limits<int>::max() || per_rank / mb > std::numeric_limits<int>::max())
