@@ -33,24 +33,23 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
   const int n = req.world->size();
   std::vector<uint8_t> hashes(64 * static_cast<size_t>(n));
   req.world->all_gather(mine.sha256.data(), hashes.data(), 64, dist::CommDType::u8);
-  int64_t info[3] = {mine.bytes, req.owned.begin, req.owned.end};
-  std::vector<int64_t> infos(3 * static_cast<size_t>(n));
-  req.world->all_gather(info, infos.data(), 3, dist::CommDType::i64);
+  const model::GptShard& shard = req.layout->shard();
+  int64_t info[4] = {mine.bytes, req.owned.begin, req.owned.end, shard.tp_rank};
+  std::vector<int64_t> infos(4 * static_cast<size_t>(n));
+  req.world->all_gather(info, infos.data(), 4, dist::CommDType::i64);
   std::vector<ShardFile> out;
   for (int r = 0; r < n; ++r) {
     const size_t i = static_cast<size_t>(r);
+    // That rank's layout: this one's, but for its own tp slice.
+    model::GptShard theirs = shard;
+    theirs.tp_rank = static_cast<int>(infos[4 * i + 3]);
+    const model::ParamLayout layout(req.layout->dims(), theirs);
     ShardFile f{r, rank_file_name(r),
-                std::string(hashes.begin() + 64 * i, hashes.begin() + 64 * (i + 1)), infos[3 * i],
-                pieces_of_range(*req.layout, infos[3 * i + 1], infos[3 * i + 2])};
+                std::string(hashes.begin() + 64 * i, hashes.begin() + 64 * (i + 1)), infos[4 * i],
+                saved_pieces(layout, infos[4 * i + 1], infos[4 * i + 2])};
     out.push_back(std::move(f));
   }
   return out;
-}
-
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
 }
 
 void prune(const std::string& root, int keep) {
@@ -63,7 +62,7 @@ void prune(const std::string& root, int keep) {
 
 ShardFile write_shard_file(const std::string& tmp_dir, int rank, const model::ParamLayout& layout,
                            const OwnedShard& owned, const Manifest& manifest) {
-  ShardFile f{rank, rank_file_name(rank), "", 0, pieces_of_range(layout, owned.begin, owned.end)};
+  ShardFile f{rank, rank_file_name(rank), "", 0, saved_pieces(layout, owned.begin, owned.end)};
   std::vector<TensorToWrite> tensors;
   const float* base[3] = {owned.params, owned.m, owned.v};
   for (int k = 0; k < 3; ++k)
@@ -280,17 +279,24 @@ const std::vector<int64_t>& CheckpointReader::global_shape(const std::string& te
 void CheckpointReader::read_global(const std::string& kind, const std::string& tensor,
                                    int64_t first, int64_t count, float* out) {
   const auto& shape = global_shape(tensor);
+  const int64_t last = first + count;
   int64_t covered = 0;
   for (size_t s = 0; s < manifest_.shards.size(); ++s)
     for (const auto& p : manifest_.shards[s].pieces) {
       if (p.tensor != tensor) continue;
-      if (!p.whole_tensor_local(shape))
-        throw CheckpointError(dir_ + ": '" + tensor +
-                              "' was saved tp-sliced; reading tp slices is not implemented yet");
-      const int64_t lo = std::max(first, p.a), hi = std::min(first + count, p.b);
-      if (lo >= hi) continue;
-      file(s).read_f32(kind + "/" + tensor, lo - p.a, hi - lo, out + (lo - first));
-      covered += hi - lo;
+      // The piece holds elements [a, b) of a rank's slice of the tensor (tp): each contiguous run
+      // of that slice sits at its own place in the global tensor.
+      model::for_each_slice_run(
+          shape, p.split_dim, p.tp_ranges, [&](int64_t global, int64_t local, int64_t n) {
+            const int64_t l_lo = std::max(local, p.a), l_hi = std::min(local + n, p.b);
+            if (l_lo >= l_hi) return;
+            const int64_t g_lo = std::max(first, global + (l_lo - local)),
+                          g_hi = std::min(last, global + (l_hi - local));
+            if (g_lo >= g_hi) return;
+            const int64_t in_piece = local + (g_lo - global) - p.a;
+            file(s).read_f32(kind + "/" + tensor, in_piece, g_hi - g_lo, out + (g_lo - first));
+            covered += g_hi - g_lo;
+          });
     }
   if (covered != count)
     throw CheckpointError(dir_ + ": elements of '" + tensor + "' missing from every shard (" +
@@ -301,10 +307,17 @@ void CheckpointReader::read_owned(const model::ParamLayout& layout, const OwnedS
   float* base[3] = {owned.params, owned.m, owned.v};
   for (const auto& p : pieces_of_range(layout, owned.begin, owned.end)) {
     const auto& spec = layout.find(p.tensor);
-    if (spec.numel != numel_of(spec.global_shape))
-      throw CheckpointError("loading into a tp-sliced layout is not implemented yet");
-    for (int k = 0; k < 3; ++k)
-      read_global(kKinds[k], p.tensor, p.a, p.b - p.a, base[k] + spec.offset + p.a - owned.begin);
+    // This layout's slice of the tensor (tp) in runs of the global tensor, whatever slices the
+    // saving grid had.
+    model::for_each_slice_run(spec.global_shape, spec.split_dim, spec.local_ranges,
+                              [&](int64_t global, int64_t local, int64_t n) {
+                                const int64_t lo = std::max(local, p.a),
+                                              hi = std::min(local + n, p.b);
+                                if (lo >= hi) return;
+                                for (int k = 0; k < 3; ++k)
+                                  read_global(kKinds[k], p.tensor, global + (lo - local), hi - lo,
+                                              base[k] + spec.offset + lo - owned.begin);
+                              });
   }
 }
 

@@ -14,16 +14,6 @@ std::string Grid::describe() const {
   return s.str();
 }
 
-bool Piece::whole_tensor_local(const std::vector<int64_t>& global_shape) const {
-  // Ranges that follow each other from 0 to the full extent (c_attn's q, k, v at tp 1).
-  int64_t next = 0;
-  for (const auto& r : tp_ranges) {
-    if (r.global_start != next) return false;
-    next += r.length;
-  }
-  return next == global_shape[static_cast<size_t>(split_dim)];
-}
-
 namespace {
 
 nlohmann::json dims_json(const model::GptDims& d) {
@@ -154,6 +144,13 @@ std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t beg
     if (lo >= hi) continue;
     out.push_back({p.name, p.split_dim, p.local_ranges, lo - p.offset, hi - p.offset});
   }
+  return out;
+}
+
+std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end) {
+  std::vector<Piece> out = pieces_of_range(layout, begin, end);
+  if (layout.shard().tp_rank == 0) return out;
+  std::erase_if(out, [&](const Piece& p) { return layout.find(p.tensor).tp_replicated; });
   return out;
 }
 

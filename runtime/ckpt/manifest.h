@@ -28,7 +28,6 @@ struct Piece {
   int split_dim = 0;
   std::vector<model::SliceRange> tp_ranges;  // the rank-local tensor within the global one
   int64_t a = 0, b = 0;                      // elements of the rank-local tensor
-  bool whole_tensor_local(const std::vector<int64_t>& global_shape) const;
 };
 
 struct ShardFile {
@@ -69,5 +68,8 @@ std::string model_difference(const model::GptDims& saved, const model::GptDims& 
 
 // Pieces covering flat elements [begin, end) of a layout's buffer, in layout order.
 std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t begin, int64_t end);
+// The pieces a rank saves of its range: all of them on tp rank 0; elsewhere only the tensors the
+// tp ranks slice (tp rank 0 saves the ones every tp rank holds whole: norms, biases, embeddings).
+std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end);
 
 }  // namespace trainer::ckpt

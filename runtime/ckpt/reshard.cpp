@@ -41,11 +41,11 @@ Grid parse_grid(const std::string& spec) {
     else
       bad("unknown key '" + k + "' (dp, zero, tp, pp, cp)");
   }
-  if (g.tp != 1 || g.pp != 1 || g.cp != 1)
-    bad("this build reshards to data-parallel layouts only (tp, pp, cp = 1)");
-  if (g.dp < 1 || g.dp > 65536 || g.zero < 0 || g.zero > 3)
-    bad("need dp in [1, 65536] and zero in 0..3");
-  g.world = g.dp;
+  if (g.pp != 1 || g.cp != 1)
+    bad("this build reshards to data- and tensor-parallel layouts only (pp, cp = 1)");
+  if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.zero < 0 || g.zero > 3)
+    bad("need dp in [1, 65536], tp in [1, 1024] and zero in 0..3");
+  g.world = g.dp * g.tp;
   return g;
 }
 
@@ -61,18 +61,25 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
                                const std::string& out_root) {
   CheckpointReader reader(step_dir);
   Manifest m = reader.manifest();
-  const model::ParamLayout layout(m.model, model::GptShard::whole(m.model));
+  const model::GptDims& d = m.model;
+  if (d.n_head % grid.tp != 0 || d.ffn_hidden() % grid.tp != 0)
+    throw config::ConfigError("--to tp=" + std::to_string(grid.tp) +
+                              ": tp must divide the model's n_head (" + std::to_string(d.n_head) +
+                              ") and MLP width (" + std::to_string(d.ffn_hidden()) + ")");
   m.grid = grid;
   const std::string tmp = begin_checkpoint(out_root, m.step);
   std::vector<ShardFile> shards;
   for (int r = 0; r < grid.world; ++r) {
-    const auto [b, e] = owned_range(layout.total_numel(), r, grid);
+    // The runtime's rank order (dist/mesh.h): tp fastest, then dp.
+    const model::ParamLayout layout(d, model::GptShard::tp_slice(d, r % grid.tp, grid.tp));
+    const auto [b, e] = owned_range(layout.total_numel(), r / grid.tp, grid);
     std::vector<float> p(static_cast<size_t>(e - b)), mo(p.size()), v(p.size());
     const OwnedShard owned{b, e, p.data(), mo.data(), v.data()};
     reader.read_owned(layout, owned);
     shards.push_back(write_shard_file(tmp, r, layout, owned, m));
   }
-  return commit_checkpoint(out_root, m, layout, shards, 0);
+  return commit_checkpoint(out_root, m, model::ParamLayout(d, model::GptShard::whole(d)), shards,
+                           0);
 }
 
 }  // namespace trainer::ckpt

@@ -1,5 +1,5 @@
 #pragma once
-// Offline resharding: rewrite a checkpoint for another grid (dp and zero stage now). Online
+// Offline resharding: rewrite a checkpoint for another grid (dp, tp and zero stage). Online
 // loads do not need it (each rank reads the global elements it owns); it makes a checkpoint whose
 // files match the new grid one to one.
 #include <string>
@@ -8,9 +8,10 @@
 
 namespace trainer::ckpt {
 
-// "dp=4,zero=1" -> Grid (keys dp, zero, tp, pp, cp; tp/pp/cp must be 1 for now).
+// "dp=4,tp=2,zero=1" -> Grid (keys dp, zero, tp, pp, cp; pp and cp must be 1 for now).
 Grid parse_grid(const std::string& spec);
-// Elements [begin, end) of `total` owned by dp rank r: all on rank 0 for zero 0, 1/dp each else.
+// Elements [begin, end) of `total` (one tp slice's buffer) owned by dp rank r: all on rank 0 for
+// zero 0, 1/dp each else.
 std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid);
 // Writes <out_root>/step_N/ from step_dir for `grid`; returns the new step dir.
 std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,

@@ -33,6 +33,10 @@ struct GptShard {
   bool has_head = true;                 // last pipeline stage (final norm + tied output layer)
 
   static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true}; }
+  // Every layer, tp slice `tp_rank` of `tp_size` (no pipeline stages).
+  static GptShard tp_slice(const GptDims& d, int tp_rank, int tp_size) {
+    return {tp_rank, tp_size, 0, d.n_layer, true, true};
+  }
 };
 
 }  // namespace trainer::model

@@ -1,6 +1,7 @@
 #include "runtime/model/param_layout.h"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "runtime/core/check.h"
@@ -138,27 +139,32 @@ const ParamSpec& ParamLayout::find(const std::string& name) const {
 }  // namespace trainer::model
 
 namespace trainer::model {
-namespace {
 
-// Visits (global offset, local offset, count) runs of contiguous elements.
-template <class F>
-void for_each_run(const ParamSpec& s, F&& f) {
+void for_each_slice_run(const std::vector<int64_t>& global_shape, int split_dim,
+                        const std::vector<SliceRange>& ranges,
+                        const std::function<void(int64_t, int64_t, int64_t)>& f) {
   int64_t inner = 1;
-  for (size_t i = static_cast<size_t>(s.split_dim) + 1; i < s.global_shape.size(); ++i)
-    inner *= s.global_shape[i];
+  for (size_t i = static_cast<size_t>(split_dim) + 1; i < global_shape.size(); ++i)
+    inner *= global_shape[i];
   int64_t outer = 1;
-  for (int i = 0; i < s.split_dim; ++i) outer *= s.global_shape[static_cast<size_t>(i)];
-  const int64_t global_dim = s.global_shape[static_cast<size_t>(s.split_dim)];
+  for (int i = 0; i < split_dim; ++i) outer *= global_shape[static_cast<size_t>(i)];
+  const int64_t global_dim = global_shape[static_cast<size_t>(split_dim)];
   int64_t local_dim = 0;
-  for (const auto& r : s.local_ranges) local_dim += r.length;
+  for (const auto& r : ranges) local_dim += r.length;
   for (int64_t o = 0; o < outer; ++o) {
     int64_t local_pos = 0;
-    for (const auto& r : s.local_ranges) {
+    for (const auto& r : ranges) {
       f((o * global_dim + r.global_start) * inner, (o * local_dim + local_pos) * inner,
         r.length * inner);
       local_pos += r.length;
     }
   }
+}
+
+namespace {
+
+void for_each_run(const ParamSpec& s, const std::function<void(int64_t, int64_t, int64_t)>& f) {
+  for_each_slice_run(s.global_shape, s.split_dim, s.local_ranges, f);
 }
 
 }  // namespace

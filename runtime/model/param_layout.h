@@ -5,6 +5,7 @@
 // Each tensor records its global shape and which rows of the global tensor it holds, so that
 // checkpoints and resharding only need this description.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,12 @@ class ParamLayout {
 }  // namespace trainer::model
 
 namespace trainer::model {
+
+// Visits the contiguous runs of a tensor's slice (the rank-local tensor that `ranges` cut from the
+// global one along `split_dim`), in local order: f(global offset, local offset, count).
+void for_each_slice_run(const std::vector<int64_t>& global_shape, int split_dim,
+                        const std::vector<SliceRange>& ranges,
+                        const std::function<void(int64_t, int64_t, int64_t)>& f);
 
 // Copies this rank's part of a global tensor (host, fp32, global_shape) into `local` (numel
 // elements), following spec.split_dim/local_ranges; scatter is the inverse.
