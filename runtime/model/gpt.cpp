@@ -108,6 +108,7 @@ void Gpt::set_compute_fp8(bool on) {
     fp8_states_ = BackendBuffer(be_, linears * kFp8StateFloats);
     be_.from_host(fp8_states_.tensor(), states.data());
     fp8_amaxes_ = BackendBuffer(be_, linears * 2);
+    fp8_new_ = true;
   } else {
     fp8_states_ = BackendBuffer();
     fp8_amaxes_ = BackendBuffer();
@@ -126,7 +127,26 @@ std::vector<float> Gpt::fp8_scaling_state() const {
 bool Gpt::set_fp8_scaling_state(const std::vector<float>& state) {
   if (!fp8_ || state.size() != static_cast<size_t>(fp8_states_.numel())) return false;
   be_.from_host(fp8_states_.tensor(), state.data());
+  fp8_new_ = false;
   return true;
+}
+
+void Gpt::seed_fp8_weight_scales(const std::vector<float>& weight_amaxes) {
+  TRAINER_CHECK(fp8_states_new(), "seed_fp8_weight_scales: the fp8 states have moved already");
+  const int64_t linears = fp8_amaxes_.numel() / 2;
+  TRAINER_CHECK(static_cast<int64_t>(weight_amaxes.size()) == linears,
+                "seed_fp8_weight_scales: " << weight_amaxes.size() << " amaxes for " << linears
+                                           << " linear layers");
+  // The input parts get 0, which leaves them as they are (scale 1, empty history).
+  std::vector<float> amaxes(static_cast<size_t>(2 * linears), 0.0f);
+  for (int64_t i = 0; i < linears; ++i)
+    amaxes[static_cast<size_t>(2 * i + 1)] = weight_amaxes[static_cast<size_t>(i)];
+  if (linears > 0) {
+    be_.from_host(fp8_amaxes_.tensor(), amaxes.data());
+    be_.round_to_bf16(fp8_amaxes_.tensor(), fp8_amaxes_.tensor());  // rounding keeps the max
+    push_fp8_amaxes();
+  }
+  fp8_new_ = false;
 }
 
 void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
@@ -168,6 +188,7 @@ void Gpt::push_fp8_amaxes() {
   if (fp8_amaxes_.numel() == 0) return;  // no local layers
   if (hooks_.fp8_amax_all_reduce) hooks_.fp8_amax_all_reduce(fp8_amaxes_.tensor());
   be_.fp8_push_amaxes(fp8_states_.tensor(), fp8_amaxes_.tensor());
+  fp8_new_ = false;
 }
 
 void Gpt::set_compute_bf16(bool on) {

@@ -77,6 +77,15 @@ class Gpt {
   // anything else leaves the states new.
   std::vector<float> fp8_scaling_state() const;
   bool set_fp8_scaling_state(const std::vector<float>& state);
+  // True while the fp8 states are new: no training step moved them and no checkpoint set them.
+  bool fp8_states_new() const { return fp8_ && fp8_new_; }
+  // Gives new fp8 states the whole weights' scales before the first step. A new weight part
+  // would scale its first call by the amax of the weight it is given, which under tensor
+  // parallelism is this rank's slice only; the max over the amax group of `weight_amaxes` (per
+  // local linear, l * 4 + which: the amax of the master weights this rank holds valid, 0 for
+  // none) is the whole weight's, and pushed into the history it sets the scale that one process's
+  // first call takes (rounded to bf16 first, as the GEMMs read the weights).
+  void seed_fp8_weight_scales(const std::vector<float>& weight_amaxes);
   void refresh_compute_weights();  // call after every optimizer step
   // The same for flat elements [begin, begin + n) only (ZeRO-3: a unit just gathered).
   void refresh_compute_weights(int64_t begin, int64_t n);
@@ -120,6 +129,7 @@ class Gpt {
   Tensor compute_params_;  // params_ itself in fp32 compute, a bf16 copy in bf16 compute
   bool bf16_ = false;
   bool fp8_ = false;
+  bool fp8_new_ = false;
   BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
   BackendBuffer fp8_amaxes_;  // the last forward's: [local layers, 4 linears, input/weight]
   void push_fp8_amaxes();     // reduced over the amax group, into the states

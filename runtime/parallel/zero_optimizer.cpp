@@ -1,5 +1,7 @@
 #include "runtime/parallel/zero_optimizer.h"
 
+#include "runtime/parallel/tp_grad_norm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -95,9 +97,11 @@ void ZeroOptimizer::reduce_gradients() {
   while (!scatters_.empty()) finish_oldest_scatter();
 }
 
-double ZeroOptimizer::grad_norm() {
-  const double local = be_.sum_squares(shard_grads());
-  return std::sqrt(comm_.all_reduce_scalar(local, dist::ReduceOp::sum));
+double ZeroOptimizer::grad_norm(dist::Comm* tp) {
+  const double local = tp_weighted_sum_squares(be_, model_.layout(), shard_grads(), shard().begin);
+  double sum = comm_.all_reduce_scalar(local, dist::ReduceOp::sum);
+  if (tp != nullptr && tp->size() > 1) sum = tp->all_reduce_scalar(sum, dist::ReduceOp::sum);
+  return std::sqrt(sum);
 }
 
 void ZeroOptimizer::step(float lr, float beta1, float beta2, float eps, float weight_decay,

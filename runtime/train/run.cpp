@@ -157,18 +157,21 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
             backend->name() + "; use bf16");
       if (env.world_size > 1) {
         mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
-        if (lead) spdlog::info("collectives: dp over {}, world over gloo", dp_transport(*backend));
+        if (lead)
+          spdlog::info("collectives: dp{} over {}, world over gloo", shape.tp > 1 ? " and tp" : "",
+                       dp_transport(*backend));
       }
       dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
       DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
+      TensorParallel tp{shape.tp > 1 ? &mesh.comm(dist::Axis::tp) : nullptr};
 
-      // 3. The model.
+      // 3. The model: this rank's tp slice of every layer.
       const model::GptDims dims = model::GptDims::from_config(cfg.model);
-      model::Gpt gpt(*backend, dims, model::GptShard::whole(dims));
+      model::Gpt gpt(*backend, dims, model::GptShard::tp_slice(dims, mesh.coord().tp, shape.tp));
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
-      TrainStep trainer(cfg, *backend, gpt, dp);
+      TrainStep trainer(cfg, *backend, gpt, dp, tp);
 
       // 4. Data: each dp rank reads its own slice of the stream.
       auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);
@@ -190,6 +193,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
                                 dp.size());
       const int first_step = checkpoints.restore();
+      // fp8 states no checkpoint set: the whole weights' scales (a tp slice's amax is not)
+      if (gpt.fp8_states_new()) trainer.seed_fp8_weight_scales();
       const int total = cfg.train.steps;
       const int last =
           cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;

@@ -1,15 +1,22 @@
 #include "runtime/train/train_step.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "runtime/core/check.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/parallel/tp_grad_norm.h"
 #include "runtime/parallel/zero_layout.h"
 
 namespace trainer::train {
 
-TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp)
-    : cfg_(cfg), be_(be), model_(model), dp_(dp) {
+TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
+                     TensorParallel tp)
+    : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp) {
+  TRAINER_CHECK(tp_.size() == model_.layout().shard().tp_size,
+                "the tp group has " << tp_.size() << " ranks; the model is cut in "
+                                    << model_.layout().shard().tp_size);
   const int64_t n = model_.layout().total_numel();
   if (parallel::zero_shards_state(cfg.parallel.zero, dp_.size())) {
     zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm);
@@ -20,10 +27,20 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
                                                        cfg.parallel.overlap_grad_reduce);
     model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
   }
-  if (dp_.size() > 1)  // the dp replicas are fp8's amax group (Megatron's, without tp/cp)
+  if (tp_.size() > 1)  // the row-parallel layers' partial sums, forward and backward
+    model_.hooks().tp_all_reduce = [this](Tensor t) {
+      TRAINER_CHECK(t.dtype == DType::f32, "tp all-reduce of a non-fp32 tensor");
+      tp_.comm->all_reduce(t.data, static_cast<size_t>(t.numel()), dist::CommDType::f32,
+                           dist::ReduceOp::sum);
+    };
+  // fp8's amax group is dp x tp (Megatron's, without cp): the max over the tp slices is the
+  // whole tensor's amax, so every rank scales as one process would.
+  if (dp_.size() > 1 || tp_.size() > 1)
     model_.hooks().fp8_amax_all_reduce = [this](Tensor amaxes) {
-      dp_.comm->all_reduce(amaxes.data, static_cast<size_t>(amaxes.numel()), dist::CommDType::f32,
-                           dist::ReduceOp::max);
+      for (dist::Comm* c : {dp_.comm, tp_.comm})
+        if (c != nullptr && c->size() > 1)
+          c->all_reduce(amaxes.data, static_cast<size_t>(amaxes.numel()), dist::CommDType::f32,
+                        dist::ReduceOp::max);
     };
   const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * cfg.model.seq_len;
   inputs_.resize(bt);
@@ -86,11 +103,13 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
 double TrainStep::reduce_and_norm() {
   if (zero_) {  // the norm is summed over the shards, never taken on one rank's part
     zero_->reduce_gradients();
-    return zero_->grad_norm();
+    return zero_->grad_norm(tp_.comm);
   }
   buckets_->finish();
-  // Gradients are replicated after the all-reduce, so the local norm is the global one.
-  return std::sqrt(be_.sum_squares(model_.grads()));
+  // Gradients are replicated over dp after the all-reduce; over tp each rank holds its slice.
+  double sum = parallel::tp_weighted_sum_squares(be_, model_.layout(), model_.grads(), 0);
+  if (tp_.size() > 1) sum = tp_.comm->all_reduce_scalar(sum, dist::ReduceOp::sum);
+  return std::sqrt(sum);
 }
 
 void TrainStep::clip_and_update(double grad_norm, double lr, StepResult& r) {
@@ -157,6 +176,31 @@ void TrainStep::sync_params_from_owners() {
     opt_->set_step_count(t);
   }
   model_.refresh_compute_weights();
+}
+
+void TrainStep::seed_fp8_weight_scales() {
+  // The owned master weights are valid on every stage (ZeRO 3 releases the rest).
+  const OwnedState owned = owned_state();
+  const model::ParamLayout& layout = model_.layout();
+  const int layers = layout.shard().num_layers;
+  const char* linears[] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                           "mlp.c_proj.weight"};  // Gpt's linear order
+  std::vector<float> amaxes(static_cast<size_t>(layers) * 4, 0.0f);
+  std::vector<float> host;
+  for (int l = 0; l < layers; ++l)
+    for (int which = 0; which < 4; ++which) {
+      const model::ParamSpec& p =
+          layout.find("h." + std::to_string(layout.shard().first_layer + l) + "." + linears[which]);
+      const int64_t lo = std::max(owned.begin, p.offset),
+                    hi = std::min(owned.end, p.offset + p.numel);
+      if (lo >= hi) continue;
+      host.resize(static_cast<size_t>(hi - lo));
+      be_.to_host(host.data(), model_.params().slice(lo, hi - lo));
+      float amax = 0;
+      for (const float v : host) amax = std::max(amax, std::fabs(v));
+      amaxes[static_cast<size_t>(l) * 4 + static_cast<size_t>(which)] = amax;
+    }
+  model_.seed_fp8_weight_scales(amaxes);
 }
 
 double TrainStep::evaluate(int64_t global_batches, const BatchSource& next_batch) {

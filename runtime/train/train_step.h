@@ -34,10 +34,18 @@ struct DataParallel {
   int size() const { return comm ? comm->size() : 1; }
 };
 
+// The tensor-parallel group: the ranks that hold slices of the same layers (Megatron's split of
+// attention heads and MLP columns) and see the same data.
+struct TensorParallel {
+  dist::Comm* comm = nullptr;  // null or size 1: the whole model on this rank
+  int size() const { return comm ? comm->size() : 1; }
+};
+
 // The training state this rank owns: master weights and Adam moments of the flat elements
 // [begin, end) of the model's parameter buffer (its optimizer shard: everything on dp rank 0 and
-// nothing elsewhere without ZeRO; a 1/dp slice with ZeRO). Checkpoints save and load exactly this;
-// after loading, TrainStep::sync_params_from_owners() makes every rank's working weights whole.
+// nothing elsewhere without ZeRO; a 1/dp slice with ZeRO) of its tp slice of the model. Checkpoints
+// save and load exactly this; after loading, TrainStep::sync_params_from_owners() makes every
+// rank's working weights whole.
 struct OwnedState {
   int64_t begin = 0, end = 0;
   float* params = nullptr;  // master weights of element `begin` (host-visible on cpu)
@@ -48,7 +56,8 @@ struct OwnedState {
 
 class TrainStep {
  public:
-  TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp);
+  TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
+            TensorParallel tp = {});
 
   StepResult run(int step, const BatchSource& next_batch);
   // Mean loss over `global_batches` global batches (grad_accum micro-batches of every dp rank
@@ -59,6 +68,9 @@ class TrainStep {
   void set_adam_step(int64_t t) { optimizer().set_step_count(t); }
   // Every rank's working weights from the owners' master weights (after a checkpoint load).
   void sync_params_from_owners();
+  // fp8 compute with new scaling states (a fresh start): the whole weights' scales, from the
+  // master weights each rank owns (Gpt::seed_fp8_weight_scales). Collective over dp and tp.
+  void seed_fp8_weight_scales();
 
   // Times the step's phases (the model's ops, the gradient reduction, the optimizer) while
   // `profiler` is in a step; the caller begins and ends the steps it profiles. Null: off.
@@ -76,6 +88,7 @@ class TrainStep {
   Backend& be_;
   model::Gpt& model_;
   DataParallel dp_;
+  TensorParallel tp_;
   std::unique_ptr<optim::AdamW> opt_;
   std::unique_ptr<parallel::GradBuckets> buckets_;  // zero 0
   std::unique_ptr<parallel::ZeroOptimizer> zero_;   // zero 1-3 with dp > 1 (owns the AdamW)

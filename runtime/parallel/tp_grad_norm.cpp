@@ -1,0 +1,34 @@
+#include "runtime/parallel/tp_grad_norm.h"
+
+#include <algorithm>
+
+namespace trainer::parallel {
+
+double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, const Tensor& grads,
+                               int64_t begin) {
+  const int tp = layout.shard().tp_size;
+  if (tp == 1) return be.sum_squares(grads);
+  const int64_t end = begin + grads.numel();
+  double split = 0, replicated = 0;
+  // Runs of consecutive tensors of one kind, one sum each (a block alternates a few times).
+  int64_t run_begin = begin;
+  bool run_replicated = false;
+  auto flush = [&](int64_t run_end) {
+    if (run_end <= run_begin) return;
+    const double s = be.sum_squares(grads.slice(run_begin - begin, run_end - run_begin));
+    (run_replicated ? replicated : split) += s;
+  };
+  for (const model::ParamSpec& p : layout.params()) {
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi) continue;
+    if (p.tp_replicated != run_replicated) {
+      flush(lo);
+      run_begin = lo;
+      run_replicated = p.tp_replicated;
+    }
+  }
+  flush(end);
+  return split + replicated / tp;
+}
+
+}  // namespace trainer::parallel

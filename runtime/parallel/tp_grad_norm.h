@@ -1,0 +1,18 @@
+#pragma once
+// The gradient's sum of squares under tensor parallelism: a tp rank holds its slice of the
+// split tensors and a whole copy of the others (norms, row-parallel biases, embeddings), whose
+// gradients are the same on every tp rank. Each of those is counted 1/tp on every rank, so that
+// the sum over the tp group counts it once, as the single-process model does.
+#include <cstdint>
+
+#include "runtime/core/backend.h"
+#include "runtime/model/param_layout.h"
+
+namespace trainer::parallel {
+
+// Sum of squares of `grads`, which holds the flat gradient elements [begin, begin + numel) of
+// `layout`'s buffer, weighted as above (plain Backend::sum_squares at tp 1).
+double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, const Tensor& grads,
+                               int64_t begin);
+
+}  // namespace trainer::parallel
