@@ -121,16 +121,17 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
   std::printf(
       "\nsearch: %d %s device(s) of %s %s; a layout fits when its estimate is within %.0f%% of "
       "that (%s %s), leaving the rest for %s\n",
-      request.dp, request.device.name.c_str(), unit(request.device.memory_bytes).c_str(), unit.name,
-      request.usable_fraction * 100, unit(usable).c_str(), unit.name,
+      request.dp * cfg.parallel.tp, request.device.name.c_str(),
+      unit(request.device.memory_bytes).c_str(), unit.name, request.usable_fraction * 100,
+      unit(usable).c_str(), unit.name,
       request.device.cuda ? "the CUDA context and NCCL's and cuBLASLt's buffers"
                           : "the process itself and Gloo's copies");
   std::printf(
       "search: every layout keeps %lld sequences per rank (micro_batch x grad_accum) at dp %d, "
-      "so the global batch and its tokens stay as configured; precision stays %s, and tp, pp, "
-      "cp and ep stay 1 (this build trains data-parallel layouts only)\n",
+      "so the global batch and its tokens stay as configured; precision stays %s, tp stays %d, "
+      "and pp, cp and ep stay 1 (this build trains data- and tensor-parallel layouts only)\n",
       static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum), request.dp,
-      cfg.precision.compute.c_str());
+      cfg.precision.compute.c_str(), cfg.parallel.tp);
   std::printf(
       "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute), then dp traffic per "
       "step, then larger micro_batch, then lower ZeRO stage\n",
@@ -163,9 +164,9 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
     return false;
   }
   const plan::Layout& best = layouts.front();
-  const std::string ranks = request.dp > 1 ? " on " + std::to_string(request.dp) +
-                                                 " ranks (trainer launch, torchrun or srun)"
-                                           : "";
+  const int world = request.dp * cfg.parallel.tp;
+  const std::string ranks =
+      world > 1 ? " on " + std::to_string(world) + " ranks (trainer launch, torchrun or srun)" : "";
   std::printf(
       "best, as options for trainer train %s%s%s: --set parallel.zero=%d --set "
       "train.micro_batch=%d --set train.grad_accum=%d --set activation_checkpointing=%s\n",
@@ -252,8 +253,10 @@ void register_plan(CLI::App& app) {
                 static_cast<long long>(seqs), m.seq_len, static_cast<long long>(seqs * m.seq_len));
     // Model state is allocated for the padded vocabulary (model.make_vocab_size_divisible_by).
     const model::GptDims dims = model::GptDims::from_config(m);
-    print_zero_memory(cfg, model::ParamLayout(dims, model::GptShard::whole(dims)).total_numel(),
-                      dp);
+    print_zero_memory(
+        cfg,
+        model::ParamLayout(dims, model::GptShard::tp_slice(dims, 0, cfg.parallel.tp)).total_numel(),
+        dp);
     const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
     const double held = print_held_state(cfg, dp, device);
     const bool flash = device.cuda && cuda_attention_uses_flash(attention, dims.head_dim());

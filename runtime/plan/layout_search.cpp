@@ -20,9 +20,10 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 
-model::ParamLayout whole_layout(const config::RunConfig& cfg) {
+// What one rank holds: tp rank 0's slice (every tp rank's is the same size).
+model::ParamLayout rank_layout(const config::RunConfig& cfg) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
-  return model::ParamLayout(dims, model::GptShard::whole(dims));
+  return model::ParamLayout(dims, model::GptShard::tp_slice(dims, 0, cfg.parallel.tp));
 }
 
 // Ranking key: smaller is better (see layout_search.h).
@@ -39,7 +40,9 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
   return model::Activations::bytes_needed(
       layout, micro_batch, T, model::parse_recompute(activation_checkpointing),
       bf16 ? DType::bf16 : DType::f32,
-      attention_state_shape_of(flash_attention, micro_batch, layout.dims().n_head, T), fp8);
+      attention_state_shape_of(flash_attention, micro_batch,
+                               layout.dims().n_head / layout.shard().tp_size, T),
+      fp8);
 }
 
 // `units`: ZeRO's cut of this layout over dp ranks.
@@ -95,13 +98,13 @@ DeviceKind device_kind(const std::string& name, int ranks, double memory_gib) {
 
 size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
                         const std::string& activation_checkpointing, bool flash_attention) {
-  return activation_bytes_of(whole_layout(cfg), cfg, micro_batch, activation_checkpointing,
+  return activation_bytes_of(rank_layout(cfg), cfg, micro_batch, activation_checkpointing,
                              flash_attention);
 }
 
 HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
                            const DeviceKind& device) {
-  return held_state_of(parallel::ZeroUnits(whole_layout(cfg), dp), cfg, zero, dp, device);
+  return held_state_of(parallel::ZeroUnits(rank_layout(cfg), dp), cfg, zero, dp, device);
 }
 
 std::vector<Layout> search_layouts(const SearchRequest& request) {
@@ -109,7 +112,7 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
   const int64_t per_rank = int64_t{cfg.train.micro_batch} * cfg.train.grad_accum;
   const report::ModelDims fd = report::model_dims(cfg.model);
   const double base_flops = report::flops_per_token(fd);
-  const model::ParamLayout layout = whole_layout(cfg);
+  const model::ParamLayout layout = rank_layout(cfg);
   const double usable = request.usable_fraction * request.device.memory_bytes;
   // ZeRO shards over dp: with one rank no stage saves memory, so only 0 is tried (and the
   // config's own stage, to show where it stands).

@@ -5,8 +5,9 @@
 // The knobs searched are the ones that change memory and speed but not the numbers: ZeRO stage,
 // micro_batch (with grad_accum making up the same sequences per rank, so the global batch and
 // the tokens stay as configured) and activation checkpointing. Precision stays as configured
-// (it changes the losses), and tp, pp, cp and ep stay 1: this runtime trains data-parallel
-// layouts only (config::check_runnable), so dp is the number of devices.
+// (it changes the losses), tp stays as configured, and pp, cp and ep stay 1: this runtime trains
+// data- and tensor-parallel layouts only (config::check_runnable), so dp is the number of devices
+// over tp. Each rank holds its tp slice of the model.
 //
 // Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
 // says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), ZeRO's
