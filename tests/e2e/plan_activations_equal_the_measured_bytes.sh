@@ -1,7 +1,9 @@
 # `trainer plan`'s activation estimate is what a run allocates: for tiny.yaml on the cpu, in fp32
 # and bf16 and under each activation_checkpointing mode, the plan's "activations per rank" bytes
 # equal report.json's memory.breakdown.activations of a one-step run of the same settings. And
-# the bf16 and recompute variants really are smaller than fp32 without recompute.
+# the bf16 and recompute variants really are smaller than fp32 without recompute. At tp 2 (two
+# ranks) the same holds for activations and params, and the activations are smaller than one
+# process's.
 source "$2/tests/lib/common.sh"
 # plan_bytes NAME [plan args]: sets $plan to the activation bytes `trainer plan` prints for tiny.yaml.
 plan_bytes() {
@@ -53,3 +55,22 @@ plan=$(sed -n 's/^memory per rank .*: params \([0-9]*\) B,.*/\1/p' plan_pad.txt)
 measured=$(json_get pad/report.json 'd["memory"]["breakdown"]["params"]')
 echo "padded vocab: plan params $plan B, measured $measured B"
 [ -n "$plan" ] && [ "$plan" = "$measured" ] || { cat plan_pad.txt; fail "plan params $plan B, run $measured B"; }
+# Tensor parallel: a tp 2 rank holds its slice of the activations and of the weights (the
+# embeddings and norms whole), and the plan for 2 devices says so, in fp32 and bf16.
+for precision in fp32 bf16; do
+  sets=(--set parallel.tp=2 --set precision.compute=$precision)
+  plan_bytes tp2_$precision --gpus 2 "${sets[@]}"
+  plan_params=$(sed -n 's/^model state per rank as this runtime holds it .*: params \([0-9]*\) B,.*/\1/p' \
+    plan_tp2_$precision.txt)
+  "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 \
+    --set train.eval_every=0 --out tp2_$precision >tp2_$precision.log 2>&1 \
+    || { cat tp2_$precision.log; fail "tp 2 $precision run failed"; }
+  measured=$(json_get tp2_$precision/report.json 'd["memory"]["breakdown"]["activations"]')
+  measured_params=$(json_get tp2_$precision/report.json 'd["memory"]["breakdown"]["params"]')
+  echo "tp 2 $precision: plan activations $plan B, params $plan_params B; measured $measured B, $measured_params B"
+  [ "$plan" = "$measured" ] || fail "tp 2 $precision: plan says $plan activation bytes, the run allocated $measured"
+  [ -n "$plan_params" ] && [ "$plan_params" = "$measured_params" ] \
+    || { cat plan_tp2_$precision.txt; fail "tp 2 $precision: plan params $plan_params B, run $measured_params B"; }
+  [ "$plan" -lt "${planned[${precision}_none]}" ] \
+    || fail "tp 2 $precision activations ($plan B) are not below one process's (${planned[${precision}_none]} B)"
+done
