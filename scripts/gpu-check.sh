@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with an NVIDIA GPU, in under 8 minutes: build with the detected
-# arch (sm_90 when unknown); run the cuda tests (each op vs the cpu backend; dp and ZeRO 1-3 with
+# arch (sm_90 when unknown); run the cuda tests (each op vs the cpu backend; dp and ZeRO 1-3, and tp 2, with
 # two ranks on the GPU vs the cpu run); time the ops at
 # GPT-2-small shapes beside their references (tests/bench/cuda_ops_bench.cpp); train
 # configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, in fp32 and in
@@ -73,14 +73,14 @@ rm -rf "$out" && mkdir -p "$out"
 # figures (above all GPT-2 small's MFU); the exit status says whether everything passed.
 failed=()
 echo "== cuda op tests"
-# The dp/ZeRO test (two ranks as threads on the GPU) runs in its own process: a crash there must
-# not take the op tests with it.
+# The dp/ZeRO and tp tests (two ranks as threads on the GPU) run in their own process: a crash
+# there must not take the op tests with it.
 # The op tests synchronise after every launch (TRAINER_CUDA_SYNC=1), so that a fault is reported
-# at the kernel that caused it; the dp/ZeRO test runs its streams as they are.
-TRAINER_CUDA_SYNC=1 timeout "$(left)" "$tests/unit_cuda" "~[zero]" -s -r compact \
-  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]")
-timeout "$(left)" "$tests/unit_cuda" "[zero]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
-  failed+=("cuda tests [zero]")
+# at the kernel that caused it; the dp/ZeRO and tp tests run their streams as they are.
+TRAINER_CUDA_SYNC=1 timeout "$(left)" "$tests/unit_cuda" "~[zero]~[tp]" -s -r compact \
+  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]")
+timeout "$(left)" "$tests/unit_cuda" "[zero],[tp]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
+  failed+=("cuda tests [zero],[tp]")
 if grep -q "SKIPPED: no CUDA device" "$out/unit_cuda.txt"; then
   grep -m1 "SKIPPED" "$out/unit_cuda.txt"; echo "gpu-check: tests skipped on a GPU machine" >&2; exit 1
 fi

@@ -1,4 +1,5 @@
-// Data parallelism and ZeRO 1-3 on the cuda backend, with two dp ranks as threads on one GPU:
+// Data parallelism and ZeRO 1-3 on the cuda backend, with two dp ranks as threads on one GPU
+// (and tensor parallelism with two tp ranks):
 // their communicator is Gloo on host copies of the device buffers (DeviceStagingComm; NCCL takes
 // one rank per device), so what runs on the device is everything above the Comm: gradient
 // buckets, ZeRO's staging copies, adds, releases (fills) and gathers, the bf16 copy's refresh,
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
@@ -30,7 +32,8 @@ double rel(double a, double b) {
   return std::fabs(a - b) / std::max(std::fabs(b), 1e-12);
 }
 
-std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu) {
+std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu,
+                                  testing::Split split = testing::Split::dp) {
   return testing::run_dp_ranks(
       cfg, kDp, kSteps,
       [&](std::unique_ptr<dist::Comm>& comm) -> std::unique_ptr<Backend> {
@@ -39,7 +42,7 @@ std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu) {
         comm = std::make_unique<DeviceStagingComm>(std::move(comm), gpu->stream());
         return gpu;
       },
-      on_gpu ? "cuda" : "cpu");
+      on_gpu ? "cuda" : "cpu", split);
 }
 
 }  // namespace
@@ -100,6 +103,43 @@ TEST_CASE("cuda_data_parallel_and_zero_stages_match_cpu_with_two_ranks_on_one_gp
           CHECK(rel(b.norms[s], z0.norms[s]) < 1e-5);
         }
       }
+    }
+  }
+#endif
+}
+
+// Two tensor-parallel ranks as threads on one GPU (their "tp" communicator staged through host
+// copies as above): the row-parallel layers' all-reduces on device activations, the grad norm
+// over tp, the fp8 weight scales seeded from the master weights; against the cpu tp run.
+TEST_CASE("cuda_tensor_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda][tp]") {
+  auto probe = cuda_or_skip();
+  if (!probe) return;
+#ifdef TRAINER_HAVE_CUDA
+  std::vector<std::string> precisions = {"fp32", "bf16"};
+  if (probe->supports_fp8()) precisions.push_back("fp8");
+  probe.reset();
+  for (const std::string& precision : precisions) {
+    // d_model 64 over 2 heads: one head per tp rank, of size 32 (the tensor-core attention's)
+    config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
+    cfg.precision.compute = precision;
+    cfg.train.grad_clip = 0.05;
+    const auto ref = run(cfg, false, testing::Split::tp), gpu = run(cfg, true, testing::Split::tp);
+    const double tol = precision == "fp32" ? 1e-4 : 2e-2;
+    for (int r = 0; r < kDp; ++r) {
+      const testing::DpTrace &a = ref[size_t(r)], &b = gpu[size_t(r)];
+      std::ostringstream what;
+      what << "tp 2, " << precision << ", rank " << r << ": cpu/cuda losses";
+      for (size_t s = 0; s < a.losses.size(); ++s) what << " " << a.losses[s] << "/" << b.losses[s];
+      what << "; norms";
+      for (size_t s = 0; s < a.norms.size(); ++s) what << " " << a.norms[s] << "/" << b.norms[s];
+      INFO(what.str());
+      REQUIRE(b.losses.size() == size_t(kSteps));
+      for (size_t s = 0; s < a.losses.size(); ++s) {
+        CHECK(rel(b.losses[s], a.losses[s]) < tol);
+        CHECK(rel(b.norms[s], a.norms[s]) < 5 * tol);
+      }
+      CHECK(rel(b.resumed_eval, a.resumed_eval) < tol);
+      CHECK(b.losses.back() < b.losses.front());
     }
   }
 #endif

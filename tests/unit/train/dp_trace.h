@@ -1,8 +1,9 @@
 #pragma once
-// One data-parallel rank of a short training run, recorded for comparison across backends and
-// communicators: a few steps of TrainStep on a fresh Gpt, then the checkpoint path (the owned
-// shard through a HostShard copy, pushed back, every rank's weights synced from the owners) and
-// one evaluation. Rank r's batches depend on r only, so runs of the same config are comparable.
+// One data-parallel (or tensor-parallel) rank of a short training run, recorded for comparison
+// across backends and communicators: a few steps of TrainStep on a fresh Gpt, then the checkpoint
+// path (the owned shard through a HostShard copy, pushed back, every rank's weights synced from
+// the owners) and one evaluation. A dp rank r's batches depend on r only, so runs of the same
+// config are comparable; tp ranks all read dp rank 0's.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
@@ -25,14 +26,21 @@ struct DpTrace {
   double resumed_eval = 0;          // the loss after the resume path: shard pushed back, synced
 };
 
+// What the ranks of a run split: the batch (dp) or every layer (tp; the ranks see the same data).
+enum class Split { dp, tp };
+
 inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank, dist::Comm& comm,
-                             int steps) {
+                             int steps, Split split = Split::dp) {
   const auto dims = model::GptDims::from_config(cfg.model);
-  model::Gpt gpt(be, dims, model::GptShard::whole(dims));
+  const bool tp = split == Split::tp;
+  model::Gpt gpt(be, dims, model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1));
   gpt.init_weights(cfg.run.seed);
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
-  train::TrainStep step(cfg, be, gpt, train::DataParallel{&comm});
+  train::TrainStep step(cfg, be, gpt, train::DataParallel{tp ? nullptr : &comm},
+                        train::TensorParallel{tp ? &comm : nullptr});
+  if (gpt.fp8_states_new()) step.seed_fp8_weight_scales();  // as a run does
+  if (tp) rank = 0;                                         // the data of dp rank 0
   const int n = cfg.train.micro_batch * cfg.model.seq_len;
   int call = 0;
   const train::BatchSource batches = [&](int32_t* x, int32_t* y) {
@@ -62,15 +70,17 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
 // A rank's backend, made on its own thread; it may wrap the rank's Gloo "dp" communicator.
 using RankBackend = std::function<std::unique_ptr<Backend>(std::unique_ptr<dist::Comm>& comm)>;
 
-// train_dp_rank on `ranks` threads, each with the backend `make` gives it; every rank must
-// finish without an error (`what` names the run in the failure message).
+// train_dp_rank on `ranks` threads (dp or tp ranks), each with the backend `make` gives it; every
+// rank must finish without an error (`what` names the run in the failure message).
 inline std::vector<DpTrace> run_dp_ranks(const config::RunConfig& cfg, int ranks, int steps,
-                                         const RankBackend& make, const std::string& what) {
+                                         const RankBackend& make, const std::string& what,
+                                         Split split = Split::dp) {
   std::vector<DpTrace> traces(static_cast<size_t>(ranks));
   const auto errors = dist::testing::run_ranks(ranks, [&](dist::testing::RankContext& ctx) {
-    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(ctx, 60, "dp");
+    std::unique_ptr<dist::Comm> comm =
+        dist::testing::make_comm(ctx, 60, split == Split::tp ? "tp" : "dp");
     std::unique_ptr<Backend> be = make(comm);
-    traces[static_cast<size_t>(ctx.rank)] = train_dp_rank(cfg, *be, ctx.rank, *comm, steps);
+    traces[static_cast<size_t>(ctx.rank)] = train_dp_rank(cfg, *be, ctx.rank, *comm, steps, split);
   });
   for (size_t r = 0; r < errors.size(); ++r) {
     INFO("rank " << r << " (" << what << "): " << errors[r]);
