@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh: on a machine with an NVIDIA GPU, in under 8 minutes: build with the detected
-# arch (sm_90 when unknown); run the cuda tests (each op vs the cpu backend; dp and ZeRO 1-3, and tp 2, with
-# two ranks on the GPU vs the cpu run); time the ops at
+# arch (sm_90 when unknown); run the cuda tests (each op vs the cpu backend; dp and ZeRO 1-3, and
+# tp 2, with two ranks on the GPU vs the cpu run); time the ops at
 # GPT-2-small shapes beside their references (tests/bench/cuda_ops_bench.cpp); train
 # configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, in fp32 and in
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
