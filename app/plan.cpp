@@ -218,7 +218,7 @@ void register_plan(CLI::App& app) {
           "plan: --memory-gib is the device memory --search plans for; "
           "add --search");
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
-    config::check_runnable(cfg);  // first: tp = 2 on one device is refused for what it is
+    config::check_runnable(cfg);  // first: pp = 2 on one device is refused for what it is
     config::validate(cfg, args->gpus);
     AttentionKernel attention;  // read before anything is printed
     try {

@@ -31,9 +31,9 @@ void check_device_settings(const RunConfig& c) {
          device + "; use gloo or auto");
   if (c.distributed.backend == "gloo" && device == "cuda")
     fail(
-        "distributed.backend = gloo needs hardware.device = cpu: on cuda the data-parallel "
-        "group's device buffers go through NCCL (the world group's host values through Gloo "
-        "either way); use nccl or auto");
+        "distributed.backend = gloo needs hardware.device = cpu: on cuda the data- and "
+        "tensor-parallel groups' device buffers go through NCCL (the world group's host values "
+        "through Gloo either way); use nccl or auto");
 }
 
 // Sizes whose products the runtime keeps in 64-bit integers (parameter counts, tokens per step,

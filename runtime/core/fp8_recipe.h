@@ -10,14 +10,16 @@
 // the steps before it) and reports its amax(|x|); the state itself does not move. At the end of
 // each training micro-batch's backward (so that full activation recompute reruns the forward
 // with the forward's scales) the amaxes are reduced (max) over the amax group, the ranks that
-// hold the same layers (the dp replicas, as Megatron's amax reduction group), and each is pushed
-// into its history, which sets the next scale to 448 / max(history) (kept when that max is 0 or
-// not finite). Every rank of the group so holds the same states. A fresh part (all zero) has no
-// history: its first call uses current scaling, the scale from that call's own amax. A new
-// layer's weight part starts fresh (the weights are the same on every replica); its input part
-// starts at scale 1 with an empty history, Transformer Engine's initial scale, because before the
-// first reduction a replica's input amax is its own. Evaluation forwards read the states and
-// never move them.
+// hold the same layers or slices of them (the dp and tp ranks, as Megatron's amax reduction
+// group), and each is pushed into its history, which sets the next scale to 448 / max(history)
+// (kept when that max is 0 or not finite). Every rank of the group so holds the same states. A
+// fresh part (all zero) has no history: its first call uses current scaling, the scale from that
+// call's own amax. A new layer's weight part starts fresh, and a run seeds it before its first
+// step with the whole weight's amax (Gpt::seed_fp8_weight_scales: a tp rank's first call would
+// see its slice only), which gives the scale current scaling would; its input part starts at
+// scale 1 with an empty history, Transformer Engine's initial scale, because before the first
+// reduction a replica's input amax is its own. Evaluation forwards read the states and never move
+// them.
 namespace trainer {
 
 inline constexpr float kFp8E4m3Max = 448.0f;

@@ -24,7 +24,7 @@ struct Hooks {
   std::function<void(int unit, bool backward)> before_unit;
   // fp8 compute: takes the max of a training micro-batch's amaxes (fp32, backend memory; at the
   // end of backward) over the amax group, the ranks that hold the same layers, so that their
-  // scaling states stay equal. Null: a single replica.
+  // scaling states stay equal. Null: dp = tp = 1.
   std::function<void(Tensor amaxes)> fp8_amax_all_reduce;
 };
 

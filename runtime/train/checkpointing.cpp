@@ -183,8 +183,8 @@ void Checkpointing::load(const std::string& step_dir) {
   step_.sync_params_from_owners();
   if (model_.compute_fp8() && !model_.set_fp8_scaling_state(m.fp8_scaling) && rank_ == 0)
     spdlog::warn(
-        "checkpoint {} has no fp8 scaling state for this model: the first step scales "
-        "from its own amaxes",
+        "checkpoint {} has no fp8 scaling state for this model: the weights' scales start "
+        "from their amaxes, the inputs' at 1",
         step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
   last_saved_ = static_cast<int>(m.step);

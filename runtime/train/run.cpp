@@ -122,14 +122,14 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // Gloo picks the interface it listens on from MASTER_ADDR (gloo_comm.cpp); under Slurm the
   // address comes from the nodelist, so export it as torchrun does (never overriding the user's).
   if (env.world_size > 1) ::setenv("MASTER_ADDR", env.master_addr.c_str(), 0);
-  config::check_runnable(cfg);  // first: tp = 2 on one process is refused for what it is
+  config::check_runnable(cfg);  // first: pp = 2 on one process is refused for what it is
   config::validate(cfg, env.world_size);
   config::check_output_dirs(cfg);
   setup_logging(cfg, env.rank);
   const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
 
   // 2. Rendezvous, the backend (device LOCAL_RANK), then the process grid's communicators, whose
-  // dp group is NCCL on the cuda backend (device_comms.h).
+  // dp and tp groups are NCCL on the cuda backend (device_comms.h).
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(cfg.distributed.timeout_s * 1000));
   std::shared_ptr<dist::Store> store;
