@@ -36,6 +36,19 @@ std::string metrics_line(const StepRecord& rec, const StepRates& rates,
   return j.dump();
 }
 
+void MetricsWriter::keep_points(const nlohmann::json& j) {
+  const auto number = [&](const char* key) -> std::optional<double> {
+    if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+    return j[key].get<double>();
+  };
+  const auto tokens = number("tokens");
+  if (!tokens) return;
+  const auto t = static_cast<int64_t>(*tokens);
+  if (const auto loss = number("loss")) earlier_.curve.emplace_back(t, *loss);
+  if (const auto val = number("val_loss"))
+    earlier_.evals.push_back({j["step"].get<int64_t>(), t, *val});
+}
+
 MetricsWriter::MetricsWriter(const std::string& out_dir, int first_step)
     : path_((std::filesystem::path(out_dir) / "metrics.jsonl").string()) {
   std::filesystem::create_directories(out_dir);
@@ -44,8 +57,10 @@ MetricsWriter::MetricsWriter(const std::string& out_dir, int first_step)
     for (std::string line; std::getline(in, line);) {
       const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-          j["step"].get<int64_t>() <= first_step)
+          j["step"].get<int64_t>() <= first_step) {
         kept += line + "\n";
+        keep_points(j);
+      }
     }
   }
   // The kept lines go in place by a rename, so a crash here leaves the old file or the new one.

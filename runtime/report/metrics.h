@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/report/records.h"
 
 namespace trainer::report {
@@ -32,10 +34,14 @@ class MetricsWriter {
   void write(const StepRecord& rec, const StepRates& rates,
              std::optional<double> val_loss = std::nullopt);
   const std::string& path() const { return path_; }
+  // The kept lines' loss points and evals (non-finite losses, written as null, left out).
+  const EarlierPoints& earlier() const { return earlier_; }
 
  private:
   std::string path_;
+  EarlierPoints earlier_;
   std::FILE* file_ = nullptr;
+  void keep_points(const nlohmann::json& line);
 };
 
 // The JSON text of one metrics line (no newline).

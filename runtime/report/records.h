@@ -2,6 +2,8 @@
 // Raw observations the training loop records on rank 0 (global values), one per step or eval.
 // Everything in report.json's throughput/loss/stability sections is derived from these.
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace trainer::report {
 
@@ -20,6 +22,13 @@ struct EvalRecord {
   int64_t step = 0;
   int64_t tokens = 0;
   double val_loss = 0;
+};
+
+// What earlier runs of a resumed job logged before its checkpoint (metrics.jsonl's lines up to
+// it): their [tokens, loss] points and their evals, in step order.
+struct EarlierPoints {
+  std::vector<std::pair<int64_t, double>> curve;
+  std::vector<EvalRecord> evals;
 };
 
 }  // namespace trainer::report

@@ -70,9 +70,10 @@ ThroughputInfo compute_throughput(const std::vector<StepRecord>& steps, const Ba
 }
 
 LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals,
-                        int curve_every, int64_t start_tokens) {
+                        int curve_every, int64_t start_tokens, const EarlierPoints& earlier) {
   LossInfo l;
   l.tokens_seen = start_tokens;
+  l.curve = earlier.curve;
   const int every = std::max(1, curve_every);
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];
@@ -83,9 +84,10 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
     l.final_train_loss = steps.back().loss;
     l.tokens_seen = steps.back().tokens;
   }
-  if (!evals.empty()) {
-    l.val_loss = evals.back().val_loss;
-    l.val_at_tokens = evals.back().tokens;
+  const std::vector<EvalRecord>& last_evals = evals.empty() ? earlier.evals : evals;
+  if (!last_evals.empty()) {
+    l.val_loss = last_evals.back().val_loss;
+    l.val_at_tokens = last_evals.back().tokens;
   }
   return l;
 }
@@ -120,7 +122,7 @@ MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
 void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.run.steps_completed = int64_t(obs.steps.size());
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
-  report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens);
+  report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
   report.stability = summarize_stability(obs.steps, obs.spikes);
   report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown);
   const int exclude = report.throughput.warmup_steps_excluded;

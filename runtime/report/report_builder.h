@@ -25,6 +25,7 @@ struct Observations {
   MemoryBreakdown memory_breakdown;
   std::vector<LossSpike> spikes;  // as the online SpikeDetector found them
   int64_t start_tokens = 0;       // tokens seen before the first step (a resumed checkpoint's)
+  EarlierPoints earlier;          // a resumed job's earlier runs' logged points
 };
 
 // First steps left out of timing statistics (start-up, allocation): min(3, n_steps - 1).
@@ -42,10 +43,12 @@ StragglerInfo find_straggler(const std::vector<std::vector<double>>& rank_times,
 ThroughputInfo compute_throughput(const std::vector<StepRecord>& steps, const BatchInfo& batch,
                                   const ModelInfo& model, const HardwareInfo& hardware);
 
-// Curve: steps with step % curve_every == 0, plus the first and last (non-finite losses left out).
-// tokens_seen: the last step's, or start_tokens when no step ran.
+// Curve: a resumed job's earlier points, then steps with step % curve_every == 0, plus the first
+// and last (non-finite losses left out). tokens_seen: the last step's, or start_tokens when no
+// step ran. val_loss: the last eval, of this run or else of the earlier ones.
 LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals,
-                        int curve_every, int64_t start_tokens = 0);
+                        int curve_every, int64_t start_tokens = 0,
+                        const EarlierPoints& earlier = {});
 
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
                                   const std::vector<LossSpike>& spikes);
@@ -64,6 +67,8 @@ class ReportBuilder {
   // Returns the spike when this step's loss is one, so the loop can log a warning now.
   std::optional<LossSpike> record_step(const StepRecord& rec);
   void set_start_tokens(int64_t tokens);  // a resume's: what tokens_seen is before any step
+  // A resume's: the loss curve and val_loss take in what the earlier runs logged.
+  void set_earlier(EarlierPoints points) { obs_.earlier = std::move(points); }
   void record_eval(const EvalRecord& rec);
   void set_rank_step_times(std::vector<std::vector<double>> per_rank);
   void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);

@@ -28,7 +28,8 @@ struct RunInfo {
   std::optional<int64_t> resumed_from_step;  // null for a fresh start
   int64_t steps_planned = 0;                 // train.steps
   // Steps this process ran (after a resume: since resumed_from_step; the step figures of the
-  // report, its curve, stability and throughput cover those, metrics.jsonl the whole run).
+  // report, its stability and throughput cover those, metrics.jsonl the whole run, and the loss
+  // curve and val_loss take in the points metrics.jsonl logged before the resume).
   int64_t steps_completed = 0;
   std::string error;  // why a failed run died; omitted when empty
 };

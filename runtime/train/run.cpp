@@ -248,6 +248,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       if (lead) {
         std::filesystem::create_directories(cfg.run.out_dir);
         metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, first_step);
+        builder->set_earlier(metrics->earlier());
         log_banner(base, ctx, shape, *train_loader);
       }
 

@@ -1,6 +1,7 @@
 # One process, run.deterministic: 40 steps straight vs 20 steps (stop_after_steps) + --resume auto
 # for 20 more give bit-identical losses at every step, val losses at the same steps (15, 30 and
-# the last; none where stop_after_steps stopped) and byte-identical exported weights.
+# the last; none where stop_after_steps stopped) and byte-identical exported weights; resumed in
+# the same out_dir, its report.json has the whole run's loss curve.
 source "$2/tests/lib/dist_common.sh"
 det=(--set run.deterministic=true --set model.seq_len=32 --set checkpoint.every_steps=40
      --set train.eval_every=15 --set train.eval_batches=2)
@@ -30,6 +31,23 @@ PY
 "$bin" ckpt export ck_part --out part.safetensors >/dev/null
 cmp full.safetensors part.safetensors || fail "final weights differ"
 echo "40 losses bit-identical; final weights identical"
+# Stopped and resumed in one out_dir, as a requeued job is: the resumed run's report.json has the
+# whole run's loss curve and its last val loss (the points metrics.jsonl logged before the
+# resume, then its own), equal to the uninterrupted run's; its step figures cover its 20 steps.
+run_single same 8 1 40 "${det[@]}" --set checkpoint.dir=ck_same --set train.stop_after_steps=20
+run_single same 8 1 40 "${det[@]}" --set checkpoint.dir=ck_same --resume auto
+/usr/bin/python3 - <<'PY' || fail "the resumed run's report does not cover the whole run"
+import json
+full, same = (json.load(open(p + "/report.json")) for p in ("full", "same"))
+print("curve points: uninterrupted %d, resumed %d; val_loss %s / %s" % (
+    len(full["loss"]["curve"]), len(same["loss"]["curve"]), full["loss"]["val_loss"],
+    same["loss"]["val_loss"]))
+assert same["loss"]["curve"] == full["loss"]["curve"]
+assert len(full["loss"]["curve"]) == 40
+for k in ("val_loss", "val_at_tokens", "final_train_loss", "tokens_seen"):
+    assert same["loss"][k] == full["loss"][k], k
+assert same["run"]["resumed_from_step"] == 20 and same["run"]["steps_completed"] == 20
+PY
 # The report of the run stopped at step 20 says so; the uninterrupted one completed.
 [ "$(json_get part1/report.json 'd["run"]["status"], d["run"]["steps_planned"], d["run"]["steps_completed"]')" \
   = "stopped 40 20" ] || fail "stopped run's report: $(json_get part1/report.json 'd["run"]')"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/report/metrics.h"
+#include "runtime/report/report_builder.h"
 
 using namespace trainer::report;
 namespace fs = std::filesystem;
@@ -70,6 +71,34 @@ TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
     return steps;
   };
   write_steps(0, 5);  // died after step 5, its last checkpoint at step 3
+  {
+    // What the resume keeps is the report's earlier curve: steps 1-3's points, a null (non-finite)
+    // loss left out, a val loss as an eval.
+    std::vector<std::string> lines;
+    {
+      std::ifstream in(dir / "metrics.jsonl");
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+    }
+    lines[1] = R"({"step":2,"tokens":25,"loss":null,"val_loss":2.5})";
+    std::ofstream out(dir / "metrics.jsonl", std::ios::trunc);
+    for (const std::string& line : lines) out << line << "\n";
+    out.close();
+    MetricsWriter w(dir.string(), 3);
+    const EarlierPoints& e = w.earlier();
+    CHECK(e.curve == std::vector<std::pair<int64_t, double>>{{10, 1.0}, {30, 1.0}});
+    REQUIRE(e.evals.size() == 1);
+    CHECK(e.evals[0].step == 2);
+    CHECK(e.evals[0].tokens == 25);
+    CHECK(e.evals[0].val_loss == 2.5);
+    // The report's loss: the earlier points, then this run's; val_loss the earlier eval's while
+    // this run has none.
+    const LossInfo l =
+        summarize_loss({StepRecord{4, 40, 0.5, 1.0, 1e-3, 0.1, false, false}}, {}, 1, 30, e);
+    CHECK(l.curve.size() == 3);
+    CHECK(l.curve.back() == std::pair<int64_t, double>{40, 0.5});
+    CHECK(l.val_loss == 2.5);
+    CHECK(l.val_at_tokens == 25);
+  }
   write_steps(3, 6);
   CHECK(steps_in_file() == std::vector<int>{1, 2, 3, 4, 5, 6});
   write_steps(0, 2);  // a fresh run into the same directory
