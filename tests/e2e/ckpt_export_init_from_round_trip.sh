@@ -1,7 +1,8 @@
 # `trainer ckpt export` (HF safetensors and llm.c) then model.init_from gives the same weights:
 # with a negligible lr (1e-30) the first step's val loss of each init_from run equals the
-# exporting run's val loss at its last step; a fresh init does not. The llm.c file has exactly
-# the size its header implies; a file of another model shape is refused naming the key.
+# exporting run's val loss at its last step (at tp 2 too); a fresh init does not. The llm.c file
+# has exactly the size its header implies; a file of another model shape is refused naming the
+# key.
 source "$2/tests/lib/dist_common.sh"
 c=(--set model.seq_len=32 --set train.eval_batches=4)
 run_single src 8 1 20 "${c[@]}" --set train.eval_every=20 --set checkpoint.every_steps=20 \
@@ -32,6 +33,10 @@ for name, v in (("hf", hf), ("llmc", llmc)):
 assert abs(fresh - src) > 1e-3 * abs(src), "fresh init matches too: the check cannot fail"
 PY
 compare_metrics hf/metrics.jsonl llmc/metrics.jsonl --exact || fail "hf and llmc imports differ"
+# At tp 2 each rank takes its slice of the file's tensors: the same first step as one process.
+run_launch hf_tp2 2 8 1 1 "${c[@]}" "${lr[@]}" --set model.init_from=m.safetensors --set parallel.tp=2
+compare_metrics hf/metrics.jsonl hf_tp2/metrics.jsonl --fields loss,grad_norm,val_loss --rtol 1e-5 \
+  || fail "init_from at tp 2 differs from one process"
 expect_exit_2 'model.init_from = "m.bin"' bad train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
   --set model.n_layer=3 --set model.init_from=m.bin --out bad
 grep -q "n_layer" exit2.log || { cat exit2.log; fail "error does not name n_layer"; }
