@@ -45,6 +45,27 @@ std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu,
       on_gpu ? "cuda" : "cpu", split);
 }
 
+// One rank's cuda trace `b` against the cpu's `a`: losses and the resumed eval within tol, norms
+// within 5 tol, the weights' shard the same size, and the loss going down.
+void check_against_cpu(const testing::DpTrace& a, const testing::DpTrace& b, double tol,
+                       const std::string& label) {
+  std::ostringstream what;
+  what << label << ": cpu/cuda losses";
+  for (size_t s = 0; s < a.losses.size(); ++s) what << " " << a.losses[s] << "/" << b.losses[s];
+  what << "; norms";
+  for (size_t s = 0; s < a.norms.size(); ++s) what << " " << a.norms[s] << "/" << b.norms[s];
+  what << "; resumed eval " << a.resumed_eval << "/" << b.resumed_eval;
+  INFO(what.str());
+  REQUIRE(b.losses.size() == size_t(kSteps));
+  for (size_t s = 0; s < a.losses.size(); ++s) {
+    CHECK(rel(b.losses[s], a.losses[s]) < tol);
+    CHECK(rel(b.norms[s], a.norms[s]) < 5 * tol);
+  }
+  CHECK(rel(b.resumed_eval, a.resumed_eval) < tol);
+  CHECK(b.owned_params.size() == a.owned_params.size());
+  CHECK(b.losses.back() < b.losses.front());
+}
+
 }  // namespace
 #endif
 
@@ -79,21 +100,10 @@ TEST_CASE("cuda_data_parallel_and_zero_stages_match_cpu_with_two_ranks_on_one_gp
     if (stage0 && c.zero == 0) *stage0 = gpu;
     for (int r = 0; r < kDp; ++r) {
       const testing::DpTrace &a = ref[size_t(r)], &b = gpu[size_t(r)];
-      std::ostringstream what;
-      what << "zero " << c.zero << ", " << c.precision << ", rank " << r << ": cpu/cuda losses";
-      for (size_t s = 0; s < a.losses.size(); ++s) what << " " << a.losses[s] << "/" << b.losses[s];
-      what << "; norms";
-      for (size_t s = 0; s < a.norms.size(); ++s) what << " " << a.norms[s] << "/" << b.norms[s];
-      what << "; resumed eval " << a.resumed_eval << "/" << b.resumed_eval;
-      INFO(what.str());
-      REQUIRE(b.losses.size() == size_t(kSteps));
-      for (size_t s = 0; s < a.losses.size(); ++s) {
-        CHECK(rel(b.losses[s], a.losses[s]) < tol);
-        CHECK(rel(b.norms[s], a.norms[s]) < 5 * tol);
-      }
-      CHECK(rel(b.resumed_eval, a.resumed_eval) < tol);
-      CHECK(b.owned_params.size() == a.owned_params.size());
-      CHECK(b.losses.back() < b.losses.front());
+      std::ostringstream label;
+      label << "zero " << c.zero << ", " << c.precision << ", rank " << r;
+      check_against_cpu(a, b, tol, label.str());
+      INFO(label.str());
       // Every ZeRO stage does stage 0's arithmetic on the same device: only the gradient sum's
       // grouping and the norm's partial sums differ.
       if (stage0 && c.zero > 0 && !stage0->empty()) {
@@ -126,20 +136,8 @@ TEST_CASE("cuda_tensor_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda][
     const auto ref = run(cfg, false, testing::Split::tp), gpu = run(cfg, true, testing::Split::tp);
     const double tol = precision == "fp32" ? 1e-4 : 2e-2;
     for (int r = 0; r < kDp; ++r) {
-      const testing::DpTrace &a = ref[size_t(r)], &b = gpu[size_t(r)];
-      std::ostringstream what;
-      what << "tp 2, " << precision << ", rank " << r << ": cpu/cuda losses";
-      for (size_t s = 0; s < a.losses.size(); ++s) what << " " << a.losses[s] << "/" << b.losses[s];
-      what << "; norms";
-      for (size_t s = 0; s < a.norms.size(); ++s) what << " " << a.norms[s] << "/" << b.norms[s];
-      INFO(what.str());
-      REQUIRE(b.losses.size() == size_t(kSteps));
-      for (size_t s = 0; s < a.losses.size(); ++s) {
-        CHECK(rel(b.losses[s], a.losses[s]) < tol);
-        CHECK(rel(b.norms[s], a.norms[s]) < 5 * tol);
-      }
-      CHECK(rel(b.resumed_eval, a.resumed_eval) < tol);
-      CHECK(b.losses.back() < b.losses.front());
+      check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
+                        "tp 2, " + precision + ", rank " + std::to_string(r));
     }
   }
 #endif
