@@ -102,6 +102,18 @@ size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
                              flash_attention);
 }
 
+TpTraffic tp_traffic(const config::RunConfig& cfg) {
+  TpTraffic t;
+  const int tp = cfg.parallel.tp;
+  if (tp <= 1) return t;
+  const int per_block = cfg.activation_checkpointing == "full" ? 6 : 4;
+  t.all_reduces = int64_t{per_block} * cfg.model.n_layer * cfg.train.grad_accum;
+  t.bytes_each = 4 * int64_t{cfg.train.micro_batch} * cfg.model.seq_len * cfg.model.d_model;
+  t.sent_bytes =
+      static_cast<double>(t.all_reduces) * static_cast<double>(t.bytes_each) * 2.0 * (tp - 1) / tp;
+  return t;
+}
+
 HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
                            const DeviceKind& device) {
   return held_state_of(parallel::ZeroUnits(rank_layout(cfg), dp), cfg, zero, dp, device);

@@ -81,6 +81,17 @@ std::vector<Layout> search_layouts(const SearchRequest& request);
 size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
                         const std::string& activation_checkpointing, bool flash_attention);
 
+// Tensor parallelism's activation all-reduces per training step (0 at tp 1): each block sums its
+// two row-parallel outputs in forward and the two column-parallel input gradients in backward,
+// and full activation recompute reruns the forward's; each is one micro-batch's
+// [micro_batch, seq_len, d_model] in fp32. A ring all-reduce sends 2 (tp - 1) / tp of it per rank.
+struct TpTraffic {
+  int64_t all_reduces = 0;  // per step, per rank
+  int64_t bytes_each = 0;   // of one all-reduce
+  double sent_bytes = 0;    // per rank per step, by ring all-reduces
+};
+TpTraffic tp_traffic(const config::RunConfig& cfg);
+
 // Model state and ZeRO staging per rank as this runtime holds them on `device`
 // (parallel::predict_held_state, parallel::zero_staging_floats). At dp 1 every stage trains as
 // stage 0 (parallel::zero_shards_state).

@@ -74,3 +74,17 @@ for precision in fp32 bf16; do
   [ "$plan" -lt "${planned[${precision}_none]}" ] \
     || fail "tp 2 $precision activations ($plan B) are not below one process's (${planned[${precision}_none]} B)"
 done
+# And the tp all-reduces the plan counts per step are the ones a run makes (its profile's
+# fwd/bwd/recompute.tp_all_reduce calls), with full recompute rerunning the forward's.
+sets=(--set parallel.tp=2 --set activation_checkpointing=full --set train.grad_accum=2)
+"$bin" plan "$src/configs/tiny.yaml" --gpus 2 "${sets[@]}" >plan_tp2_traffic.txt 2>&1 \
+  || { cat plan_tp2_traffic.txt; fail "plan failed"; }
+planned_calls=$(sed -n 's/^tp traffic per rank per step: \([0-9]*\) all-reduces.*/\1/p' plan_tp2_traffic.txt)
+"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 \
+  --set train.eval_every=0 --set logging.profile_steps=1 --out tp2_traffic >tp2_traffic.log 2>&1 \
+  || { cat tp2_traffic.log; fail "tp 2 profiled run failed"; }
+made=$(json_get tp2_traffic/report.json \
+  'int(round(sum(p["calls_per_step"] for p in d["profile"]["phases"] if p["name"].endswith("tp_all_reduce"))))')
+echo "tp 2, full recompute, grad_accum 2: plan $planned_calls all-reduces per step, the run made $made"
+[ -n "$planned_calls" ] && [ "$planned_calls" = "$made" ] \
+  || { cat plan_tp2_traffic.txt; fail "plan counts $planned_calls tp all-reduces, the run made $made"; }

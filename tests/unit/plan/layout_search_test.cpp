@@ -182,3 +182,26 @@ TEST_CASE("search: device memory by kind, and the override") {
   CHECK(two.memory_bytes == Approx(one.memory_bytes / 2));
   CHECK_THROWS(plan::device_kind("tpu", 1));
 }
+
+TEST_CASE("search: tp all-reduces per step, and a rank's tp slice of the activations") {
+  config::RunConfig cfg = search_config();
+  CHECK(plan::tp_traffic(cfg).all_reduces == 0);  // tp 1
+  const size_t whole = plan::activation_bytes(cfg, cfg.train.micro_batch, "none", false);
+  cfg.parallel.tp = 2;
+  cfg.train.grad_accum = 3;
+  const plan::TpTraffic t = plan::tp_traffic(cfg);
+  CHECK(t.all_reduces == 4 * cfg.model.n_layer * 3);
+  CHECK(t.bytes_each == 4 * cfg.train.micro_batch * cfg.model.seq_len * cfg.model.d_model);
+  CHECK(t.sent_bytes == Approx(double(t.all_reduces) * double(t.bytes_each)));  // 2 (tp-1)/tp = 1
+  cfg.activation_checkpointing = "full";
+  CHECK(plan::tp_traffic(cfg).all_reduces == 6 * cfg.model.n_layer * 3);
+  cfg.parallel.tp = 4;
+  CHECK(plan::tp_traffic(cfg).sent_bytes ==
+        Approx(1.5 * double(plan::tp_traffic(cfg).all_reduces) * double(t.bytes_each)));
+  // The activations a tp 2 rank holds are fewer than the whole model's (the residual stream,
+  // norms and logits stay whole).
+  cfg.parallel.tp = 2;
+  const size_t slice = plan::activation_bytes(cfg, cfg.train.micro_batch, "none", false);
+  CHECK(slice < whole);
+  CHECK(slice > whole / 2);
+}
