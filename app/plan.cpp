@@ -261,12 +261,13 @@ void register_plan(CLI::App& app) {
     const double held = print_held_state(cfg, dp, device);
     const bool flash = device.cuda && cuda_attention_uses_flash(attention, dims.head_dim());
     const size_t activations = print_activation_memory(cfg, flash);
-    if (const plan::TpTraffic t = plan::tp_traffic(cfg); t.all_reduces > 0)
+    if (const plan::TpTraffic t = plan::tp_traffic(cfg); t.collectives > 0)
       std::printf(
-          "tp traffic per rank per step: %lld all-reduces of %lld B (a micro-batch's activations "
-          "in fp32), %.0f B sent by ring all-reduces (%.1f MiB)\n",
-          static_cast<long long>(t.all_reduces), static_cast<long long>(t.bytes_each), t.sent_bytes,
-          t.sent_bytes / (1024.0 * 1024.0));
+          "tp traffic per rank per step: %lld collectives (%s) of a micro-batch's activations, "
+          "%.0f B sent by ring algorithms (%.1f MiB)\n",
+          static_cast<long long>(t.collectives),
+          cfg.parallel.sequence_parallel ? "all-gathers and reduce-scatters" : "all-reduces",
+          t.sent_bytes, t.sent_bytes / (1024.0 * 1024.0));
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));

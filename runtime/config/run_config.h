@@ -163,7 +163,7 @@ void check_output_dir(const std::string& key, const std::string& dir);
 // part of validate(): `plan` writes nothing and may run where the paths cannot be created).
 void check_output_dirs(const RunConfig& cfg);
 // What this build trains: data- and tensor-parallel layouts (any dp and tp, ZeRO 0-3) of dense
-// models. Throws ConfigError for parallel.pp/cp/ep > 1, sequence_parallel with tp > 1, or
+// models. Throws ConfigError for parallel.pp/cp/ep > 1 or
 // model.moe.num_experts > 0, which validate() accepts as layouts. Called by `train` and `plan`
 // before validate(), so such a layout is refused for what it is (not for its world size).
 void check_runnable(const RunConfig& cfg);

@@ -107,10 +107,6 @@ void check_runnable(const RunConfig& cfg) {
         "this build trains data- and tensor-parallel layouts only (parallel.pp, cp and ep = 1); "
         "got " +
         kv("parallel.pp", p.pp) + ", " + kv("parallel.cp", p.cp) + ", " + kv("parallel.ep", p.ep));
-  if (p.tp > 1 && p.sequence_parallel)
-    fail("parallel.sequence_parallel = true with " + kv("parallel.tp", p.tp) +
-         ": this build has no sequence parallelism (every tp rank runs the norms and the residual "
-         "over the whole sequence); set it to false");
   if (cfg.model.moe.num_experts > 0)
     fail(kv("model.moe.num_experts", cfg.model.moe.num_experts) +
          ": this build trains dense models only (0: every block's MLP is dense)");

@@ -35,6 +35,12 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   const int64_t B = a.B, T = a.T, C = d.d_model, V = d.padded_vocab();
   const int64_t FC = d.ffn_hidden() / s.tp_size, CL = C / s.tp_size;
   const DType mm = a.matmul_input;
+  // Sequence parallelism: the residual stream, the layernorms' statistics and the running
+  // gradient hold this rank's rows [tp_rank * RL, (tp_rank + 1) * RL) of the B * T.
+  const bool sp = s.sequence_parallel;
+  const int64_t RL = sp ? B * T / s.tp_size : 0;
+  const Shape stream = sp ? Shape{RL, C} : Shape{B, T, C};
+  const Shape stats = sp ? Shape{RL} : Shape{B, T};
   a.inputs = c.take({B, T}, DType::i32);
   a.targets = c.take({B, T}, DType::i32);
   a.encoded = c.take({B, T, C});
@@ -46,38 +52,53 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   for (size_t l = 0; l < a.blocks.size(); ++l) {
     BlockActivations& b = a.blocks[l];
     if (l > 0 && share_all) {
-      const Tensor out = c.take({B, T, C});
+      const Tensor out = c.take(stream);
       b = shared;
       b.residual_out = out;
       continue;
     }
-    b.ln1 = c.take({B, T, C}, mm);
-    b.ln1_mean = c.take({B, T});
-    b.ln1_rstd = c.take({B, T});
+    b.ln1 = c.take({B, T, C}, mm);  // gathered under sequence parallelism
+    b.ln1_mean = c.take(stats);
+    b.ln1_rstd = c.take(stats);
     b.qkv = c.take({B, T, 3 * CL}, mm);
     // selective recompute rebuilds att and atty together (one attention_forward): share both
     b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL}, mm);
     b.att = l > 0 && share_att ? shared.att : c.take(att_state);
-    b.residual_mid = c.take({B, T, C});
+    b.residual_mid = c.take(stream);
     b.ln2 = c.take({B, T, C}, mm);
-    b.ln2_mean = c.take({B, T});
-    b.ln2_rstd = c.take({B, T});
+    b.ln2_mean = c.take(stats);
+    b.ln2_rstd = c.take(stats);
     b.fch = c.take({B, T, FC}, mm);
     b.fch_gelu = c.take({B, T, FC}, mm);
-    b.residual_out = c.take({B, T, C});
+    b.residual_out = c.take(stream);
     if (l == 0) shared = b;
   }
+  // Under sequence parallelism the first block reads its rows of the (whole) embedding output.
+  // (the measuring pass has no memory: its views stay null)
+  Tensor first_in = a.encoded;
+  if (sp) {
+    char* base = static_cast<char*>(a.encoded.data);
+    first_in = Tensor(base ? base + s.tp_rank * RL * C * 4 : nullptr, stream, DType::f32,
+                      a.encoded.device);
+  }
   for (size_t l = 0; l < a.blocks.size(); ++l)
-    a.blocks[l].residual_in = l == 0 ? a.encoded : a.blocks[l - 1].residual_out;
+    a.blocks[l].residual_in = l == 0 ? first_in : a.blocks[l - 1].residual_out;
   if (s.has_head) {
     a.lnf = c.take({B, T, C}, mm);
-    a.lnf_mean = c.take({B, T});
-    a.lnf_rstd = c.take({B, T});
+    a.lnf_mean = c.take(stats);
+    a.lnf_rstd = c.take(stats);
     a.logits = c.take({B, T, V}, mm);
     a.losses = c.take({B, T});
   }
-  a.grad.dresidual = c.take({B, T, C});
-  if (mm == DType::bf16) a.grad.dresidual_mm = c.take({B, T, C}, mm);
+  a.grad.dresidual = c.take(stream);
+  if (mm == DType::bf16) a.grad.dresidual_mm = c.take(stream, mm);
+  if (sp) {
+    a.sp.ln_rows = c.take(stream, mm);
+    a.sp.partial = c.take({B, T, C});
+    a.sp.dresidual = c.take({B, T, C});
+    if (mm == DType::bf16) a.sp.dresidual_mm = c.take({B, T, C}, mm);
+    a.sp.dln_rows = c.take(stream);
+  }
   a.grad.dln = c.take({B, T, C});
   a.grad.dqkv = c.take({B, T, 3 * CL}, mm);  // qkv's dtype: the qkv GEMMs read it with no cast
   a.grad.datty = c.take({B, T, CL});

@@ -61,6 +61,15 @@ struct GradScratch {
                       // matmul_gelu_backward write them so)
 };
 
+// Sequence parallelism's buffers (empty without it): this rank's rows are RL = B * T / tp.
+struct SequenceParallelScratch {
+  Tensor ln_rows;       // [RL, C] matmul_input: a layernorm's output rows before the gather
+  Tensor partial;       // [B, T, C] a row-parallel layer's partial sums before the reduce-scatter
+  Tensor dresidual;     // [B, T, C] the running gradient gathered (the embedding's backward)
+  Tensor dresidual_mm;  // [B, T, C] bf16: its rounding gathered, as the GEMMs read it
+  Tensor dln_rows;      // [RL, C] this rank's rows of a layernorm's input gradient
+};
+
 class Activations {
  public:
   // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
@@ -83,6 +92,7 @@ class Activations {
   Tensor logits;  // [B,T,V] in matmul_input (dlogits after a training forward)
   Tensor losses;  // [B,T]
   GradScratch grad;
+  SequenceParallelScratch sp;
   // fp8 compute: an fp8 GEMM's fp32 sums before they are rounded (qkv) or passed through the
   // GELU (fc), [B,T,widest linear output]; empty otherwise.
   Tensor fp8_sums;

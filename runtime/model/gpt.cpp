@@ -298,11 +298,14 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   const int final_unit = layout_.dims().n_layer + 1;
   call_before(final_unit, false);
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
+  const bool sp = s.sequence_parallel;
   {
     auto p = phase("ln_f");
-    be_.layernorm_forward(rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd), rows(last),
-                          weight_view("ln_f.weight", false), weight_view("ln_f.bias", false));
+    be_.layernorm_forward(sp ? a.sp.ln_rows : rows(a.lnf), flat(a.lnf_mean), flat(a.lnf_rstd),
+                          rows(last), weight_view("ln_f.weight", false),
+                          weight_view("ln_f.bias", false));
   }
+  if (sp) tp_all_gather(a.sp.ln_rows, a.lnf);
   {
     auto p = phase("head", matmul_flops(a.logits, a.lnf));
     be_.matmul_forward(rows(a.logits), rows(a.lnf), matmul_weight("wte.weight"), Tensor());
@@ -322,6 +325,46 @@ void Gpt::tp_all_reduce(Tensor t) {
   hooks_.tp_all_reduce(t);
 }
 
+void Gpt::tp_all_gather(const Tensor& rows_in, Tensor whole) {
+  TRAINER_CHECK(hooks_.tp_all_gather, "sequence parallelism without a tp all-gather hook");
+  auto p = phase("tp_all_gather");
+  hooks_.tp_all_gather(rows_in, whole);
+}
+
+void Gpt::tp_reduce_scatter(const Tensor& whole, Tensor rows_out) {
+  TRAINER_CHECK(hooks_.tp_reduce_scatter, "sequence parallelism without a tp reduce-scatter hook");
+  auto p = phase("tp_reduce_scatter");
+  hooks_.tp_reduce_scatter(whole, rows_out);
+}
+
+Tensor Gpt::sp_rows(const Tensor& whole) const {
+  const GptShard& s = layout_.shard();
+  const int64_t C = whole.shape[whole.shape.rank - 1], RL = whole.numel() / C / s.tp_size;
+  return whole.slice(s.tp_rank * RL * C, RL * C).view({RL, C});
+}
+
+void Gpt::sp_row_parallel(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                          int l, int which, const Tensor& residual) {
+  const Tensor partial = acts_->sp.partial;
+  {
+    auto p = phase(which == 1 ? "proj" : "fc_proj", matmul_flops(partial, inp));
+    linear_forward(rows(partial), rows(inp), weight, layout_.shard().tp_rank == 0 ? bias : Tensor(),
+                   l, which);
+    be_.axpy(sp_rows(partial), rows(residual), 1.0f);
+  }
+  tp_reduce_scatter(partial, out);
+}
+
+Tensor Gpt::sp_gather_dresidual() {
+  const GradScratch& g = acts_->grad;
+  if (g.dresidual_mm.empty()) {
+    tp_all_gather(g.dresidual, acts_->sp.dresidual);
+    return rows(acts_->sp.dresidual);
+  }
+  tp_all_gather(g.dresidual_mm, acts_->sp.dresidual_mm);
+  return rows(acts_->sp.dresidual_mm);
+}
+
 void Gpt::block_forward(int l) {
   Activations& acts = *acts_;
   BlockActivations& a = acts.blocks[static_cast<size_t>(l)];
@@ -331,12 +374,16 @@ void Gpt::block_forward(int l) {
   // Row-parallel layers add their bias and the residual once (tp rank 0) before the partial sums
   // are reduced; the residual add rides in the GEMM (Backend::matmul_forward).
   const bool rank0 = s.tp_rank == 0;
+  // Sequence parallelism: each layernorm over this rank's rows, gathered for the next GEMM; the
+  // row-parallel sums reduce-scattered back to rows (sp_row_parallel).
+  const bool sp = s.sequence_parallel;
 
   {
     auto p = phase("ln1");
-    be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
-                          w.ln1w, w.ln1b);
+    be_.layernorm_forward(sp ? acts.sp.ln_rows : rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd),
+                          rows(a.residual_in), w.ln1w, w.ln1b);
   }
+  if (sp) tp_all_gather(acts.sp.ln_rows, a.ln1);
   {
     auto p = phase("qkv", matmul_flops(a.qkv, a.ln1));
     linear_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb, l, 0);
@@ -345,21 +392,30 @@ void Gpt::block_forward(int l) {
     auto p = phase("attention", attention_flops(a.qkv));
     be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
   }
-  {
-    auto p = phase("proj", matmul_flops(a.residual_mid, a.atty));
-    linear_forward(rows(a.residual_mid), rows(a.atty), w.projw, rank0 ? w.projb : Tensor(), l, 1,
-                   rank0 ? rows(a.residual_in) : Tensor());
+  if (sp) {
+    sp_row_parallel(a.residual_mid, a.atty, w.projw, w.projb, l, 1, a.residual_in);
+  } else {
+    {
+      auto p = phase("proj", matmul_flops(a.residual_mid, a.atty));
+      linear_forward(rows(a.residual_mid), rows(a.atty), w.projw, rank0 ? w.projb : Tensor(), l, 1,
+                     rank0 ? rows(a.residual_in) : Tensor());
+    }
+    tp_all_reduce(a.residual_mid);
   }
-  tp_all_reduce(a.residual_mid);
 
   {
     auto p = phase("ln2");
-    be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
-                          w.ln2w, w.ln2b);
+    be_.layernorm_forward(sp ? acts.sp.ln_rows : rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd),
+                          rows(a.residual_mid), w.ln2w, w.ln2b);
   }
+  if (sp) tp_all_gather(acts.sp.ln_rows, a.ln2);
   {
     auto p = phase("fc_gelu", matmul_flops(a.fch, a.ln2));
     mlp_hidden_forward(a, w.fcw, w.fcb, l);
+  }
+  if (sp) {
+    sp_row_parallel(a.residual_out, a.fch_gelu, w.fcprojw, w.fcprojb, l, 3, a.residual_mid);
+    return;
   }
   {
     auto p = phase("fc_proj", matmul_flops(a.residual_out, a.fch_gelu));
@@ -390,8 +446,10 @@ void Gpt::backward() {
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
   {
     auto p = phase("ln_f");
+    // (under sequence parallelism every rank's dln is whole: this rank takes its rows)
     be_.layernorm_backward(rows(g.dresidual), weight_view("ln_f.weight", true),
-                           weight_view("ln_f.bias", true), rows(g.dln), rows(last),
+                           weight_view("ln_f.bias", true),
+                           s.sequence_parallel ? sp_rows(g.dln) : rows(g.dln), rows(last),
                            weight_view("ln_f.weight", false), flat(a.lnf_mean), flat(a.lnf_rstd),
                            g.dresidual_mm.empty() ? Tensor() : rows(g.dresidual_mm));
   }
@@ -404,10 +462,12 @@ void Gpt::backward() {
     call_ready(unit);
   }
   call_before(0, true);
+  if (s.sequence_parallel) tp_all_gather(g.dresidual, a.sp.dresidual);
   {
     auto p = phase("embedding");
     be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
-                           g.dresidual, a.inputs, pos_offset_);
+                           s.sequence_parallel ? a.sp.dresidual : g.dresidual, a.inputs,
+                           pos_offset_);
   }
   call_ready(0);
   // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
@@ -452,12 +512,17 @@ void Gpt::block_backward(int l) {
   // dres as the GEMMs read it: its bf16 rounding, which each layernorm backward writes along with
   // dres under bf16 compute; dres itself in fp32
   const Tensor dres_bf16 = g.dresidual_mm.empty() ? Tensor() : rows(g.dresidual_mm);
-  const Tensor dres_mm = dres_bf16.empty() ? dres : dres_bf16;
+  // Sequence parallelism: dres holds this rank's rows; the projections' backward read it
+  // gathered, and the column-parallel layers' input gradients are reduce-scattered to rows.
+  const bool sp = layout_.shard().sequence_parallel;
+  Tensor dres_mm = sp ? sp_gather_dresidual() : dres_bf16.empty() ? dres : dres_bf16;
+  const Tensor dln_rows = sp ? acts.sp.dln_rows : rows(g.dln);
+  const Tensor full = g.dln;  // [B,T,C], for the FLOP counts
 
   // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
   // (dfch is overwritten, in the activations' dtype: Backend::matmul_gelu_backward)
   {
-    auto p = phase("fc_proj", 2 * matmul_flops(a.residual_out, a.fch_gelu));
+    auto p = phase("fc_proj", 2 * matmul_flops(full, a.fch_gelu));
     be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres_mm, rows(a.fch_gelu),
                              w.fcprojw, rows(a.fch));
   }
@@ -465,16 +530,20 @@ void Gpt::block_backward(int l) {
     auto p = phase("fc", 2 * matmul_flops(a.fch, a.ln2));
     be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(a.ln2), w.fcw);
   }
-  tp_all_reduce(g.dln);
+  if (sp)
+    tp_reduce_scatter(g.dln, dln_rows);
+  else
+    tp_all_reduce(g.dln);
   {
     auto p = phase("ln2");
-    be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, rows(g.dln), rows(a.residual_mid), w.ln2w,
+    be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, dln_rows, rows(a.residual_mid), w.ln2w,
                            flat(a.ln2_mean), flat(a.ln2_rstd), dres_bf16);
   }
+  if (sp) dres_mm = sp_gather_dresidual();  // now d(residual_mid)
 
   // Attention: residual_mid = residual_in + proj(attn(qkv(ln1(residual_in))))
   {
-    auto p = phase("proj", 2 * matmul_flops(a.residual_mid, a.atty));
+    auto p = phase("proj", 2 * matmul_flops(full, a.atty));
     be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres_mm, rows(a.atty), w.projw);
   }
   {
@@ -485,11 +554,14 @@ void Gpt::block_backward(int l) {
     auto p = phase("qkv", 2 * matmul_flops(a.qkv, a.ln1));
     be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(a.ln1), w.qkvw);
   }
-  tp_all_reduce(g.dln);
+  if (sp)
+    tp_reduce_scatter(g.dln, dln_rows);
+  else
+    tp_all_reduce(g.dln);
   {
     auto p = phase("ln1");
     // (in the first block nothing reads the bf16 copy: the embedding backward reads dres)
-    be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, rows(g.dln), rows(a.residual_in), w.ln1w,
+    be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, dln_rows, rows(a.residual_in), w.ln1w,
                            flat(a.ln1_mean), flat(a.ln1_rstd), l > 0 ? dres_bf16 : Tensor());
   }
 }

@@ -18,6 +18,10 @@ namespace trainer::model {
 struct Hooks {
   // Sums a partial activation (or input gradient) over the tensor-parallel group. Null: tp = 1.
   std::function<void(Tensor)> tp_all_reduce;
+  // Sequence parallelism: every tp rank's rows (`rows`, any dtype) into `whole`, in rank order;
+  // and the sum over the tp group of `whole` (fp32), of which this rank keeps its rows.
+  std::function<void(const Tensor& rows, Tensor whole)> tp_all_gather;
+  std::function<void(const Tensor& whole, Tensor rows)> tp_reduce_scatter;
   // Called when every gradient of `unit` (see ParamLayout) is final for this micro-batch.
   std::function<void(int unit)> unit_grads_ready;
   // Called before a unit's parameters are read (forward or backward): ZeRO-3 gathers them here.
@@ -121,6 +125,18 @@ class Gpt {
   PhaseProfiler::Scope phase(const char* op, double flops = 0) const;
   void call_before(int unit, bool backward);
   void tp_all_reduce(Tensor t);  // Hooks::tp_all_reduce, when there is one
+  // Sequence parallelism (GptShard::sequence_parallel): Hooks::tp_all_gather and
+  // tp_reduce_scatter, timed;
+  void tp_all_gather(const Tensor& rows, Tensor whole);
+  void tp_reduce_scatter(const Tensor& whole, Tensor rows);
+  // a row-parallel layer's output: its partial sums (the bias on tp rank 0) plus `residual` on
+  // this rank's rows, reduce-scattered into `out` (this rank's rows);
+  void sp_row_parallel(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                       int local_layer, int which, const Tensor& residual);
+  // the running gradient gathered as the GEMMs read it (its bf16 rounding under bf16 compute),
+  // [B*T, C];
+  Tensor sp_gather_dresidual();
+  Tensor sp_rows(const Tensor& whole) const;  // this rank's rows of a [B,T,C] tensor, [RL, C]
   void call_ready(int unit);
 
   Backend& be_;

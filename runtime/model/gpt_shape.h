@@ -31,11 +31,16 @@ struct GptShard {
   int first_layer = 0, num_layers = 0;  // blocks [first_layer, first_layer + num_layers)
   bool has_embedding = true;            // first pipeline stage
   bool has_head = true;                 // last pipeline stage (final norm + tied output layer)
+  // Megatron's sequence parallelism (tp > 1): the residual stream and the layernorms run over
+  // this rank's 1/tp of a micro-batch's rows; the column-parallel layers' inputs are gathered,
+  // the row-parallel layers' partial sums reduce-scattered (instead of all-reduced).
+  bool sequence_parallel = false;
 
-  static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true}; }
+  static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true, false}; }
   // Every layer, tp slice `tp_rank` of `tp_size` (no pipeline stages).
-  static GptShard tp_slice(const GptDims& d, int tp_rank, int tp_size) {
-    return {tp_rank, tp_size, 0, d.n_layer, true, true};
+  static GptShard tp_slice(const GptDims& d, int tp_rank, int tp_size,
+                           bool sequence_parallel = false) {
+    return {tp_rank, tp_size, 0, d.n_layer, true, true, sequence_parallel && tp_size > 1};
   }
 };
 

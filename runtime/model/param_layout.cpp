@@ -122,6 +122,7 @@ ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_
 
 void ParamLayout::add(ParamSpec spec, int unit) {
   spec.unit = unit;
+  spec.grad_sums_over_tp = shard_.sequence_parallel && spec.name.find("ln_") != std::string::npos;
   spec.offset = total_;
   spec.numel = product(spec.local_shape);
   total_ += spec.numel;

@@ -33,6 +33,9 @@ struct ParamSpec {
   bool is_bias_or_norm_bias = false;     // init zero
   bool is_norm_weight = false;           // init one
   bool tp_replicated = true;             // same values on every tp rank (norms, row-parallel bias)
+  // Sequence parallelism: each tp rank's gradient covers its rows only (the layernorms'), and
+  // the tp ranks' gradients sum to the whole one.
+  bool grad_sums_over_tp = false;
 };
 
 struct UnitRange {

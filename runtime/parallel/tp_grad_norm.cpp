@@ -31,4 +31,25 @@ double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, co
   return split + replicated / tp;
 }
 
+void sum_row_partial_grads(const model::ParamLayout& layout, Tensor grads, int64_t begin,
+                           dist::Comm& tp) {
+  const int64_t end = begin + grads.numel();
+  int64_t run_begin = -1, run_end = -1;  // consecutive such tensors, one all-reduce
+  auto flush = [&] {
+    if (run_end > run_begin)
+      tp.all_reduce(grads.slice(run_begin - begin, run_end - run_begin).data,
+                    static_cast<size_t>(run_end - run_begin), dist::CommDType::f32,
+                    dist::ReduceOp::sum);
+    run_begin = run_end = -1;
+  };
+  for (const model::ParamSpec& p : layout.params()) {
+    const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
+    if (lo >= hi || !p.grad_sums_over_tp) continue;
+    if (lo != run_end) flush();
+    if (run_begin < 0) run_begin = lo;
+    run_end = hi;
+  }
+  flush();
+}
+
 }  // namespace trainer::parallel

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "runtime/core/backend.h"
+#include "runtime/dist/comm.h"
 #include "runtime/model/param_layout.h"
 
 namespace trainer::parallel {
@@ -14,5 +15,12 @@ namespace trainer::parallel {
 // `layout`'s buffer, weighted as above (plain Backend::sum_squares at tp 1).
 double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, const Tensor& grads,
                                int64_t begin);
+
+// Sequence parallelism: sums over the tp group the gradients each tp rank holds for its rows only
+// (ParamSpec::grad_sums_over_tp: the layernorms'), among the flat elements `grads` holds (from
+// `begin`), so that they are whole, and the same on every tp rank. Call once per step, after the
+// dp reduction (a sum too, so the order does not matter) and before the norm.
+void sum_row_partial_grads(const model::ParamLayout& layout, Tensor grads, int64_t begin,
+                           dist::Comm& tp);
 
 }  // namespace trainer::parallel

@@ -66,9 +66,11 @@ class ZeroOptimizer {
   Range shard() const { return shards_.shard(comm_.rank()); }
   optim::AdamW& adam() { return *opt_; }
   ZeroMemory memory() const;
+  // The reduced gradients of this rank's shard (elements shard().begin ..), after
+  // reduce_gradients().
+  Tensor shard_grads() const;
 
  private:
-  Tensor shard_grads() const;
   void on_unit_grads_ready(int unit);
   void finish_oldest_scatter();
   void before_unit(int unit, bool backward);

@@ -23,7 +23,8 @@ constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 // What one rank holds: tp rank 0's slice (every tp rank's is the same size).
 model::ParamLayout rank_layout(const config::RunConfig& cfg) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
-  return model::ParamLayout(dims, model::GptShard::tp_slice(dims, 0, cfg.parallel.tp));
+  return model::ParamLayout(
+      dims, model::GptShard::tp_slice(dims, 0, cfg.parallel.tp, cfg.parallel.sequence_parallel));
 }
 
 // Ranking key: smaller is better (see layout_search.h).
@@ -106,11 +107,23 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
   TpTraffic t;
   const int tp = cfg.parallel.tp;
   if (tp <= 1) return t;
-  const int per_block = cfg.activation_checkpointing == "full" ? 6 : 4;
-  t.all_reduces = int64_t{per_block} * cfg.model.n_layer * cfg.train.grad_accum;
-  t.bytes_each = 4 * int64_t{cfg.train.micro_batch} * cfg.model.seq_len * cfg.model.d_model;
-  t.sent_bytes =
-      static_cast<double>(t.all_reduces) * static_cast<double>(t.bytes_each) * 2.0 * (tp - 1) / tp;
+  const bool full = cfg.activation_checkpointing == "full";
+  const double share = static_cast<double>(tp - 1) / tp, L = cfg.model.n_layer,
+               elements = double(cfg.train.micro_batch) * cfg.model.seq_len * cfg.model.d_model,
+               mm = cfg.precision.compute == "fp32" ? 4 : 2;  // the matmul inputs' bytes
+  const int64_t accum = cfg.train.grad_accum;
+  if (!cfg.parallel.sequence_parallel) {
+    t.collectives = (full ? 6 : 4) * cfg.model.n_layer * accum;
+    t.sent_bytes = double(t.collectives) * elements * 4 * 2 * share;
+    return t;
+  }
+  // per micro-batch: 2 per block in each pass (forward, recompute, backward) of each kind,
+  // and the final norm's and the embedding gradient's gathers
+  const double passes = full ? 3 : 2;
+  t.collectives = accum * (static_cast<int64_t>(4 * passes * L) + 2);
+  const double gathers = 2 * passes * L * elements * mm + elements * mm + elements * 4,
+               scatters = 2 * passes * L * elements * 4;
+  t.sent_bytes = double(accum) * (gathers + scatters) * share;
   return t;
 }
 

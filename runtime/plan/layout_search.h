@@ -81,14 +81,18 @@ std::vector<Layout> search_layouts(const SearchRequest& request);
 size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
                         const std::string& activation_checkpointing, bool flash_attention);
 
-// Tensor parallelism's activation all-reduces per training step (0 at tp 1): each block sums its
-// two row-parallel outputs in forward and the two column-parallel input gradients in backward,
-// and full activation recompute reruns the forward's; each is one micro-batch's
-// [micro_batch, seq_len, d_model] in fp32. A ring all-reduce sends 2 (tp - 1) / tp of it per rank.
+// Tensor parallelism's activation collectives per training step (none at tp 1), on one
+// micro-batch's [micro_batch, seq_len, d_model] each: every block sums its two row-parallel
+// outputs in forward and its two column-parallel input gradients in backward, and full activation
+// recompute reruns the forward's. Without sequence parallelism those are fp32 all-reduces (a ring
+// sends 2 (tp - 1) / tp of each per rank); with it, each is a reduce-scatter (fp32) and each
+// layernorm's output and each projection's backward input is all-gathered (in the matmul dtype),
+// plus the final norm's output and the embedding's gradient per micro-batch (a ring sends
+// (tp - 1) / tp of the whole tensor per rank). Not counted: sequence parallelism's one all-reduce
+// per block of the layernorms' gradients per step (4 C floats each).
 struct TpTraffic {
-  int64_t all_reduces = 0;  // per step, per rank
-  int64_t bytes_each = 0;   // of one all-reduce
-  double sent_bytes = 0;    // per rank per step, by ring all-reduces
+  int64_t collectives = 0;  // per step, per rank
+  double sent_bytes = 0;    // per rank per step, by ring algorithms
 };
 TpTraffic tp_traffic(const config::RunConfig& cfg);
 

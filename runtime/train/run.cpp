@@ -167,7 +167,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
       // 3. The model: this rank's tp slice of every layer.
       const model::GptDims dims = model::GptDims::from_config(cfg.model);
-      model::Gpt gpt(*backend, dims, model::GptShard::tp_slice(dims, mesh.coord().tp, shape.tp));
+      model::Gpt gpt(*backend, dims,
+                     model::GptShard::tp_slice(dims, mesh.coord().tp, shape.tp,
+                                               cfg.parallel.sequence_parallel));
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs

@@ -27,12 +27,27 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
                                                        cfg.parallel.overlap_grad_reduce);
     model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
   }
-  if (tp_.size() > 1)  // the row-parallel layers' partial sums, forward and backward
+  if (tp_.size() > 1) {  // the row-parallel layers' partial sums, forward and backward
     model_.hooks().tp_all_reduce = [this](Tensor t) {
       TRAINER_CHECK(t.dtype == DType::f32, "tp all-reduce of a non-fp32 tensor");
       tp_.comm->all_reduce(t.data, static_cast<size_t>(t.numel()), dist::CommDType::f32,
                            dist::ReduceOp::sum);
     };
+    // sequence parallelism: rows gathered as bytes (bf16 or fp32), partial sums scattered
+    model_.hooks().tp_all_gather = [this](const Tensor& rows, Tensor whole) {
+      TRAINER_CHECK(whole.nbytes() == rows.nbytes() * static_cast<size_t>(tp_.size()) &&
+                        whole.dtype == rows.dtype,
+                    "tp all-gather of " << rows.shape.str() << " into " << whole.shape.str());
+      tp_.comm->all_gather(rows.data, whole.data, rows.nbytes(), dist::CommDType::u8);
+    };
+    model_.hooks().tp_reduce_scatter = [this](const Tensor& whole, Tensor rows) {
+      TRAINER_CHECK(whole.dtype == DType::f32 && rows.dtype == DType::f32 &&
+                        whole.numel() == rows.numel() * tp_.size(),
+                    "tp reduce-scatter of " << whole.shape.str() << " into " << rows.shape.str());
+      tp_.comm->reduce_scatter(whole.data, rows.data, static_cast<size_t>(rows.numel()),
+                               dist::CommDType::f32, dist::ReduceOp::sum);
+    };
+  }
   // fp8's amax group is dp x tp (Megatron's, without cp): the max over the tp slices is the
   // whole tensor's amax, so every rank scales as one process would.
   if (dp_.size() > 1 || tp_.size() > 1)
@@ -101,11 +116,16 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
 }
 
 double TrainStep::reduce_and_norm() {
+  const bool sp = model_.layout().shard().sequence_parallel;
   if (zero_) {  // the norm is summed over the shards, never taken on one rank's part
     zero_->reduce_gradients();
+    if (sp)
+      parallel::sum_row_partial_grads(model_.layout(), zero_->shard_grads(), zero_->shard().begin,
+                                      *tp_.comm);
     return zero_->grad_norm(tp_.comm);
   }
   buckets_->finish();
+  if (sp) parallel::sum_row_partial_grads(model_.layout(), model_.grads(), 0, *tp_.comm);
   // Gradients are replicated over dp after the all-reduce; over tp each rank holds its slice.
   double sum = parallel::tp_weighted_sum_squares(be_, model_.layout(), model_.grads(), 0);
   if (tp_.size() > 1) sum = tp_.comm->all_reduce_scalar(sum, dist::ReduceOp::sum);

@@ -67,8 +67,8 @@ expect_exit_2 "--nproc-per-node N is required" out launch run.yaml --out out
 expect_exit_2 "tensor-parallel layouts only (parallel.pp, cp and ep = 1); got parallel.pp = 2" \
   out plan run.yaml --gpus 2 --set parallel.pp=2
 expect_exit_2 "tensor-parallel layouts only" out train run.yaml --set parallel.cp=2 --out out
-expect_exit_2 "parallel.sequence_parallel = true with parallel.tp = 2" out plan run.yaml --gpus 2 \
-  --set parallel.tp=2 --set parallel.sequence_parallel=true
+expect_exit_2 "model.seq_len / parallel.cp = 9 is not divisible by parallel.tp = 2" out plan \
+  run.yaml --gpus 2 --set parallel.tp=2 --set parallel.sequence_parallel=true --set model.seq_len=9
 TRAINER_ATTENTION=fast expect_exit_2 "TRAINER_ATTENTION = 'fast'" "" plan run.yaml --gpu h100
 printf 'model: {n_layer: 2}\nbogus_section: 1\n' > bad.yaml
 set +e; "$bin" train bad.yaml >log 2>&1; rc=$?; set -e

@@ -56,35 +56,45 @@ measured=$(json_get pad/report.json 'd["memory"]["breakdown"]["params"]')
 echo "padded vocab: plan params $plan B, measured $measured B"
 [ -n "$plan" ] && [ "$plan" = "$measured" ] || { cat plan_pad.txt; fail "plan params $plan B, run $measured B"; }
 # Tensor parallel: a tp 2 rank holds its slice of the activations and of the weights (the
-# embeddings and norms whole), and the plan for 2 devices says so, in fp32 and bf16.
+# embeddings and norms whole), and the plan for 2 devices says so, in fp32 and bf16, with and
+# without sequence parallelism (which keeps only this rank's rows of the residual stream).
 for precision in fp32 bf16; do
-  sets=(--set parallel.tp=2 --set precision.compute=$precision)
-  plan_bytes tp2_$precision --gpus 2 "${sets[@]}"
-  plan_params=$(sed -n 's/^model state per rank as this runtime holds it .*: params \([0-9]*\) B,.*/\1/p' \
-    plan_tp2_$precision.txt)
-  "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 \
-    --set train.eval_every=0 --out tp2_$precision >tp2_$precision.log 2>&1 \
-    || { cat tp2_$precision.log; fail "tp 2 $precision run failed"; }
-  measured=$(json_get tp2_$precision/report.json 'd["memory"]["breakdown"]["activations"]')
-  measured_params=$(json_get tp2_$precision/report.json 'd["memory"]["breakdown"]["params"]')
-  echo "tp 2 $precision: plan activations $plan B, params $plan_params B; measured $measured B, $measured_params B"
-  [ "$plan" = "$measured" ] || fail "tp 2 $precision: plan says $plan activation bytes, the run allocated $measured"
-  [ -n "$plan_params" ] && [ "$plan_params" = "$measured_params" ] \
-    || { cat plan_tp2_$precision.txt; fail "tp 2 $precision: plan params $plan_params B, run $measured_params B"; }
-  [ "$plan" -lt "${planned[${precision}_none]}" ] \
-    || fail "tp 2 $precision activations ($plan B) are not below one process's (${planned[${precision}_none]} B)"
+  for seqpar in false true; do
+    name=tp2_${precision}_sp$seqpar
+    sets=(--set parallel.tp=2 --set precision.compute=$precision --set parallel.sequence_parallel=$seqpar)
+    plan_bytes $name --gpus 2 "${sets[@]}"
+    plan_params=$(sed -n 's/^model state per rank as this runtime holds it .*: params \([0-9]*\) B,.*/\1/p' \
+      plan_$name.txt)
+    "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 \
+      --set train.eval_every=0 --out $name >$name.log 2>&1 || { cat $name.log; fail "$name run failed"; }
+    measured=$(json_get $name/report.json 'd["memory"]["breakdown"]["activations"]')
+    measured_params=$(json_get $name/report.json 'd["memory"]["breakdown"]["params"]')
+    echo "$name: plan activations $plan B, params $plan_params B; measured $measured B, $measured_params B"
+    [ "$plan" = "$measured" ] || fail "$name: plan says $plan activation bytes, the run allocated $measured"
+    [ -n "$plan_params" ] && [ "$plan_params" = "$measured_params" ] \
+      || { cat plan_$name.txt; fail "$name: plan params $plan_params B, run $measured_params B"; }
+    planned[$name]=$plan
+  done
+  [ "${planned[tp2_${precision}_spfalse]}" -lt "${planned[${precision}_none]}" ] \
+    || fail "tp 2 $precision activations are not below one process's (${planned[${precision}_none]} B)"
+  [ "${planned[tp2_${precision}_sptrue]}" -lt "${planned[tp2_${precision}_spfalse]}" ] \
+    || fail "sequence parallelism does not lower tp 2 $precision activations"
 done
-# And the tp all-reduces the plan counts per step are the ones a run makes (its profile's
-# fwd/bwd/recompute.tp_all_reduce calls), with full recompute rerunning the forward's.
-sets=(--set parallel.tp=2 --set activation_checkpointing=full --set train.grad_accum=2)
-"$bin" plan "$src/configs/tiny.yaml" --gpus 2 "${sets[@]}" >plan_tp2_traffic.txt 2>&1 \
-  || { cat plan_tp2_traffic.txt; fail "plan failed"; }
-planned_calls=$(sed -n 's/^tp traffic per rank per step: \([0-9]*\) all-reduces.*/\1/p' plan_tp2_traffic.txt)
-"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 \
-  --set train.eval_every=0 --set logging.profile_steps=1 --out tp2_traffic >tp2_traffic.log 2>&1 \
-  || { cat tp2_traffic.log; fail "tp 2 profiled run failed"; }
-made=$(json_get tp2_traffic/report.json \
-  'int(round(sum(p["calls_per_step"] for p in d["profile"]["phases"] if p["name"].endswith("tp_all_reduce"))))')
-echo "tp 2, full recompute, grad_accum 2: plan $planned_calls all-reduces per step, the run made $made"
-[ -n "$planned_calls" ] && [ "$planned_calls" = "$made" ] \
-  || { cat plan_tp2_traffic.txt; fail "plan counts $planned_calls tp all-reduces, the run made $made"; }
+# And the tp collectives the plan counts per step are the ones a run makes (its profile's
+# fwd/bwd/recompute.tp_* calls), with full recompute rerunning the forward's.
+for seqpar in false true; do
+  sets=(--set parallel.tp=2 --set activation_checkpointing=full --set train.grad_accum=2
+        --set parallel.sequence_parallel=$seqpar)
+  "$bin" plan "$src/configs/tiny.yaml" --gpus 2 "${sets[@]}" >plan_traffic_$seqpar.txt 2>&1 \
+    || { cat plan_traffic_$seqpar.txt; fail "plan failed"; }
+  planned_calls=$(sed -n 's/^tp traffic per rank per step: \([0-9]*\) collectives.*/\1/p' \
+    plan_traffic_$seqpar.txt)
+  "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${sets[@]}" --set train.steps=1 \
+    --set train.eval_every=0 --set logging.profile_steps=1 --out traffic_$seqpar \
+    >traffic_$seqpar.log 2>&1 || { cat traffic_$seqpar.log; fail "tp 2 profiled run failed"; }
+  made=$(json_get traffic_$seqpar/report.json \
+    'int(round(sum(p["calls_per_step"] for p in d["profile"]["phases"] if p["name"].split(".")[-1] in ("tp_all_reduce", "tp_all_gather", "tp_reduce_scatter"))))')
+  echo "tp 2, sequence_parallel $seqpar, full recompute, grad_accum 2: plan $planned_calls collectives per step, the run made $made"
+  [ -n "$planned_calls" ] && [ "$planned_calls" = "$made" ] \
+    || { cat plan_traffic_$seqpar.txt; fail "plan counts $planned_calls tp collectives, the run made $made"; }
+done

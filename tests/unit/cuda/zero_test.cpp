@@ -119,8 +119,9 @@ TEST_CASE("cuda_data_parallel_and_zero_stages_match_cpu_with_two_ranks_on_one_gp
 }
 
 // Two tensor-parallel ranks as threads on one GPU (their "tp" communicator staged through host
-// copies as above): the row-parallel layers' all-reduces on device activations, the grad norm
-// over tp, the fp8 weight scales seeded from the master weights; against the cpu tp run.
+// copies as above), with and without sequence parallelism: the row-parallel layers' all-reduces
+// (or reduce-scatters and gathers) on device activations, the grad norm over tp, the fp8 weight
+// scales seeded from the master weights; against the cpu tp run.
 TEST_CASE("cuda_tensor_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda][tp]") {
   auto probe = cuda_or_skip();
   if (!probe) return;
@@ -128,17 +129,18 @@ TEST_CASE("cuda_tensor_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda][
   std::vector<std::string> precisions = {"fp32", "bf16"};
   if (probe->supports_fp8()) precisions.push_back("fp8");
   probe.reset();
-  for (const std::string& precision : precisions) {
-    // d_model 64 over 2 heads: one head per tp rank, of size 32 (the tensor-core attention's)
-    config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
-    cfg.precision.compute = precision;
-    cfg.train.grad_clip = 0.05;
-    const auto ref = run(cfg, false, testing::Split::tp), gpu = run(cfg, true, testing::Split::tp);
-    const double tol = precision == "fp32" ? 1e-4 : 2e-2;
-    for (int r = 0; r < kDp; ++r) {
-      check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
-                        "tp 2, " + precision + ", rank " + std::to_string(r));
+  for (const testing::Split split : {testing::Split::tp, testing::Split::tp_sp})
+    for (const std::string& precision : precisions) {
+      // d_model 64 over 2 heads: one head per tp rank, of size 32 (the tensor-core attention's)
+      config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
+      cfg.precision.compute = precision;
+      cfg.train.grad_clip = 0.05;
+      const auto ref = run(cfg, false, split), gpu = run(cfg, true, split);
+      const double tol = precision == "fp32" ? 1e-4 : 2e-2;
+      const std::string name = split == testing::Split::tp_sp ? "tp 2 + sp, " : "tp 2, ";
+      for (int r = 0; r < kDp; ++r)
+        check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
+                          name + precision + ", rank " + std::to_string(r));
     }
-  }
 #endif
 }

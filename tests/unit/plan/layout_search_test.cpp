@@ -183,25 +183,35 @@ TEST_CASE("search: device memory by kind, and the override") {
   CHECK_THROWS(plan::device_kind("tpu", 1));
 }
 
-TEST_CASE("search: tp all-reduces per step, and a rank's tp slice of the activations") {
+TEST_CASE("search: tp collectives per step, and a rank's tp slice of the activations") {
   config::RunConfig cfg = search_config();
-  CHECK(plan::tp_traffic(cfg).all_reduces == 0);  // tp 1
+  CHECK(plan::tp_traffic(cfg).collectives == 0);  // tp 1
   const size_t whole = plan::activation_bytes(cfg, cfg.train.micro_batch, "none", false);
   cfg.parallel.tp = 2;
   cfg.train.grad_accum = 3;
-  const plan::TpTraffic t = plan::tp_traffic(cfg);
-  CHECK(t.all_reduces == 4 * cfg.model.n_layer * 3);
-  CHECK(t.bytes_each == 4 * cfg.train.micro_batch * cfg.model.seq_len * cfg.model.d_model);
-  CHECK(t.sent_bytes == Approx(double(t.all_reduces) * double(t.bytes_each)));  // 2 (tp-1)/tp = 1
+  const double elements = double(cfg.train.micro_batch) * cfg.model.seq_len * cfg.model.d_model;
+  const int64_t L = cfg.model.n_layer;
+  plan::TpTraffic t = plan::tp_traffic(cfg);
+  CHECK(t.collectives == 4 * L * 3);
+  CHECK(t.sent_bytes == Approx(double(t.collectives) * elements * 4));  // 2 (tp-1)/tp = 1
   cfg.activation_checkpointing = "full";
-  CHECK(plan::tp_traffic(cfg).all_reduces == 6 * cfg.model.n_layer * 3);
+  CHECK(plan::tp_traffic(cfg).collectives == 6 * L * 3);
   cfg.parallel.tp = 4;
-  CHECK(plan::tp_traffic(cfg).sent_bytes ==
-        Approx(1.5 * double(plan::tp_traffic(cfg).all_reduces) * double(t.bytes_each)));
-  // The activations a tp 2 rank holds are fewer than the whole model's (the residual stream,
-  // norms and logits stay whole).
+  CHECK(plan::tp_traffic(cfg).sent_bytes == Approx(1.5 * 6 * L * 3 * elements * 4));
+  // Sequence parallelism: the same bytes moved, as reduce-scatters and all-gathers (fp32 here),
+  // plus two gathers per micro-batch.
   cfg.parallel.tp = 2;
+  cfg.activation_checkpointing = "none";
+  cfg.parallel.sequence_parallel = true;
+  t = plan::tp_traffic(cfg);
+  CHECK(t.collectives == 3 * (8 * L + 2));
+  CHECK(t.sent_bytes == Approx(3 * (8 * L + 2) * elements * 4 * 0.5));
+  cfg.parallel.sequence_parallel = false;
+  // The activations a tp 2 rank holds are fewer than the whole model's (the residual stream,
+  // norms and logits stay whole), and fewer again with sequence parallelism.
   const size_t slice = plan::activation_bytes(cfg, cfg.train.micro_batch, "none", false);
   CHECK(slice < whole);
   CHECK(slice > whole / 2);
+  cfg.parallel.sequence_parallel = true;
+  CHECK(plan::activation_bytes(cfg, cfg.train.micro_batch, "none", false) < slice);
 }

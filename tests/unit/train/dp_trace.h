@@ -26,14 +26,17 @@ struct DpTrace {
   double resumed_eval = 0;          // the loss after the resume path: shard pushed back, synced
 };
 
-// What the ranks of a run split: the batch (dp) or every layer (tp; the ranks see the same data).
-enum class Split { dp, tp };
+// What the ranks of a run split: the batch (dp) or every layer (tp, and tp with sequence
+// parallelism; the ranks see the same data).
+enum class Split { dp, tp, tp_sp };
 
 inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank, dist::Comm& comm,
                              int steps, Split split = Split::dp) {
   const auto dims = model::GptDims::from_config(cfg.model);
-  const bool tp = split == Split::tp;
-  model::Gpt gpt(be, dims, model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1));
+  const bool tp = split != Split::dp;
+  model::Gpt gpt(
+      be, dims,
+      model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1, split == Split::tp_sp));
   gpt.init_weights(cfg.run.seed);
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
@@ -78,7 +81,7 @@ inline std::vector<DpTrace> run_dp_ranks(const config::RunConfig& cfg, int ranks
   std::vector<DpTrace> traces(static_cast<size_t>(ranks));
   const auto errors = dist::testing::run_ranks(ranks, [&](dist::testing::RankContext& ctx) {
     std::unique_ptr<dist::Comm> comm =
-        dist::testing::make_comm(ctx, 60, split == Split::tp ? "tp" : "dp");
+        dist::testing::make_comm(ctx, 60, split == Split::dp ? "dp" : "tp");
     std::unique_ptr<Backend> be = make(comm);
     traces[static_cast<size_t>(ctx.rank)] = train_dp_rank(cfg, *be, ctx.rank, *comm, steps, split);
   });

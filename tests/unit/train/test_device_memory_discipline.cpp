@@ -71,40 +71,42 @@ TEST_CASE("training_touches_backend_memory_only_through_the_backend_and_comm", "
 }
 
 // The same for two tensor-parallel ranks (the activations' all-reduces, the grad norm over tp,
-// fp8's new weight scales from the owned master weights): bit for bit the plain cpu tp run, and
-// that run gives one process's losses and norms (fp32 within 1e-5; bf16 and fp8 round the
-// row-parallel layers' partial sums apart, 1e-2).
+// fp8's new weight scales from the owned master weights), with and without sequence parallelism
+// (gathers, reduce-scatters, the layernorms' gradients summed over tp): bit for bit the plain cpu
+// tp run, and that run gives one process's losses and norms (fp32 within 1e-5; bf16 and fp8
+// round the row-parallel layers' partial sums apart, 1e-2).
 TEST_CASE("tensor_parallel_touches_backend_memory_only_through_the_backend_and_comm",
           "[train][tp]") {
-  for (const std::string precision : {"fp32", "bf16", "fp8"}) {
-    config::RunConfig cfg = testing::small_train_config();
-    cfg.precision.compute = precision;
-    cfg.train.grad_accum = 2;
-    cfg.train.grad_clip = 0.05;
-    const std::vector<Trace> cpu = run(cfg, false, testing::Split::tp),
-                             opaque = run(cfg, true, testing::Split::tp),
-                             one = run(cfg, false, testing::Split::tp, 1);
-    const double tol = precision == "fp32" ? 1e-5 : 1e-2;
-    for (int r = 0; r < kDp; ++r) {
-      const Trace &a = cpu[size_t(r)], &b = opaque[size_t(r)], &whole = one[0];
-      std::ostringstream what;
-      what << "tp 2, " << precision << ", rank " << r << ": losses (tp/opaque/one process)";
-      for (size_t s = 0; s < a.losses.size(); ++s)
-        what << " " << a.losses[s] << "/" << b.losses[s] << "/" << whole.losses[s];
-      what << "; norms";
-      for (size_t s = 0; s < a.norms.size(); ++s)
-        what << " " << a.norms[s] << "/" << whole.norms[s];
-      INFO(what.str());
-      CHECK(a.losses == b.losses);
-      CHECK(a.norms == b.norms);
-      CHECK(a.owned_params == b.owned_params);
-      CHECK(a.resumed_eval == b.resumed_eval);
-      for (size_t s = 0; s < a.losses.size(); ++s) {
-        CHECK(rel(a.losses[s], whole.losses[s]) < tol);
-        CHECK(rel(a.norms[s], whole.norms[s]) < tol);
+  for (const testing::Split split : {testing::Split::tp, testing::Split::tp_sp})
+    for (const std::string precision : {"fp32", "bf16", "fp8"}) {
+      config::RunConfig cfg = testing::small_train_config();
+      cfg.precision.compute = precision;
+      cfg.train.grad_accum = 2;
+      cfg.train.grad_clip = 0.05;
+      const std::vector<Trace> cpu = run(cfg, false, split), opaque = run(cfg, true, split),
+                               one = run(cfg, false, testing::Split::tp, 1);
+      const double tol = precision == "fp32" ? 1e-5 : 1e-2;
+      for (int r = 0; r < kDp; ++r) {
+        const Trace &a = cpu[size_t(r)], &b = opaque[size_t(r)], &whole = one[0];
+        std::ostringstream what;
+        what << "tp 2" << (split == testing::Split::tp_sp ? " + sp" : "") << ", " << precision
+             << ", rank " << r << ": losses (tp/opaque/one process)";
+        for (size_t s = 0; s < a.losses.size(); ++s)
+          what << " " << a.losses[s] << "/" << b.losses[s] << "/" << whole.losses[s];
+        what << "; norms";
+        for (size_t s = 0; s < a.norms.size(); ++s)
+          what << " " << a.norms[s] << "/" << whole.norms[s];
+        INFO(what.str());
+        CHECK(a.losses == b.losses);
+        CHECK(a.norms == b.norms);
+        CHECK(a.owned_params == b.owned_params);
+        CHECK(a.resumed_eval == b.resumed_eval);
+        for (size_t s = 0; s < a.losses.size(); ++s) {
+          CHECK(rel(a.losses[s], whole.losses[s]) < tol);
+          CHECK(rel(a.norms[s], whole.norms[s]) < tol);
+        }
+        CHECK(rel(a.resumed_eval, whole.resumed_eval) < tol);
+        CHECK(a.losses.back() < a.losses.front());
       }
-      CHECK(rel(a.resumed_eval, whole.resumed_eval) < tol);
-      CHECK(a.losses.back() < a.losses.front());
     }
-  }
 }
