@@ -57,7 +57,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
       b.residual_out = out;
       continue;
     }
-    b.ln1 = c.take({B, T, C}, mm);  // gathered under sequence parallelism
+    b.ln1 = c.take(stream, mm);
     b.ln1_mean = c.take(stats);
     b.ln1_rstd = c.take(stats);
     b.qkv = c.take({B, T, 3 * CL}, mm);
@@ -65,7 +65,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     b.atty = l > 0 && share_att ? shared.atty : c.take({B, T, CL}, mm);
     b.att = l > 0 && share_att ? shared.att : c.take(att_state);
     b.residual_mid = c.take(stream);
-    b.ln2 = c.take({B, T, C}, mm);
+    b.ln2 = c.take(stream, mm);
     b.ln2_mean = c.take(stats);
     b.ln2_rstd = c.take(stats);
     b.fch = c.take({B, T, FC}, mm);
@@ -94,6 +94,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   if (mm == DType::bf16) a.grad.dresidual_mm = c.take(stream, mm);
   if (sp) {
     a.sp.ln_rows = c.take(stream, mm);
+    a.sp.ln_whole = c.take({B, T, C}, mm);
     a.sp.partial = c.take({B, T, C});
     a.sp.dresidual = c.take({B, T, C});
     if (mm == DType::bf16) a.sp.dresidual_mm = c.take({B, T, C}, mm);

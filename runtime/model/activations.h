@@ -39,7 +39,7 @@ struct BlockActivations {
   Tensor residual_in;  // [B,T,C] block input (points into the previous block's output)
   // ln1, atty, ln2, fch_gelu (and lnf) feed only matmuls, and fch only the fused GELU ops:
   // stored in Activations::matmul_input.
-  Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T]
+  Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T] (sequence parallel: [RL,C], [RL])
   Tensor qkv;                      // [B,T,3C/tp], in matmul_input (attention reads it)
   Tensor atty;                     // [B,T,C/tp] attention output before projection
   Tensor att;  // Backend::attention_state_shape: [B,NH/tp,T,T] probabilities or [B,NH/tp,T] lse
@@ -63,7 +63,8 @@ struct GradScratch {
 
 // Sequence parallelism's buffers (empty without it): this rank's rows are RL = B * T / tp.
 struct SequenceParallelScratch {
-  Tensor ln_rows;       // [RL, C] matmul_input: a layernorm's output rows before the gather
+  Tensor ln_rows;       // [RL, C] matmul_input: the final layernorm's output rows
+  Tensor ln_whole;      // [B, T, C] matmul_input: a block's ln1 or ln2 rows gathered
   Tensor partial;       // [B, T, C] a row-parallel layer's partial sums before the reduce-scatter
   Tensor dresidual;     // [B, T, C] the running gradient gathered (the embedding's backward)
   Tensor dresidual_mm;  // [B, T, C] bf16: its rounding gathered, as the GEMMs read it

@@ -172,14 +172,15 @@ Tensor Gpt::fp8_sums(const Shape& shape) {
   return acts_->fp8_sums.slice(0, shape.numel()).view(shape);
 }
 
-void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l) {
+void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& ln2, const Tensor& weight,
+                             const Tensor& bias, int l) {
   if (!fp8_) {  // the GELU rides in the GEMM's epilogue (Backend::matmul_gelu_forward)
-    be_.matmul_gelu_forward(rows(a.fch_gelu), rows(a.fch), rows(a.ln2), weight, bias);
+    be_.matmul_gelu_forward(rows(a.fch_gelu), rows(a.fch), rows(ln2), weight, bias);
     return;
   }
   // fp8: the fp8 GEMM's fp32 sums, then the same two roundings as the fused op's
   const Tensor sum = fp8_sums(a.fch.shape);
-  linear_forward(rows(sum), rows(a.ln2), weight, bias, l, 2);
+  linear_forward(rows(sum), rows(ln2), weight, bias, l, 2);
   be_.round_to_bf16(a.fch, sum);
   be_.gelu_forward(a.fch_gelu, sum);
 }
@@ -380,13 +381,16 @@ void Gpt::block_forward(int l) {
 
   {
     auto p = phase("ln1");
-    be_.layernorm_forward(sp ? acts.sp.ln_rows : rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd),
-                          rows(a.residual_in), w.ln1w, w.ln1b);
+    be_.layernorm_forward(rows(a.ln1), flat(a.ln1_mean), flat(a.ln1_rstd), rows(a.residual_in),
+                          w.ln1w, w.ln1b);
   }
-  if (sp) tp_all_gather(acts.sp.ln_rows, a.ln1);
+  // (under sequence parallelism a block keeps its rows of ln1 and ln2 only: backward gathers
+  // them again, as Megatron does)
+  if (sp) tp_all_gather(a.ln1, acts.sp.ln_whole);
+  const Tensor ln1 = sp ? acts.sp.ln_whole : a.ln1;
   {
-    auto p = phase("qkv", matmul_flops(a.qkv, a.ln1));
-    linear_forward(rows(a.qkv), rows(a.ln1), w.qkvw, w.qkvb, l, 0);
+    auto p = phase("qkv", matmul_flops(a.qkv, ln1));
+    linear_forward(rows(a.qkv), rows(ln1), w.qkvw, w.qkvb, l, 0);
   }
   {
     auto p = phase("attention", attention_flops(a.qkv));
@@ -405,13 +409,14 @@ void Gpt::block_forward(int l) {
 
   {
     auto p = phase("ln2");
-    be_.layernorm_forward(sp ? acts.sp.ln_rows : rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd),
-                          rows(a.residual_mid), w.ln2w, w.ln2b);
+    be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
+                          w.ln2w, w.ln2b);
   }
-  if (sp) tp_all_gather(acts.sp.ln_rows, a.ln2);
+  if (sp) tp_all_gather(a.ln2, acts.sp.ln_whole);
+  const Tensor ln2 = sp ? acts.sp.ln_whole : a.ln2;
   {
-    auto p = phase("fc_gelu", matmul_flops(a.fch, a.ln2));
-    mlp_hidden_forward(a, w.fcw, w.fcb, l);
+    auto p = phase("fc_gelu", matmul_flops(a.fch, ln2));
+    mlp_hidden_forward(a, ln2, w.fcw, w.fcb, l);
   }
   if (sp) {
     sp_row_parallel(a.residual_out, a.fch_gelu, w.fcprojw, w.fcprojb, l, 3, a.residual_mid);
@@ -526,9 +531,11 @@ void Gpt::block_backward(int l) {
     be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres_mm, rows(a.fch_gelu),
                              w.fcprojw, rows(a.fch));
   }
+  if (sp) tp_all_gather(a.ln2, acts.sp.ln_whole);
   {
-    auto p = phase("fc", 2 * matmul_flops(a.fch, a.ln2));
-    be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(a.ln2), w.fcw);
+    const Tensor ln2 = sp ? acts.sp.ln_whole : a.ln2;
+    auto p = phase("fc", 2 * matmul_flops(a.fch, ln2));
+    be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(ln2), w.fcw);
   }
   if (sp)
     tp_reduce_scatter(g.dln, dln_rows);
@@ -550,9 +557,11 @@ void Gpt::block_backward(int l) {
     auto p = phase("attention", 2 * attention_flops(a.qkv));
     be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, nh_local);
   }
+  if (sp) tp_all_gather(a.ln1, acts.sp.ln_whole);
   {
-    auto p = phase("qkv", 2 * matmul_flops(a.qkv, a.ln1));
-    be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(a.ln1), w.qkvw);
+    const Tensor ln1 = sp ? acts.sp.ln_whole : a.ln1;
+    auto p = phase("qkv", 2 * matmul_flops(a.qkv, ln1));
+    be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(ln1), w.qkvw);
   }
   if (sp)
     tp_reduce_scatter(g.dln, dln_rows);

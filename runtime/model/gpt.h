@@ -119,7 +119,8 @@ class Gpt {
   void linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                       int local_layer, int which, const Tensor& residual = Tensor());
   // The MLP's hidden layer of local layer l: fch = fc(ln2), fch_gelu = gelu(fch).
-  void mlp_hidden_forward(BlockActivations& a, const Tensor& weight, const Tensor& bias, int l);
+  void mlp_hidden_forward(BlockActivations& a, const Tensor& ln2, const Tensor& weight,
+                          const Tensor& bias, int l);
   void reallocate_activations();  // at the same size, for a change of compute precision
   // A phase named "<pass>.<op>" (pass: fwd, bwd or recompute), or nothing when not profiling.
   PhaseProfiler::Scope phase(const char* op, double flops = 0) const;

@@ -117,12 +117,13 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
     t.sent_bytes = double(t.collectives) * elements * 4 * 2 * share;
     return t;
   }
-  // per micro-batch: 2 per block in each pass (forward, recompute, backward) of each kind,
-  // and the final norm's and the embedding gradient's gathers
-  const double passes = full ? 3 : 2;
-  t.collectives = accum * (static_cast<int64_t>(4 * passes * L) + 2);
-  const double gathers = 2 * passes * L * elements * mm + elements * mm + elements * 4,
-               scatters = 2 * passes * L * elements * 4;
+  // per micro-batch and block: 2 gathers and 2 reduce-scatters in each forward (and recompute),
+  // 4 gathers (the gradient twice, ln1 and ln2 again) and 2 reduce-scatters in backward; and
+  // the final norm's and the embedding gradient's gathers
+  const double forwards = full ? 2 : 1;
+  t.collectives = accum * (static_cast<int64_t>((4 * forwards + 6) * L) + 2);
+  const double gathers = (2 * forwards + 4) * L * elements * mm + elements * mm + elements * 4,
+               scatters = (2 * forwards + 2) * L * elements * 4;
   t.sent_bytes = double(accum) * (gathers + scatters) * share;
   return t;
 }

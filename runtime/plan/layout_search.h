@@ -85,11 +85,11 @@ size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
 // micro-batch's [micro_batch, seq_len, d_model] each: every block sums its two row-parallel
 // outputs in forward and its two column-parallel input gradients in backward, and full activation
 // recompute reruns the forward's. Without sequence parallelism those are fp32 all-reduces (a ring
-// sends 2 (tp - 1) / tp of each per rank); with it, each is a reduce-scatter (fp32) and each
-// layernorm's output and each projection's backward input is all-gathered (in the matmul dtype),
-// plus the final norm's output and the embedding's gradient per micro-batch (a ring sends
-// (tp - 1) / tp of the whole tensor per rank). Not counted: sequence parallelism's one all-reduce
-// per block of the layernorms' gradients per step (4 C floats each).
+// sends 2 (tp - 1) / tp of each per rank); with it, each is a reduce-scatter (fp32), and each
+// layernorm's output (in forward and again in backward) and each projection's backward input is
+// all-gathered (in the matmul dtype), plus the final norm's output and the embedding's gradient
+// per micro-batch (a ring sends (tp - 1) / tp of the whole tensor per rank). Not counted: sequence
+// parallelism's one all-reduce per block of the layernorms' gradients per step (4 C floats each).
 struct TpTraffic {
   int64_t collectives = 0;  // per step, per rank
   double sent_bytes = 0;    // per rank per step, by ring algorithms
