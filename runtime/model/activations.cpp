@@ -92,18 +92,21 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   }
   a.grad.dresidual = c.take(stream);
   if (mm == DType::bf16) a.grad.dresidual_mm = c.take(stream, mm);
-  if (sp) {
-    a.sp.ln_rows = c.take(stream, mm);
-    a.sp.ln_whole = c.take({B, T, C}, mm);
-    a.sp.partial = c.take({B, T, C});
-    a.sp.dresidual = c.take({B, T, C});
-    if (mm == DType::bf16) a.sp.dresidual_mm = c.take({B, T, C}, mm);
-    a.sp.dln_rows = c.take(stream);
-  }
   a.grad.dln = c.take({B, T, C});
   a.grad.dqkv = c.take({B, T, 3 * CL}, mm);  // qkv's dtype: the qkv GEMMs read it with no cast
   a.grad.datty = c.take({B, T, CL});
   a.grad.dfch = c.take({B, T, FC}, mm);
+  if (sp) {
+    a.sp.ln_rows = c.take(stream, mm);
+    a.sp.ln_whole = c.take({B, T, C}, mm);
+    // grad.dln's memory: a row-parallel layer's partial sums live only in a forward (or a
+    // recompute, before its block's backward), the gathered gradient only between a layernorm
+    // backward and the next GEMM, dln only from a column-parallel backward to its reduce-scatter
+    a.sp.partial = a.grad.dln;
+    a.sp.dresidual = a.grad.dln;
+    if (mm == DType::bf16) a.sp.dresidual_mm = c.take({B, T, C}, mm);
+    a.sp.dln_rows = c.take(stream);
+  }
   if (fp8_sums) a.fp8_sums = c.take({B, T, std::max(3 * CL, FC)});
 }
 

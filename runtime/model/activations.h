@@ -36,6 +36,8 @@ constexpr size_t activation_footprint(size_t bytes) {
 Recompute parse_recompute(const std::string& name);
 
 struct BlockActivations {
+  // (sequence parallelism: [RL,C] this rank's rows, RL = B*T/tp, for the residual stream, ln1
+  // and ln2, and [RL] for the layernorms' statistics)
   Tensor residual_in;  // [B,T,C] block input (points into the previous block's output)
   // ln1, atty, ln2, fch_gelu (and lnf) feed only matmuls, and fch only the fused GELU ops:
   // stored in Activations::matmul_input.
@@ -50,7 +52,7 @@ struct BlockActivations {
 };
 
 struct GradScratch {
-  Tensor dresidual;  // [B,T,C] running gradient of the residual stream
+  Tensor dresidual;  // [B,T,C] running gradient of the residual stream ([RL,C] under sp)
   // [B,T,C] bf16 under bf16 compute (empty in fp32): dresidual rounded, as the projections'
   // backward GEMMs read it; each layernorm backward whose result a projection reads next writes
   // it with dresidual (no cast pass): every one but the first block's ln1, so it is stale after
@@ -66,7 +68,8 @@ struct SequenceParallelScratch {
   Tensor ln_rows;       // [RL, C] matmul_input: the final layernorm's output rows
   Tensor ln_whole;      // [B, T, C] matmul_input: a block's ln1 or ln2 rows gathered
   Tensor partial;       // [B, T, C] a row-parallel layer's partial sums before the reduce-scatter
-  Tensor dresidual;     // [B, T, C] the running gradient gathered (the embedding's backward)
+  Tensor dresidual;     // [B, T, C] the running gradient gathered (fp32: the GEMMs' input in fp32
+                        // compute, and the embedding's backward); both in grad.dln's memory
   Tensor dresidual_mm;  // [B, T, C] bf16: its rounding gathered, as the GEMMs read it
   Tensor dln_rows;      // [RL, C] this rank's rows of a layernorm's input gradient
 };

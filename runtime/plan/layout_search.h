@@ -89,7 +89,8 @@ size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
 // layernorm's output (in forward and again in backward) and each projection's backward input is
 // all-gathered (in the matmul dtype), plus the final norm's output and the embedding's gradient
 // per micro-batch (a ring sends (tp - 1) / tp of the whole tensor per rank). Not counted: sequence
-// parallelism's one all-reduce per block of the layernorms' gradients per step (4 C floats each).
+// parallelism's all-reduces of the layernorms' gradients, once per step (2 per block and one for
+// the final norm, of 2 C floats each).
 struct TpTraffic {
   int64_t collectives = 0;  // per step, per rank
   double sent_bytes = 0;    // per rank per step, by ring algorithms

@@ -3,8 +3,9 @@
 # checkpoint holds each element once; any grid reads the global elements it needs. Global batch 8
 # sequences everywhere; steps 21..25 after a resume at step 20:
 #  - a tp 2 checkpoint resumed as tp 2 is bit-identical to the uninterrupted tp 2 run;
-#  - resumed as one process, as tp 4 and as dp 2 x tp 2 at ZeRO 3 (online), and as one process
-#    after `ckpt reshard --to dp=1`: within 1e-5 relative of it;
+#  - resumed as one process, as tp 4, as dp 2 x tp 2 at ZeRO 3 and as tp 2 with sequence
+#    parallelism (online), and as one process after `ckpt reshard --to dp=1`: within 1e-5
+#    relative of it;
 #  - a one-process checkpoint resumed as tp 2, and as dp 2 x tp 2 at ZeRO 1 after
 #    `ckpt reshard --to dp=2,tp=2,zero=1`: within 1e-5 of the uninterrupted one process;
 #  - the exported weights of the tp 2 checkpoint and of its one-process reshard are the same file.
@@ -49,6 +50,9 @@ check tp4 ref_tail.jsonl --rtol 1e-5
 run_launch dp2tp2z3 4 2 2 25 "${seq[@]}" "${dst[@]}" --set parallel.tp=2 --set parallel.zero=3 \
   --resume $ck
 check dp2tp2z3 ref_tail.jsonl --rtol 1e-5
+run_launch sp2 2 4 2 25 "${seq[@]}" "${dst[@]}" --set parallel.tp=2 \
+  --set parallel.sequence_parallel=true --resume $ck
+check sp2 ref_tail.jsonl --rtol 1e-5
 "$bin" ckpt reshard $ck --to dp=1 --out rs1 >rs1.txt || { cat rs1.txt; fail "reshard to dp=1 failed"; }
 run_single off1 4 2 25 "${seq[@]}" "${dst[@]}" --resume rs1
 check off1 ref_tail.jsonl --rtol 1e-5

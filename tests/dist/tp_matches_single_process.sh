@@ -6,9 +6,10 @@
 # grad norm counts the tensors every tp rank holds whole (norms, row-parallel biases, embeddings)
 # once. The same with sequence parallelism, at tp 2 and 4 and ZeRO 1 and 3. bf16 and fp8 (the
 # cpu emulation) compute: step 1 within 1e-5 (fp8: the scales are the whole tensors', the max
-# over dp x tp; with sequence parallelism 1e-4), then the loss within 1e-3 over 20 steps, the
-# bound the dp bf16 test holds (a tp rank's partial sums round differently from one process's
-# GEMM).
+# over dp x tp), except bf16 with sequence parallelism, 1e-4 (1.5e-5 measured: it adds the
+# residual after the row-parallel GEMM, not in it, and a bf16 rounding downstream flips); then
+# the loss within 1e-3 over 20 steps, the bound the dp bf16 test holds (a tp rank's partial sums
+# round differently from one process's GEMM).
 source "$2/tests/lib/dist_common.sh"
 ev=(--set train.eval_every=10 --set train.eval_batches=2)
 fields=(--fields loss,grad_norm,val_loss --rtol 1e-5 --min-steps 20)
