@@ -128,10 +128,11 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
                           : "the process itself and Gloo's copies");
   std::printf(
       "search: every layout keeps %lld sequences per rank (micro_batch x grad_accum) at dp %d, "
-      "so the global batch and its tokens stay as configured; precision stays %s, tp stays %d, "
+      "so the global batch and its tokens stay as configured; precision stays %s, tp stays %d%s, "
       "and pp, cp and ep stay 1 (this build trains data- and tensor-parallel layouts only)\n",
       static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum), request.dp,
-      cfg.precision.compute.c_str(), cfg.parallel.tp);
+      cfg.precision.compute.c_str(), cfg.parallel.tp,
+      cfg.parallel.tp > 1 && cfg.parallel.sequence_parallel ? " with sequence parallelism" : "");
   std::printf(
       "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute), then dp traffic per "
       "step, then larger micro_batch, then lower ZeRO stage\n",

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism against one process, in one invocation: the same model and global batch run
 # as one process, as tp=NPROC (without and with sequence parallelism) and as dp=NPROC (the cpu's
-# cores split evenly over the ranks:
-# OMP/OpenBLAS threads = nproc / ranks). Prints tokens/s and the ratio to one process, the step
+# cores split evenly over the ranks: OMP/OpenBLAS threads = nproc / ranks). NPROC must divide 8
+# (the sequences per step and the heads). Prints tokens/s and the ratio to one process, the step
 # time p50, rank 0's params and activation bytes (report.json memory.breakdown), and the share of
 # a profiled step rank 0 spends in the tp collectives (fwd/bwd/recompute.tp_* phases).
 #   scripts/bench_tp.sh [NPROC] [STEPS]      Env: BUILD_DIR (default build/), PRECISION (fp32)
@@ -13,6 +13,7 @@ build=${BUILD_DIR:-$root/build}
 n=${1:-2}
 steps=${2:-20}
 precision=${PRECISION:-fp32}
+[[ $n =~ ^[0-9]+$ ]] && (( n >= 1 && 8 % n == 0 )) || { echo "NPROC $n must divide 8" >&2; exit 2; }
 cmake --build "$build" --target trainer -j "$(nproc)" >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

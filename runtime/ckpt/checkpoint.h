@@ -76,7 +76,7 @@ class CheckpointReader {
   // Elements [first, first + count) of the flattened global tensor of `kind` (param, m, v).
   void read_global(const std::string& kind, const std::string& tensor, int64_t first, int64_t count,
                    float* out);
-  // Fills an owned shard of `layout` (tp 1 layouts: local tensor == global tensor).
+  // Fills an owned shard of `layout`, of any tp slice, whatever grid saved the checkpoint.
   void read_owned(const model::ParamLayout& layout, const OwnedShard& owned);
 
  private:

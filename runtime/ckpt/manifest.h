@@ -55,7 +55,7 @@ struct Manifest {
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
   // precision.compute: fp8: the delayed-scaling states (Gpt::fp8_scaling_state), empty otherwise.
-  // Rank 0's, which are every rank's: the amaxes are reduced over the dp replicas.
+  // Rank 0's, which are every rank's: the amaxes are reduced over the dp and tp ranks.
   std::vector<float> fp8_scaling;
 };
 

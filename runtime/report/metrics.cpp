@@ -37,16 +37,18 @@ std::string metrics_line(const StepRecord& rec, const StepRates& rates,
 }
 
 void MetricsWriter::keep_points(const nlohmann::json& j) {
-  const auto number = [&](const char* key) -> std::optional<double> {
-    if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
-    return j[key].get<double>();
+  // A value: its number, NaN for null (non-finite when written), nothing when absent.
+  const auto value = [&](const char* key) -> std::optional<double> {
+    if (!j.contains(key)) return std::nullopt;
+    if (j[key].is_number()) return j[key].get<double>();
+    return j[key].is_null() ? std::optional<double>(std::nan("")) : std::nullopt;
   };
-  const auto tokens = number("tokens");
-  if (!tokens) return;
+  const auto tokens = value("tokens");
+  if (!tokens || !std::isfinite(*tokens)) return;
   const auto t = static_cast<int64_t>(*tokens);
-  if (const auto loss = number("loss")) earlier_.curve.emplace_back(t, *loss);
-  if (const auto val = number("val_loss"))
-    earlier_.evals.push_back({j["step"].get<int64_t>(), t, *val});
+  const int64_t step = j["step"].get<int64_t>();
+  if (const auto loss = value("loss")) earlier_.curve.push_back({step, t, *loss});
+  if (const auto val = value("val_loss")) earlier_.evals.push_back({step, t, *val});
 }
 
 MetricsWriter::MetricsWriter(const std::string& out_dir, int first_step)

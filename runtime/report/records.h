@@ -25,9 +25,13 @@ struct EvalRecord {
 };
 
 // What earlier runs of a resumed job logged before its checkpoint (metrics.jsonl's lines up to
-// it): their [tokens, loss] points and their evals, in step order.
+// it): their losses and their evals, in step order (a non-finite value, written as null, is NaN).
 struct EarlierPoints {
-  std::vector<std::pair<int64_t, double>> curve;
+  struct Point {
+    int64_t step = 0, tokens = 0;
+    double loss = 0;
+  };
+  std::vector<Point> curve;
   std::vector<EvalRecord> evals;
 };
 

@@ -73,11 +73,17 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
                         int curve_every, int64_t start_tokens, const EarlierPoints& earlier) {
   LossInfo l;
   l.tokens_seen = start_tokens;
-  l.curve = earlier.curve;
   const int every = std::max(1, curve_every);
+  // The earlier runs' points where an uninterrupted run has them (their eval and stop steps'
+  // lines are not curve points); then this run's, whose first step is the curve's first point
+  // only when nothing came before it.
+  for (const EarlierPoints::Point& p : earlier.curve)
+    if ((p.step % every == 0 || p.step == 1) && std::isfinite(p.loss))
+      l.curve.emplace_back(p.tokens, p.loss);
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];
-    const bool logged = s.step % every == 0 || i == 0 || i + 1 == steps.size();
+    const bool first = i == 0 && earlier.curve.empty();
+    const bool logged = s.step % every == 0 || first || i + 1 == steps.size();
     if (logged && std::isfinite(s.loss)) l.curve.emplace_back(s.tokens, s.loss);
   }
   if (!steps.empty()) {

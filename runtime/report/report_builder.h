@@ -43,8 +43,9 @@ StragglerInfo find_straggler(const std::vector<std::vector<double>>& rank_times,
 ThroughputInfo compute_throughput(const std::vector<StepRecord>& steps, const BatchInfo& batch,
                                   const ModelInfo& model, const HardwareInfo& hardware);
 
-// Curve: a resumed job's earlier points, then steps with step % curve_every == 0, plus the first
-// and last (non-finite losses left out). tokens_seen: the last step's, or start_tokens when no
+// Curve: steps with step % curve_every == 0, plus the first and last (non-finite losses left
+// out); after a resume the earlier runs' points at those steps come first (and this run's first
+// step is no longer the curve's first). tokens_seen: the last step's, or start_tokens when no
 // step ran. val_loss: the last eval, of this run or else of the earlier ones.
 LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<EvalRecord>& evals,
                         int curve_every, int64_t start_tokens = 0,

@@ -2,8 +2,8 @@
 // The communicators of a run, by backend: Gloo over TCP for every group, except that on the cuda
 // backend the data-parallel group (gradient buckets and parameter broadcasts on device memory)
 // and the tensor-parallel group (activations) are NCCL, ordered after the backend's compute
-// stream. The world group stays on Gloo: it carries
-// host values only (step times, stop flags, checkpoint commits).
+// stream. The world group stays on Gloo: it carries host values only (step times, stop flags,
+// checkpoint commits).
 #include <memory>
 
 #include "runtime/core/backend.h"

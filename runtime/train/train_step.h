@@ -1,8 +1,9 @@
 #pragma once
 // TrainStep: one optimizer step over the global batch: grad_accum micro-batches of forward and
-// backward, gradient reduction over data-parallel ranks (buckets overlapped with the last
-// backward), global-norm clipping, AdamW. Also evaluation. Every layout that has the same
-// micro_batch x grad_accum x dp sees the same tokens and computes the same update.
+// backward (the tp collectives inside the model, through its hooks), gradient reduction over
+// data-parallel ranks (buckets overlapped with the last backward), the global norm over the dp
+// shards and tp slices, clipping, AdamW. Also evaluation. Every layout that has the same
+// micro_batch x grad_accum x dp sees the same tokens and computes the same update, whatever tp.
 #include <functional>
 #include <memory>
 

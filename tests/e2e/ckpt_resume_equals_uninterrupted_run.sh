@@ -36,17 +36,25 @@ echo "40 losses bit-identical; final weights identical"
 # resume, then its own), equal to the uninterrupted run's; its step figures cover its 20 steps.
 run_single same 8 1 40 "${det[@]}" --set checkpoint.dir=ck_same --set train.stop_after_steps=20
 run_single same 8 1 40 "${det[@]}" --set checkpoint.dir=ck_same --resume auto
+# The same logging every 7 steps, stopped at 20 (not a multiple): the curve has the points at
+# 1, 7, 14, 21, 28, 35 and 40, whatever the stopped run logged at its eval and stop steps.
+every7=(--set logging.every_steps=7)
+run_single full7 8 1 40 "${det[@]}" "${every7[@]}" --set checkpoint.dir=ck_full7
+run_single same7 8 1 40 "${det[@]}" "${every7[@]}" --set checkpoint.dir=ck_same7 \
+  --set train.stop_after_steps=20
+run_single same7 8 1 40 "${det[@]}" "${every7[@]}" --set checkpoint.dir=ck_same7 --resume auto
 /usr/bin/python3 - <<'PY' || fail "the resumed run's report does not cover the whole run"
 import json
-full, same = (json.load(open(p + "/report.json")) for p in ("full", "same"))
-print("curve points: uninterrupted %d, resumed %d; val_loss %s / %s" % (
-    len(full["loss"]["curve"]), len(same["loss"]["curve"]), full["loss"]["val_loss"],
-    same["loss"]["val_loss"]))
-assert same["loss"]["curve"] == full["loss"]["curve"]
-assert len(full["loss"]["curve"]) == 40
-for k in ("val_loss", "val_at_tokens", "final_train_loss", "tokens_seen"):
-    assert same["loss"][k] == full["loss"][k], k
-assert same["run"]["resumed_from_step"] == 20 and same["run"]["steps_completed"] == 20
+for a, b, points in (("full", "same", 40), ("full7", "same7", 7)):
+    full, same = (json.load(open(p + "/report.json")) for p in (a, b))
+    print("%s: curve points: uninterrupted %d, resumed %d; val_loss %s / %s" % (
+        b, len(full["loss"]["curve"]), len(same["loss"]["curve"]), full["loss"]["val_loss"],
+        same["loss"]["val_loss"]))
+    assert same["loss"]["curve"] == full["loss"]["curve"], (full["loss"]["curve"], same["loss"]["curve"])
+    assert len(full["loss"]["curve"]) == points
+    for k in ("val_loss", "val_at_tokens", "final_train_loss", "tokens_seen"):
+        assert same["loss"][k] == full["loss"][k], k
+    assert same["run"]["resumed_from_step"] == 20 and same["run"]["steps_completed"] == 20
 PY
 # The report of the run stopped at step 20 says so; the uninterrupted one completed.
 [ "$(json_get part1/report.json 'd["run"]["status"], d["run"]["steps_planned"], d["run"]["steps_completed"]')" \

@@ -2,8 +2,11 @@
 """Compares the loss and grad-norm curves of two metrics.jsonl files.
 
 usage: compare_metrics.py REFERENCE.jsonl CANDIDATE.jsonl --rtol 1e-5 [--min-steps 30] [--exact]
+                          [--fields loss,grad_norm]
 Exits 1, printing both curves side by side, when any logged step differs by more than rtol
-(relative) or when the files do not log the same steps.
+(relative) in a field, or when the files do not log the same steps. A field absent from both
+files at a step (val_loss off the eval steps) is skipped there; a null (non-finite) value never
+matches; each field must have a value in some step of the reference.
 """
 import argparse
 import json

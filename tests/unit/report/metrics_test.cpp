@@ -72,8 +72,8 @@ TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
   };
   write_steps(0, 5);  // died after step 5, its last checkpoint at step 3
   {
-    // What the resume keeps is the report's earlier curve: steps 1-3's points, a null (non-finite)
-    // loss left out, a val loss as an eval.
+    // What the resume keeps is the report's earlier curve: steps 1-3's points (a null, non-finite,
+    // loss as NaN), a val loss as an eval.
     std::vector<std::string> lines;
     {
       std::ifstream in(dir / "metrics.jsonl");
@@ -85,7 +85,11 @@ TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
     out.close();
     MetricsWriter w(dir.string(), 3);
     const EarlierPoints& e = w.earlier();
-    CHECK(e.curve == std::vector<std::pair<int64_t, double>>{{10, 1.0}, {30, 1.0}});
+    REQUIRE(e.curve.size() == 3);
+    CHECK(e.curve[0].step == 1);
+    CHECK(e.curve[0].tokens == 10);
+    CHECK(std::isnan(e.curve[1].loss));
+    CHECK(e.curve[2].loss == 1.0);
     REQUIRE(e.evals.size() == 1);
     CHECK(e.evals[0].step == 2);
     CHECK(e.evals[0].tokens == 25);
@@ -94,10 +98,19 @@ TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
     // this run has none.
     const LossInfo l =
         summarize_loss({StepRecord{4, 40, 0.5, 1.0, 1e-3, 0.1, false, false}}, {}, 1, 30, e);
-    CHECK(l.curve.size() == 3);
-    CHECK(l.curve.back() == std::pair<int64_t, double>{40, 0.5});
+    CHECK(l.curve == std::vector<std::pair<int64_t, double>>{{10, 1.0}, {30, 1.0}, {40, 0.5}});
     CHECK(l.val_loss == 2.5);
     CHECK(l.val_at_tokens == 25);
+    // Logged every 2 steps: the earlier points at steps 1 and 2 only (not 3, where the earlier run
+    // stopped), then this run's 4 and its last, 5, as an uninterrupted run's curve.
+    const std::vector<StepRecord> resumed = {{4, 40, 0.5, 1.0, 1e-3, 0.1, false, false},
+                                             {5, 50, 0.4, 1.0, 1e-3, 0.1, false, false}};
+    CHECK(summarize_loss(resumed, {}, 2, 30, e).curve ==
+          std::vector<std::pair<int64_t, double>>{{10, 1.0}, {40, 0.5}, {50, 0.4}});
+    // A non-finite earlier val loss stays the last one (null in report.json), not an older one.
+    EarlierPoints diverged = e;
+    diverged.evals.push_back({3, 30, std::nan("")});
+    CHECK(std::isnan(*summarize_loss(resumed, {}, 2, 30, diverged).val_loss));
   }
   write_steps(3, 6);
   CHECK(steps_in_file() == std::vector<int>{1, 2, 3, 4, 5, 6});
