@@ -356,6 +356,23 @@ void Gpt::sp_row_parallel(Tensor out, const Tensor& inp, const Tensor& weight, c
   tp_reduce_scatter(partial, out);
 }
 
+void Gpt::column_parallel_backward(const char* op, const Tensor& ln, const Tensor& dout,
+                                   Tensor dweight, Tensor dbias, const Tensor& weight) {
+  Activations& acts = *acts_;
+  const bool sp = layout_.shard().sequence_parallel;
+  if (sp) tp_all_gather(ln, acts.sp.ln_whole);
+  const Tensor inp = sp ? acts.sp.ln_whole : ln;
+  const Tensor dln = acts.grad.dln;
+  {
+    auto p = phase(op, 2 * matmul_flops(dout, inp));
+    be_.matmul_backward(rows(dln), dweight, dbias, rows(dout), rows(inp), weight);
+  }
+  if (sp)
+    tp_reduce_scatter(dln, acts.sp.dln_rows);
+  else
+    tp_all_reduce(dln);
+}
+
 Tensor Gpt::sp_gather_dresidual() {
   const GradScratch& g = acts_->grad;
   if (g.dresidual_mm.empty()) {
@@ -531,16 +548,7 @@ void Gpt::block_backward(int l) {
     be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres_mm, rows(a.fch_gelu),
                              w.fcprojw, rows(a.fch));
   }
-  if (sp) tp_all_gather(a.ln2, acts.sp.ln_whole);
-  {
-    const Tensor ln2 = sp ? acts.sp.ln_whole : a.ln2;
-    auto p = phase("fc", 2 * matmul_flops(a.fch, ln2));
-    be_.matmul_backward(rows(g.dln), dw.fcw, dw.fcb, rows(g.dfch), rows(ln2), w.fcw);
-  }
-  if (sp)
-    tp_reduce_scatter(g.dln, dln_rows);
-  else
-    tp_all_reduce(g.dln);
+  column_parallel_backward("fc", a.ln2, g.dfch, dw.fcw, dw.fcb, w.fcw);
   {
     auto p = phase("ln2");
     be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, dln_rows, rows(a.residual_mid), w.ln2w,
@@ -557,16 +565,7 @@ void Gpt::block_backward(int l) {
     auto p = phase("attention", 2 * attention_flops(a.qkv));
     be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, nh_local);
   }
-  if (sp) tp_all_gather(a.ln1, acts.sp.ln_whole);
-  {
-    const Tensor ln1 = sp ? acts.sp.ln_whole : a.ln1;
-    auto p = phase("qkv", 2 * matmul_flops(a.qkv, ln1));
-    be_.matmul_backward(rows(g.dln), dw.qkvw, dw.qkvb, rows(g.dqkv), rows(ln1), w.qkvw);
-  }
-  if (sp)
-    tp_reduce_scatter(g.dln, dln_rows);
-  else
-    tp_all_reduce(g.dln);
+  column_parallel_backward("qkv", a.ln1, g.dqkv, dw.qkvw, dw.qkvb, w.qkvw);
   {
     auto p = phase("ln1");
     // (in the first block nothing reads the bf16 copy: the embedding backward reads dres)

@@ -137,6 +137,11 @@ class Gpt {
   // the running gradient gathered as the GEMMs read it (its bf16 rounding under bf16 compute),
   // [B*T, C];
   Tensor sp_gather_dresidual();
+  // A column-parallel layer's backward from its output gradient `dout` and its layernorm input
+  // `ln` (gathered again under sequence parallelism): weight gradients, and the input gradient
+  // in grad.dln summed over tp (under sequence parallelism: its rows in sp.dln_rows).
+  void column_parallel_backward(const char* op, const Tensor& ln, const Tensor& dout,
+                                Tensor dweight, Tensor dbias, const Tensor& weight);
   Tensor sp_rows(const Tensor& whole) const;  // this rank's rows of a [B,T,C] tensor, [RL, C]
   void call_ready(int unit);
 
