@@ -90,7 +90,8 @@ std::string set_options(const std::vector<std::string>& sets) {
   for (const std::string& kv : sets) {
     const std::string key = kv.substr(0, kv.find('='));
     if (key == "parallel.zero" || key == "train.micro_batch" || key == "train.grad_accum" ||
-        key == "activation_checkpointing")
+        key == "activation_checkpointing" || key == "parallel.tp" || key == "parallel.dp" ||
+        key == "parallel.sequence_parallel")
       continue;
     const bool plain = kv.find_first_of(" '\"*?$`\\") == std::string::npos;
     std::string quoted = "'";
@@ -127,18 +128,20 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
       request.device.cuda ? "the CUDA context and NCCL's and cuBLASLt's buffers"
                           : "the process itself and Gloo's copies");
   std::printf(
-      "search: every layout keeps %lld sequences per rank (micro_batch x grad_accum) at dp %d, "
-      "so the global batch and its tokens stay as configured; precision stays %s, tp stays %d%s, "
-      "and pp, cp and ep stay 1 (this build trains data- and tensor-parallel layouts only)\n",
-      static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum), request.dp,
-      cfg.precision.compute.c_str(), cfg.parallel.tp,
-      cfg.parallel.tp > 1 && cfg.parallel.sequence_parallel ? " with sequence parallelism" : "");
+      "search: every layout keeps the global batch of %lld sequences (micro_batch x grad_accum x "
+      "dp), so its tokens stay as configured; precision stays %s; tp is each size that divides "
+      "the devices, the heads and the MLP width%s, with and without sequence parallelism, and dp "
+      "the rest; pp, cp and ep stay 1 (this build trains data- and tensor-parallel layouts "
+      "only)\n",
+      static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * request.dp),
+      cfg.precision.compute.c_str(),
+      request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "");
   std::printf(
-      "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute), then dp traffic per "
-      "step, then larger micro_batch, then lower ZeRO stage\n",
+      "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute), then smaller tp, then "
+      "dp traffic per step, then larger micro_batch, then lower ZeRO stage\n",
       layouts.size(), fitting);
-  std::printf("%4s %4s %11s %10s %9s %9s %11s %11s %9s %4s %11s %14s\n", "rank", "zero",
-              "micro_batch", "grad_accum", "recompute", ("state " + u).c_str(),
+  std::printf("%4s %3s %3s %3s %4s %11s %10s %9s %9s %11s %11s %9s %4s %11s %14s\n", "rank", "tp",
+              "sp", "dp", "zero", "micro_batch", "grad_accum", "recompute", ("state " + u).c_str(),
               ("staging " + u).c_str(), ("activ. " + u).c_str(), ("total " + u).c_str(), "fits",
               "flops/token", ("dp traffic " + u).c_str());
   const size_t shown_fitting = 10;
@@ -149,12 +152,12 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
         (l.fits && printed < shown_fitting) || l.is_config || (!l.fits && i == size_t(fitting));
     if (!show) continue;
     if (l.fits) ++printed;
-    std::printf("%4zu %4d %11d %10d %9s %9s %11s %11s %9s %4s %10.3fx %14s%s\n", i + 1, l.zero,
-                l.micro_batch, l.grad_accum, l.activation_checkpointing.c_str(),
-                unit(l.held.state.total()).c_str(), unit(l.held.zero_staging).c_str(),
-                unit(l.activations).c_str(), unit(l.total()).c_str(), l.fits ? "yes" : "no",
-                l.flops_ratio, unit(l.dp_traffic_bytes).c_str(),
-                l.is_config ? "  <- the config" : "");
+    std::printf("%4zu %3d %3s %3d %4d %11d %10d %9s %9s %11s %11s %9s %4s %10.3fx %14s%s\n", i + 1,
+                l.tp, l.sequence_parallel ? "yes" : "no", l.dp, l.zero, l.micro_batch, l.grad_accum,
+                l.activation_checkpointing.c_str(), unit(l.held.state.total()).c_str(),
+                unit(l.held.zero_staging).c_str(), unit(l.activations).c_str(),
+                unit(l.total()).c_str(), l.fits ? "yes" : "no", l.flops_ratio,
+                unit(l.dp_traffic_bytes).c_str(), l.is_config ? "  <- the config" : "");
   }
   if (fitting == 0) {
     std::printf("search: no layout fits; the smallest needs %s %s per rank\n",
@@ -165,13 +168,15 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
     return false;
   }
   const plan::Layout& best = layouts.front();
-  const int world = request.dp * cfg.parallel.tp;
+  const int world = best.dp * best.tp;
   const std::string ranks =
       world > 1 ? " on " + std::to_string(world) + " ranks (trainer launch, torchrun or srun)" : "";
   std::printf(
-      "best, as options for trainer train %s%s%s: --set parallel.zero=%d --set "
+      "best, as options for trainer train %s%s%s: --set parallel.tp=%d --set "
+      "parallel.sequence_parallel=%s --set parallel.dp=%d --set parallel.zero=%d --set "
       "train.micro_batch=%d --set train.grad_accum=%d --set activation_checkpointing=%s\n",
-      config_path.c_str(), set_options(sets).c_str(), ranks.c_str(), best.zero, best.micro_batch,
+      config_path.c_str(), set_options(sets).c_str(), ranks.c_str(), best.tp,
+      best.sequence_parallel ? "true" : "false", best.dp, best.zero, best.micro_batch,
       best.grad_accum, best.activation_checkpointing.c_str());
   std::printf(
       "best per rank: model state %.0f B + ZeRO staging %.0f B + activations %.0f B = %.0f B\n",
@@ -204,9 +209,9 @@ void register_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--set", args->sets, "Override one key, as for train (repeatable)");
   cmd->add_flag("--search", args->search,
-                "Rank the layouts (ZeRO stage, micro_batch x grad_accum, activation "
-                "checkpointing) that keep the global batch and fit the devices' memory; "
-                "exits 1 when none fits");
+                "Rank the layouts (tp and sequence parallelism, ZeRO stage, micro_batch x "
+                "grad_accum, activation checkpointing) that keep the global batch and fit the "
+                "devices' memory; exits 1 when none fits");
   cmd->add_option("--memory-gib", args->memory_gib,
                   "Memory per device in GiB for --search (default: the --gpu kind's; cpu: this "
                   "machine's memory over --gpus)")
@@ -273,7 +278,8 @@ void register_plan(CLI::App& app) {
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
     if (!args->search) return;
-    if (!print_search({cfg, dp, device, 0.9, flash}, args->config, args->sets)) g_exit_code = 1;
+    if (!print_search({cfg, dp, device, 0.9, flash, args->gpus}, args->config, args->sets))
+      g_exit_code = 1;
   });
 }
 

@@ -29,8 +29,28 @@ model::ParamLayout rank_layout(const config::RunConfig& cfg) {
 
 // Ranking key: smaller is better (see layout_search.h).
 auto rank_key(const Layout& l) {
-  return std::make_tuple(!l.fits, l.fits ? l.flops_ratio : l.total(),
-                         l.fits ? l.dp_traffic_bytes : 0.0, -l.micro_batch, l.zero);
+  return std::make_tuple(!l.fits, l.fits ? l.flops_ratio : l.total(), l.fits ? l.tp : 0,
+                         l.fits ? l.dp_traffic_bytes : 0.0, -l.micro_batch, l.zero,
+                         !l.sequence_parallel);
+}
+
+// The (tp, sequence parallelism) pairs to try: see SearchRequest::devices.
+std::vector<std::pair<int, bool>> tp_candidates(const SearchRequest& r) {
+  const config::RunConfig& cfg = r.cfg;
+  const bool config_sp = cfg.parallel.tp > 1 && cfg.parallel.sequence_parallel;
+  if (r.devices <= 0) return {{cfg.parallel.tp, config_sp}};
+  const int64_t global = int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * r.dp;
+  std::vector<std::pair<int, bool>> out;
+  for (int t = 1; t <= r.devices; ++t) {
+    const int dp = r.devices / t;
+    if (r.devices % t != 0 || cfg.model.n_head % t != 0 ||
+        (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 || global % dp != 0 ||
+        (r.device.cuda && t > 8))
+      continue;
+    out.emplace_back(t, false);
+    if (t > 1 && cfg.model.seq_len % t == 0) out.emplace_back(t, true);
+  }
+  return out;
 }
 
 size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunConfig& cfg,
@@ -134,45 +154,57 @@ HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
 }
 
 std::vector<Layout> search_layouts(const SearchRequest& request) {
-  const config::RunConfig& cfg = request.cfg;
-  const int64_t per_rank = int64_t{cfg.train.micro_batch} * cfg.train.grad_accum;
-  const report::ModelDims fd = report::model_dims(cfg.model);
+  const report::ModelDims fd = report::model_dims(request.cfg.model);
   const double base_flops = report::flops_per_token(fd);
-  const model::ParamLayout layout = rank_layout(cfg);
   const double usable = request.usable_fraction * request.device.memory_bytes;
-  // ZeRO shards over dp: with one rank no stage saves memory, so only 0 is tried (and the
-  // config's own stage, to show where it stands).
-  std::vector<int> stages = {0, 1, 2, 3};
-  if (request.dp == 1)
-    stages = cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
+  const int64_t global =
+      int64_t{request.cfg.train.micro_batch} * request.cfg.train.grad_accum * request.dp;
+  const bool config_sp = request.cfg.parallel.tp > 1 && request.cfg.parallel.sequence_parallel;
   std::vector<Layout> out;
-  for (const int zero : stages) {
-    const parallel::ZeroUnits units(layout, request.dp);
-    const HeldState held = held_state_of(units, cfg, zero, request.dp, request.device);
-    for (const int64_t mb : divisors(per_rank)) {
-      // config::validate bounds micro_batch and grad_accum to an int each; so must a layout.
-      if (mb > std::numeric_limits<int>::max() || per_rank / mb > std::numeric_limits<int>::max())
-        continue;
-      for (const char* recompute : {"none", "selective", "full"}) {
-        Layout l;
-        l.zero = zero;
-        l.micro_batch = static_cast<int>(mb);
-        l.grad_accum = static_cast<int>(per_rank / mb);
-        l.activation_checkpointing = recompute;
-        l.held = held;
-        l.activations = static_cast<double>(
-            activation_bytes_of(layout, cfg, l.micro_batch, recompute, request.flash_attention));
-        l.fits = l.total() <= usable;
-        l.flops_ratio =
-            (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
-        l.dp_traffic_bytes =
-            request.dp > 1
-                ? parallel::zero_traffic_bytes(
-                      parallel::zero_shards_state(zero, request.dp) ? zero : 0, units, l.grad_accum)
-                : 0.0;
-        l.is_config = zero == cfg.parallel.zero && mb == cfg.train.micro_batch &&
-                      l.activation_checkpointing == cfg.activation_checkpointing;
-        out.push_back(l);
+  for (const auto& [tp, sp] : tp_candidates(request)) {
+    config::RunConfig cfg = request.cfg;
+    cfg.parallel.tp = tp;
+    cfg.parallel.sequence_parallel = sp;
+    const int dp = request.devices > 0 ? request.devices / tp : request.dp;
+    const int64_t per_rank = global / dp;  // sequences per dp rank: the global batch kept
+    const model::ParamLayout layout = rank_layout(cfg);
+    // ZeRO shards over dp: with one rank no stage saves memory, so only 0 is tried (and the
+    // config's own stage, to show where it stands).
+    std::vector<int> stages = {0, 1, 2, 3};
+    if (dp == 1)
+      stages =
+          cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
+    for (const int zero : stages) {
+      const parallel::ZeroUnits units(layout, dp);
+      const HeldState held = held_state_of(units, cfg, zero, dp, request.device);
+      for (const int64_t mb : divisors(per_rank)) {
+        // config::validate bounds micro_batch and grad_accum to an int each; so must a layout.
+        if (mb > std::numeric_limits<int>::max() || per_rank / mb > std::numeric_limits<int>::max())
+          continue;
+        for (const char* recompute : {"none", "selective", "full"}) {
+          Layout l;
+          l.tp = tp;
+          l.dp = dp;
+          l.sequence_parallel = sp;
+          l.zero = zero;
+          l.micro_batch = static_cast<int>(mb);
+          l.grad_accum = static_cast<int>(per_rank / mb);
+          l.activation_checkpointing = recompute;
+          l.held = held;
+          l.activations = static_cast<double>(
+              activation_bytes_of(layout, cfg, l.micro_batch, recompute, request.flash_attention));
+          l.fits = l.total() <= usable;
+          l.flops_ratio =
+              (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
+          l.dp_traffic_bytes =
+              dp > 1 ? parallel::zero_traffic_bytes(
+                           parallel::zero_shards_state(zero, dp) ? zero : 0, units, l.grad_accum)
+                     : 0.0;
+          l.is_config = tp == request.cfg.parallel.tp && sp == config_sp &&
+                        zero == cfg.parallel.zero && mb == cfg.train.micro_batch &&
+                        l.activation_checkpointing == cfg.activation_checkpointing;
+          out.push_back(l);
+        }
       }
     }
   }

@@ -2,12 +2,13 @@
 // `trainer plan --search`: the layouts that train the config's global batch on a number of
 // devices, with the memory each needs per rank, whether it fits, and what it costs, best first.
 //
-// The knobs searched are the ones that change memory and speed but not the numbers: ZeRO stage,
-// micro_batch (with grad_accum making up the same sequences per rank, so the global batch and
-// the tokens stay as configured) and activation checkpointing. Precision stays as configured
-// (it changes the losses), tp stays as configured, and pp, cp and ep stay 1: this runtime trains
-// data- and tensor-parallel layouts only (config::check_runnable), so dp is the number of devices
-// over tp. Each rank holds its tp slice of the model.
+// The knobs searched are the ones that change memory and speed but not the numbers: tp (each
+// that divides the devices, the heads and the MLP width; SearchRequest::devices) with and without
+// sequence parallelism, dp the devices over tp, ZeRO stage, micro_batch (with grad_accum making
+// up the sequences per dp rank, so the global batch and the tokens stay as configured) and
+// activation checkpointing. Precision stays as configured (it changes the losses), and pp, cp
+// and ep stay 1: this runtime trains data- and tensor-parallel layouts only
+// (config::check_runnable). Each rank holds its tp slice of the model.
 //
 // Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
 // says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), ZeRO's
@@ -18,10 +19,13 @@
 //
 // Ranking, among the layouts that fit, in this order (each a tie-break of the one before):
 //   1. fewer FLOPs per token (recompute adds forward work: report::recompute_flops_per_token);
+//   1b. a smaller tp (its collectives sit inside every layer's forward and backward, Megatron's
+//      advice: tensor parallelism only as far as memory needs it);
 //   2. less dp traffic per step (parallel::zero_traffic_bytes: ZeRO 2 reduce-scatters every
 //      micro-batch, ZeRO 3 also gathers the params for each micro-batch's forward and backward);
 //   3. a larger micro_batch (larger GEMMs, fewer launches and optimizer-free micro-steps);
-//   4. a lower ZeRO stage (fewer collectives, simpler state).
+//   4. a lower ZeRO stage (fewer collectives, simpler state);
+//   5. sequence parallelism on (less memory, the same bytes moved).
 // This is a rule a user can check by hand, not a timing model: no step time is predicted.
 #include <cstdint>
 #include <string>
@@ -44,11 +48,15 @@ struct DeviceKind {
 DeviceKind device_kind(const std::string& name, int ranks, double memory_gib = 0);
 
 struct SearchRequest {
-  config::RunConfig cfg;  // validated; its micro_batch x grad_accum is the sequences per rank
-  int dp = 1;
+  config::RunConfig cfg;  // validated; micro_batch x grad_accum x dp is the global batch
+  int dp = 1;             // the config's, on its tp
   DeviceKind device;
   double usable_fraction = 0.9;
   bool flash_attention = false;  // attention keeps row statistics, not probabilities (cuda)
+  // The devices: every tp that divides them, the heads and the MLP width (and the global batch's
+  // dp share; on GPUs at most 8, a node's NVLink domain) is tried, at dp = devices / tp, with
+  // and without sequence parallelism. 0: the config's tp only, at `dp`.
+  int devices = 0;
 };
 
 // Model state and ZeRO staging per rank, in bytes.
@@ -59,6 +67,8 @@ struct HeldState {
 };
 
 struct Layout {
+  int tp = 1, dp = 1;
+  bool sequence_parallel = false;
   int zero = 0;
   int micro_batch = 1;
   int grad_accum = 1;

@@ -5,7 +5,8 @@
 # same traffic). A 2-rank run of it allocates what the search said: activations to the byte,
 # model state within 5% (page-granular ZeRO pieces), ZeRO staging to the byte, the sum within the
 # 90% it planned for. Plan's "as this runtime holds it" line matches the runs of ZeRO 2 and 3 too,
-# and ZeRO 3 at one process (which trains as ZeRO 0). With 10 MiB nothing fits: exit 1, saying so.
+# and ZeRO 3 at one process (which trains as ZeRO 0). With 18.4 MiB the best is tp 2 with sequence
+# parallelism, and its run allocates what the search said. With 6 MiB nothing fits: exit 1.
 source "$2/tests/lib/common.sh"
 memory_gib=0.025390625 # 26 MiB
 "$bin" plan "$src/configs/tiny.yaml" --gpus 2 --search --memory-gib $memory_gib >search.txt 2>&1 \
@@ -44,6 +45,36 @@ ok &= total <= usable
 sys.exit(0 if ok else 1)
 PY
 
+# With 18.4 MiB, tp 1 fits only with recompute (more FLOPs), so the best layout is tp 2 with
+# sequence parallelism (dp 1, the same global batch of 16 sequences); a run of it allocates the
+# activations, model state and staging the search said.
+"$bin" plan "$src/configs/tiny.yaml" --gpus 2 --search --memory-gib 0.018 >search_tp.txt 2>&1 \
+  || { cat search_tp.txt; fail "plan --search (18.4 MiB) failed"; }
+best=$(sed -n 's/^best, as options for trainer train [^:]*: //p' search_tp.txt)
+read -r -a best_sets <<<"$best"
+grep -q "parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.dp=1 " <<<"$best" \
+  || { cat search_tp.txt; fail "the best layout at 18.4 MiB is $best, not tp 2 with sp"; }
+mb=$(sed -n 's/.*train\.micro_batch=\([0-9]*\).*/\1/p' <<<"$best")
+ga=$(sed -n 's/.*train\.grad_accum=\([0-9]*\).*/\1/p' <<<"$best")
+[ $((mb * ga)) = 16 ] || fail "best tp layout $best does not keep the global batch of 16"
+read -r state staging activations total < <(sed -n \
+  's/^best per rank: model state \([0-9]*\) B + ZeRO staging \([0-9]*\) B + activations \([0-9]*\) B = \([0-9]*\) B$/\1 \2 \3 \4/p' \
+  search_tp.txt)
+"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${best_sets[@]}" --set train.steps=2 \
+  --set train.eval_every=0 --out best_tp >best_tp.log 2>&1 \
+  || { cat best_tp.log; fail "the best tp layout's run failed"; }
+/usr/bin/python3 - best_tp/report.json "$state" "$staging" "$activations" <<'PY' \
+  || fail "the tp run does not allocate what the search said"
+import json, sys
+b = json.load(open(sys.argv[1]))["memory"]["breakdown"]
+state, staging, activations = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+measured_state = b["params"] + b["grads"] + b["optimizer"]
+print(f"tp 2 + sp: activations search {activations} B, run {b['activations']} B; model state "
+      f"search {state} B, run {measured_state} B; staging {staging} B, run {b['zero_staging']} B")
+sys.exit(0 if (b["activations"], measured_state, b["zero_staging"]) == (activations, state, staging)
+         else 1)
+PY
+
 # plan's held-state line against the runs, ZeRO 2 and 3 at dp 2, and ZeRO 3 at one process.
 for case in "2 2" "3 2" "3 1"; do
   read -r zero dp <<<"$case"
@@ -72,7 +103,7 @@ PY
 done
 
 set +e
-"$bin" plan "$src/configs/tiny.yaml" --gpus 2 --search --memory-gib 0.009765625 >none.txt 2>&1
+"$bin" plan "$src/configs/tiny.yaml" --gpus 2 --search --memory-gib 0.005859375 >none.txt 2>&1
 rc=$?
 set -e
 [ "$rc" = 1 ] || { cat none.txt; fail "plan --search exited $rc where nothing fits, not 1"; }

@@ -215,3 +215,51 @@ TEST_CASE("search: tp collectives per step, and a rank's tp slice of the activat
   cfg.parallel.sequence_parallel = true;
   CHECK(plan::activation_bytes(cfg, cfg.train.micro_batch, "none", false) < slice);
 }
+
+TEST_CASE("search: over the devices, tp and sequence parallelism keep the global batch") {
+  config::RunConfig cfg = search_config();  // 4 heads, 12 sequences per rank
+  const int devices = 4;
+  plan::SearchRequest r{cfg, devices, plan::device_kind("a100", devices), 0.9, true, devices};
+  const auto all = plan::search_layouts(r);
+  std::set<std::tuple<int, bool>> seen;
+  for (const plan::Layout& l : all) {
+    seen.insert({l.tp, l.sequence_parallel});
+    CHECK(l.tp * l.dp == devices);
+    CHECK(int64_t{l.micro_batch} * l.grad_accum * l.dp == 12 * devices);
+    CHECK((l.tp > 1 || !l.sequence_parallel));
+  }
+  CHECK(seen ==
+        std::set<std::tuple<int, bool>>{{1, false}, {2, false}, {2, true}, {4, false}, {4, true}});
+  // With room for everything, tp 1 ranks first (at the same FLOPs, a smaller tp comes first).
+  REQUIRE(all.front().fits);
+  CHECK(all.front().tp == 1);
+  // With the memory of tp 2 + sp's smallest layout without recompute, a tp > 1 layout without
+  // recompute comes first (tp 1 fits there only with recompute, if at all).
+  double smallest_tp2 = 1e30;
+  for (const plan::Layout& l : all)
+    if (l.tp == 2 && l.sequence_parallel && l.activation_checkpointing == "none")
+      smallest_tp2 = std::min(smallest_tp2, l.total());
+  double smallest_tp1 = 1e30;
+  for (const plan::Layout& l : all)
+    if (l.tp == 1 && l.activation_checkpointing == "none")
+      smallest_tp1 = std::min(smallest_tp1, l.total());
+  REQUIRE(smallest_tp2 < smallest_tp1);
+  r.device = plan::device_kind("a100", devices, smallest_tp2 / 0.9 / (1024.0 * 1024 * 1024));
+  const auto tight = plan::search_layouts(r);
+  REQUIRE(tight.front().fits);
+  CHECK(tight.front().tp > 1);
+  CHECK(tight.front().flops_ratio == 1.0);
+  // A tp that does not divide the heads is not tried; nor past 8 on GPUs (a node).
+  cfg.model.n_head = 3;
+  cfg.model.d_model = 48;
+  for (const plan::Layout& l :
+       plan::search_layouts({cfg, 12, plan::device_kind("cpu", 12), 0.9, false, 12}))
+    CHECK((l.tp == 1 || l.tp == 3));
+  cfg.model.n_head = 16;
+  cfg.model.d_model = 64;
+  std::set<int> gpu_tps;
+  for (const plan::Layout& l :
+       plan::search_layouts({cfg, 16, plan::device_kind("h100", 16), 0.9, true, 16}))
+    gpu_tps.insert(l.tp);
+  CHECK(gpu_tps == std::set<int>{1, 2, 4, 8});
+}
