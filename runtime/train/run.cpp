@@ -161,6 +161,14 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           spdlog::info("collectives: dp{} over {}, world over gloo", shape.tp > 1 ? " and tp" : "",
                        dp_transport(*backend));
       }
+      // Ranks are numbered node by node and tp fastest, so a tp group stays on one node exactly
+      // when tp divides the ranks per node.
+      if (lead && shape.tp > 1 && env.local_world_size % shape.tp != 0)
+        spdlog::warn(
+            "parallel.tp = {} with {} rank(s) per node: tp groups span nodes, and their "
+            "collectives (several in every layer) cross the network; keep tp a divisor of the "
+            "ranks per node",
+            shape.tp, env.local_world_size);
       dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
       DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
       TensorParallel tp{shape.tp > 1 ? &mesh.comm(dist::Axis::tp) : nullptr};
