@@ -215,19 +215,53 @@ void Gpt::refresh_compute_weights(int64_t begin, int64_t n) {
   if (bf16_) be_.round_to_bf16(compute_params_.slice(begin, n), params_.slice(begin, n));
 }
 
-void Gpt::allocate_activations(int B, int T, Recompute recompute) {
-  if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute) return;
+void Gpt::allocate_activations(int B, int T, Recompute recompute, int slots) {
+  if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute &&
+      activation_slots() == slots)
+    return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
-  acts_.reset();
-  acts_ = std::make_unique<Activations>(be_, layout_, B, T, recompute,
-                                        bf16_ ? DType::bf16 : DType::f32, fp8_);
+  TRAINER_CHECK(slots >= 1, "activation slots " << slots << " < 1");
+  acts_ = nullptr;
+  act_slots_.clear();
+  for (int i = 0; i < slots; ++i)
+    act_slots_.push_back(std::make_unique<Activations>(be_, layout_, B, T, recompute,
+                                                       bf16_ ? DType::bf16 : DType::f32, fp8_));
+  acts_ = act_slots_.front().get();
+}
+
+void Gpt::use_activation_slot(int slot) {
+  TRAINER_CHECK(slot >= 0 && slot < activation_slots(),
+                "activation slot " << slot << " of " << activation_slots());
+  acts_ = act_slots_[static_cast<size_t>(slot)].get();
+}
+
+size_t Gpt::activation_bytes() const {
+  size_t bytes = 0;
+  for (const auto& a : act_slots_) bytes += a->bytes();
+  return bytes;
 }
 
 void Gpt::reallocate_activations() {
-  const int B = acts_->B, T = acts_->T;
+  const int B = acts_->B, T = acts_->T, slots = activation_slots();
   const Recompute recompute = acts_->recompute;
-  acts_.reset();
-  allocate_activations(B, T, recompute);
+  acts_ = nullptr;
+  act_slots_.clear();
+  allocate_activations(B, T, recompute, slots);
+}
+
+Tensor Gpt::stage_input() const {
+  TRAINER_CHECK(acts_ && !acts_->blocks.empty(), "a pipeline stage needs activations and a block");
+  return acts_->blocks.front().residual_in;
+}
+
+Tensor Gpt::stage_output() const {
+  TRAINER_CHECK(acts_ && !acts_->blocks.empty(), "a pipeline stage needs activations and a block");
+  return acts_->blocks.back().residual_out;
+}
+
+Tensor Gpt::stage_output_grad() const {
+  TRAINER_CHECK(acts_, "allocate_activations() before stage_output_grad()");
+  return acts_->grad.dresidual;
 }
 
 Tensor Gpt::weight_view(const std::string& name, bool grad_view) const {
@@ -275,7 +309,6 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
                     int64_t pos_offset) {
   TRAINER_CHECK(acts_, "allocate_activations() before forward()");
   const GptShard& s = layout_.shard();
-  TRAINER_CHECK(s.has_embedding && s.has_head, "pipeline stages are not supported yet");
   Activations& a = *acts_;
   dloss_scale_ = dloss_scale;
   pos_offset_ = pos_offset;
@@ -286,8 +319,8 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
     be_.from_host(a.targets, targets);
   }
 
-  call_before(0, false);
-  {
+  if (s.has_embedding) {  // (a later pipeline stage's input was received into stage_input())
+    call_before(0, false);
     auto p = phase("embedding");
     be_.embedding_forward(a.encoded, a.inputs, weight_view("wte.weight", false),
                           weight_view("wpe.weight", false), pos_offset);
@@ -296,6 +329,7 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
     call_before(1 + s.first_layer + l, false);
     block_forward(l);
   }
+  if (!s.has_head) return 0;  // stage_output() goes on to the next pipeline stage
   const int final_unit = layout_.dims().n_layer + 1;
   call_before(final_unit, false);
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
@@ -452,9 +486,45 @@ void Gpt::backward() {
   Activations& a = *acts_;
   const GptShard& s = layout_.shard();
   GradScratch& g = a.grad;
-  const int final_unit = layout_.dims().n_layer + 1;
 
   pass_ = "bwd";
+  if (s.has_head) {
+    head_backward();
+  } else if (!g.dresidual_mm.empty()) {
+    // the next stage sent d(stage_output()) in fp32; the GEMMs read its bf16 rounding, which the
+    // final layernorm's backward would have written along with it
+    auto p = phase("round_dresidual");
+    be_.round_to_bf16(g.dresidual_mm, g.dresidual);
+  }
+  for (int l = s.num_layers - 1; l >= 0; --l) {
+    const int unit = 1 + s.first_layer + l;
+    call_before(unit, true);
+    recompute_block(l);
+    block_backward(l);
+    call_ready(unit);
+  }
+  if (s.has_embedding) {  // (a later pipeline stage sends stage_input_grad() back instead)
+    call_before(0, true);
+    if (s.sequence_parallel) tp_all_gather(g.dresidual, a.sp.dresidual);
+    auto p = phase("embedding");
+    be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
+                           s.sequence_parallel ? a.sp.dresidual : g.dresidual, a.inputs,
+                           pos_offset_);
+  }
+  if (s.has_embedding || s.has_head) call_ready(0);  // wte (the last stage's is the head's)
+  // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
+  // with the scales the forward used (and reported the same amaxes).
+  if (fp8_) {
+    auto p = phase("fp8_amaxes");
+    push_fp8_amaxes();
+  }
+}
+
+void Gpt::head_backward() {
+  Activations& a = *acts_;
+  GradScratch& g = a.grad;
+  const GptShard& s = layout_.shard();
+  const int final_unit = layout_.dims().n_layer + 1;
   call_before(final_unit, true);
   {
     auto p = phase("zero_dresidual");
@@ -476,28 +546,6 @@ void Gpt::backward() {
                            g.dresidual_mm.empty() ? Tensor() : rows(g.dresidual_mm));
   }
   call_ready(final_unit);
-  for (int l = s.num_layers - 1; l >= 0; --l) {
-    const int unit = 1 + s.first_layer + l;
-    call_before(unit, true);
-    recompute_block(l);
-    block_backward(l);
-    call_ready(unit);
-  }
-  call_before(0, true);
-  if (s.sequence_parallel) tp_all_gather(g.dresidual, a.sp.dresidual);
-  {
-    auto p = phase("embedding");
-    be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
-                           s.sequence_parallel ? a.sp.dresidual : g.dresidual, a.inputs,
-                           pos_offset_);
-  }
-  call_ready(0);
-  // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
-  // with the scales the forward used (and reported the same amaxes).
-  if (fp8_) {
-    auto p = phase("fp8_amaxes");
-    push_fp8_amaxes();
-  }
 }
 
 void Gpt::recompute_block(int l) {

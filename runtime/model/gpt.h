@@ -45,18 +45,33 @@ class Gpt {
   void init_weights(uint64_t seed);
 
   // Sets the micro-batch size the activations are allocated for, and what backward recomputes
-  // instead of keeping (activation checkpointing; see activations.h).
-  void allocate_activations(int B, int T, Recompute recompute = Recompute::none);
+  // instead of keeping (activation checkpointing; see activations.h). `slots` sets of them: a
+  // pipeline stage keeps the micro-batches in flight (use_activation_slot picks the one that
+  // forward and backward use).
+  void allocate_activations(int B, int T, Recompute recompute = Recompute::none, int slots = 1);
+  void use_activation_slot(int slot);
+  int activation_slots() const { return static_cast<int>(act_slots_.size()); }
 
   // Forward over inputs/targets [B*T] (host ints). Returns the mean loss over the B*T tokens.
   // When dloss_scale != 0 (training) the loss gradient (softmax - onehot) * dloss_scale is
   // prepared for backward(). pos_offset shifts positions (context-parallel chunks).
+  // A pipeline stage without the embedding reads stage_input() instead of the inputs, and one
+  // without the head stops at stage_output() and returns 0 (it has no loss).
   double forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
                  int64_t pos_offset = 0);
   // Accumulates parameter gradients of the last forward into grads(). In fp8 compute the scaling
   // states then move on by that forward's amaxes (an evaluation forward, with no backward,
-  // leaves them).
+  // leaves them). A stage without the head starts from stage_output_grad(); one without the
+  // embedding ends with stage_input_grad().
   void backward();
+  // Pipeline stages' boundary tensors in the current activation slot, fp32, [B,T,C] (sequence
+  // parallelism: this rank's rows, [RL,C]): the first block's input (what the previous stage
+  // sends), the last block's output (what goes to the next stage), and the gradients of both
+  // (the running gradient: the output's before backward, the input's after it).
+  Tensor stage_input() const;
+  Tensor stage_output() const;
+  Tensor stage_output_grad() const;
+  Tensor stage_input_grad() const { return stage_output_grad(); }
 
   const ParamLayout& layout() const { return layout_; }
   Tensor params() const { return params_; }  // fp32 master weights
@@ -98,7 +113,7 @@ class Gpt {
   Tensor bf16_copy() const { return bf16_ ? compute_params_ : Tensor(); }
   size_t compute_copy_bytes() const { return bf16_ ? compute_params_.nbytes() : 0; }
   Activations& activations() { return *acts_; }
-  size_t activation_bytes() const { return acts_ ? acts_->bytes() : 0; }
+  size_t activation_bytes() const;  // every slot's
   Hooks& hooks() { return hooks_; }
   // Times every op of forward and backward as a phase ("fwd.qkv", "bwd.attention",
   // "recompute.ln1", summed over layers) with its math FLOPs while `profiler` is in a step. Null:
@@ -112,6 +127,7 @@ class Gpt {
   void block_forward(int local_layer);
   void block_backward(int local_layer);
   void recompute_block(int local_layer);  // what activation checkpointing dropped
+  void head_backward();  // the loss's gradient through the head and ln_f into grad.dresidual
   Tensor weight_view(const std::string& name, bool grad) const;  // fp32 master or gradient
   Tensor matmul_weight(const std::string& name) const;           // the compute copy
   // matmul_forward, or in fp8 compute matmul_forward_fp8 with linear `which` (0-3: qkv, attn
@@ -156,7 +172,8 @@ class Gpt {
   BackendBuffer fp8_amaxes_;  // the last forward's: [local layers, 4 linears, input/weight]
   void push_fp8_amaxes();     // reduced over the amax group, into the states
   Tensor fp8_sums(const Shape& shape);  // a view of Activations::fp8_sums
-  std::unique_ptr<Activations> acts_;
+  std::vector<std::unique_ptr<Activations>> act_slots_;
+  Activations* acts_ = nullptr;  // the slot in use
   Hooks hooks_;
   PhaseProfiler* profiler_ = nullptr;
   const char* pass_ = "fwd";

@@ -42,6 +42,18 @@ struct GptShard {
                            bool sequence_parallel = false) {
     return {tp_rank, tp_size, 0, d.n_layer, true, true, sequence_parallel && tp_size > 1};
   }
+  // Pipeline stage `pp_rank` of `pp_size` (each n_layer / pp_size consecutive blocks; the first
+  // also the embeddings, the last the final norm and the head, tied to a copy of wte) of tp
+  // slice `tp_rank` of `tp_size`.
+  static GptShard stage(const GptDims& d, int pp_rank, int pp_size, int tp_rank = 0,
+                        int tp_size = 1, bool sequence_parallel = false) {
+    GptShard s = tp_slice(d, tp_rank, tp_size, sequence_parallel);
+    s.num_layers = d.n_layer / pp_size;
+    s.first_layer = pp_rank * s.num_layers;
+    s.has_embedding = pp_rank == 0;
+    s.has_head = pp_rank == pp_size - 1;
+    return s;
+  }
 };
 
 }  // namespace trainer::model
