@@ -57,6 +57,11 @@ class Comm {
   virtual void all_to_all(const void* in, void* out, size_t count, CommDType t) = 0;
   virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;
   virtual void recv(void* data, size_t bytes, int peer, int tag) = 0;
+  // A send to `send_peer` and a receive from `recv_peer` posted together, then both waited for
+  // (a side with 0 bytes is skipped): a pipeline stage's exchange with its neighbours. Two
+  // blocking calls could deadlock there, each rank's send waiting for the other's receive.
+  virtual void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
+                         size_t recv_bytes, int recv_peer, int tag) = 0;
   virtual void barrier() = 0;
 
   // Convenience for scalars of statistics (loss, grad norm) in fp64.

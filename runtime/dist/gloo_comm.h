@@ -41,6 +41,8 @@ class GlooComm : public Comm {
   void all_to_all(const void* in, void* out, size_t count, CommDType t) override;
   void send(const void* data, size_t bytes, int peer, int tag) override;
   void recv(void* data, size_t bytes, int peer, int tag) override;
+  void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
+                 size_t recv_bytes, int recv_peer, int tag) override;
   void barrier() override;
 
  private:
@@ -57,6 +59,8 @@ class GlooComm : public Comm {
   void do_all_to_all(const void* in, void* out, size_t count, CommDType t);
   void do_send(const void* data, size_t bytes, int peer, int tag);
   void do_recv(void* data, size_t bytes, int peer, int tag);
+  void do_send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
+                    size_t recv_bytes, int recv_peer, int tag);
   void do_barrier();
 
   std::shared_ptr<Store> store_;

@@ -164,6 +164,27 @@ void GlooComm::do_recv(void* data, size_t bytes, int peer, int tag) {
   wait_recv(*buf, timeout());
 }
 
+void GlooComm::do_send_recv(const void* send_data, size_t send_bytes, int send_peer,
+                            void* recv_data, size_t recv_bytes, int recv_peer, int tag) {
+  if (send_bytes > 0 && send_peer == rank_) do_send(send_data, send_bytes, send_peer, tag);
+  if (recv_bytes > 0 && recv_peer == rank_) do_recv(recv_data, recv_bytes, recv_peer, tag);
+  const bool send = send_bytes > 0 && send_peer != rank_;
+  const bool recv = recv_bytes > 0 && recv_peer != rank_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> out, in;
+  if (send) {
+    check_peer(send_peer, size_);
+    out = ctx_->createUnboundBuffer(const_cast<void*>(send_data), send_bytes);
+    out->send(send_peer, kSendRecvSlot | static_cast<uint32_t>(tag));
+  }
+  if (recv) {
+    check_peer(recv_peer, size_);
+    in = ctx_->createUnboundBuffer(recv_data, recv_bytes);
+    in->recv(recv_peer, kSendRecvSlot | static_cast<uint32_t>(tag));
+  }
+  if (recv) wait_recv(*in, timeout());
+  if (send) wait_send(*out, timeout());
+}
+
 void GlooComm::do_barrier() {
   if (size_ == 1) return;
   gloo::BarrierOptions o(ctx_);

@@ -167,6 +167,18 @@ class NcclComm : public Comm {
   void recv(void* data, size_t bytes, int peer, int /*tag*/) override {
     enqueue("recv", [&] { return ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_); })->wait();
   }
+  void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
+                 size_t recv_bytes, int recv_peer, int /*tag*/) override {
+    enqueue("send_recv", [&] {  // one group: NCCL runs both at once
+      ncclResult_t r = ncclGroupStart();
+      if (r == ncclSuccess && send_bytes > 0)
+        r = ncclSend(send_data, send_bytes, ncclUint8, send_peer, comm_, stream_);
+      if (r == ncclSuccess && recv_bytes > 0)
+        r = ncclRecv(recv_data, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
+      const ncclResult_t end = ncclGroupEnd();
+      return r == ncclSuccess ? end : r;
+    })->wait();
+  }
   void barrier() override {
     enqueue("barrier", [&] {
       return ncclAllReduce(staging_, staging_, 1, ncclInt32, ncclSum, comm_, stream_);

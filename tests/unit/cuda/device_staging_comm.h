@@ -80,6 +80,12 @@ class DeviceStagingComm : public dist::Comm {
     inner_->recv(buf.host(), bytes, peer, tag);
     buf.write_back();
   }
+  void send_recv(const void* s, size_t sn, int sp, void* r, size_t rn, int rp, int tag) override {
+    Staged out(*this, const_cast<void*>(s), sn);
+    Staged in(*this, r, rn);
+    inner_->send_recv(out.host(), sn, sp, in.host(), rn, rp, tag);
+    if (rn > 0) in.write_back();
+  }
   void barrier() override { inner_->barrier(); }
 
  private:
@@ -95,9 +101,10 @@ class DeviceStagingComm : public dist::Comm {
   class Staged {
    public:
     Staged(DeviceStagingComm& c, void* p, size_t bytes) : p_(p), bytes_(bytes), stream_(c.stream_) {
+      if (bytes == 0) return;
       cudaPointerAttributes a{};
       check(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes");
-      if (a.type != cudaMemoryTypeDevice || bytes == 0) return;
+      if (a.type != cudaMemoryTypeDevice) return;
       device_ = true;
       host_.resize(bytes);
       check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");

@@ -92,6 +92,11 @@ void run_all_ops(RankContext& ctx, Comm& comm, Results& out) {
   comm.send(payload.data(), bytes, right, 9);
   if (r != 1) comm.recv(got.data(), bytes, left, 9);
   out["send_recv"] = as_double(got);
+  // Every rank sends right and receives from the left at once: with blocking sends all would wait
+  // for a receive; send_recv posts both first.
+  std::vector<int32_t> paired(kCount);
+  comm.send_recv(payload.data(), bytes, right, paired.data(), bytes, left, 10);
+  out["send_recv/paired"] = as_double(paired);
   comm.barrier();
 }
 
@@ -155,7 +160,7 @@ TEST_CASE("every_op_and_dtype_matches_a_local_reference_for_1_to_4_ranks", "[com
         INFO(key << "\n  got:  " << str(got) << "\n  want: " << str(want));
         CHECK(close_enough(got, want));
       }
-      CHECK(results[static_cast<size_t>(r)].size() == 5 * (3 * 2 + 3) + 1);
+      CHECK(results[static_cast<size_t>(r)].size() == 5 * (3 * 2 + 3) + 2);  // + both send_recv
     }
   }
 }

@@ -176,6 +176,10 @@ class OpaqueComm : public dist::Comm {
   void recv(void* d, size_t bytes, int peer, int tag_) override {
     inner_->recv(untag(d), bytes, peer, tag_);
   }
+  void send_recv(const void* s, size_t sn, int sp, void* r, size_t rn, int rp, int tag_) override {
+    inner_->send_recv(sn > 0 ? untag(s) : nullptr, sn, sp, rn > 0 ? untag(r) : nullptr, rn, rp,
+                      tag_);
+  }
   void barrier() override { inner_->barrier(); }
 
  private:
