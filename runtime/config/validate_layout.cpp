@@ -102,11 +102,26 @@ void validate_layout(RunConfig& cfg, int world_size) {
 
 void check_runnable(const RunConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.pp > 1 || p.cp > 1 || p.ep > 1)
+  if (p.cp > 1 || p.ep > 1)
     fail(
-        "this build trains data- and tensor-parallel layouts only (parallel.pp, cp and ep = 1); "
-        "got " +
-        kv("parallel.pp", p.pp) + ", " + kv("parallel.cp", p.cp) + ", " + kv("parallel.ep", p.ep));
+        "this build trains data-, tensor- and pipeline-parallel layouts only (parallel.cp and ep = "
+        "1); got " +
+        kv("parallel.cp", p.cp) + ", " + kv("parallel.ep", p.ep));
+  if (p.pp > 1 && p.pipeline.schedule == "interleaved")
+    fail(
+        "parallel.pipeline.schedule = interleaved"
+        ": the interleaved schedule (virtual stages) is not built yet; allowed are 1f1b, gpipe");
+  // ZeRO 2 and 3 reduce (and free) each micro-batch's gradients as backward makes them, but a
+  // stage's gradients are final only after its last micro-batch, and the tied embedding's only
+  // after the sum over the end stages (DeepSpeed refuses the same pairing).
+  if (p.pp > 1 && p.zero >= 2)
+    fail(kv("parallel.zero", p.zero) + " with " + kv("parallel.pp", p.pp) +
+         ": pipeline parallelism runs with zero 0 or 1 (ZeRO 2/3 shard the gradients as each "
+         "micro-batch's backward makes them)");
+  if (p.pp > 1 && cfg.precision.compute == "fp8")
+    fail("precision.compute = fp8 with " + kv("parallel.pp", p.pp) +
+         ": fp8's delayed scaling moves on after every micro-batch's backward, which a pipeline "
+         "schedule reorders; use bf16 with pipeline parallelism");
   if (cfg.model.moe.num_experts > 0)
     fail(kv("model.moe.num_experts", cfg.model.moe.num_experts) +
          ": this build trains dense models only (0: every block's MLP is dense)");

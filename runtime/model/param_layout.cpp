@@ -77,6 +77,7 @@ ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_
     // The output layer is tied to wte, so a last stage without the embedding still holds it.
     ParamSpec wte = replicated("wte.weight", {V, C});
     wte.weight_decay = true;
+    wte.tied_copy = !s.has_embedding;
     add(wte, 0);
   }
   if (s.has_embedding) {

@@ -36,6 +36,10 @@ struct ParamSpec {
   // Sequence parallelism: each tp rank's gradient covers its rows only (the layernorms'), and
   // the tp ranks' gradients sum to the whole one.
   bool grad_sums_over_tp = false;
+  // Pipeline parallelism: the last stage's copy of wte, which the head reads (tied to the first
+  // stage's embedding). Its gradient is summed with the first stage's, so both copies stay equal;
+  // the first stage's counts in the norm and goes into checkpoints.
+  bool tied_copy = false;
 };
 
 struct UnitRange {

@@ -7,28 +7,30 @@ namespace trainer::parallel {
 double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, const Tensor& grads,
                                int64_t begin) {
   const int tp = layout.shard().tp_size;
-  if (tp == 1) return be.sum_squares(grads);
+  const bool tied_copy = layout.shard().has_head && !layout.shard().has_embedding;
+  if (tp == 1 && !tied_copy) return be.sum_squares(grads);
   const int64_t end = begin + grads.numel();
-  double split = 0, replicated = 0;
+  enum Kind { split, replicated, uncounted };
+  double sums[3] = {0, 0, 0};
   // Runs of consecutive tensors of one kind, one sum each (a block alternates a few times).
   int64_t run_begin = begin;
-  bool run_replicated = false;
+  Kind run_kind = split;
   auto flush = [&](int64_t run_end) {
-    if (run_end <= run_begin) return;
-    const double s = be.sum_squares(grads.slice(run_begin - begin, run_end - run_begin));
-    (run_replicated ? replicated : split) += s;
+    if (run_end <= run_begin || run_kind == uncounted) return;
+    sums[run_kind] += be.sum_squares(grads.slice(run_begin - begin, run_end - run_begin));
   };
   for (const model::ParamSpec& p : layout.params()) {
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
     if (lo >= hi) continue;
-    if (p.tp_replicated != run_replicated) {
+    const Kind kind = p.tied_copy ? uncounted : p.tp_replicated && tp > 1 ? replicated : split;
+    if (kind != run_kind) {
       flush(lo);
       run_begin = lo;
-      run_replicated = p.tp_replicated;
+      run_kind = kind;
     }
   }
   flush(end);
-  return split + replicated / tp;
+  return sums[split] + sums[replicated] / tp;
 }
 
 void sum_row_partial_grads(const model::ParamLayout& layout, Tensor grads, int64_t begin,

@@ -2,7 +2,9 @@
 // The gradient's sum of squares under tensor parallelism: a tp rank holds its slice of the
 // split tensors and a whole copy of the others (norms, row-parallel biases, embeddings), whose
 // gradients are the same on every tp rank. Each of those is counted 1/tp on every rank, so that
-// the sum over the tp group counts it once, as the single-process model does.
+// the sum over the tp group counts it once, as the single-process model does. Under pipeline
+// parallelism the last stage's copy of wte (ParamSpec::tied_copy) counts 0: the first stage's
+// counts.
 #include <cstdint>
 
 #include "runtime/core/backend.h"

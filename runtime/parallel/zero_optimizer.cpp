@@ -97,10 +97,11 @@ void ZeroOptimizer::reduce_gradients() {
   while (!scatters_.empty()) finish_oldest_scatter();
 }
 
-double ZeroOptimizer::grad_norm(dist::Comm* tp) {
+double ZeroOptimizer::grad_norm(dist::Comm* tp, dist::Comm* pp) {
   const double local = tp_weighted_sum_squares(be_, model_.layout(), shard_grads(), shard().begin);
   double sum = comm_.all_reduce_scalar(local, dist::ReduceOp::sum);
-  if (tp != nullptr && tp->size() > 1) sum = tp->all_reduce_scalar(sum, dist::ReduceOp::sum);
+  for (dist::Comm* c : {tp, pp})
+    if (c != nullptr && c->size() > 1) sum = c->all_reduce_scalar(sum, dist::ReduceOp::sum);
   return std::sqrt(sum);
 }
 

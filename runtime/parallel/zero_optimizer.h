@@ -53,8 +53,9 @@ class ZeroOptimizer {
 
   void begin_step();        // zeroes the gradient accumulator
   void reduce_gradients();  // after the last backward: the shard holds the global sum
-  // Global L2 norm over all shards, and over the tp group when there is one (tp_grad_norm.h).
-  double grad_norm(dist::Comm* tp = nullptr);
+  // Global L2 norm over all shards, and over the tp group and the pipeline stages when there are
+  // (tp_grad_norm.h).
+  double grad_norm(dist::Comm* tp = nullptr, dist::Comm* pp = nullptr);
   // AdamW on the shard, its gradients read times grad_scale (clipping), then publish_params().
   void step(float lr, float beta1, float beta2, float eps, float weight_decay,
             float grad_scale = 1.0f);

@@ -21,7 +21,8 @@ dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend&
     return [store, gloo, compute](const std::string& prefix, int rank, int size,
                                   const dist::CommOptions& opts) -> std::unique_ptr<dist::Comm> {
       const bool device_group = opts.name == dist::axis_name(dist::Axis::dp) ||
-                                opts.name == dist::axis_name(dist::Axis::tp);
+                                opts.name == dist::axis_name(dist::Axis::tp) ||
+                                opts.name == dist::axis_name(dist::Axis::pp);
       if (device_group && size > 1)
         return dist::make_nccl_comm(dist::make_prefix_store(store, prefix), rank, size, opts,
                                     compute);

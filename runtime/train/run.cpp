@@ -158,8 +158,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       if (env.world_size > 1) {
         mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
         if (lead)
-          spdlog::info("collectives: dp{} over {}, world over gloo", shape.tp > 1 ? " and tp" : "",
-                       dp_transport(*backend));
+          spdlog::info("collectives: dp{}{} over {}, world over gloo", shape.tp > 1 ? ", tp" : "",
+                       shape.pp > 1 ? ", pp" : "", dp_transport(*backend));
       }
       // Ranks are numbered node by node and tp fastest, so a tp group stays on one node exactly
       // when tp divides the ranks per node.
@@ -172,16 +172,17 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
       DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
       TensorParallel tp{shape.tp > 1 ? &mesh.comm(dist::Axis::tp) : nullptr};
+      PipelineParallel pp{shape.pp > 1 ? &mesh.comm(dist::Axis::pp) : nullptr};
 
-      // 3. The model: this rank's tp slice of every layer.
+      // 3. The model: this rank's tp slice of its pipeline stage's layers.
       const model::GptDims dims = model::GptDims::from_config(cfg.model);
       model::Gpt gpt(*backend, dims,
-                     model::GptShard::tp_slice(dims, mesh.coord().tp, shape.tp,
-                                               cfg.parallel.sequence_parallel));
+                     model::GptShard::stage(dims, mesh.coord().pp, shape.pp, mesh.coord().tp,
+                                            shape.tp, cfg.parallel.sequence_parallel));
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
-      TrainStep trainer(cfg, *backend, gpt, dp, tp);
+      TrainStep trainer(cfg, *backend, gpt, dp, tp, pp);
 
       // 4. Data: each dp rank reads its own slice of the stream.
       auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);

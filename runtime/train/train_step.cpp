@@ -12,8 +12,8 @@
 namespace trainer::train {
 
 TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
-                     TensorParallel tp)
-    : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp) {
+                     TensorParallel tp, PipelineParallel pp)
+    : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp), pp_(pp) {
   TRAINER_CHECK(tp_.size() == model_.layout().shard().tp_size,
                 "the tp group has " << tp_.size() << " ranks; the model is cut in "
                                     << model_.layout().shard().tp_size);
@@ -25,8 +25,17 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
     buckets_ = std::make_unique<parallel::GradBuckets>(model_.layout(), model_.grads(), dp_.comm,
                                                        cfg.parallel.bucket_mb,
                                                        cfg.parallel.overlap_grad_reduce);
-    model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
+    // Under pipeline parallelism the end stages' wte gradient is final only after the tied sum
+    // (forward_backward), which would deadlock inside a backward: its unit waits for it.
+    const model::GptShard& shard = model_.layout().shard();
+    defer_embedding_ready_ = pp_.size() > 1 && (shard.has_embedding || shard.has_head);
+    model_.hooks().unit_grads_ready = [this](int unit) {
+      if (unit == 0 && defer_embedding_ready_) return;
+      buckets_->unit_ready(unit);
+    };
   }
+  TRAINER_CHECK(pp_.size() == 1 || !zero_ || cfg.parallel.zero == 1,
+                "parallel.zero = " << cfg.parallel.zero << " with pipeline parallelism");
   if (tp_.size() > 1) {  // the row-parallel layers' partial sums, forward and backward
     model_.hooks().tp_all_reduce = [this](Tensor t) {
       TRAINER_CHECK(t.dtype == DType::f32, "tp all-reduce of a non-fp32 tensor");
@@ -60,8 +69,34 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
   const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * cfg.model.seq_len;
   inputs_.resize(bt);
   targets_.resize(bt);
-  model_.allocate_activations(cfg.train.micro_batch, cfg.model.seq_len,
-                              model::parse_recompute(cfg.activation_checkpointing));
+  const model::Recompute recompute = model::parse_recompute(cfg.activation_checkpointing);
+  if (pp_.size() == 1) {
+    model_.allocate_activations(cfg.train.micro_batch, cfg.model.seq_len, recompute);
+    return;
+  }
+  model_.allocate_activations(1, cfg.model.seq_len, recompute);  // the runner sizes them
+  pipeline_ = std::make_unique<parallel::PipelineRunner>(
+      model_, *pp_.comm, parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule),
+      cfg.parallel.pipeline.microbatches, cfg.train.micro_batch, cfg.model.seq_len);
+}
+
+double TrainStep::forward_backward(float dloss_scale, bool final_micro_batch) {
+  if (!pipeline_) {
+    if (buckets_ && final_micro_batch) buckets_->begin_final_backward();
+    const double loss = model_.forward(inputs_.data(), targets_.data(), dloss_scale);
+    model_.backward();
+    return loss;
+  }
+  auto arm = [&] {
+    if (buckets_ && final_micro_batch) buckets_->begin_final_backward();
+  };
+  const double loss = pipeline_->train(inputs_.data(), targets_.data(), dloss_scale, arm);
+  if (final_micro_batch) {  // the wte gradients are final: sum the tied copies, then reduce them
+    PhaseProfiler::Scope p(profiler_, "pp_tied_embedding", 0);
+    pipeline_->sum_tied_embedding_grads();
+    if (buckets_ && defer_embedding_ready_) buckets_->unit_ready(0);
+  }
+  return loss;
 }
 
 void TrainStep::set_profiler(PhaseProfiler* profiler) {
@@ -90,9 +125,7 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
       PhaseProfiler::Scope p(profiler_, "data", 0);  // host work: device time only if it waits
       next_batch(inputs_.data(), targets_.data());
     }
-    if (buckets_ && micro == accum - 1) buckets_->begin_final_backward();
-    loss_sum += model_.forward(inputs_.data(), targets_.data(), dloss_scale);
-    model_.backward();
+    loss_sum += forward_backward(dloss_scale, micro == accum - 1);
   }
 
   StepResult r;
@@ -103,6 +136,10 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
     r.comm_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   r.loss = loss_sum / accum;
+  if (pp_.size() > 1) {  // the last stage's
+    PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
+    r.loss = pp_.comm->all_reduce_scalar(r.loss, dist::ReduceOp::sum);
+  }
   if (dp_.size() > 1) {
     PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
     r.loss = dp_.comm->all_reduce_scalar(r.loss, dist::ReduceOp::avg);
@@ -122,13 +159,15 @@ double TrainStep::reduce_and_norm() {
     if (sp)
       parallel::sum_row_partial_grads(model_.layout(), zero_->shard_grads(), zero_->shard().begin,
                                       *tp_.comm);
-    return zero_->grad_norm(tp_.comm);
+    return zero_->grad_norm(tp_.comm, pp_.comm);
   }
   buckets_->finish();
   if (sp) parallel::sum_row_partial_grads(model_.layout(), model_.grads(), 0, *tp_.comm);
-  // Gradients are replicated over dp after the all-reduce; over tp each rank holds its slice.
+  // Gradients are replicated over dp after the all-reduce; over tp each rank holds its slice,
+  // over pp its stage's layers.
   double sum = parallel::tp_weighted_sum_squares(be_, model_.layout(), model_.grads(), 0);
-  if (tp_.size() > 1) sum = tp_.comm->all_reduce_scalar(sum, dist::ReduceOp::sum);
+  for (dist::Comm* c : {tp_.comm, pp_.comm})
+    if (c != nullptr && c->size() > 1) sum = c->all_reduce_scalar(sum, dist::ReduceOp::sum);
   return std::sqrt(sum);
 }
 
@@ -228,9 +267,11 @@ double TrainStep::evaluate(int64_t global_batches, const BatchSource& next_batch
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
     next_batch(inputs_.data(), targets_.data());
-    sum += model_.forward(inputs_.data(), targets_.data(), 0.0f);
+    sum += pipeline_ ? pipeline_->evaluate(inputs_.data(), targets_.data())
+                     : model_.forward(inputs_.data(), targets_.data(), 0.0f);
   }
   double mean = sum / static_cast<double>(std::max<int64_t>(1, batches));
+  if (pp_.size() > 1) mean = pp_.comm->all_reduce_scalar(mean, dist::ReduceOp::sum);
   if (dp_.size() > 1) mean = dp_.comm->all_reduce_scalar(mean, dist::ReduceOp::avg);
   return mean;
 }

@@ -1,9 +1,11 @@
 #pragma once
 // TrainStep: one optimizer step over the global batch: grad_accum micro-batches of forward and
-// backward (the tp collectives inside the model, through its hooks), gradient reduction over
-// data-parallel ranks (buckets overlapped with the last backward), the global norm over the dp
-// shards and tp slices, clipping, AdamW. Also evaluation. Every layout that has the same
-// micro_batch x grad_accum x dp sees the same tokens and computes the same update, whatever tp.
+// backward (the tp collectives inside the model, through its hooks; under pipeline parallelism
+// each micro-batch cut into pieces that flow through the stages, PipelineRunner), gradient
+// reduction over data-parallel ranks (buckets overlapped with the last backward), the global norm
+// over the dp shards, tp slices and pipeline stages, clipping, AdamW. Also evaluation. Every
+// layout that has the same micro_batch x grad_accum x dp sees the same tokens and computes the
+// same update, whatever tp and pp.
 #include <functional>
 #include <memory>
 
@@ -13,6 +15,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/parallel/grad_buckets.h"
+#include "runtime/parallel/pipeline_runner.h"
 #include "runtime/parallel/zero_optimizer.h"
 
 namespace trainer::train {
@@ -42,6 +45,13 @@ struct TensorParallel {
   int size() const { return comm ? comm->size() : 1; }
 };
 
+// The pipeline group: the stages (rank = stage), each holding n_layer / pp consecutive blocks,
+// of the same dp and tp coordinate.
+struct PipelineParallel {
+  dist::Comm* comm = nullptr;  // null or size 1: every layer on this rank
+  int size() const { return comm ? comm->size() : 1; }
+};
+
 // The training state this rank owns: master weights and Adam moments of the flat elements
 // [begin, end) of the model's parameter buffer (its optimizer shard: everything on dp rank 0 and
 // nothing elsewhere without ZeRO; a 1/dp slice with ZeRO) of its tp slice of the model. Checkpoints
@@ -58,7 +68,7 @@ struct OwnedState {
 class TrainStep {
  public:
   TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
-            TensorParallel tp = {});
+            TensorParallel tp = {}, PipelineParallel pp = {});
 
   StepResult run(int step, const BatchSource& next_batch);
   // Mean loss over `global_batches` global batches (grad_accum micro-batches of every dp rank
@@ -90,6 +100,12 @@ class TrainStep {
   model::Gpt& model_;
   DataParallel dp_;
   TensorParallel tp_;
+  PipelineParallel pp_;
+  std::unique_ptr<parallel::PipelineRunner> pipeline_;  // pp > 1
+  bool defer_embedding_ready_ = false;  // pp > 1, an end stage: unit 0 waits for the tied sum
+  // Forward and backward of one micro-batch, through the pipeline when there is one; returns its
+  // mean loss (0 on a pipeline stage without the head).
+  double forward_backward(float dloss_scale, bool final_micro_batch);
   std::unique_ptr<optim::AdamW> opt_;
   std::unique_ptr<parallel::GradBuckets> buckets_;  // zero 0
   std::unique_ptr<parallel::ZeroOptimizer> zero_;   // zero 1-3 with dp > 1 (owns the AdamW)

@@ -64,9 +64,16 @@ expect_exit_2 "--nproc-per-node is a launch option but comes after RUN.yaml" out
 expect_exit_2 "--grace-s is a launch option but comes after RUN.yaml" out launch \
   --nproc-per-node 1 run.yaml --out out --grace-s=5
 expect_exit_2 "--nproc-per-node N is required" out launch run.yaml --out out
-expect_exit_2 "tensor-parallel layouts only (parallel.pp, cp and ep = 1); got parallel.pp = 2" \
-  out plan run.yaml --gpus 2 --set parallel.pp=2
-expect_exit_2 "tensor-parallel layouts only" out train run.yaml --set parallel.cp=2 --out out
+expect_exit_2 "pipeline-parallel layouts only (parallel.cp and ep = 1); got parallel.cp = 2" \
+  out plan run.yaml --gpus 2 --set parallel.cp=2
+expect_exit_2 "pipeline-parallel layouts only" out train run.yaml --set parallel.ep=2 --out out
+expect_exit_2 "parallel.zero = 2 with parallel.pp = 2: pipeline parallelism runs with zero 0 or 1" \
+  out train run.yaml --set parallel.pp=2 --set parallel.zero=2 --out out
+expect_exit_2 "parallel.pipeline.schedule = interleaved: the interleaved schedule" out train \
+  run.yaml --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved \
+  --set parallel.pipeline.virtual_stages=2 --out out
+expect_exit_2 "precision.compute = fp8 with parallel.pp = 2" out plan "$src/configs/gpt2_small_cuda.yaml" \
+  --gpu h100 --set parallel.pp=2 --set precision.compute=fp8
 expect_exit_2 "model.seq_len / parallel.cp = 9 is not divisible by parallel.tp = 2" out plan \
   run.yaml --gpus 2 --set parallel.tp=2 --set parallel.sequence_parallel=true --set model.seq_len=9
 TRAINER_ATTENTION=fast expect_exit_2 "TRAINER_ATTENTION = 'fast'" "" plan run.yaml --gpu h100

@@ -1,0 +1,56 @@
+#pragma once
+// PipelineRunner: one stage's part of a pipeline-parallel forward and backward over a micro-batch
+// cut into `micros` pieces (parallel.pipeline.microbatches), in the order of a PipeSchedule, with
+// the stage boundaries' activations and gradients exchanged over the pipeline group (fp32, the
+// residual stream; under sequence parallelism this tp rank's rows). The model's activation slots
+// hold the pieces in flight. Also the tied embedding's gradient sum between the first and the
+// last stage (Megatron's embedding group).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "runtime/core/backend_buffer.h"
+#include "runtime/dist/comm.h"
+#include "runtime/model/gpt.h"
+#include "runtime/parallel/pipeline_schedule.h"
+
+namespace trainer::parallel {
+
+class PipelineRunner {
+ public:
+  // pp: the pipeline group, rank = stage. rows: the micro-batch's sequences (micros must divide).
+  PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule schedule, int micros, int rows,
+                 int seq_len);
+
+  // Forward and backward of every piece of one micro-batch (inputs/targets [rows * T], host).
+  // Returns the micro-batch's mean loss on the last stage, 0 on the others.
+  // before_final_backward: called before the last backward (the one whose gradients are final).
+  double train(const int32_t* inputs, const int32_t* targets, float dloss_scale,
+               const std::function<void()>& before_final_backward);
+  // The forward only, piece by piece; the same return.
+  double evaluate(const int32_t* inputs, const int32_t* targets);
+
+  // The first and the last stage add up their wte gradients (the embedding's and the head's
+  // parts), so both copies take the same update. A no-op on the stages between.
+  void sum_tied_embedding_grads();
+
+  int stage() const { return pp_.rank(); }
+  int stages() const { return pp_.size(); }
+  bool first_stage() const { return stage() == 0; }
+  bool last_stage() const { return stage() == stages() - 1; }
+  const std::vector<PipeStep>& steps() const { return steps_; }
+
+ private:
+  void use(int micro);  // the piece's activation slot
+  double run_step(const PipeStep& s, const int32_t* inputs, const int32_t* targets,
+                  float dloss_scale, const std::function<void()>& before_final_backward);
+  void exchange(const Tensor* send, int send_peer, Tensor* recv, int recv_peer);
+
+  model::Gpt& model_;
+  dist::Comm& pp_;
+  int micros_, piece_rows_, seq_len_;
+  std::vector<PipeStep> steps_;
+  BackendBuffer tied_grad_;  // the other end's wte gradient
+};
+
+}  // namespace trainer::parallel
