@@ -27,26 +27,35 @@ void barrier(dist::Comm* world) {
   if (world != nullptr && world->size() > 1) world->barrier();
 }
 
-// Every rank's ShardFile on rank 0 (pieces are recomputed from the owned ranges).
+// Every rank's ShardFile on rank 0 (pieces are recomputed from the owned ranges and the layers
+// each rank holds).
 std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mine) {
   if (req.world == nullptr || req.world->size() == 1) return {mine};
   const int n = req.world->size();
   std::vector<uint8_t> hashes(64 * static_cast<size_t>(n));
   req.world->all_gather(mine.sha256.data(), hashes.data(), 64, dist::CommDType::u8);
   const model::GptShard& shard = req.layout->shard();
-  int64_t info[4] = {mine.bytes, req.owned.begin, req.owned.end, shard.tp_rank};
-  std::vector<int64_t> infos(4 * static_cast<size_t>(n));
-  req.world->all_gather(info, infos.data(), 4, dist::CommDType::i64);
+  constexpr size_t kInfo = 6;
+  int64_t info[kInfo] = {mine.bytes,    req.owned.begin,   req.owned.end,
+                         shard.tp_rank, shard.first_layer, shard.num_layers};
+  std::vector<int64_t> infos(kInfo * static_cast<size_t>(n));
+  req.world->all_gather(info, infos.data(), kInfo, dist::CommDType::i64);
   std::vector<ShardFile> out;
   for (int r = 0; r < n; ++r) {
-    const size_t i = static_cast<size_t>(r);
-    // That rank's layout: this one's, but for its own tp slice.
+    const int64_t* theirs_info = infos.data() + kInfo * static_cast<size_t>(r);
+    // That rank's layout: this one's, but for its own tp slice and pipeline stage.
+    const model::GptDims& d = req.layout->dims();
     model::GptShard theirs = shard;
-    theirs.tp_rank = static_cast<int>(infos[4 * i + 3]);
-    const model::ParamLayout layout(req.layout->dims(), theirs);
+    theirs.tp_rank = static_cast<int>(theirs_info[3]);
+    theirs.first_layer = static_cast<int>(theirs_info[4]);
+    theirs.num_layers = static_cast<int>(theirs_info[5]);
+    theirs.has_embedding = theirs.first_layer == 0;
+    theirs.has_head = theirs.first_layer + theirs.num_layers == d.n_layer;
+    const model::ParamLayout layout(d, theirs);
+    const size_t i = static_cast<size_t>(r);
     ShardFile f{r, rank_file_name(r),
-                std::string(hashes.begin() + 64 * i, hashes.begin() + 64 * (i + 1)), infos[4 * i],
-                saved_pieces(layout, infos[4 * i + 1], infos[4 * i + 2])};
+                std::string(hashes.begin() + 64 * i, hashes.begin() + 64 * (i + 1)), theirs_info[0],
+                saved_pieces(layout, theirs_info[1], theirs_info[2])};
     out.push_back(std::move(f));
   }
   return out;
@@ -93,8 +102,9 @@ std::string commit_checkpoint(const std::string& root, Manifest m, const model::
   const std::string final_dir = root + "/" + step_dir_name(m.step);
   const std::string tmp_dir = final_dir + ".tmp";
   m.shards = std::move(shards);
-  m.tensors.clear();
-  for (const auto& p : layout.params()) m.tensors.push_back({p.name, p.global_shape});
+  m.tensors.clear();  // every tensor of the model, whatever part of it this rank holds
+  const model::ParamLayout whole(layout.dims(), model::GptShard::whole(layout.dims()));
+  for (const auto& p : whole.params()) m.tensors.push_back({p.name, p.global_shape});
   write_file_atomic(tmp_dir + "/" + kManifestName, to_json(m).dump(1));
   fsync_dir(tmp_dir);
   fs::remove_all(final_dir);

@@ -149,8 +149,11 @@ std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t beg
 
 std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end) {
   std::vector<Piece> out = pieces_of_range(layout, begin, end);
-  if (layout.shard().tp_rank == 0) return out;
-  std::erase_if(out, [&](const Piece& p) { return layout.find(p.tensor).tp_replicated; });
+  const bool tp_rank0 = layout.shard().tp_rank == 0;
+  std::erase_if(out, [&](const Piece& p) {
+    const model::ParamSpec& spec = layout.find(p.tensor);
+    return spec.tied_copy || (!tp_rank0 && spec.tp_replicated);
+  });
   return out;
 }
 

@@ -70,6 +70,7 @@ std::string model_difference(const model::GptDims& saved, const model::GptDims& 
 std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t begin, int64_t end);
 // The pieces a rank saves of its range: all of them on tp rank 0; elsewhere only the tensors the
 // tp ranks slice (tp rank 0 saves the ones every tp rank holds whole: norms, biases, embeddings).
+// Never the last pipeline stage's copy of wte (ParamSpec::tied_copy): the first stage saves it.
 std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end);
 
 }  // namespace trainer::ckpt

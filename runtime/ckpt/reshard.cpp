@@ -41,11 +41,13 @@ Grid parse_grid(const std::string& spec) {
     else
       bad("unknown key '" + k + "' (dp, zero, tp, pp, cp)");
   }
-  if (g.pp != 1 || g.cp != 1)
-    bad("this build reshards to data- and tensor-parallel layouts only (pp, cp = 1)");
-  if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.zero < 0 || g.zero > 3)
-    bad("need dp in [1, 65536], tp in [1, 1024] and zero in 0..3");
-  g.world = g.dp * g.tp;
+  if (g.cp != 1)
+    bad("this build reshards to data-, tensor- and pipeline-parallel layouts only (cp = 1)");
+  if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.pp < 1 || g.pp > 1024 ||
+      g.zero < 0 || g.zero > 3)
+    bad("need dp in [1, 65536], tp and pp in [1, 1024] and zero in 0..3");
+  if (g.pp > 1 && g.zero > 1) bad("pipeline parallelism runs with zero 0 or 1");
+  g.world = g.dp * g.pp * g.tp;
   return g;
 }
 
@@ -66,13 +68,20 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
     throw config::ConfigError("--to tp=" + std::to_string(grid.tp) +
                               ": tp must divide the model's n_head (" + std::to_string(d.n_head) +
                               ") and MLP width (" + std::to_string(d.ffn_hidden()) + ")");
+  if (d.n_layer % grid.pp != 0)
+    throw config::ConfigError("--to pp=" + std::to_string(grid.pp) +
+                              ": pp must divide the model's n_layer (" + std::to_string(d.n_layer) +
+                              ")");
   m.grid = grid;
   const std::string tmp = begin_checkpoint(out_root, m.step);
   std::vector<ShardFile> shards;
   for (int r = 0; r < grid.world; ++r) {
-    // The runtime's rank order (dist/mesh.h): tp fastest, then dp.
-    const model::ParamLayout layout(d, model::GptShard::tp_slice(d, r % grid.tp, grid.tp));
-    const auto [b, e] = owned_range(layout.total_numel(), r / grid.tp, grid);
+    // The runtime's rank order (dist/mesh.h): tp fastest, then pp, then dp.
+    const int tp_rank = r % grid.tp, pp_rank = r / grid.tp % grid.pp,
+              dp_rank = r / (grid.tp * grid.pp);
+    const model::ParamLayout layout(d,
+                                    model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp));
+    const auto [b, e] = owned_range(layout.total_numel(), dp_rank, grid);
     std::vector<float> p(static_cast<size_t>(e - b)), mo(p.size()), v(p.size());
     const OwnedShard owned{b, e, p.data(), mo.data(), v.data()};
     reader.read_owned(layout, owned);

@@ -304,8 +304,9 @@ TEST_CASE("keep_prunes_to_the_newest_complete_checkpoints_and_tmp_dirs_are_not_l
 TEST_CASE("reshard_grid_spec_errors_are_config_errors_naming_the_item") {
   CHECK(parse_grid("dp=4,zero=1").dp == 4);
   CHECK(parse_grid("dp=2,tp=2,zero=1").world == 4);
-  for (const char* bad : {"dp=abc", "dp=4x", "dp=", "dp", "mp=2", "dp=0", "zero=4", "pp=2", "tp=0",
-                          "dp=2,dp=3", "dp=200000"}) {
+  CHECK(parse_grid("dp=2,pp=2,tp=2,zero=1").world == 8);
+  for (const char* bad : {"dp=abc", "dp=4x", "dp=", "dp", "mp=2", "dp=0", "zero=4", "cp=2", "tp=0",
+                          "pp=0", "pp=2,zero=2", "dp=2,dp=3", "dp=200000"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_grid(bad), trainer::config::ConfigError);
     CHECK_THROWS_WITH(parse_grid(bad), Catch::Contains(std::string("--to ") + bad));
