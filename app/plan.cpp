@@ -14,6 +14,7 @@
 #include "runtime/config/run_config.h"
 #include "runtime/core/attention_state.h"
 #include "runtime/model/param_layout.h"
+#include "runtime/parallel/pipeline_schedule.h"
 #include "runtime/parallel/zero_memory.h"
 #include "runtime/plan/layout_search.h"
 #include "runtime/report/flops.h"
@@ -41,8 +42,9 @@ void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp)
 // Model state and ZeRO staging as this runtime holds them on the planned device
 // (plan::held_state_bytes); the formula's line above is what ZeRO promises, this is what a run's
 // report.json memory.breakdown will say. Returns the total.
-double print_held_state(const config::RunConfig& cfg, int dp, const plan::DeviceKind& device) {
-  const plan::HeldState h = plan::held_state_bytes(cfg, cfg.parallel.zero, dp, device);
+double print_held_state(const config::RunConfig& cfg, int dp, const plan::DeviceKind& device,
+                        int stage) {
+  const plan::HeldState h = plan::held_state_bytes(cfg, cfg.parallel.zero, dp, device, stage);
   const parallel::ZeroPrediction& p = h.state;
   std::printf(
       "model state per rank as this runtime holds it (%s%s): params %.0f B, grads %.0f B, "
@@ -54,17 +56,26 @@ double print_held_state(const config::RunConfig& cfg, int dp, const plan::Device
   return h.total();
 }
 
-// The activations of one micro-batch as Activations allocates them (report.json's
-// memory.breakdown.activations): the cuda kinds keep flash attention's row statistics where the
-// head size has flash kernels (unless TRAINER_ATTENTION=reference), the cpu the probabilities.
-size_t print_activation_memory(const config::RunConfig& cfg, bool flash) {
-  const size_t bytes =
-      plan::activation_bytes(cfg, cfg.train.micro_batch, cfg.activation_checkpointing, flash);
+// The activations of one micro-batch (the pieces a pipeline stage keeps) as Activations allocates
+// them (report.json's memory.breakdown.activations): the cuda kinds keep flash attention's row
+// statistics where the head size has flash kernels (unless TRAINER_ATTENTION=reference), the cpu
+// the probabilities.
+size_t print_activation_memory(const config::RunConfig& cfg, bool flash, int stage) {
+  const size_t bytes = plan::activation_bytes(cfg, cfg.train.micro_batch,
+                                              cfg.activation_checkpointing, flash, stage);
   const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
+  std::string batch = "micro_batch " + std::to_string(cfg.train.micro_batch);
+  if (const int pp = cfg.parallel.pp; pp > 1) {
+    const int micros = cfg.parallel.pipeline.microbatches;
+    batch = std::to_string(parallel::micros_in_flight(
+                parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule), stage, pp, micros)) +
+            " pieces in flight on stage " + std::to_string(stage) + ", each " +
+            std::to_string(cfg.train.micro_batch / micros);
+  }
   std::printf(
-      "activations per rank (micro_batch %d x %d tokens, activation_checkpointing %s, %s, "
+      "activations per rank (%s x %d tokens, activation_checkpointing %s, %s, "
       "attention keeps %s): %zu B (%.1f MiB)\n",
-      cfg.train.micro_batch, cfg.model.seq_len, cfg.activation_checkpointing.c_str(),
+      batch.c_str(), cfg.model.seq_len, cfg.activation_checkpointing.c_str(),
       fp8    ? "bf16 activations + fp8 GEMMs' fp32 sums"
       : bf16 ? "bf16 activations"
              : "fp32",
@@ -224,8 +235,13 @@ void register_plan(CLI::App& app) {
           "plan: --memory-gib is the device memory --search plans for; "
           "add --search");
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
-    config::check_runnable(cfg);  // first: pp = 2 on one device is refused for what it is
+    config::check_runnable(cfg);  // first: cp = 2 on one device is refused for what it is
     config::validate(cfg, args->gpus);
+    if (args->search && cfg.parallel.pp > 1)
+      throw config::ConfigError(
+          "plan --search with parallel.pp = " + std::to_string(cfg.parallel.pp) +
+          ": the search keeps pp = 1 (it ranks tp, ZeRO, micro_batch and recompute); plan this "
+          "pipeline layout without --search");
     AttentionKernel attention;  // read before anything is printed
     try {
       attention = attention_kernel_from_env();
@@ -258,15 +274,30 @@ void register_plan(CLI::App& app) {
     std::printf("batch: %lld sequences x %d tokens = %lld tokens/step\n",
                 static_cast<long long>(seqs), m.seq_len, static_cast<long long>(seqs * m.seq_len));
     // Model state is allocated for the padded vocabulary (model.make_vocab_size_divisible_by).
+    // Under pipeline parallelism the numbers per rank are the heaviest stage's.
     const model::GptDims dims = model::GptDims::from_config(m);
+    const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
+    const bool flash = device.cuda && cuda_attention_uses_flash(attention, dims.head_dim());
+    const int pp = cfg.parallel.pp;
+    const int stage = plan::heaviest_stage(cfg, cfg.parallel.zero, dp, device, flash);
+    if (pp > 1) {
+      const int micros = cfg.parallel.pipeline.microbatches;
+      std::printf(
+          "pipeline: %d stages of %d layers (the first also the embeddings, the last the head on a "
+          "tied copy of wte), %s over %d pieces of %d sequences per micro-batch: bubble %.1f%% of "
+          "a step; %.0f B sent per rank per step between stages (%.1f MiB); per rank below: "
+          "stage %d, the one that needs the most\n",
+          pp, m.n_layer / pp, cfg.parallel.pipeline.schedule.c_str(), micros,
+          cfg.train.micro_batch / micros, 100 * parallel::bubble_fraction(pp, micros),
+          plan::pp_sent_bytes(cfg), plan::pp_sent_bytes(cfg) / (1024.0 * 1024.0), stage);
+    }
     print_zero_memory(
         cfg,
-        model::ParamLayout(dims, model::GptShard::tp_slice(dims, 0, cfg.parallel.tp)).total_numel(),
+        model::ParamLayout(dims, model::GptShard::stage(dims, stage, pp, 0, cfg.parallel.tp))
+            .total_numel(),
         dp);
-    const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
-    const double held = print_held_state(cfg, dp, device);
-    const bool flash = device.cuda && cuda_attention_uses_flash(attention, dims.head_dim());
-    const size_t activations = print_activation_memory(cfg, flash);
+    const double held = print_held_state(cfg, dp, device, stage);
+    const size_t activations = print_activation_memory(cfg, flash, stage);
     if (const plan::TpTraffic t = plan::tp_traffic(cfg); t.collectives > 0)
       std::printf(
           "tp traffic per rank per step: %lld collectives (%s) of a micro-batch's activations, "

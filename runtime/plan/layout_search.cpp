@@ -10,6 +10,7 @@
 #include "runtime/core/attention_state.h"
 #include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
+#include "runtime/parallel/pipeline_schedule.h"
 #include "runtime/parallel/zero_layout.h"
 #include "runtime/report/flops.h"
 #include "runtime/report/report_from_config.h"
@@ -20,11 +21,13 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 
-// What one rank holds: tp rank 0's slice (every tp rank's is the same size).
-model::ParamLayout rank_layout(const config::RunConfig& cfg) {
+// What one rank of pipeline stage `stage` holds: tp rank 0's slice (every tp rank's is the same
+// size).
+model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
-  return model::ParamLayout(
-      dims, model::GptShard::tp_slice(dims, 0, cfg.parallel.tp, cfg.parallel.sequence_parallel));
+  return model::ParamLayout(dims,
+                            model::GptShard::stage(dims, stage, cfg.parallel.pp, 0, cfg.parallel.tp,
+                                                   cfg.parallel.sequence_parallel));
 }
 
 // Ranking key: smaller is better (see layout_search.h).
@@ -53,17 +56,27 @@ std::vector<std::pair<int, bool>> tp_candidates(const SearchRequest& r) {
   return out;
 }
 
+// Under pipeline parallelism: the pieces in flight on the layout's stage, each of
+// micro_batch / microbatches sequences (parallel::PipelineRunner).
 size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunConfig& cfg,
                            int micro_batch, const std::string& activation_checkpointing,
                            bool flash_attention) {
   const int T = cfg.model.seq_len;
   const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
-  return model::Activations::bytes_needed(
-      layout, micro_batch, T, model::parse_recompute(activation_checkpointing),
-      bf16 ? DType::bf16 : DType::f32,
-      attention_state_shape_of(flash_attention, micro_batch,
-                               layout.dims().n_head / layout.shard().tp_size, T),
-      fp8);
+  const int pp = cfg.parallel.pp, micros = pp > 1 ? cfg.parallel.pipeline.microbatches : 1;
+  const int rows = micro_batch / micros;
+  const int stage = layout.shard().first_layer / std::max(1, layout.shard().num_layers);
+  const int slots =
+      pp > 1 ? parallel::micros_in_flight(
+                   parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule), stage, pp, micros)
+             : 1;
+  return static_cast<size_t>(slots) *
+         model::Activations::bytes_needed(
+             layout, rows, T, model::parse_recompute(activation_checkpointing),
+             bf16 ? DType::bf16 : DType::f32,
+             attention_state_shape_of(flash_attention, rows,
+                                      layout.dims().n_head / layout.shard().tp_size, T),
+             fp8);
 }
 
 // `units`: ZeRO's cut of this layout over dp ranks.
@@ -118,9 +131,31 @@ DeviceKind device_kind(const std::string& name, int ranks, double memory_gib) {
 }
 
 size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
-                        const std::string& activation_checkpointing, bool flash_attention) {
-  return activation_bytes_of(rank_layout(cfg), cfg, micro_batch, activation_checkpointing,
+                        const std::string& activation_checkpointing, bool flash_attention,
+                        int stage) {
+  return activation_bytes_of(rank_layout(cfg, stage), cfg, micro_batch, activation_checkpointing,
                              flash_attention);
+}
+
+int heaviest_stage(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
+                   bool flash_attention) {
+  int best = 0;
+  double most = -1;
+  for (int s = 0; s < cfg.parallel.pp; ++s) {
+    const double bytes =
+        held_state_bytes(cfg, zero, dp, device, s).total() +
+        static_cast<double>(activation_bytes(cfg, cfg.train.micro_batch,
+                                             cfg.activation_checkpointing, flash_attention, s));
+    if (bytes > most) best = s, most = bytes;
+  }
+  return best;
+}
+
+double pp_sent_bytes(const config::RunConfig& cfg) {
+  if (cfg.parallel.pp <= 1) return 0;
+  const int rows_of = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
+  return 2.0 * cfg.train.grad_accum * cfg.train.micro_batch * cfg.model.seq_len *
+         cfg.model.d_model * 4 / rows_of;
 }
 
 TpTraffic tp_traffic(const config::RunConfig& cfg) {
@@ -148,9 +183,9 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
   return t;
 }
 
-HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
-                           const DeviceKind& device) {
-  return held_state_of(parallel::ZeroUnits(rank_layout(cfg), dp), cfg, zero, dp, device);
+HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
+                           int stage) {
+  return held_state_of(parallel::ZeroUnits(rank_layout(cfg, stage), dp), cfg, zero, dp, device);
 }
 
 std::vector<Layout> search_layouts(const SearchRequest& request) {

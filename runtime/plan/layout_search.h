@@ -6,9 +6,9 @@
 // that divides the devices, the heads and the MLP width; SearchRequest::devices) with and without
 // sequence parallelism, dp the devices over tp, ZeRO stage, micro_batch (with grad_accum making
 // up the sequences per dp rank, so the global batch and the tokens stay as configured) and
-// activation checkpointing. Precision stays as configured (it changes the losses), and pp, cp
-// and ep stay 1: this runtime trains data- and tensor-parallel layouts only
-// (config::check_runnable). Each rank holds its tp slice of the model.
+// activation checkpointing. Precision stays as configured (it changes the losses), and cp and ep
+// stay 1 (config::check_runnable); a pipeline-parallel config is not searched (plan refuses
+// --search at pp > 1). Each rank holds its tp slice of the model.
 //
 // Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
 // says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), ZeRO's
@@ -87,9 +87,22 @@ struct Layout {
 std::vector<Layout> search_layouts(const SearchRequest& request);
 
 // The activation bytes of one micro-batch of `micro_batch` sequences for this config under
-// `activation_checkpointing` (model::Activations::bytes_needed with the config's dtypes).
+// `activation_checkpointing` (model::Activations::bytes_needed with the config's dtypes), on a
+// rank of pipeline stage `stage`: under pipeline parallelism the pieces the schedule keeps in
+// flight there (1F1B: pp - stage of them; GPipe: all).
 size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
-                        const std::string& activation_checkpointing, bool flash_attention);
+                        const std::string& activation_checkpointing, bool flash_attention,
+                        int stage = 0);
+
+// The pipeline stage whose ranks need the most memory (model state and activations): the first
+// (the embeddings, the most pieces in flight) or the last (the head's copy of wte, the logits).
+int heaviest_stage(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
+                   bool flash_attention);
+
+// Pipeline parallelism's point-to-point bytes per step sent by a rank between two middle stages
+// (0 at pp 1): each micro-batch's boundary activations forward and their gradients back, fp32
+// [micro_batch, seq_len, d_model] each (under sequence parallelism the rank's 1/tp of the rows).
+double pp_sent_bytes(const config::RunConfig& cfg);
 
 // Tensor parallelism's activation collectives per training step (none at tp 1), on one
 // micro-batch's [micro_batch, seq_len, d_model] each: every block sums its two row-parallel
@@ -110,7 +123,7 @@ TpTraffic tp_traffic(const config::RunConfig& cfg);
 // Model state and ZeRO staging per rank as this runtime holds them on `device`
 // (parallel::predict_held_state, parallel::zero_staging_floats). At dp 1 every stage trains as
 // stage 0 (parallel::zero_shards_state).
-HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp,
-                           const DeviceKind& device);
+HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
+                           int stage = 0);
 
 }  // namespace trainer::plan
