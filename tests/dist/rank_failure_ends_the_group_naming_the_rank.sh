@@ -35,13 +35,16 @@ PY
 # 2. Ranks without a launcher (as torchrun/srun start them), one rank surviving each failure:
 #    kill -9 of rank 1; rank 1 throwing inside a collective; kill -9 of rank 0, which serves the
 #    store (rank 1 must not wait for it, and names it); rank 1 stopped (SIGSTOP: alive but hung)
-#    with many small gradient buckets queued (rank 0 must not wait the timeout once per bucket).
-for kind in kill throw kill0 stop; do
+#    with many small gradient buckets queued (rank 0 must not wait the timeout once per bucket);
+#    and kill -9 of the last of 2 pipeline stages, and the last stage throwing mid-schedule (the
+#    first stage waits in a point-to-point exchange with it).
+for kind in kill throw kill0 stop ppkill ppthrow; do
   port=$(free_port)
   start=$(date +%s)
-  fault=""; [ $kind = throw ] && fault="rank=1,step=4,kind=throw"
+  fault=""; case $kind in *throw) fault="rank=1,step=4,kind=throw" ;; esac
   # (about 25 buckets: waiting the timeout once per queued bucket would take minutes)
   extra=(); [ $kind = stop ] && extra=(--set parallel.bucket_mb=0.02)
+  case $kind in pp*) extra=(--set parallel.pp=2 --set parallel.pipeline.microbatches=2) ;; esac
   for r in 0 1; do
     RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRAINER_TEST_FAULT=$fault \
       "$bin" train "${args[@]}" "${extra[@]}" --out bare_$kind.$r >bare_$kind.$r.log 2>&1 &
@@ -49,7 +52,7 @@ for kind in kill throw kill0 stop; do
   done
   victim=1; [ $kind = kill0 ] && victim=0
   survivor=$((1 - victim))
-  if [ $kind != throw ]; then
+  if [ -z "$fault" ]; then
     # the limit counts from the failure, not from a start that a loaded machine may slow down
     for _ in $(seq 300); do grep -q "step " bare_$kind.0.log 2>/dev/null && break; sleep 0.1; done
     grep -q "step " bare_$kind.0.log || { cat bare_$kind.0.log; fail "$kind: the run never started"; }
