@@ -77,10 +77,10 @@ echo "== cuda op tests"
 # there must not take the op tests with it.
 # The op tests synchronise after every launch (TRAINER_CUDA_SYNC=1), so that a fault is reported
 # at the kernel that caused it; the dp/ZeRO and tp tests run their streams as they are.
-TRAINER_CUDA_SYNC=1 timeout "$(left)" "$tests/unit_cuda" "~[zero]~[tp]" -s -r compact \
-  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]")
-timeout "$(left)" "$tests/unit_cuda" "[zero],[tp]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
-  failed+=("cuda tests [zero],[tp]")
+TRAINER_CUDA_SYNC=1 timeout "$(left)" "$tests/unit_cuda" "~[zero]~[tp]~[pp]" -s -r compact \
+  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]~[pp]")
+timeout "$(left)" "$tests/unit_cuda" "[zero],[tp],[pp]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
+  failed+=("cuda tests [zero],[tp],[pp]")
 if grep -q "SKIPPED: no CUDA device" "$out/unit_cuda.txt"; then
   grep -m1 "SKIPPED" "$out/unit_cuda.txt"; echo "gpu-check: tests skipped on a GPU machine" >&2; exit 1
 fi

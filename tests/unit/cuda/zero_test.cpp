@@ -1,9 +1,10 @@
 // Data parallelism and ZeRO 1-3 on the cuda backend, with two dp ranks as threads on one GPU
-// (and tensor parallelism with two tp ranks):
+// (and tensor parallelism with two tp ranks, pipeline parallelism with two stages):
 // their communicator is Gloo on host copies of the device buffers (DeviceStagingComm; NCCL takes
 // one rank per device), so what runs on the device is everything above the Comm: gradient
 // buckets, ZeRO's staging copies, adds, releases (fills) and gathers, the bf16 copy's refresh,
-// fp8's amax reduction, and the checkpoint's host copy. Each case is compared with the same run
+// fp8's amax reduction, the pipeline stages' exchanges and tied-embedding sum, and the
+// checkpoint's host copy. Each case is compared with the same run
 // on the cpu backend, and each ZeRO stage with stage 0 on cuda.
 #include <algorithm>
 #include <cmath>
@@ -142,5 +143,26 @@ TEST_CASE("cuda_tensor_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda][
         check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
                           name + precision + ", rank " + std::to_string(r));
     }
+#endif
+}
+
+TEST_CASE("cuda_pipeline_parallel_matches_cpu_with_two_stages_on_one_gpu", "[cuda][pp]") {
+  auto probe = cuda_or_skip();
+  if (!probe) return;
+#ifdef TRAINER_HAVE_CUDA
+  probe.reset();
+  for (const std::string precision : {"fp32", "bf16"}) {
+    config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
+    cfg.precision.compute = precision;
+    cfg.train.grad_clip = 0.05;
+    cfg.train.grad_accum = 2;
+    cfg.parallel.pp = 2;
+    cfg.parallel.pipeline.microbatches = 2;
+    const auto ref = run(cfg, false, testing::Split::pp), gpu = run(cfg, true, testing::Split::pp);
+    const double tol = precision == "fp32" ? 1e-4 : 2e-2;
+    for (int r = 0; r < kDp; ++r)
+      check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
+                        "pp 2, " + precision + ", stage " + std::to_string(r));
+  }
 #endif
 }

@@ -1,9 +1,9 @@
 #pragma once
-// One data-parallel (or tensor-parallel) rank of a short training run, recorded for comparison
-// across backends and communicators: a few steps of TrainStep on a fresh Gpt, then the checkpoint
-// path (the owned shard through a HostShard copy, pushed back, every rank's weights synced from
-// the owners) and one evaluation. A dp rank r's batches depend on r only, so runs of the same
-// config are comparable; tp ranks all read dp rank 0's.
+// One data-parallel (or tensor- or pipeline-parallel) rank of a short training run, recorded for
+// comparison across backends and communicators: a few steps of TrainStep on a fresh Gpt, then the
+// checkpoint path (the owned shard through a HostShard copy, pushed back, every rank's weights
+// synced from the owners) and one evaluation. A dp rank r's batches depend on r only, so runs of
+// the same config are comparable; tp ranks and pipeline stages all read dp rank 0's.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
@@ -26,24 +26,27 @@ struct DpTrace {
   double resumed_eval = 0;          // the loss after the resume path: shard pushed back, synced
 };
 
-// What the ranks of a run split: the batch (dp) or every layer (tp, and tp with sequence
-// parallelism; the ranks see the same data).
-enum class Split { dp, tp, tp_sp };
+// What the ranks of a run split: the batch (dp), every layer (tp, and tp with sequence
+// parallelism) or the layers (pp: pipeline stages, cfg.parallel.pipeline's schedule and pieces);
+// tp and pp ranks see the same data.
+enum class Split { dp, tp, tp_sp, pp };
 
 inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank, dist::Comm& comm,
                              int steps, Split split = Split::dp) {
   const auto dims = model::GptDims::from_config(cfg.model);
-  const bool tp = split != Split::dp;
-  model::Gpt gpt(
-      be, dims,
-      model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1, split == Split::tp_sp));
+  const bool tp = split == Split::tp || split == Split::tp_sp, pp = split == Split::pp;
+  model::Gpt gpt(be, dims,
+                 pp ? model::GptShard::stage(dims, rank, comm.size())
+                    : model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1,
+                                                split == Split::tp_sp));
   gpt.init_weights(cfg.run.seed);
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
-  train::TrainStep step(cfg, be, gpt, train::DataParallel{tp ? nullptr : &comm},
-                        train::TensorParallel{tp ? &comm : nullptr});
+  train::TrainStep step(cfg, be, gpt, train::DataParallel{split == Split::dp ? &comm : nullptr},
+                        train::TensorParallel{tp ? &comm : nullptr},
+                        train::PipelineParallel{pp ? &comm : nullptr});
   if (gpt.fp8_states_new()) step.seed_fp8_weight_scales();  // as a run does
-  if (tp) rank = 0;                                         // the data of dp rank 0
+  if (tp || pp) rank = 0;                                   // the data of dp rank 0
   const int n = cfg.train.micro_batch * cfg.model.seq_len;
   int call = 0;
   const train::BatchSource batches = [&](int32_t* x, int32_t* y) {
@@ -80,8 +83,10 @@ inline std::vector<DpTrace> run_dp_ranks(const config::RunConfig& cfg, int ranks
                                          Split split = Split::dp) {
   std::vector<DpTrace> traces(static_cast<size_t>(ranks));
   const auto errors = dist::testing::run_ranks(ranks, [&](dist::testing::RankContext& ctx) {
-    std::unique_ptr<dist::Comm> comm =
-        dist::testing::make_comm(ctx, 60, split == Split::dp ? "dp" : "tp");
+    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(ctx, 60,
+                                                                split == Split::dp   ? "dp"
+                                                                : split == Split::pp ? "pp"
+                                                                                     : "tp");
     std::unique_ptr<Backend> be = make(comm);
     traces[static_cast<size_t>(ctx.rank)] = train_dp_rank(cfg, *be, ctx.rank, *comm, steps, split);
   });
