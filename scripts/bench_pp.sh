@@ -21,20 +21,7 @@ common=(--set model.n_layer=8 --set model.d_model=256 --set model.n_head=8
         --set model.seq_len=256 --set train.steps=$steps --set train.warmup_steps=1
         --set train.eval_every=0 --set logging.every_steps=$steps --set checkpoint.every_steps=0
         --set precision.compute=$precision)
-threads() { echo $(( $(nproc) / $1 > 0 ? $(nproc) / $1 : 1 )); }
-run() {  # run NAME RANKS [args]: with the cores split over RANKS
-  local name=$1 ranks=$2
-  shift 2
-  local t
-  t=$(threads "$ranks")
-  if [[ $ranks == 1 ]]; then
-    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$build/trainer" train "$root/configs/tiny.yaml" \
-      "${common[@]}" "$@" --out "$out/$name" >"$out/$name.log" 2>&1
-  else
-    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$build/trainer" launch --nproc-per-node "$ranks" \
-      "$root/configs/tiny.yaml" "${common[@]}" "$@" --out "$out/$name" >"$out/$name.log" 2>&1
-  fi || { cat "$out/$name.log"; exit 1; }
-}
+source "$root/scripts/bench_ranks.sh"
 pipe=(--set train.micro_batch=8 --set parallel.pp="$n" --set parallel.pipeline.microbatches=8)
 run one 1 --set train.micro_batch=8
 run pp "$n" "${pipe[@]}"

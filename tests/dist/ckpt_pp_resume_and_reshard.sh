@@ -12,50 +12,28 @@ source "$2/tests/lib/dist_common.sh"
 seq=(--set model.n_layer=4 --set model.seq_len=32 --set checkpoint.every_steps=20
      --set checkpoint.keep=5 --set parallel.pipeline.microbatches=2)
 dst=(--set checkpoint.dir=unused --set checkpoint.every_steps=0)
-tail_of() {  # tail_of METRICS: steps 21.. of a metrics file
-  /usr/bin/python3 -c "
-import json,sys
-for l in open(sys.argv[1]):
-    if json.loads(l)['step'] > 20: print(l, end='')" "$1"
-}
-check() {  # check NAME REF_TAIL [compare_metrics options]
-  local name=$1 ref=$2
-  shift 2
-  grep -q "resumed from" $name.log || { cat $name.log; fail "$name did not resume"; }
-  echo "$name:"
-  compare_metrics $ref $name/metrics.jsonl --min-steps 5 "$@" || fail "$name differs from $ref"
-}
+source "$2/tests/lib/ckpt_common.sh"
 run_launch ref 2 4 2 25 "${seq[@]}" --set parallel.pp=2 --set checkpoint.dir=ck
 tail_of ref/metrics.jsonl >ref_tail.jsonl
 ck=ck/step_00000020
 "$bin" ckpt inspect $ck >inspect.txt || { cat inspect.txt; fail "ckpt inspect failed"; }
 grep -q "pp 2" inspect.txt || { cat inspect.txt; fail "inspect does not say pp 2"; }
-/usr/bin/python3 - $ck/manifest.json <<'PY' || fail "the pp 2 checkpoint does not hold each element once"
-import json, math, sys
-m = json.load(open(sys.argv[1]))
-saved = {}
-for f in m["shards"]:
-    for p in f["pieces"]:
-        saved[p["tensor"]] = saved.get(p["tensor"], 0) + p["range"][1] - p["range"][0]
-for t in m["tensors"]:
-    assert saved.get(t["name"]) == math.prod(t["global_shape"]), (t, saved.get(t["name"]))
-print("%d tensors, each element saved once, in %d files" % (len(m["tensors"]), len(m["shards"])))
-PY
+check_saved_once $ck/manifest.json
 run_launch pp2 2 4 2 25 "${seq[@]}" "${dst[@]}" --set parallel.pp=2 --resume $ck
-check pp2 ref_tail.jsonl --exact
+check_resumed pp2 ref_tail.jsonl --exact
 run_single one 4 2 25 "${seq[@]}" "${dst[@]}" --resume $ck
-check one ref_tail.jsonl --rtol 1e-5
+check_resumed one ref_tail.jsonl --rtol 1e-5
 run_launch dp2pp2z1 4 2 2 25 "${seq[@]}" "${dst[@]}" --set parallel.pp=2 --set parallel.zero=1 \
   --resume $ck
-check dp2pp2z1 ref_tail.jsonl --rtol 1e-5
+check_resumed dp2pp2z1 ref_tail.jsonl --rtol 1e-5
 run_launch pp4 4 4 2 25 "${seq[@]}" "${dst[@]}" --set parallel.pp=4 --resume $ck
-check pp4 ref_tail.jsonl --rtol 1e-5
+check_resumed pp4 ref_tail.jsonl --rtol 1e-5
 run_launch pp2tp2 4 4 2 25 "${seq[@]}" "${dst[@]}" --set parallel.pp=2 --set parallel.tp=2 \
   --resume $ck
-check pp2tp2 ref_tail.jsonl --rtol 1e-5
+check_resumed pp2tp2 ref_tail.jsonl --rtol 1e-5
 "$bin" ckpt reshard $ck --to dp=1 --out rs1 >rs1.txt || { cat rs1.txt; fail "reshard to dp=1 failed"; }
 run_single off1 4 2 25 "${seq[@]}" "${dst[@]}" --resume rs1
-check off1 ref_tail.jsonl --rtol 1e-5
+check_resumed off1 ref_tail.jsonl --rtol 1e-5
 "$bin" ckpt export $ck --out pp2.safetensors >/dev/null || fail "export of the pp 2 checkpoint failed"
 "$bin" ckpt export rs1 --out one.safetensors >/dev/null || fail "export of the resharded one failed"
 cmp pp2.safetensors one.safetensors || fail "the pp 2 checkpoint exports other weights than its reshard"
@@ -67,4 +45,4 @@ tail_of single/metrics.jsonl >single_tail.jsonl
 [ "$(ls rs4/step_00000020/*.safetensors | wc -l)" = 4 ] || fail "reshard did not write 4 files"
 run_launch off4 4 2 2 25 "${seq[@]}" "${dst[@]}" --set parallel.pp=2 --set parallel.zero=1 \
   --resume rs4
-check off4 single_tail.jsonl --rtol 1e-5
+check_resumed off4 single_tail.jsonl --rtol 1e-5

@@ -40,6 +40,29 @@ double rel(double a, double b) {
   return std::fabs(a - b) / std::max(std::fabs(b), 1e-12);
 }
 
+// A model-parallel rank's traces: the plain cpu run `a`, the opaque device's `b` (bit for bit
+// a's) and one process's `whole` (within tol); `label` names the run and the rank.
+void check_model_parallel_rank(const Trace& a, const Trace& b, const Trace& whole, double tol,
+                               const std::string& label) {
+  std::ostringstream what;
+  what << label << ": losses (split/opaque/one process)";
+  for (size_t s = 0; s < a.losses.size(); ++s)
+    what << " " << a.losses[s] << "/" << b.losses[s] << "/" << whole.losses[s];
+  what << "; norms";
+  for (size_t s = 0; s < a.norms.size(); ++s) what << " " << a.norms[s] << "/" << whole.norms[s];
+  INFO(what.str());
+  CHECK(a.losses == b.losses);
+  CHECK(a.norms == b.norms);
+  CHECK(a.owned_params == b.owned_params);
+  CHECK(a.resumed_eval == b.resumed_eval);
+  for (size_t s = 0; s < a.losses.size(); ++s) {
+    CHECK(rel(a.losses[s], whole.losses[s]) < tol);
+    CHECK(rel(a.norms[s], whole.norms[s]) < tol);
+  }
+  CHECK(rel(a.resumed_eval, whole.resumed_eval) < tol);
+  CHECK(a.losses.back() < a.losses.front());
+}
+
 }  // namespace
 
 TEST_CASE("training_touches_backend_memory_only_through_the_backend_and_comm", "[train][zero]") {
@@ -86,28 +109,11 @@ TEST_CASE("tensor_parallel_touches_backend_memory_only_through_the_backend_and_c
       const std::vector<Trace> cpu = run(cfg, false, split), opaque = run(cfg, true, split),
                                one = run(cfg, false, testing::Split::tp, 1);
       const double tol = precision == "fp32" ? 1e-5 : 1e-2;
-      for (int r = 0; r < kDp; ++r) {
-        const Trace &a = cpu[size_t(r)], &b = opaque[size_t(r)], &whole = one[0];
-        std::ostringstream what;
-        what << "tp 2" << (split == testing::Split::tp_sp ? " + sp" : "") << ", " << precision
-             << ", rank " << r << ": losses (tp/opaque/one process)";
-        for (size_t s = 0; s < a.losses.size(); ++s)
-          what << " " << a.losses[s] << "/" << b.losses[s] << "/" << whole.losses[s];
-        what << "; norms";
-        for (size_t s = 0; s < a.norms.size(); ++s)
-          what << " " << a.norms[s] << "/" << whole.norms[s];
-        INFO(what.str());
-        CHECK(a.losses == b.losses);
-        CHECK(a.norms == b.norms);
-        CHECK(a.owned_params == b.owned_params);
-        CHECK(a.resumed_eval == b.resumed_eval);
-        for (size_t s = 0; s < a.losses.size(); ++s) {
-          CHECK(rel(a.losses[s], whole.losses[s]) < tol);
-          CHECK(rel(a.norms[s], whole.norms[s]) < tol);
-        }
-        CHECK(rel(a.resumed_eval, whole.resumed_eval) < tol);
-        CHECK(a.losses.back() < a.losses.front());
-      }
+      for (int r = 0; r < kDp; ++r)
+        check_model_parallel_rank(cpu[size_t(r)], opaque[size_t(r)], one[0], tol,
+                                  std::string("tp 2") +
+                                      (split == testing::Split::tp_sp ? " + sp, " : ", ") +
+                                      precision + ", rank " + std::to_string(r));
     }
 }
 
@@ -128,26 +134,8 @@ TEST_CASE("pipeline_parallel_touches_backend_memory_only_through_the_backend_and
                              opaque = run(cfg, true, testing::Split::pp),
                              one = run(cfg, false, testing::Split::tp, 1);
     const double tol = precision == "fp32" ? 1e-5 : 1e-2;
-    for (int r = 0; r < kDp; ++r) {
-      const Trace &a = cpu[size_t(r)], &b = opaque[size_t(r)], &whole = one[0];
-      std::ostringstream what;
-      what << "pp 2, " << precision << ", stage " << r << ": losses (pp/opaque/one process)";
-      for (size_t s = 0; s < a.losses.size(); ++s)
-        what << " " << a.losses[s] << "/" << b.losses[s] << "/" << whole.losses[s];
-      what << "; norms";
-      for (size_t s = 0; s < a.norms.size(); ++s)
-        what << " " << a.norms[s] << "/" << whole.norms[s];
-      INFO(what.str());
-      CHECK(a.losses == b.losses);
-      CHECK(a.norms == b.norms);
-      CHECK(a.owned_params == b.owned_params);
-      CHECK(a.resumed_eval == b.resumed_eval);
-      for (size_t s = 0; s < a.losses.size(); ++s) {
-        CHECK(rel(a.losses[s], whole.losses[s]) < tol);
-        CHECK(rel(a.norms[s], whole.norms[s]) < tol);
-      }
-      CHECK(rel(a.resumed_eval, whole.resumed_eval) < tol);
-      CHECK(a.losses.back() < a.losses.front());
-    }
+    for (int r = 0; r < kDp; ++r)
+      check_model_parallel_rank(cpu[size_t(r)], opaque[size_t(r)], one[0], tol,
+                                "pp 2, " + precision + ", stage " + std::to_string(r));
   }
 }
