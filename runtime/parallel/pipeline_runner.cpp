@@ -127,4 +127,15 @@ void PipelineRunner::sum_tied_embedding_grads() {
   model_.backend().axpy(grad, other, 1.0f);  // a + b == b + a: both ends get the same sum
 }
 
+void PipelineRunner::copy_tied_embedding_to_last_stage() {
+  if (stages() == 1 || !(first_stage() || last_stage())) return;
+  const model::ParamSpec& wte = model_.layout().find("wte.weight");
+  Tensor weights = model_.param(wte);
+  if (first_stage())
+    pp_.send_recv(weights.data, weights.nbytes(), stages() - 1, nullptr, 0, -1, kTiedEmbeddingTag);
+  else
+    pp_.send_recv(nullptr, 0, -1, weights.data, weights.nbytes(), 0, kTiedEmbeddingTag);
+  if (last_stage()) model_.refresh_compute_weights(wte.offset, wte.numel);
+}
+
 }  // namespace trainer::parallel

@@ -33,6 +33,11 @@ class PipelineRunner {
   // The first and the last stage add up their wte gradients (the embedding's and the head's
   // parts), so both copies take the same update. A no-op on the stages between.
   void sum_tied_embedding_grads();
+  // The last stage's copy of wte (master weights and, in bf16 compute, the matmuls' copy) from
+  // the first stage's, so the copies stay equal bit for bit. A no-op on the stages between.
+  void copy_tied_embedding_to_last_stage();
+  // The bytes of the buffer the end stages receive the other end's wte gradient into.
+  size_t tied_grad_bytes() const { return static_cast<size_t>(tied_grad_.nbytes()); }
 
   int stage() const { return pp_.rank(); }
   int stages() const { return pp_.size(); }

@@ -163,12 +163,15 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
   const int tp = cfg.parallel.tp;
   if (tp <= 1) return t;
   const bool full = cfg.activation_checkpointing == "full";
-  const double share = static_cast<double>(tp - 1) / tp, L = cfg.model.n_layer,
+  // a rank runs its pipeline stage's layers; at pp > 1 only one end holds the final norm (its
+  // output gathered) or the embedding (its gradient gathered)
+  const int pp = cfg.parallel.pp, ends = pp > 1 ? 1 : 2;
+  const double share = static_cast<double>(tp - 1) / tp, L = cfg.model.n_layer / pp,
                elements = double(cfg.train.micro_batch) * cfg.model.seq_len * cfg.model.d_model,
                mm = cfg.precision.compute == "fp32" ? 4 : 2;  // the matmul inputs' bytes
   const int64_t accum = cfg.train.grad_accum;
   if (!cfg.parallel.sequence_parallel) {
-    t.collectives = (full ? 6 : 4) * cfg.model.n_layer * accum;
+    t.collectives = (full ? 6 : 4) * static_cast<int64_t>(L) * accum;
     t.sent_bytes = double(t.collectives) * elements * 4 * 2 * share;
     return t;
   }
@@ -176,8 +179,9 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
   // 4 gathers (the gradient twice, ln1 and ln2 again) and 2 reduce-scatters in backward; and
   // the final norm's and the embedding gradient's gathers
   const double forwards = full ? 2 : 1;
-  t.collectives = accum * (static_cast<int64_t>((4 * forwards + 6) * L) + 2);
-  const double gathers = (2 * forwards + 4) * L * elements * mm + elements * mm + elements * 4,
+  t.collectives = accum * (static_cast<int64_t>((4 * forwards + 6) * L) + ends);
+  const double gathers = (2 * forwards + 4) * L * elements * mm +
+                         (pp > 1 ? elements * 4 : elements * mm + elements * 4),
                scatters = (2 * forwards + 2) * L * elements * 4;
   t.sent_bytes = double(accum) * (gathers + scatters) * share;
   return t;
@@ -185,7 +189,12 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
 
 HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
                            int stage) {
-  return held_state_of(parallel::ZeroUnits(rank_layout(cfg, stage), dp), cfg, zero, dp, device);
+  const model::ParamLayout layout = rank_layout(cfg, stage);
+  HeldState h = held_state_of(parallel::ZeroUnits(layout, dp), cfg, zero, dp, device);
+  // a pipeline end stage receives the other end's wte gradient (parallel::PipelineRunner)
+  if (cfg.parallel.pp > 1 && (stage == 0 || stage == cfg.parallel.pp - 1))
+    h.state.grads += 4.0 * static_cast<double>(layout.find("wte.weight").numel);
+  return h;
 }
 
 std::vector<Layout> search_layouts(const SearchRequest& request) {

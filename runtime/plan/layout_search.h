@@ -111,7 +111,9 @@ double pp_sent_bytes(const config::RunConfig& cfg);
 // sends 2 (tp - 1) / tp of each per rank); with it, each is a reduce-scatter (fp32), and each
 // layernorm's output (in forward and again in backward) and each projection's backward input is
 // all-gathered (in the matmul dtype), plus the final norm's output and the embedding's gradient
-// per micro-batch (a ring sends (tp - 1) / tp of the whole tensor per rank). Not counted: sequence
+// per micro-batch (a ring sends (tp - 1) / tp of the whole tensor per rank). Under pipeline
+// parallelism a rank counts its stage's n_layer / pp blocks, and one of those two end gathers
+// (the end stage whose is the larger, the embedding's fp32 gradient). Not counted: sequence
 // parallelism's all-reduces of the layernorms' gradients, once per step (2 per block and one for
 // the final norm, of 2 C floats each).
 struct TpTraffic {

@@ -25,17 +25,12 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
     buckets_ = std::make_unique<parallel::GradBuckets>(model_.layout(), model_.grads(), dp_.comm,
                                                        cfg.parallel.bucket_mb,
                                                        cfg.parallel.overlap_grad_reduce);
-    // Under pipeline parallelism the end stages' wte gradient is final only after the tied sum
-    // (forward_backward), which would deadlock inside a backward: its unit waits for it.
-    const model::GptShard& shard = model_.layout().shard();
-    defer_embedding_ready_ = pp_.size() > 1 && (shard.has_embedding || shard.has_head);
-    model_.hooks().unit_grads_ready = [this](int unit) {
-      if (unit == 0 && defer_embedding_ready_) return;
-      buckets_->unit_ready(unit);
-    };
+    model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
   }
   TRAINER_CHECK(pp_.size() == 1 || !zero_ || cfg.parallel.zero == 1,
                 "parallel.zero = " << cfg.parallel.zero << " with pipeline parallelism");
+  TRAINER_CHECK(pp_.size() == 1 || !model_.compute_fp8(),
+                "fp8 compute with pipeline parallelism");  // per-model amaxes (config refuses it)
   if (tp_.size() > 1) {  // the row-parallel layers' partial sums, forward and backward
     model_.hooks().tp_all_reduce = [this](Tensor t) {
       TRAINER_CHECK(t.dtype == DType::f32, "tp all-reduce of a non-fp32 tensor");
@@ -91,10 +86,11 @@ double TrainStep::forward_backward(float dloss_scale, bool final_micro_batch) {
     if (buckets_ && final_micro_batch) buckets_->begin_final_backward();
   };
   const double loss = pipeline_->train(inputs_.data(), targets_.data(), dloss_scale, arm);
-  if (final_micro_batch) {  // the wte gradients are final: sum the tied copies, then reduce them
+  if (final_micro_batch && zero_) {
+    // ZeRO 1 reduce-scatters each stage's whole buffer, so the tied copies' gradients sit in
+    // different shards: sum them before (and resync the copy after the update, run()).
     PhaseProfiler::Scope p(profiler_, "pp_tied_embedding", 0);
     pipeline_->sum_tied_embedding_grads();
-    if (buckets_ && defer_embedding_ready_) buckets_->unit_ready(0);
   }
   return loss;
 }
@@ -149,6 +145,13 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   if (r.nonfinite) return r;  // skip the update: the weights stay finite
   PhaseProfiler::Scope p(profiler_, "optimizer", 0);
   clip_and_update(r.grad_norm, r.lr, r);
+  if (pipeline_ && zero_) {
+    // The dp reductions of the tied copies' (equal) gradients ran in buffers of other shapes, so
+    // in another order: at dp > 2 the updates may differ in the last bit. The first stage's
+    // weights are the ones checkpoints keep; the last stage takes them.
+    PhaseProfiler::Scope q(profiler_, "pp_tied_embedding", 0);
+    pipeline_->copy_tied_embedding_to_last_stage();
+  }
   return r;
 }
 
@@ -162,6 +165,12 @@ double TrainStep::reduce_and_norm() {
     return zero_->grad_norm(tp_.comm, pp_.comm);
   }
   buckets_->finish();
+  if (pipeline_) {
+    // Megatron's order: the tied copies' gradients after their dp reductions, so that both end
+    // stages add the same two numbers and their copies of wte stay equal bit for bit.
+    PhaseProfiler::Scope p(profiler_, "pp_tied_embedding", 0);
+    pipeline_->sum_tied_embedding_grads();
+  }
   if (sp) parallel::sum_row_partial_grads(model_.layout(), model_.grads(), 0, *tp_.comm);
   // Gradients are replicated over dp after the all-reduce; over tp each rank holds its slice,
   // over pp its stage's layers.
@@ -190,9 +199,15 @@ void TrainStep::clip_and_update(double grad_norm, double lr, StepResult& r) {
 }
 
 parallel::ZeroMemory TrainStep::state_bytes() const {
-  if (zero_) return zero_->memory();
-  return {static_cast<int64_t>(model_.params().nbytes() + model_.compute_copy_bytes()),
-          static_cast<int64_t>(model_.grads().nbytes()), static_cast<int64_t>(opt_->bytes())};
+  parallel::ZeroMemory m =
+      zero_
+          ? zero_->memory()
+          : parallel::ZeroMemory{
+                static_cast<int64_t>(model_.params().nbytes() + model_.compute_copy_bytes()),
+                static_cast<int64_t>(model_.grads().nbytes()), static_cast<int64_t>(opt_->bytes())};
+  // a pipeline end stage's buffer for the other end's wte gradient
+  if (pipeline_) m.grads += static_cast<int64_t>(pipeline_->tied_grad_bytes());
+  return m;
 }
 
 OwnedState TrainStep::owned_state() {

@@ -91,7 +91,8 @@ class TrainStep {
   Backend& backend() { return be_; }
   size_t optimizer_bytes() const { return static_cast<size_t>(state_bytes().optimizer); }
   // Bytes of params (the bf16 copy included), grads and optimizer state allocated on this rank
-  // (ZeRO shards included).
+  // (ZeRO shards included; a pipeline end stage's grads include the buffer it receives the other
+  // end's wte gradient into).
   parallel::ZeroMemory state_bytes() const;
 
  private:
@@ -102,7 +103,6 @@ class TrainStep {
   TensorParallel tp_;
   PipelineParallel pp_;
   std::unique_ptr<parallel::PipelineRunner> pipeline_;  // pp > 1
-  bool defer_embedding_ready_ = false;  // pp > 1, an end stage: unit 0 waits for the tied sum
   // Forward and backward of one micro-batch, through the pipeline when there is one; returns its
   // mean loss (0 on a pipeline stage without the head).
   double forward_backward(float dloss_scale, bool final_micro_batch);

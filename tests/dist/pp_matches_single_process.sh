@@ -70,3 +70,7 @@ planned=$(sed -n 's/^activations per rank (2 pieces in flight on stage 0, .*: \(
 [ -n "$planned" ] || { cat plan.txt; fail "plan does not give stage 0's activations"; }
 [ "$planned" = "$(json_get pp2/report.json 'd["memory"]["breakdown"]["activations"]')" ] \
   || fail "plan says $planned activation bytes; the pp 2 run allocated $(json_get pp2/report.json 'd["memory"]["breakdown"]')"
+# and the gradients it says that stage holds: its layers' and the other end's wte gradient
+planned=$(sed -n 's/^model state per rank as this runtime holds it .*: params [0-9]* B, grads \([0-9]*\) B.*/\1/p' plan.txt)
+[ -n "$planned" ] && [ "$planned" = "$(json_get pp2/report.json 'd["memory"]["breakdown"]["grads"]')" ] \
+  || fail "plan says grads '$planned' B; the pp 2 run held $(json_get pp2/report.json 'd["memory"]["breakdown"]')"
