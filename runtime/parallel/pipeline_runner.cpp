@@ -31,10 +31,12 @@ void PipelineRunner::use(int micro) {
   model_.use_activation_slot(micro % model_.activation_slots());
 }
 
-void PipelineRunner::exchange(const Tensor* send, int send_peer, Tensor* recv, int recv_peer) {
+void PipelineRunner::exchange(const char* phase, const Tensor* send, int send_peer, Tensor* recv,
+                              int recv_peer) {
   const bool s = send != nullptr && send_peer >= 0 && send_peer < stages();
   const bool r = recv != nullptr && recv_peer >= 0 && recv_peer < stages();
   if (!s && !r) return;
+  PhaseProfiler::Scope p(profiler_, phase, 0);
   TRAINER_CHECK((!s || send->dtype == DType::f32) && (!r || recv->dtype == DType::f32),
                 "pipeline exchanges carry fp32");
   pp_.send_recv(s ? send->data : nullptr, s ? send->nbytes() : 0, send_peer,
@@ -50,7 +52,7 @@ double PipelineRunner::run_step(const PipeStep& st, const int32_t* inputs, const
     case PipeAction::recv_forward: {
       use(st.micro);
       Tensor in = model_.stage_input();
-      exchange(nullptr, -1, &in, prev);
+      exchange("pp.recv_forward", nullptr, -1, &in, prev);
       return 0;
     }
     case PipeAction::forward:
@@ -60,7 +62,7 @@ double PipelineRunner::run_step(const PipeStep& st, const int32_t* inputs, const
     case PipeAction::send_forward: {
       use(st.micro);
       const Tensor out = model_.stage_output();
-      exchange(&out, next, nullptr, -1);
+      exchange("pp.send_forward", &out, next, nullptr, -1);
       return 0;
     }
     case PipeAction::send_forward_recv_backward: {
@@ -68,7 +70,7 @@ double PipelineRunner::run_step(const PipeStep& st, const int32_t* inputs, const
       const Tensor out = model_.stage_output();
       use(st.other);
       Tensor dout = model_.stage_output_grad();
-      exchange(&out, next, &dout, next);
+      exchange("pp.send_forward_recv_backward", &out, next, &dout, next);
       return 0;
     }
     case PipeAction::backward:
@@ -79,7 +81,7 @@ double PipelineRunner::run_step(const PipeStep& st, const int32_t* inputs, const
     case PipeAction::send_backward: {
       use(st.micro);
       const Tensor din = model_.stage_input_grad();
-      exchange(&din, prev, nullptr, -1);
+      exchange("pp.send_backward", &din, prev, nullptr, -1);
       return 0;
     }
     case PipeAction::send_backward_recv_forward: {
@@ -87,13 +89,13 @@ double PipelineRunner::run_step(const PipeStep& st, const int32_t* inputs, const
       const Tensor din = model_.stage_input_grad();
       use(st.other);
       Tensor in = model_.stage_input();
-      exchange(&din, prev, &in, prev);
+      exchange("pp.send_backward_recv_forward", &din, prev, &in, prev);
       return 0;
     }
     case PipeAction::recv_backward: {
       use(st.micro);
       Tensor dout = model_.stage_output_grad();
-      exchange(nullptr, -1, &dout, next);
+      exchange("pp.recv_backward", nullptr, -1, &dout, next);
       return 0;
     }
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/core/backend_buffer.h"
+#include "runtime/core/phase_profiler.h"
 #include "runtime/dist/comm.h"
 #include "runtime/model/gpt.h"
 #include "runtime/parallel/pipeline_schedule.h"
@@ -39,6 +40,11 @@ class PipelineRunner {
   // The bytes of the buffer the end stages receive the other end's wte gradient into.
   size_t tied_grad_bytes() const { return static_cast<size_t>(tied_grad_.nbytes()); }
 
+  // Times each exchange as a phase ("pp.recv_forward", "pp.send_forward_recv_backward", ...;
+  // the time a stage waits for its neighbours, the bubble included) while `profiler` is in a
+  // step. Null: off.
+  void set_profiler(PhaseProfiler* profiler) { profiler_ = profiler; }
+
   int stage() const { return pp_.rank(); }
   int stages() const { return pp_.size(); }
   bool first_stage() const { return stage() == 0; }
@@ -49,13 +55,14 @@ class PipelineRunner {
   void use(int micro);  // the piece's activation slot
   double run_step(const PipeStep& s, const int32_t* inputs, const int32_t* targets,
                   float dloss_scale, const std::function<void()>& before_final_backward);
-  void exchange(const Tensor* send, int send_peer, Tensor* recv, int recv_peer);
+  void exchange(const char* phase, const Tensor* send, int send_peer, Tensor* recv, int recv_peer);
 
   model::Gpt& model_;
   dist::Comm& pp_;
   int micros_, piece_rows_, seq_len_;
   std::vector<PipeStep> steps_;
   BackendBuffer tied_grad_;  // the other end's wte gradient
+  PhaseProfiler* profiler_ = nullptr;
 };
 
 }  // namespace trainer::parallel

@@ -97,6 +97,7 @@ double TrainStep::forward_backward(float dloss_scale, bool final_micro_batch) {
 
 void TrainStep::set_profiler(PhaseProfiler* profiler) {
   profiler_ = profiler;
+  if (pipeline_) pipeline_->set_profiler(profiler);
   model_.set_profiler(profiler);
 }
 
@@ -148,8 +149,8 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   if (pipeline_ && zero_) {
     // The dp reductions of the tied copies' (equal) gradients ran in buffers of other shapes, so
     // in another order: at dp > 2 the updates may differ in the last bit. The first stage's
-    // weights are the ones checkpoints keep; the last stage takes them.
-    PhaseProfiler::Scope q(profiler_, "pp_tied_embedding", 0);
+    // weights are the ones checkpoints keep; the last stage takes them. (inside the optimizer
+    // phase)
     pipeline_->copy_tied_embedding_to_last_stage();
   }
   return r;
@@ -167,8 +168,8 @@ double TrainStep::reduce_and_norm() {
   buckets_->finish();
   if (pipeline_) {
     // Megatron's order: the tied copies' gradients after their dp reductions, so that both end
-    // stages add the same two numbers and their copies of wte stay equal bit for bit.
-    PhaseProfiler::Scope p(profiler_, "pp_tied_embedding", 0);
+    // stages add the same two numbers and their copies of wte stay equal bit for bit. (inside
+    // the grad_reduce_and_norm phase)
     pipeline_->sum_tied_embedding_grads();
   }
   if (sp) parallel::sum_row_partial_grads(model_.layout(), model_.grads(), 0, *tp_.comm);

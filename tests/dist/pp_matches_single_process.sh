@@ -74,3 +74,13 @@ planned=$(sed -n 's/^activations per rank (2 pieces in flight on stage 0, .*: \(
 planned=$(sed -n 's/^model state per rank as this runtime holds it .*: params [0-9]* B, grads \([0-9]*\) B.*/\1/p' plan.txt)
 [ -n "$planned" ] && [ "$planned" = "$(json_get pp2/report.json 'd["memory"]["breakdown"]["grads"]')" ] \
   || fail "plan says grads '$planned' B; the pp 2 run held $(json_get pp2/report.json 'd["memory"]["breakdown"]')"
+
+# A profiled pp step shows the time a stage waits in its exchanges (and the tied sum) as phases.
+run_launch pp2_prof 2 8 1 6 "${l4[@]}" "${pp2[@]}" --set logging.profile_steps=2 --set parallel.zero=0
+/usr/bin/python3 - pp2_prof/report.json <<'PY' || fail "the pp profile lacks the exchange phases"
+import json, sys
+names = {p["name"] for p in json.load(open(sys.argv[1]))["profile"]["phases"]}
+want = {"pp.recv_backward", "pp.send_forward", "pp.send_forward_recv_backward"}
+assert want <= names, sorted(names)
+print("pp phases in the first stage's profile:", sorted(n for n in names if n.startswith("pp")))
+PY
