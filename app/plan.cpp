@@ -102,7 +102,8 @@ std::string set_options(const std::vector<std::string>& sets) {
     const std::string key = kv.substr(0, kv.find('='));
     if (key == "parallel.zero" || key == "train.micro_batch" || key == "train.grad_accum" ||
         key == "activation_checkpointing" || key == "parallel.tp" || key == "parallel.dp" ||
-        key == "parallel.sequence_parallel")
+        key == "parallel.sequence_parallel" || key == "parallel.pp" ||
+        key == "parallel.pipeline.microbatches")
       continue;
     const bool plain = kv.find_first_of(" '\"*?$`\\") == std::string::npos;
     std::string quoted = "'";
@@ -133,7 +134,7 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
   std::printf(
       "\nsearch: %d %s device(s) of %s %s; a layout fits when its estimate is within %.0f%% of "
       "that (%s %s), leaving the rest for %s\n",
-      request.dp * cfg.parallel.tp, request.device.name.c_str(),
+      request.dp * cfg.parallel.tp * cfg.parallel.pp, request.device.name.c_str(),
       unit(request.device.memory_bytes).c_str(), unit.name, request.usable_fraction * 100,
       unit(usable).c_str(), unit.name,
       request.device.cuda ? "the CUDA context and NCCL's and cuBLASLt's buffers"
@@ -141,20 +142,23 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
   std::printf(
       "search: every layout keeps the global batch of %lld sequences (micro_batch x grad_accum x "
       "dp), so its tokens stay as configured; precision stays %s; tp is each size that divides "
-      "the devices, the heads and the MLP width%s, with and without sequence parallelism, and dp "
-      "the rest; pp, cp and ep stay 1 (this build trains data- and tensor-parallel layouts "
-      "only)\n",
+      "the devices, the heads and the MLP width%s, with and without sequence parallelism; pp "
+      "each that divides the layers and the devices over tp (a stage's micro_batch all of its "
+      "dp rank's sequences, cut into pieces of each size that divides them; ZeRO 0 and 1; not "
+      "with fp8); dp the rest; cp and ep stay 1\n",
       static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * request.dp),
       cfg.precision.compute.c_str(),
       request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "");
   std::printf(
-      "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute), then smaller tp, then "
-      "dp traffic per step, then larger micro_batch, then lower ZeRO stage\n",
+      "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute) over the pipeline's "
+      "busy share (1 - bubble), then smaller tp, then smaller pp, then dp traffic per step, then "
+      "larger micro_batch, then lower ZeRO stage\n",
       layouts.size(), fitting);
-  std::printf("%4s %3s %3s %3s %4s %11s %10s %9s %9s %11s %11s %9s %4s %11s %14s\n", "rank", "tp",
-              "sp", "dp", "zero", "micro_batch", "grad_accum", "recompute", ("state " + u).c_str(),
-              ("staging " + u).c_str(), ("activ. " + u).c_str(), ("total " + u).c_str(), "fits",
-              "flops/token", ("dp traffic " + u).c_str());
+  std::printf("%4s %3s %3s %3s %6s %6s %3s %4s %11s %10s %9s %9s %11s %11s %9s %4s %11s %14s\n",
+              "rank", "tp", "sp", "pp", "pieces", "bubble", "dp", "zero", "micro_batch",
+              "grad_accum", "recompute", ("state " + u).c_str(), ("staging " + u).c_str(),
+              ("activ. " + u).c_str(), ("total " + u).c_str(), "fits", "flops/token",
+              ("dp traffic " + u).c_str());
   const size_t shown_fitting = 10;
   size_t printed = 0;
   for (size_t i = 0; i < layouts.size(); ++i) {
@@ -163,12 +167,16 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
         (l.fits && printed < shown_fitting) || l.is_config || (!l.fits && i == size_t(fitting));
     if (!show) continue;
     if (l.fits) ++printed;
-    std::printf("%4zu %3d %3s %3d %4d %11d %10d %9s %9s %11s %11s %9s %4s %10.3fx %14s%s\n", i + 1,
-                l.tp, l.sequence_parallel ? "yes" : "no", l.dp, l.zero, l.micro_batch, l.grad_accum,
-                l.activation_checkpointing.c_str(), unit(l.held.state.total()).c_str(),
-                unit(l.held.zero_staging).c_str(), unit(l.activations).c_str(),
-                unit(l.total()).c_str(), l.fits ? "yes" : "no", l.flops_ratio,
-                unit(l.dp_traffic_bytes).c_str(), l.is_config ? "  <- the config" : "");
+    char bubble[16] = "-";
+    if (l.pp > 1) std::snprintf(bubble, sizeof bubble, "%.1f%%", 100 * l.bubble);
+    std::printf(
+        "%4zu %3d %3s %3d %6s %6s %3d %4d %11d %10d %9s %9s %11s %11s %9s %4s %10.3fx %14s%s\n",
+        i + 1, l.tp, l.sequence_parallel ? "yes" : "no", l.pp,
+        l.pp > 1 ? std::to_string(l.pieces).c_str() : "-", bubble, l.dp, l.zero, l.micro_batch,
+        l.grad_accum, l.activation_checkpointing.c_str(), unit(l.held.state.total()).c_str(),
+        unit(l.held.zero_staging).c_str(), unit(l.activations).c_str(), unit(l.total()).c_str(),
+        l.fits ? "yes" : "no", l.flops_ratio, unit(l.dp_traffic_bytes).c_str(),
+        l.is_config ? "  <- the config" : "");
   }
   if (fitting == 0) {
     std::printf("search: no layout fits; the smallest needs %s %s per rank\n",
@@ -179,16 +187,19 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
     return false;
   }
   const plan::Layout& best = layouts.front();
-  const int world = best.dp * best.tp;
+  const int world = best.dp * best.tp * best.pp;
+  const std::string pipeline =
+      best.pp > 1 ? " --set parallel.pipeline.microbatches=" + std::to_string(best.pieces) : "";
   const std::string ranks =
       world > 1 ? " on " + std::to_string(world) + " ranks (trainer launch, torchrun or srun)" : "";
   std::printf(
       "best, as options for trainer train %s%s%s: --set parallel.tp=%d --set "
-      "parallel.sequence_parallel=%s --set parallel.dp=%d --set parallel.zero=%d --set "
-      "train.micro_batch=%d --set train.grad_accum=%d --set activation_checkpointing=%s\n",
+      "parallel.sequence_parallel=%s --set parallel.pp=%d%s --set parallel.dp=%d --set "
+      "parallel.zero=%d --set train.micro_batch=%d --set train.grad_accum=%d --set "
+      "activation_checkpointing=%s\n",
       config_path.c_str(), set_options(sets).c_str(), ranks.c_str(), best.tp,
-      best.sequence_parallel ? "true" : "false", best.dp, best.zero, best.micro_batch,
-      best.grad_accum, best.activation_checkpointing.c_str());
+      best.sequence_parallel ? "true" : "false", best.pp, pipeline.c_str(), best.dp, best.zero,
+      best.micro_batch, best.grad_accum, best.activation_checkpointing.c_str());
   std::printf(
       "best per rank: model state %.0f B + ZeRO staging %.0f B + activations %.0f B = %.0f B\n",
       best.held.state.total(), best.held.zero_staging, best.activations, best.total());
@@ -219,10 +230,11 @@ void register_plan(CLI::App& app) {
       ->check(CLI::IsMember({"h100", "h200", "a100", "cpu"}))
       ->capture_default_str();
   cmd->add_option("--set", args->sets, "Override one key, as for train (repeatable)");
-  cmd->add_flag("--search", args->search,
-                "Rank the layouts (tp and sequence parallelism, ZeRO stage, micro_batch x "
-                "grad_accum, activation checkpointing) that keep the global batch and fit the "
-                "devices' memory; exits 1 when none fits");
+  cmd->add_flag(
+      "--search", args->search,
+      "Rank the layouts (tp and sequence parallelism, pp and its pieces, ZeRO stage, micro_batch x "
+      "grad_accum, activation checkpointing) that keep the global batch and fit the "
+      "devices' memory; exits 1 when none fits");
   cmd->add_option("--memory-gib", args->memory_gib,
                   "Memory per device in GiB for --search (default: the --gpu kind's; cpu: this "
                   "machine's memory over --gpus)")
@@ -237,11 +249,6 @@ void register_plan(CLI::App& app) {
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
     config::check_runnable(cfg);  // first: cp = 2 on one device is refused for what it is
     config::validate(cfg, args->gpus);
-    if (args->search && cfg.parallel.pp > 1)
-      throw config::ConfigError(
-          "plan --search with parallel.pp = " + std::to_string(cfg.parallel.pp) +
-          ": the search keeps pp = 1 (it ranks tp, ZeRO, micro_batch and recompute); plan this "
-          "pipeline layout without --search");
     AttentionKernel attention;  // read before anything is printed
     try {
       attention = attention_kernel_from_env();

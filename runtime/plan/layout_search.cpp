@@ -32,27 +32,35 @@ model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0) {
 
 // Ranking key: smaller is better (see layout_search.h).
 auto rank_key(const Layout& l) {
-  return std::make_tuple(!l.fits, l.fits ? l.flops_ratio : l.total(), l.fits ? l.tp : 0,
-                         l.fits ? l.dp_traffic_bytes : 0.0, -l.micro_batch, l.zero,
-                         !l.sequence_parallel);
+  return std::make_tuple(!l.fits, l.fits ? l.flops_ratio / (1 - l.bubble) : l.total(),
+                         l.fits ? l.tp : 0, l.fits ? l.pp : 0, l.fits ? l.dp_traffic_bytes : 0.0,
+                         -l.micro_batch, l.zero, !l.sequence_parallel);
 }
 
-// The (tp, sequence parallelism) pairs to try: see SearchRequest::devices.
-std::vector<std::pair<int, bool>> tp_candidates(const SearchRequest& r) {
+// A model split to try: tp (with or without sequence parallelism) and pp.
+struct ModelSplit {
+  int tp = 1;
+  bool sp = false;
+  int pp = 1;
+};
+
+// The splits to try: see SearchRequest::devices (and the config's own without it).
+std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
   const config::RunConfig& cfg = r.cfg;
   const bool config_sp = cfg.parallel.tp > 1 && cfg.parallel.sequence_parallel;
-  if (r.devices <= 0) return {{cfg.parallel.tp, config_sp}};
+  if (r.devices <= 0) return {{cfg.parallel.tp, config_sp, cfg.parallel.pp}};
   const int64_t global = int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * r.dp;
-  std::vector<std::pair<int, bool>> out;
-  for (int t = 1; t <= r.devices; ++t) {
-    const int dp = r.devices / t;
-    if (r.devices % t != 0 || cfg.model.n_head % t != 0 ||
-        (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 || global % dp != 0 ||
-        (r.device.cuda && t > 8))
-      continue;
-    out.emplace_back(t, false);
-    if (t > 1 && cfg.model.seq_len % t == 0) out.emplace_back(t, true);
-  }
+  std::vector<ModelSplit> out;
+  for (int t = 1; t <= r.devices; ++t)
+    for (int p = 1; p <= cfg.model.n_layer && t * p <= r.devices; ++p) {
+      if (r.devices % (t * p) != 0 || cfg.model.n_layer % p != 0) continue;
+      const int dp = r.devices / (t * p);
+      if (cfg.model.n_head % t != 0 || (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 ||
+          global % dp != 0 || (r.device.cuda && t > 8) || (p > 1 && cfg.precision.compute == "fp8"))
+        continue;
+      out.push_back({t, false, p});
+      if (t > 1 && cfg.model.seq_len % t == 0) out.push_back({t, true, p});
+    }
   return out;
 }
 
@@ -109,6 +117,67 @@ std::vector<int64_t> divisors(int64_t n) {
   }
   low.insert(low.end(), high.rbegin(), high.rend());
   return low;
+}
+
+}  // namespace
+
+namespace {
+
+// Pipeline layouts of `cfg` (its tp, sp and pp set) at `dp`: a stage's micro-batch is all of the
+// dp rank's `per_rank` sequences (one schedule per step), cut into pieces of each size that
+// divides them; ZeRO 0 and 1; every recompute mode. The numbers per rank are the heaviest
+// stage's (the first or the last).
+void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp, int64_t per_rank,
+                     double base_flops, const report::ModelDims& fd, double usable,
+                     std::vector<Layout>& out) {
+  if (per_rank > std::numeric_limits<int>::max()) return;
+  const int pp = cfg.parallel.pp;
+  if (cfg.parallel.pipeline.schedule != "gpipe") cfg.parallel.pipeline.schedule = "1f1b";
+  cfg.train.micro_batch = static_cast<int>(per_rank);
+  cfg.train.grad_accum = 1;
+  const config::RunConfig& asked = request.cfg;
+  const bool config_sp = asked.parallel.tp > 1 && asked.parallel.sequence_parallel;
+  std::vector<int> stages = {0, 1};
+  if (dp == 1) stages = {0};
+  for (const int zero : stages)
+    for (const int64_t rows : divisors(per_rank)) {
+      cfg.parallel.pipeline.microbatches = static_cast<int>(per_rank / rows);
+      for (const char* recompute : {"none", "selective", "full"}) {
+        Layout l;
+        l.tp = cfg.parallel.tp;
+        l.dp = dp;
+        l.pp = pp;
+        l.pieces = cfg.parallel.pipeline.microbatches;
+        l.bubble = parallel::bubble_fraction(pp, l.pieces);
+        l.sequence_parallel = cfg.parallel.sequence_parallel;
+        l.zero = zero;
+        l.micro_batch = cfg.train.micro_batch;
+        l.grad_accum = 1;
+        l.activation_checkpointing = recompute;
+        for (const int stage : {0, pp - 1}) {  // the middle stages hold less than the first
+          const HeldState held = held_state_bytes(cfg, zero, dp, request.device, stage);
+          const double activations = static_cast<double>(
+              activation_bytes(cfg, l.micro_batch, recompute, request.flash_attention, stage));
+          if (held.total() + activations <= l.total()) continue;
+          l.held = held;
+          l.activations = activations;
+          const parallel::ZeroUnits units(rank_layout(cfg, stage), dp);
+          l.dp_traffic_bytes = dp > 1
+                                   ? parallel::zero_traffic_bytes(
+                                         parallel::zero_shards_state(zero, dp) ? zero : 0, units, 1)
+                                   : 0.0;
+        }
+        l.fits = l.total() <= usable;
+        l.flops_ratio =
+            (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
+        l.is_config = l.tp == asked.parallel.tp && l.sequence_parallel == config_sp &&
+                      pp == asked.parallel.pp && zero == asked.parallel.zero &&
+                      l.micro_batch == asked.train.micro_batch &&
+                      l.pieces == asked.parallel.pipeline.microbatches &&
+                      l.activation_checkpointing == asked.activation_checkpointing;
+        out.push_back(l);
+      }
+    }
 }
 
 }  // namespace
@@ -205,12 +274,17 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
       int64_t{request.cfg.train.micro_batch} * request.cfg.train.grad_accum * request.dp;
   const bool config_sp = request.cfg.parallel.tp > 1 && request.cfg.parallel.sequence_parallel;
   std::vector<Layout> out;
-  for (const auto& [tp, sp] : tp_candidates(request)) {
+  for (const auto& [tp, sp, pp] : split_candidates(request)) {
     config::RunConfig cfg = request.cfg;
     cfg.parallel.tp = tp;
     cfg.parallel.sequence_parallel = sp;
-    const int dp = request.devices > 0 ? request.devices / tp : request.dp;
+    cfg.parallel.pp = pp;
+    const int dp = request.devices > 0 ? request.devices / (tp * pp) : request.dp;
     const int64_t per_rank = global / dp;  // sequences per dp rank: the global batch kept
+    if (pp > 1) {
+      search_pipeline(request, cfg, dp, per_rank, base_flops, fd, usable, out);
+      continue;
+    }
     const model::ParamLayout layout = rank_layout(cfg);
     // ZeRO shards over dp: with one rank no stage saves memory, so only 0 is tried (and the
     // config's own stage, to show where it stands).
@@ -245,7 +319,8 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
                            parallel::zero_shards_state(zero, dp) ? zero : 0, units, l.grad_accum)
                      : 0.0;
           l.is_config = tp == request.cfg.parallel.tp && sp == config_sp &&
-                        zero == cfg.parallel.zero && mb == cfg.train.micro_batch &&
+                        request.cfg.parallel.pp == 1 && zero == cfg.parallel.zero &&
+                        mb == cfg.train.micro_batch &&
                         l.activation_checkpointing == cfg.activation_checkpointing;
           out.push_back(l);
         }

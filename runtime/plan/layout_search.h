@@ -6,9 +6,11 @@
 // that divides the devices, the heads and the MLP width; SearchRequest::devices) with and without
 // sequence parallelism, dp the devices over tp, ZeRO stage, micro_batch (with grad_accum making
 // up the sequences per dp rank, so the global batch and the tokens stay as configured) and
-// activation checkpointing. Precision stays as configured (it changes the losses), and cp and ep
-// stay 1 (config::check_runnable); a pipeline-parallel config is not searched (plan refuses
-// --search at pp > 1). Each rank holds its tp slice of the model.
+// activation checkpointing; and pp (each that divides the layers and the devices over tp; not
+// with fp8), where a stage's micro-batch is all of its dp rank's sequences (grad_accum 1: one
+// schedule per step, the smallest bubble) cut into pieces of each size that divides them, at
+// ZeRO 0 and 1. Precision stays as configured (it changes the losses), and cp and ep stay 1
+// (config::check_runnable). Each rank holds its tp slice of its stage.
 //
 // Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
 // says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), ZeRO's
@@ -18,9 +20,10 @@
 // estimate leaves out (the CUDA context, NCCL's and cuBLASLt's buffers, Gloo's copies).
 //
 // Ranking, among the layouts that fit, in this order (each a tie-break of the one before):
-//   1. fewer FLOPs per token (recompute adds forward work: report::recompute_flops_per_token);
+//   1. fewer FLOPs per token (recompute adds forward work: report::recompute_flops_per_token)
+//      over the share of the time the pipeline is busy (1 - bubble; 1 at pp 1);
 //   1b. a smaller tp (its collectives sit inside every layer's forward and backward, Megatron's
-//      advice: tensor parallelism only as far as memory needs it);
+//      advice: tensor parallelism only as far as memory needs it), then a smaller pp;
 //   2. less dp traffic per step (parallel::zero_traffic_bytes: ZeRO 2 reduce-scatters every
 //      micro-batch, ZeRO 3 also gathers the params for each micro-batch's forward and backward);
 //   3. a larger micro_batch (larger GEMMs, fewer launches and optimizer-free micro-steps);
@@ -68,6 +71,9 @@ struct HeldState {
 
 struct Layout {
   int tp = 1, dp = 1;
+  int pp = 1;         // pipeline stages; the numbers per rank are the heaviest stage's
+  int pieces = 1;     // pp > 1: parallel.pipeline.microbatches (the micro-batch is one schedule)
+  double bubble = 0;  // pp > 1: the schedule's idle share, (pp - 1) / (pieces + pp - 1)
   bool sequence_parallel = false;
   int zero = 0;
   int micro_batch = 1;

@@ -52,7 +52,7 @@ PY
   || { cat search_tp.txt; fail "plan --search (18.4 MiB) failed"; }
 best=$(sed -n 's/^best, as options for trainer train [^:]*: //p' search_tp.txt)
 read -r -a best_sets <<<"$best"
-grep -q "parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.dp=1 " <<<"$best" \
+grep -q "parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=1 --set parallel.dp=1 " <<<"$best" \
   || { cat search_tp.txt; fail "the best layout at 18.4 MiB is $best, not tp 2 with sp"; }
 mb=$(sed -n 's/.*train\.micro_batch=\([0-9]*\).*/\1/p' <<<"$best")
 ga=$(sed -n 's/.*train\.grad_accum=\([0-9]*\).*/\1/p' <<<"$best")
@@ -70,6 +70,34 @@ b = json.load(open(sys.argv[1]))["memory"]["breakdown"]
 state, staging, activations = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 measured_state = b["params"] + b["grads"] + b["optimizer"]
 print(f"tp 2 + sp: activations search {activations} B, run {b['activations']} B; model state "
+      f"search {state} B, run {measured_state} B; staging {staging} B, run {b['zero_staging']} B")
+sys.exit(0 if (b["activations"], measured_state, b["zero_staging"]) == (activations, state, staging)
+         else 1)
+PY
+
+# A one-head model (tp cannot split it) at 15.6 MiB: one process's layouts fit only with full
+# recompute (a third more FLOPs), so the best is pp 2 with the micro-batch all 16 sequences in
+# pieces of one (bubble 1/17); a run of it allocates, on its first stage (the heavier), what the
+# search said.
+"$bin" plan "$src/configs/tiny.yaml" --gpus 2 --search --memory-gib 0.0152 --set model.n_head=1 \
+  >search_pp.txt 2>&1 || { cat search_pp.txt; fail "plan --search (15.6 MiB, one head) failed"; }
+best=$(sed -n 's/^best, as options for trainer train [^:]*: //p' search_pp.txt)
+read -r -a best_sets <<<"$best"
+grep -q "parallel.pp=2 --set parallel.pipeline.microbatches=16 --set parallel.dp=1 " <<<"$best" \
+  || { cat search_pp.txt; fail "the best layout at 15.6 MiB is $best, not pp 2 in 16 pieces"; }
+read -r state staging activations total < <(sed -n \
+  's/^best per rank: model state \([0-9]*\) B + ZeRO staging \([0-9]*\) B + activations \([0-9]*\) B = \([0-9]*\) B$/\1 \2 \3 \4/p' \
+  search_pp.txt)
+"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" --set model.n_head=1 "${best_sets[@]}" \
+  --set train.steps=2 --set train.eval_every=0 --out best_pp >best_pp.log 2>&1 \
+  || { cat best_pp.log; fail "the best pp layout's run failed"; }
+/usr/bin/python3 - best_pp/report.json "$state" "$staging" "$activations" <<'PY' \
+  || fail "the pp run does not allocate what the search said"
+import json, sys
+b = json.load(open(sys.argv[1]))["memory"]["breakdown"]
+state, staging, activations = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+measured_state = b["params"] + b["grads"] + b["optimizer"]
+print(f"pp 2: activations search {activations} B, run {b['activations']} B; model state "
       f"search {state} B, run {measured_state} B; staging {staging} B, run {b['zero_staging']} B")
 sys.exit(0 if (b["activations"], measured_state, b["zero_staging"]) == (activations, state, staging)
          else 1)

@@ -263,3 +263,68 @@ TEST_CASE("search: over the devices, tp and sequence parallelism keep the global
     gpu_tps.insert(l.tp);
   CHECK(gpu_tps == std::set<int>{1, 2, 4, 8});
 }
+
+TEST_CASE("search: pipeline layouts run one schedule per step, ranked by their bubble") {
+  // One head: tp cannot split this model, pp (dividing its 4 layers) can.
+  config::RunConfig cfg = testing::small_train_config(/*vocab=*/64, /*seq_len=*/32,
+                                                      /*n_layer=*/4, /*d_model=*/48,
+                                                      /*n_head=*/1);
+  cfg.train.micro_batch = 4;
+  cfg.train.grad_accum = 3;  // 12 sequences per rank at dp 4
+  const int devices = 4;
+  plan::SearchRequest r{cfg, devices, plan::device_kind("a100", devices), 0.9, true, devices};
+  const auto all = plan::search_layouts(r);
+  std::set<int> pps;
+  for (const plan::Layout& l : all) {
+    pps.insert(l.pp);
+    CHECK(l.tp == 1);
+    CHECK(l.tp * l.pp * l.dp == devices);
+    CHECK(int64_t{l.micro_batch} * l.grad_accum * l.dp == 12 * devices);
+    if (l.pp == 1) {
+      CHECK(l.bubble == 0);
+      continue;
+    }
+    CHECK(l.grad_accum == 1);  // the stage's micro-batch is all of its sequences
+    CHECK(l.micro_batch % l.pieces == 0);
+    CHECK(l.zero <= 1);
+    CHECK(l.bubble == Approx(double(l.pp - 1) / (l.pieces + l.pp - 1)));
+  }
+  CHECK(pps == std::set<int>{1, 2, 4});
+  // With room for everything, no pipeline: its bubble costs what recompute would not.
+  REQUIRE(all.front().fits);
+  CHECK(all.front().pp == 1);
+  CHECK(all.front().flops_ratio == 1.0);
+  // With the memory of the smallest pp 2 layout without recompute (pieces of one sequence), a
+  // pipeline layout without recompute comes first, with the most pieces (the smallest bubble)
+  // among those that fit.
+  double smallest_pp2 = 1e30;
+  for (const plan::Layout& l : all)
+    if (l.pp == 2 && l.activation_checkpointing == "none")
+      smallest_pp2 = std::min(smallest_pp2, l.total());
+  r.device = plan::device_kind("a100", devices, smallest_pp2 / 0.9 / (1024.0 * 1024 * 1024));
+  const auto tight = plan::search_layouts(r);
+  REQUIRE(tight.front().fits);
+  INFO("best: pp " << tight.front().pp << ", pieces " << tight.front().pieces << ", recompute "
+                   << tight.front().activation_checkpointing << ", total " << tight.front().total()
+                   << " of " << smallest_pp2);
+  CHECK(tight.front().pp == 2);
+  CHECK(tight.front().activation_checkpointing == "none");
+  CHECK(tight.front().pieces == tight.front().micro_batch);
+  // The heaviest stage's numbers: what plan says for that layout's config.
+  config::RunConfig best = cfg;
+  best.parallel.pp = 2;
+  best.parallel.dp = tight.front().dp;
+  best.parallel.zero = tight.front().zero;
+  best.train.micro_batch = tight.front().micro_batch;
+  best.train.grad_accum = 1;
+  best.parallel.pipeline.microbatches = tight.front().pieces;
+  const int stage =
+      plan::heaviest_stage(best, best.parallel.zero, best.parallel.dp, r.device, true);
+  CHECK(tight.front().activations ==
+        double(plan::activation_bytes(best, best.train.micro_batch, "none", true, stage)));
+  // fp8 is not pipelined (its delayed scaling moves after every micro-batch).
+  cfg.precision.compute = "fp8";
+  for (const plan::Layout& l :
+       plan::search_layouts({cfg, devices, plan::device_kind("h100", devices), 0.9, true, devices}))
+    CHECK(l.pp == 1);
+}
