@@ -90,6 +90,7 @@ class Activations {
   Recompute recompute;
   DType matmul_input;
   Tensor inputs, targets;  // [B,T] int32
+  int64_t pos_offset = 0;  // the forward's (its backward reads it; a pipeline interleaves slots)
   Tensor encoded;          // [B,T,C] embedding output
   std::vector<BlockActivations> blocks;
   Tensor lnf, lnf_mean, lnf_rstd;

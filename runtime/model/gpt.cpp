@@ -311,7 +311,7 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   const GptShard& s = layout_.shard();
   Activations& a = *acts_;
   dloss_scale_ = dloss_scale;
-  pos_offset_ = pos_offset;
+  a.pos_offset = pos_offset;
   pass_ = "fwd";
   {
     auto p = phase("tokens");
@@ -509,7 +509,7 @@ void Gpt::backward() {
     auto p = phase("embedding");
     be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
                            s.sequence_parallel ? a.sp.dresidual : g.dresidual, a.inputs,
-                           pos_offset_);
+                           a.pos_offset);
   }
   if (s.has_embedding || s.has_head) call_ready(0);  // wte (the last stage's is the head's)
   // fp8: the states move on only now, so that a forward rerun by full recompute above quantized

@@ -178,7 +178,6 @@ class Gpt {
   PhaseProfiler* profiler_ = nullptr;
   const char* pass_ = "fwd";
   float dloss_scale_ = 0;
-  int64_t pos_offset_ = 0;
 };
 
 }  // namespace trainer::model
