@@ -23,7 +23,7 @@ PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule s
       model.activation_slots() > 0 ? model.activations().recompute : model::Recompute::none;
   model.allocate_activations(piece_rows_, seq_len, recompute,
                              micros_in_flight(schedule, stage(), stages(), micros));
-  if (stages() > 1 && (first_stage() || last_stage()))
+  if (stages() > 2 && (first_stage() || last_stage()))  // (pp 2: an all-reduce in place)
     tied_grad_ = BackendBuffer(model.backend(), model.layout().find("wte.weight").numel);
 }
 
@@ -122,6 +122,11 @@ double PipelineRunner::evaluate(const int32_t* inputs, const int32_t* targets) {
 void PipelineRunner::sum_tied_embedding_grads() {
   if (stages() == 1 || !(first_stage() || last_stage())) return;
   Tensor grad = model_.grad(model_.layout().find("wte.weight"));
+  if (stages() == 2) {  // the pipeline group is the two ends: each element is summed once
+    pp_.all_reduce(grad.data, static_cast<size_t>(grad.numel()), dist::CommDType::f32,
+                   dist::ReduceOp::sum);
+    return;
+  }
   Tensor other = tied_grad_.tensor().view(grad.shape);
   const int peer = first_stage() ? stages() - 1 : 0;
   pp_.send_recv(grad.data, grad.nbytes(), peer, other.data, other.nbytes(), peer,

@@ -37,7 +37,8 @@ class PipelineRunner {
   // The last stage's copy of wte (master weights and, in bf16 compute, the matmuls' copy) from
   // the first stage's, so the copies stay equal bit for bit. A no-op on the stages between.
   void copy_tied_embedding_to_last_stage();
-  // The bytes of the buffer the end stages receive the other end's wte gradient into.
+  // The bytes of the buffer the end stages receive the other end's wte gradient into (pp > 2;
+  // at pp 2 the sum is an all-reduce over the pipeline group, in place).
   size_t tied_grad_bytes() const { return static_cast<size_t>(tied_grad_.nbytes()); }
 
   // Times each exchange as a phase ("pp.recv_forward", "pp.send_forward_recv_backward", ...;

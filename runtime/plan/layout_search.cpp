@@ -260,8 +260,9 @@ HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp, const
                            int stage) {
   const model::ParamLayout layout = rank_layout(cfg, stage);
   HeldState h = held_state_of(parallel::ZeroUnits(layout, dp), cfg, zero, dp, device);
-  // a pipeline end stage receives the other end's wte gradient (parallel::PipelineRunner)
-  if (cfg.parallel.pp > 1 && (stage == 0 || stage == cfg.parallel.pp - 1))
+  // a pipeline end stage receives the other end's wte gradient (parallel::PipelineRunner; at
+  // pp 2 an all-reduce sums it in place)
+  if (cfg.parallel.pp > 2 && (stage == 0 || stage == cfg.parallel.pp - 1))
     h.state.grads += 4.0 * static_cast<double>(layout.find("wte.weight").numel);
   return h;
 }
