@@ -1,6 +1,6 @@
 # `trainer ckpt export` (HF safetensors and llm.c) then model.init_from gives the same weights:
 # with a negligible lr (1e-30) the first step's val loss of each init_from run equals the
-# exporting run's val loss at its last step (at tp 2 too); a fresh init does not. The llm.c file
+# exporting run's val loss at its last step (at tp 2 and pp 2 too); a fresh init does not. The llm.c file
 # has exactly the size its header implies; a file of another model shape is refused naming the
 # key.
 source "$2/tests/lib/dist_common.sh"
@@ -37,6 +37,11 @@ compare_metrics hf/metrics.jsonl llmc/metrics.jsonl --exact || fail "hf and llmc
 run_launch hf_tp2 2 8 1 1 "${c[@]}" "${lr[@]}" --set model.init_from=m.safetensors --set parallel.tp=2
 compare_metrics hf/metrics.jsonl hf_tp2/metrics.jsonl --fields loss,grad_norm,val_loss --rtol 1e-5 \
   || fail "init_from at tp 2 differs from one process"
+# At pp 2 each stage takes its layers, the last stage the file's wte for its head too.
+run_launch hf_pp2 2 8 1 1 "${c[@]}" "${lr[@]}" --set model.init_from=m.safetensors --set parallel.pp=2 \
+  --set parallel.pipeline.microbatches=2
+compare_metrics hf/metrics.jsonl hf_pp2/metrics.jsonl --fields loss,grad_norm,val_loss --rtol 1e-5 \
+  || fail "init_from at pp 2 differs from one process"
 expect_exit_2 'model.init_from = "m.bin"' bad train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
   --set model.n_layer=3 --set model.init_from=m.bin --out bad
 grep -q "n_layer" exit2.log || { cat exit2.log; fail "error does not name n_layer"; }
