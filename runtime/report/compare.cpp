@@ -92,6 +92,17 @@ std::string layout_cell(const json& r) {
   return s;
 }
 
+// "1f1b, 4 pieces, bubble 20.0%" under pipeline parallelism, "-" without.
+std::string pipeline_cell(const json& r) {
+  const double pp = number_at(r, "/parallel/pp"), pieces = number_at(r, "/parallel/microbatches");
+  if (!(pp > 1) || !(pieces >= 1)) return "-";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s, %.0f pieces, bubble %.1f%%",
+                string_at(r, "/parallel/pipeline_schedule").c_str(), pieces,
+                100 * (pp - 1) / (pieces + pp - 1));
+  return buf;
+}
+
 using Table = std::vector<std::vector<std::string>>;  // rows of cells; row 0 is the header
 
 void add_numeric_row(Table& t, const std::vector<LoadedReport>& reports, const NumericRow& row) {
@@ -236,14 +247,18 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   for (const LoadedReport& r : reports) t.front().push_back(r.label);
   // A failed or stopped run's figures are partial: the status row says so.
   std::vector<std::string> status{"status"}, layout{"world/dp/tp/pp/cp/ep/zero"},
-      precision{"precision"};
+      pipeline{"pipeline"}, precision{"precision"};
+  bool pipelined = false;
   for (const LoadedReport& r : reports) {
     status.push_back(string_at(r.json, "/run/status"));
     layout.push_back(layout_cell(r.json));
+    pipeline.push_back(pipeline_cell(r.json));
+    pipelined |= pipeline.back() != "-";
     precision.push_back(string_at(r.json, "/parallel/precision"));
   }
   t.push_back(status);
   t.push_back(layout);
+  if (pipelined) t.push_back(pipeline);
   t.push_back(precision);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 

@@ -46,6 +46,13 @@ TEST_CASE("compare_shows_ratios_to_the_first_report", "[compare]") {
   CHECK_THAT(row_of(table, "step time p50"), Catch::Contains(format_ratio(p50_b / p50_a)));
   CHECK_THAT(row_of(table, "tokens/s"), Catch::Contains("(1.00x)"));
   CHECK_THAT(row_of(table, "world/dp/tp/pp/cp/ep/zero"), Catch::Contains("4/4/1/1/1/1/0"));
+  CHECK_THAT(table, !Catch::Contains("bubble"));  // no pipeline row without a pipeline
+  auto piped = rb;
+  piped.json["parallel"]["pp"] = 2;
+  piped.json["parallel"]["pipeline_schedule"] = "1f1b";
+  piped.json["parallel"]["microbatches"] = 4;
+  CHECK_THAT(row_of(compare_reports({ra, piped}), "pipeline"),
+             Catch::Contains("-") && Catch::Contains("1f1b, 4 pieces, bubble 20.0%"));
   CHECK_THAT(table, Catch::Contains("base") && Catch::Contains("fast"));
   CHECK_THAT(table, !Catch::Contains("warning"));  // same token counts
   CHECK_THAT(row_of(table, "status"), Catch::Contains("completed"));
