@@ -169,16 +169,18 @@ class NcclComm : public Comm {
   }
   void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
                  size_t recv_bytes, int recv_peer, int /*tag*/) override {
-    enqueue("send_recv", [&] {  // one group: NCCL runs both at once
-      ncclResult_t r = ncclGroupStart();
-      auto ok = [&] { return r == ncclSuccess || r == ncclInProgress; };  // as all_to_all
-      if (ok() && send_bytes > 0)
-        r = ncclSend(send_data, send_bytes, ncclUint8, send_peer, comm_, stream_);
-      if (ok() && recv_bytes > 0)
-        r = ncclRecv(recv_data, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
-      const ncclResult_t end = ncclGroupEnd();
-      return ok() ? end : r;
-    })->wait();
+    enqueue("send_recv",
+            [&] {  // one group: NCCL runs both at once
+              ncclResult_t r = ncclGroupStart();
+              auto ok = [&] { return r == ncclSuccess || r == ncclInProgress; };  // as all_to_all
+              if (ok() && send_bytes > 0)
+                r = ncclSend(send_data, send_bytes, ncclUint8, send_peer, comm_, stream_);
+              if (ok() && recv_bytes > 0)
+                r = ncclRecv(recv_data, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
+              const ncclResult_t end = ncclGroupEnd();
+              return ok() ? end : r;
+            })
+        ->wait();
   }
   void barrier() override {
     enqueue("barrier", [&] {
