@@ -1,12 +1,13 @@
 # SIGTERM to the launcher, or to one rank only, makes the whole group save a checkpoint at the
 # end of the current step and exit 0; the checkpoint's step is the last logged step, and
-# --resume continues from there.
+# --resume continues from there. The same with pp 2 (SIGTERM to one stage).
 source "$2/tests/lib/dist_common.sh"
 c=(--set model.seq_len=32 --set train.steps=100000)
-stop_run() {  # stop_run NAME WHO(launcher|rank)
+stop_run() {  # stop_run NAME WHO(launcher|rank) [args]
   local name=$1 who=$2
+  shift 2
   "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
-    --set train.micro_batch=4 --set checkpoint.dir=ck_$name --out $name >$name.log 2>&1 &
+    --set train.micro_batch=4 --set checkpoint.dir=ck_$name --out $name "$@" >$name.log 2>&1 &
   local launcher=$!
   for _ in $(seq 600); do [ "$(cat $name/metrics.jsonl 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
   if [ $who = launcher ]; then kill -TERM $launcher; else kill -TERM "$(pgrep -P $launcher | tail -1)"; fi
@@ -20,6 +21,7 @@ stop_run() {  # stop_run NAME WHO(launcher|rank)
 }
 stop_run term_launcher launcher
 stop_run term_rank rank
+stop_run term_rank_pp rank --set parallel.pp=2 --set parallel.pipeline.microbatches=2
 saved=$("$bin" ckpt inspect ck_term_rank | sed -n 's/^step \([0-9]*\),.*/\1/p')
 run_launch again 2 4 1 100000 --set model.seq_len=32 --set checkpoint.dir=ck_term_rank \
   --set train.stop_after_steps=$((saved + 1))
