@@ -27,9 +27,10 @@ class Carver {
 };
 
 // att_state: what attention keeps per layer (Backend::attention_state_shape).
-// fp8_sums: carve Activations::fp8_sums too.
+// fp8_sums: carve Activations::fp8_sums too. scratch_of: take grad, sp and fp8_sums from there
+// (with own_scratch false and no scratch_of: measure without them).
 void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& att_state,
-           bool fp8_sums) {
+           bool fp8_sums, bool own_scratch, const Activations* scratch_of) {
   const GptDims& d = layout.dims();
   const GptShard& s = layout.shard();
   const int64_t B = a.B, T = a.T, C = d.d_model, V = d.padded_vocab();
@@ -90,6 +91,14 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     a.logits = c.take({B, T, V}, mm);
     a.losses = c.take({B, T});
   }
+  if (!own_scratch) {  // a pipeline stage's later slot: the first slot's scratch
+    if (scratch_of != nullptr) {
+      a.grad = scratch_of->grad;
+      a.sp = scratch_of->sp;
+      a.fp8_sums = scratch_of->fp8_sums;
+    }
+    return;
+  }
   a.grad.dresidual = c.take(stream);
   if (mm == DType::bf16) a.grad.dresidual_mm = c.take(stream, mm);
   a.grad.dln = c.take({B, T, C});
@@ -122,26 +131,31 @@ Recompute parse_recompute(const std::string& name) {
 }
 
 Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r,
-                         DType matmul_input_dtype, bool fp8_sums)
+                         DType matmul_input_dtype, bool fp8_sums, const Activations* scratch_of)
     : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), be_(&be) {
   TRAINER_CHECK(matmul_input == DType::f32 || matmul_input == DType::bf16,
                 "activations: matmul inputs must be f32 or bf16");
   const Shape att_state = be.attention_state_shape(B, layout.dims().n_head / layout.shard().tp_size,
                                                    T, layout.dims().head_dim());
-  bytes_ = bytes_needed(layout, B, T, recompute, matmul_input, att_state, fp8_sums);
+  TRAINER_CHECK(scratch_of == nullptr || (scratch_of->B == B && scratch_of->T == T &&
+                                          scratch_of->matmul_input == matmul_input),
+                "activations share the scratch of a set of another shape");
+  const bool own = scratch_of == nullptr;
+  bytes_ = bytes_needed(layout, B, T, recompute, matmul_input, att_state, fp8_sums, own);
   memory_ = be_->alloc(bytes_);
   Carver real(static_cast<char*>(memory_), be.device());
-  carve(real, *this, layout, att_state, fp8_sums);
+  carve(real, *this, layout, att_state, fp8_sums, own, scratch_of);
 }
 
 Activations::Activations(int b, int t, Recompute r, DType matmul_input_dtype)
     : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype) {}
 
 size_t Activations::bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
-                                 DType matmul_input, const Shape& attention_state, bool fp8_sums) {
+                                 DType matmul_input, const Shape& attention_state, bool fp8_sums,
+                                 bool own_scratch) {
   Activations shape_only(B, T, recompute, matmul_input);
   Carver measure(nullptr, DeviceType::cpu);
-  carve(measure, shape_only, layout, attention_state, fp8_sums);
+  carve(measure, shape_only, layout, attention_state, fp8_sums, own_scratch, nullptr);
   return measure.used();
 }
 

@@ -78,10 +78,12 @@ class Activations {
  public:
   // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
   // lnf, dqkv and dfch), of qkv and of the logits: bf16 under bf16 compute, which also halves their
-  // memory. fp8_sums: fp8 compute's scratch is wanted (see below).
+  // memory. fp8_sums: fp8 compute's scratch is wanted (see below). scratch_of: another set whose
+  // scratch (grad, sp and fp8_sums: what lives only within one forward or backward) this one
+  // uses instead of its own; a pipeline stage's slots run one pass at a time.
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
               Recompute recompute = Recompute::none, DType matmul_input = DType::f32,
-              bool fp8_sums = false);
+              bool fp8_sums = false, const Activations* scratch_of = nullptr);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -106,9 +108,10 @@ class Activations {
   // The bytes the constructor allocates for these arguments when attention keeps
   // `attention_state` per layer (Backend::attention_state_shape), without allocating: the
   // estimate of `trainer plan`.
+  // own_scratch false: a set that shares another's scratch (the constructor's scratch_of).
   static size_t bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
                              DType matmul_input, const Shape& attention_state,
-                             bool fp8_sums = false);
+                             bool fp8_sums = false, bool own_scratch = true);
 
  private:
   Activations(int B, int T, Recompute recompute, DType matmul_input);  // views only, no memory

@@ -223,9 +223,10 @@ void Gpt::allocate_activations(int B, int T, Recompute recompute, int slots) {
   TRAINER_CHECK(slots >= 1, "activation slots " << slots << " < 1");
   acts_ = nullptr;
   act_slots_.clear();
-  for (int i = 0; i < slots; ++i)
-    act_slots_.push_back(std::make_unique<Activations>(be_, layout_, B, T, recompute,
-                                                       bf16_ ? DType::bf16 : DType::f32, fp8_));
+  for (int i = 0; i < slots; ++i)  // later slots share the first one's scratch
+    act_slots_.push_back(std::make_unique<Activations>(
+        be_, layout_, B, T, recompute, bf16_ ? DType::bf16 : DType::f32, fp8_,
+        i == 0 ? nullptr : act_slots_.front().get()));
   acts_ = act_slots_.front().get();
 }
 

@@ -47,7 +47,8 @@ class Gpt {
   // Sets the micro-batch size the activations are allocated for, and what backward recomputes
   // instead of keeping (activation checkpointing; see activations.h). `slots` sets of them: a
   // pipeline stage keeps the micro-batches in flight (use_activation_slot picks the one that
-  // forward and backward use).
+  // forward and backward use); they share one scratch (the running gradient, stage_output_grad()
+  // included: it is received just before its slot's backward, and sent right after it).
   void allocate_activations(int B, int T, Recompute recompute = Recompute::none, int slots = 1);
   void use_activation_slot(int slot);
   int activation_slots() const { return static_cast<int>(act_slots_.size()); }

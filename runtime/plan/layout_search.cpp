@@ -65,7 +65,7 @@ std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
 }
 
 // Under pipeline parallelism: the pieces in flight on the layout's stage, each of
-// micro_batch / microbatches sequences (parallel::PipelineRunner).
+// micro_batch / microbatches sequences (parallel::PipelineRunner), one scratch among them.
 size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunConfig& cfg,
                            int micro_batch, const std::string& activation_checkpointing,
                            bool flash_attention) {
@@ -78,13 +78,16 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
       pp > 1 ? parallel::micros_in_flight(
                    parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule), stage, pp, micros)
              : 1;
-  return static_cast<size_t>(slots) *
-         model::Activations::bytes_needed(
-             layout, rows, T, model::parse_recompute(activation_checkpointing),
-             bf16 ? DType::bf16 : DType::f32,
-             attention_state_shape_of(flash_attention, rows,
-                                      layout.dims().n_head / layout.shard().tp_size, T),
-             fp8);
+  auto bytes = [&](bool own_scratch) {
+    return model::Activations::bytes_needed(
+        layout, rows, T, model::parse_recompute(activation_checkpointing),
+        bf16 ? DType::bf16 : DType::f32,
+        attention_state_shape_of(flash_attention, rows,
+                                 layout.dims().n_head / layout.shard().tp_size, T),
+        fp8, own_scratch);
+  };
+  // the later slots share the first one's scratch (model::Gpt::allocate_activations)
+  return bytes(true) + static_cast<size_t>(slots - 1) * (slots > 1 ? bytes(false) : 0);
 }
 
 // `units`: ZeRO's cut of this layout over dp ranks.
