@@ -10,7 +10,7 @@ constexpr int kTiedEmbeddingTag = 2;
 }  // namespace
 
 PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule schedule, int micros,
-                               int rows, int seq_len)
+                               int rows, int seq_len, model::Recompute recompute)
     : model_(model), pp_(pp), micros_(micros), piece_rows_(rows / micros), seq_len_(seq_len) {
   TRAINER_CHECK(
       micros >= 1 && rows % micros == 0,
@@ -19,8 +19,6 @@ PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule s
   TRAINER_CHECK(s.has_embedding == first_stage() && s.has_head == last_stage(),
                 "pipeline stage " << stage() << " of " << stages() << " holds the wrong layers");
   steps_ = pipeline_steps(schedule, stage(), stages(), micros);
-  const model::Recompute recompute =
-      model.activation_slots() > 0 ? model.activations().recompute : model::Recompute::none;
   model.allocate_activations(piece_rows_, seq_len, recompute,
                              micros_in_flight(schedule, stage(), stages(), micros));
   if (stages() > 2 && (first_stage() || last_stage()))  // (pp 2: an all-reduce in place)

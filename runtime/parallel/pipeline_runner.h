@@ -20,8 +20,9 @@ namespace trainer::parallel {
 class PipelineRunner {
  public:
   // pp: the pipeline group, rank = stage. rows: the micro-batch's sequences (micros must divide).
+  // Allocates the model's activations: a slot per piece in flight, each under `recompute`.
   PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule schedule, int micros, int rows,
-                 int seq_len);
+                 int seq_len, model::Recompute recompute);
 
   // Forward and backward of every piece of one micro-batch (inputs/targets [rows * T], host).
   // Returns the micro-batch's mean loss on the last stage, 0 on the others.

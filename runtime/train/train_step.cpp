@@ -69,22 +69,22 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
     model_.allocate_activations(cfg.train.micro_batch, cfg.model.seq_len, recompute);
     return;
   }
-  model_.allocate_activations(1, cfg.model.seq_len, recompute);  // the runner sizes them
   pipeline_ = std::make_unique<parallel::PipelineRunner>(
       model_, *pp_.comm, parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule),
-      cfg.parallel.pipeline.microbatches, cfg.train.micro_batch, cfg.model.seq_len);
+      cfg.parallel.pipeline.microbatches, cfg.train.micro_batch, cfg.model.seq_len, recompute);
 }
 
 double TrainStep::forward_backward(float dloss_scale, bool final_micro_batch) {
-  if (!pipeline_) {
+  // the buckets reduce during the backward that makes the gradients final
+  auto arm = [&] {
     if (buckets_ && final_micro_batch) buckets_->begin_final_backward();
+  };
+  if (!pipeline_) {
+    arm();
     const double loss = model_.forward(inputs_.data(), targets_.data(), dloss_scale);
     model_.backward();
     return loss;
   }
-  auto arm = [&] {
-    if (buckets_ && final_micro_batch) buckets_->begin_final_backward();
-  };
   const double loss = pipeline_->train(inputs_.data(), targets_.data(), dloss_scale, arm);
   if (final_micro_batch && zero_) {
     // ZeRO 1 reduce-scatters each stage's whole buffer, so the tied copies' gradients sit in
