@@ -122,10 +122,6 @@ std::vector<int64_t> divisors(int64_t n) {
   return low;
 }
 
-}  // namespace
-
-namespace {
-
 // Pipeline layouts of `cfg` (its tp, sp and pp set) at `dp`: a stage's micro-batch is all of the
 // dp rank's `per_rank` sequences (one schedule per step), cut into pieces of each size that
 // divides them; ZeRO 0 and 1; every recompute mode. The numbers per rank are the heaviest
@@ -142,7 +138,23 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
   const bool config_sp = asked.parallel.tp > 1 && asked.parallel.sequence_parallel;
   std::vector<int> stages = {0, 1};
   if (dp == 1) stages = {0};
-  for (const int zero : stages)
+  for (const int zero : stages) {
+    // the end stages' model state and dp traffic (the pieces do not change them); the middle
+    // stages hold less than the first
+    struct End {
+      int stage;
+      HeldState held;
+      double dp_traffic = 0;
+    };
+    std::vector<End> ends;
+    for (const int stage : {0, pp - 1}) {
+      End e{stage, held_state_bytes(cfg, zero, dp, request.device, stage)};
+      if (dp > 1)
+        e.dp_traffic =
+            parallel::zero_traffic_bytes(parallel::zero_shards_state(zero, dp) ? zero : 0,
+                                         parallel::ZeroUnits(rank_layout(cfg, stage), dp), 1);
+      ends.push_back(e);
+    }
     for (const int64_t rows : divisors(per_rank)) {
       cfg.parallel.pipeline.microbatches = static_cast<int>(per_rank / rows);
       for (const char* recompute : {"none", "selective", "full"}) {
@@ -157,18 +169,13 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
         l.micro_batch = cfg.train.micro_batch;
         l.grad_accum = 1;
         l.activation_checkpointing = recompute;
-        for (const int stage : {0, pp - 1}) {  // the middle stages hold less than the first
-          const HeldState held = held_state_bytes(cfg, zero, dp, request.device, stage);
+        for (const End& e : ends) {  // the heavier end's numbers
           const double activations = static_cast<double>(
-              activation_bytes(cfg, l.micro_batch, recompute, request.flash_attention, stage));
-          if (held.total() + activations <= l.total()) continue;
-          l.held = held;
+              activation_bytes(cfg, l.micro_batch, recompute, request.flash_attention, e.stage));
+          if (e.held.total() + activations <= l.total()) continue;
+          l.held = e.held;
           l.activations = activations;
-          const parallel::ZeroUnits units(rank_layout(cfg, stage), dp);
-          l.dp_traffic_bytes = dp > 1
-                                   ? parallel::zero_traffic_bytes(
-                                         parallel::zero_shards_state(zero, dp) ? zero : 0, units, 1)
-                                   : 0.0;
+          l.dp_traffic_bytes = e.dp_traffic;
         }
         l.fits = l.total() <= usable;
         l.flops_ratio =
@@ -181,6 +188,7 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
         out.push_back(l);
       }
     }
+  }
 }
 
 }  // namespace
