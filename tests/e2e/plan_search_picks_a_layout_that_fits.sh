@@ -45,35 +45,45 @@ ok &= total <= usable
 sys.exit(0 if ok else 1)
 PY
 
+# run_best NAME SEARCH_OUTPUT [extra train args]: trains the search's best layout (its --set
+# options, after the extra args) for 2 steps on 2 ranks, and checks that rank 0 allocates the
+# activations, model state and ZeRO staging the search said. Leaves the options in $best.
+run_best() {
+  local name=$1 search=$2
+  shift 2
+  best=$(sed -n 's/^best, as options for trainer train [^:]*: //p' $search)
+  local best_sets state staging activations total
+  read -r -a best_sets <<<"$best"
+  read -r state staging activations total < <(sed -n \
+    's/^best per rank: model state \([0-9]*\) B + ZeRO staging \([0-9]*\) B + activations \([0-9]*\) B = \([0-9]*\) B$/\1 \2 \3 \4/p' \
+    $search)
+  "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "$@" "${best_sets[@]}" \
+    --set train.steps=2 --set train.eval_every=0 --out $name >$name.log 2>&1 \
+    || { cat $name.log; fail "the best layout's run ($name) failed"; }
+  /usr/bin/python3 - $name/report.json "$state" "$staging" "$activations" "$name" <<'PY' \
+    || fail "the $name run does not allocate what the search said"
+import json, sys
+b = json.load(open(sys.argv[1]))["memory"]["breakdown"]
+state, staging, activations = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+measured_state = b["params"] + b["grads"] + b["optimizer"]
+print(f"{sys.argv[5]}: activations search {activations} B, run {b['activations']} B; model state "
+      f"search {state} B, run {measured_state} B; staging {staging} B, run {b['zero_staging']} B")
+sys.exit(0 if (b["activations"], measured_state, b["zero_staging"]) == (activations, state, staging)
+         else 1)
+PY
+}
+
 # With 18.4 MiB, tp 1 fits only with recompute (more FLOPs), so the best layout is tp 2 with
 # sequence parallelism (dp 1, the same global batch of 16 sequences); a run of it allocates the
 # activations, model state and staging the search said.
 "$bin" plan "$src/configs/tiny.yaml" --gpus 2 --search --memory-gib 0.018 >search_tp.txt 2>&1 \
   || { cat search_tp.txt; fail "plan --search (18.4 MiB) failed"; }
-best=$(sed -n 's/^best, as options for trainer train [^:]*: //p' search_tp.txt)
-read -r -a best_sets <<<"$best"
+run_best best_tp search_tp.txt
 grep -q "parallel.tp=2 --set parallel.sequence_parallel=true --set parallel.pp=1 --set parallel.dp=1 " <<<"$best" \
   || { cat search_tp.txt; fail "the best layout at 18.4 MiB is $best, not tp 2 with sp"; }
 mb=$(sed -n 's/.*train\.micro_batch=\([0-9]*\).*/\1/p' <<<"$best")
 ga=$(sed -n 's/.*train\.grad_accum=\([0-9]*\).*/\1/p' <<<"$best")
 [ $((mb * ga)) = 16 ] || fail "best tp layout $best does not keep the global batch of 16"
-read -r state staging activations total < <(sed -n \
-  's/^best per rank: model state \([0-9]*\) B + ZeRO staging \([0-9]*\) B + activations \([0-9]*\) B = \([0-9]*\) B$/\1 \2 \3 \4/p' \
-  search_tp.txt)
-"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${best_sets[@]}" --set train.steps=2 \
-  --set train.eval_every=0 --out best_tp >best_tp.log 2>&1 \
-  || { cat best_tp.log; fail "the best tp layout's run failed"; }
-/usr/bin/python3 - best_tp/report.json "$state" "$staging" "$activations" <<'PY' \
-  || fail "the tp run does not allocate what the search said"
-import json, sys
-b = json.load(open(sys.argv[1]))["memory"]["breakdown"]
-state, staging, activations = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-measured_state = b["params"] + b["grads"] + b["optimizer"]
-print(f"tp 2 + sp: activations search {activations} B, run {b['activations']} B; model state "
-      f"search {state} B, run {measured_state} B; staging {staging} B, run {b['zero_staging']} B")
-sys.exit(0 if (b["activations"], measured_state, b["zero_staging"]) == (activations, state, staging)
-         else 1)
-PY
 
 # A one-head model (tp cannot split it) at 15.6 MiB: one process's layouts fit only with full
 # recompute (a third more FLOPs), so the best is pp 2 with the micro-batch all 16 sequences in
@@ -81,27 +91,9 @@ PY
 # search said.
 "$bin" plan "$src/configs/tiny.yaml" --gpus 2 --search --memory-gib 0.0152 --set model.n_head=1 \
   >search_pp.txt 2>&1 || { cat search_pp.txt; fail "plan --search (15.6 MiB, one head) failed"; }
-best=$(sed -n 's/^best, as options for trainer train [^:]*: //p' search_pp.txt)
-read -r -a best_sets <<<"$best"
+run_best best_pp search_pp.txt --set model.n_head=1
 grep -q "parallel.pp=2 --set parallel.pipeline.microbatches=16 --set parallel.dp=1 " <<<"$best" \
   || { cat search_pp.txt; fail "the best layout at 15.6 MiB is $best, not pp 2 in 16 pieces"; }
-read -r state staging activations total < <(sed -n \
-  's/^best per rank: model state \([0-9]*\) B + ZeRO staging \([0-9]*\) B + activations \([0-9]*\) B = \([0-9]*\) B$/\1 \2 \3 \4/p' \
-  search_pp.txt)
-"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" --set model.n_head=1 "${best_sets[@]}" \
-  --set train.steps=2 --set train.eval_every=0 --out best_pp >best_pp.log 2>&1 \
-  || { cat best_pp.log; fail "the best pp layout's run failed"; }
-/usr/bin/python3 - best_pp/report.json "$state" "$staging" "$activations" <<'PY' \
-  || fail "the pp run does not allocate what the search said"
-import json, sys
-b = json.load(open(sys.argv[1]))["memory"]["breakdown"]
-state, staging, activations = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-measured_state = b["params"] + b["grads"] + b["optimizer"]
-print(f"pp 2: activations search {activations} B, run {b['activations']} B; model state "
-      f"search {state} B, run {measured_state} B; staging {staging} B, run {b['zero_staging']} B")
-sys.exit(0 if (b["activations"], measured_state, b["zero_staging"]) == (activations, state, staging)
-         else 1)
-PY
 
 # plan's held-state line against the runs, ZeRO 2 and 3 at dp 2, and ZeRO 3 at one process.
 for case in "2 2" "3 2" "3 1"; do
