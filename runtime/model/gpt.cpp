@@ -314,10 +314,10 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   dloss_scale_ = dloss_scale;
   a.pos_offset = pos_offset;
   pass_ = "fwd";
-  {
+  if (s.has_embedding || s.has_head) {  // (a middle pipeline stage reads neither)
     auto p = phase("tokens");
-    be_.from_host(a.inputs, inputs);
-    be_.from_host(a.targets, targets);
+    if (s.has_embedding) be_.from_host(a.inputs, inputs);
+    if (s.has_head) be_.from_host(a.targets, targets);
   }
 
   if (s.has_embedding) {  // (a later pipeline stage's input was received into stage_input())
