@@ -8,20 +8,11 @@
 #   scripts/bench_tp.sh [NPROC] [STEPS]      Env: BUILD_DIR (default build/), PRECISION (fp32)
 # The model is a 4-layer d_model 256 GPT (8 heads), seq_len 256, 8 sequences per step.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$root/build}
-n=${1:-2}
-steps=${2:-20}
-precision=${PRECISION:-fp32}
-[[ $n =~ ^[0-9]+$ ]] && (( n >= 1 && 8 % n == 0 )) || { echo "NPROC $n must divide 8" >&2; exit 2; }
-cmake --build "$build" --target trainer -j "$(nproc)" >/dev/null
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+source "$(dirname "$0")/bench_ranks.sh" "$@"  # root, build, n, steps, precision, out; run
 common=(--set model.n_layer=4 --set model.d_model=256 --set model.n_head=8
         --set model.seq_len=256 --set train.steps=$steps --set train.warmup_steps=1
         --set train.eval_every=0 --set logging.every_steps=$steps --set checkpoint.every_steps=0
         --set logging.profile_steps=3 --set precision.compute=$precision)
-source "$root/scripts/bench_ranks.sh"
 run one 1 --set train.micro_batch=8
 run tp "$n" --set train.micro_batch=8 --set parallel.tp="$n"
 run sp "$n" --set train.micro_batch=8 --set parallel.tp="$n" --set parallel.sequence_parallel=true
