@@ -36,10 +36,10 @@ __device__ inline float scale_for(float amax, float fallback) {
   return amax > 0.0f && amax < INFINITY ? kFp8E4m3Max / amax : fallback;
 }
 
-// One block: *amax = the max of the partials; used[0], used[1] = the scale that quantizes this
+// One block: *amax = the max of the partials; *scale, *descale = the scale that quantizes this
 // call's tensor (the state's, or from *amax for a fresh state) and its inverse.
-__global__ void call_scale_kernel(float* amax, float* used, const float* tensor_state,
-                                  const float* partials, int parts) {
+__global__ void call_scale_kernel(float* amax, float* scale, float* descale,
+                                  const float* tensor_state, const float* partials, int parts) {
   __shared__ float red[32];
   float m = 0.0f;
   for (int i = threadIdx.x; i < parts; i += blockDim.x) m = fmaxf(m, partials[i]);
@@ -48,8 +48,8 @@ __global__ void call_scale_kernel(float* amax, float* used, const float* tensor_
   *amax = m;
   const float state_scale = tensor_state[kFp8AmaxHistory];
   const float use = state_scale == 0.0f ? scale_for(m, 1.0f) : state_scale;
-  used[0] = use;
-  used[1] = 1.0f / use;
+  *scale = use;
+  *descale = 1.0f / use;
 }
 
 // A thread per tensor part: pushes amaxes[i] into part i's history and sets its next scale.
@@ -77,15 +77,16 @@ __global__ void quantize_kernel(uint8_t* out, const uint16_t* x, int64_t n, cons
 }  // namespace
 
 void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, const float* tensor_state,
-                          float* amax, float* used, float* partials, cudaStream_t stream) {
+                          float* amax, float* scale, float* descale, float* partials,
+                          cudaStream_t stream) {
   launch(amax_partials_kernel, kReducePartials, kThreads, stream, partials, x, n);
   CUDA_CHECK_LAUNCH("amax_partials_kernel");
-  launch(call_scale_kernel, 1, kThreads, stream, amax, used, tensor_state,
+  launch(call_scale_kernel, 1, kThreads, stream, amax, scale, descale, tensor_state,
          static_cast<const float*>(partials), kReducePartials);
   CUDA_CHECK_LAUNCH("call_scale_kernel");
   if (n == 0) return;
   launch(quantize_kernel, grid_for(n), kThreads, stream, out, x, n,
-         static_cast<const float*>(used));
+         static_cast<const float*>(scale));
   CUDA_CHECK_LAUNCH("quantize_kernel");
 }
 

@@ -98,8 +98,9 @@ void mma_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout,
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int64_t pos_offset, int64_t B, int64_t T, int64_t C, int64_t V,
                        cudaStream_t stream);
-// Deterministic dwte without float atomics: a counting sort of positions by token, then each
-// (token, column) sums its rows in position order. scratch: embedding_backward_scratch_ints().
+// Deterministic dwte without float atomics: positions bucketed by token and each bucket sorted,
+// then each (token, column) sums its rows in position order. scratch:
+// embedding_backward_scratch_ints().
 int64_t embedding_backward_scratch_ints(int64_t BT, int64_t V);
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
                         int32_t* scratch, int64_t pos_offset, int64_t B, int64_t T, int64_t C,
@@ -116,10 +117,12 @@ void softmax_cross_entropy(LogitT* logits, float* losses, const int32_t* targets
 
 // --- fp8 (fp8.cu; runtime/core/fp8_recipe.h) ---
 // out[n] = e4m3(x * scale) for bf16 x, with the scale that tensor_state (kFp8TensorFloats floats)
-// gives this call; *amax receives amax(|x|) and the state stays. used[0..1] receive that scale
-// and its inverse (the GEMM's descale); partials: kReducePartials floats of workspace.
+// gives this call; *amax receives amax(|x|) and the state stays. *scale and *descale receive that
+// scale and its inverse (the GEMM's descale: cuBLASLt refuses one that is not 16-byte aligned,
+// seen on an H200 with cuBLASLt 13.1); partials: kReducePartials floats of workspace.
 void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, const float* tensor_state,
-                          float* amax, float* used, float* partials, cudaStream_t stream);
+                          float* amax, float* scale, float* descale, float* partials,
+                          cudaStream_t stream);
 // Part i of states ([parts, kFp8TensorFloats]) pushes amaxes[i] into its history.
 void fp8_push_amaxes(float* states, const float* amaxes, int64_t parts, cudaStream_t stream);
 

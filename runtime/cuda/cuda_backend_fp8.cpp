@@ -26,25 +26,28 @@ void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor
   const float* state = need_f32(fp8_state, op, "fp8_state");
   float* amax = need_f32(fp8_amax, op, "fp8_amax");
   // Scratch: inp and weight in e4m3 (each 256-byte aligned for cuBLASLt), the amax partials, and
-  // the used scale and its inverse per operand.
+  // the used scale and its inverse per operand, each in its own 256 bytes (cuBLASLt refused every
+  // algorithm for a descale 4 bytes past an aligned address: an H200, cuBLASLt 13.1).
   const auto aligned = [](int64_t bytes) { return (static_cast<size_t>(bytes) + 255) / 256 * 256; };
   const size_t inp_bytes = aligned(d.N * d.C), weight_bytes = aligned(d.OC * d.C);
   const size_t partial_bytes = aligned(int64_t{kernels::kReducePartials} * 4);
-  auto* base = static_cast<char*>(
-      scratch(fp8_scratch_, fp8_scratch_bytes_, inp_bytes + weight_bytes + partial_bytes + 256));
+  auto* base = static_cast<char*>(scratch(fp8_scratch_, fp8_scratch_bytes_,
+                                          inp_bytes + weight_bytes + partial_bytes + 4 * 256));
   auto* q_inp = reinterpret_cast<uint8_t*>(base);
   auto* q_weight = reinterpret_cast<uint8_t*>(base + inp_bytes);
   auto* partials = reinterpret_cast<float*>(base + inp_bytes + weight_bytes);
-  auto* used = reinterpret_cast<float*>(base + inp_bytes + weight_bytes + partial_bytes);
+  char* scales = base + inp_bytes + weight_bytes + partial_bytes;
+  const auto scale_slot = [&](int i) { return reinterpret_cast<float*>(scales + i * 256); };
   kernels::fp8_quantize_delayed(q_inp, static_cast<const uint16_t*>(inp.data), d.N * d.C, state,
-                                amax, used, partials, stream_);
+                                amax, scale_slot(0), scale_slot(1), partials, stream_);
   kernels::fp8_quantize_delayed(q_weight, static_cast<const uint16_t*>(weight.data), d.OC * d.C,
-                                state + kFp8TensorFloats, amax + 1, used + 2, partials, stream_);
+                                state + kFp8TensorFloats, amax + 1, scale_slot(2), scale_slot(3),
+                                partials, stream_);
   LtGemmArgs g;
   g.fp8_inputs = true;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
   g.a = q_inp, g.b = q_weight, g.c = need_f32(out, op, "out");
-  g.a_scale = used + 1, g.b_scale = used + 3;  // the inverses: the descales
+  g.a_scale = scale_slot(1), g.b_scale = scale_slot(3);  // the inverses: the descales
   run_gemm(g);
   if (const float* b = opt_f32(bias, op, "bias"))
     kernels::add_bias(static_cast<float*>(g.c), b, d.N, d.OC, stream_);

@@ -193,6 +193,8 @@ TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels
   std::mt19937 gen(9);
   for (auto& t : tok) t = static_cast<int32_t>(gen() % 5);  // few distinct tokens: repeats
   auto wte = randoms(V * C, 1), wpe = randoms(maxT * C, 2), dy = randoms(B * T * C, 3);
+  // magnitudes from 1e-4 to 1e4, so that the order of a sum shows in its bits
+  for (size_t i = 0; i < dy.size(); ++i) dy[i] *= std::pow(10.0f, float(int(i % 9)) - 4.0f);
   auto dwte = randoms(V * C, 4), dwpe = randoms(maxT * C, 5), out = nans(B * T * C);
   std::vector<float> rout(out.size()), rdwte = dwte, rdwpe = dwpe;
   std::vector<int32_t> scratch(static_cast<size_t>(emu::embedding_backward_scratch_ints(B * T, V)));
@@ -206,6 +208,18 @@ TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels
   check_close(out, rout, kTol, "embedding out");
   check_close(dwte, rdwte, kTol, "embedding dwte");
   check_close(dwpe, rdwpe, kTol, "embedding dwpe");
+  // Bit for bit the sum in position order (the buckets are filled by atomics in any order, then
+  // sorted): each token's rows summed first to last, then added to dwte.
+  const auto start = randoms(V * C, 4);
+  for (int64_t v = 0; v < V; ++v)
+    for (int64_t c = 0; c < C; ++c) {
+      float g = 0;
+      for (int64_t i = 0; i < B * T; ++i)
+        if (tok[sz(i)] == v) g += dy[sz(i * C + c)];
+      const float want = g == 0 ? start[sz(v * C + c)] : start[sz(v * C + c)] + g;
+      INFO("dwte[" << v << "][" << c << "]");
+      CHECK(dwte[sz(v * C + c)] == want);
+    }
 }
 
 TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_padding",
@@ -359,8 +373,8 @@ TEST_CASE("emulated_fp8_quantize_with_delayed_scaling_matches_cpu_bit_for_bit", 
     for (size_t i = 0; i < x.size(); ++i) bits[i] = cpu::bf16_bits_from_float(x[i]);
     std::vector<uint8_t> q(x.size(), 0x7f);
     const std::vector<float> before = state;
-    emu::fp8_quantize_delayed(q.data(), bits.data(), n, state.data(), amax.data(), used.data(),
-                              partials.data(), kStream);
+    emu::fp8_quantize_delayed(q.data(), bits.data(), n, state.data(), amax.data(), &used[0],
+                              &used[1], partials.data(), kStream);
     CHECK(state == before);  // a call reports its amax and leaves the state
     float ref_amax = 0.0f;
     for (uint16_t b : bits) ref_amax = std::fmax(ref_amax, std::fabs(cpu::float_from_bf16_bits(b)));
