@@ -47,7 +47,8 @@ std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu,
 }
 
 // One rank's cuda trace `b` against the cpu's `a`: losses and the resumed eval within tol, norms
-// within 5 tol, the weights' shard the same size, and the loss going down.
+// within 5 tol, and the weights' shard the same size. (Not "the loss goes down": over 3 steps of
+// fresh batches it need not, and did not for tp 2 and pp 2 on the cpu backend either.)
 void check_against_cpu(const testing::DpTrace& a, const testing::DpTrace& b, double tol,
                        const std::string& label) {
   std::ostringstream what;
@@ -64,7 +65,6 @@ void check_against_cpu(const testing::DpTrace& a, const testing::DpTrace& b, dou
   }
   CHECK(rel(b.resumed_eval, a.resumed_eval) < tol);
   CHECK(b.owned_params.size() == a.owned_params.size());
-  CHECK(b.losses.back() < b.losses.front());
 }
 
 }  // namespace
