@@ -1,6 +1,7 @@
 // Token + position embedding, forward and a deterministic backward (no float atomics): the
-// positions are counting-sorted by token, then each (token, column) sums its rows in position
-// order, the same order as the cpu reference.
+// positions are bucketed by token (counts, a scan, integer atomics), each bucket put in position
+// order, then each (token, column) sums its rows in that order, the same as the cpu reference.
+// Every step is O(BT) but the bucket sort's, O(BT x mean bucket size).
 #include <cmath>
 
 #include "kernels/common.cuh"
@@ -24,13 +25,21 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
   }
 }
 
-// counts[v] = number of positions holding token v.
+// counts[v] = 0.
+__global__ void zero_ints_kernel(int32_t* p, int64_t n) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = 0;
+}
+
+// counts[v] = number of positions holding token v (integer atomics: the sum is exact whatever
+// the order). Tokens outside [0, V) belong to no bucket (their forward wrote NaN).
 __global__ void count_tokens_kernel(int32_t* counts, const int32_t* tokens, int64_t BT, int64_t V) {
-  const int64_t v = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (v >= V) return;
-  int32_t n = 0;
-  for (int64_t i = 0; i < BT; ++i) n += tokens[i] == v;
-  counts[v] = n;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < BT;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t tok = tokens[i];
+    if (tok >= 0 && tok < V) atomicAdd(&counts[tok], 1);
+  }
 }
 
 // offsets[0] = 0, offsets[v+1] = offsets[v] + counts[v]; one block of kScanThreads.
@@ -57,23 +66,45 @@ __global__ void exclusive_scan_kernel(int32_t* offsets, const int32_t* counts, i
   for (int64_t v = begin; v < end; ++v) offsets[v + 1] = (run += counts[v]);
 }
 
-// positions[offsets[v] ...] = the positions of token v, ascending.
-__global__ void fill_positions_kernel(int32_t* positions, const int32_t* offsets,
-                                      const int32_t* tokens, int64_t BT, int64_t V) {
-  const int64_t v = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (v >= V) return;
-  int32_t next = offsets[v];
-  for (int64_t i = 0; i < BT; ++i)
-    if (tokens[i] == v) positions[next++] = static_cast<int32_t>(i);
+// Each position into its token's bucket, bucketed[offsets[v] ...], in whatever order the
+// atomics give (counts[] counts down to 0 on the way).
+__global__ void bucket_positions_kernel(int32_t* bucketed, int32_t* counts, const int32_t* offsets,
+                                        const int32_t* tokens, int64_t BT, int64_t V) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < BT;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t tok = tokens[i];
+    if (tok >= 0 && tok < V)
+      bucketed[offsets[tok] + atomicSub(&counts[tok], 1) - 1] = static_cast<int32_t>(i);
+  }
 }
 
+// sorted[] = bucketed[] with each bucket ascending: a position's place is the number of smaller
+// positions in its bucket (distinct positions: distinct places). Work: the sum over tokens of
+// their count squared, BT x the mean count (BT^2 only if every position held one token).
+__global__ void sort_buckets_kernel(int32_t* sorted, const int32_t* bucketed,
+                                    const int32_t* offsets, const int32_t* tokens, int64_t BT,
+                                    int64_t V) {
+  const int64_t filled = offsets[V];
+  for (int64_t s = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; s < filled && s < BT;
+       s += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t p = bucketed[s], begin = offsets[tokens[p]], end = offsets[tokens[p] + 1];
+    int32_t rank = 0;
+    for (int32_t j = begin; j < end; ++j) rank += bucketed[j] < p;
+    sorted[begin + rank] = p;
+  }
+}
+
+// One block per (bucket start in sorted order, 128 columns): the bucket's token's row gets the
+// sum of its positions' rows, in position order (the cpu reference's order).
 __global__ void accumulate_dwte_kernel(float* dwte, const float* dout, const int32_t* offsets,
-                                       const int32_t* positions, int64_t C) {
-  const int64_t v = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
-  const int32_t begin = offsets[v], end = offsets[v + 1];
-  if (c >= C || begin == end) return;
+                                       const int32_t* sorted, const int32_t* tokens, int64_t C,
+                                       int64_t V) {
+  const int64_t s = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
+  if (c >= C || s >= offsets[V]) return;
+  const int32_t v = tokens[sorted[s]], begin = offsets[v], end = offsets[v + 1];
+  if (s != begin) return;  // not the first of its bucket
   float g = 0;
-  for (int32_t j = begin; j < end; ++j) g += dout[int64_t{positions[j]} * C + c];
+  for (int32_t j = begin; j < end; ++j) g += dout[int64_t{sorted[j]} * C + c];
   dwte[v * C + c] += g;
 }
 
@@ -101,7 +132,7 @@ void embedding_forward(float* out, const int32_t* tokens, const float* wte, cons
 }
 
 int64_t embedding_backward_scratch_ints(int64_t BT, int64_t V) {
-  return 2 * V + 1 + BT;  // counts[V] | offsets[V+1] | positions[BT]
+  return 2 * V + 1 + 2 * BT;  // counts[V] | offsets[V+1] | bucketed[BT] | sorted[BT]
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
@@ -110,15 +141,22 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   const int64_t BT = B * T;
   if (BT * C == 0) return;
   if (dwte) {
-    int32_t *counts = scratch, *offsets = scratch + V, *positions = scratch + 2 * V + 1;
-    launch(count_tokens_kernel, grid_for(V), kThreads, stream, counts, tokens, BT, V);
+    int32_t *counts = scratch, *offsets = scratch + V, *bucketed = scratch + 2 * V + 1,
+            *sorted = bucketed + BT;
+    launch(zero_ints_kernel, grid_for(V), kThreads, stream, counts, V);
+    CUDA_CHECK_LAUNCH("zero_ints_kernel");
+    launch(count_tokens_kernel, grid_for(BT), kThreads, stream, counts, tokens, BT, V);
     CUDA_CHECK_LAUNCH("count_tokens_kernel");
     launch(exclusive_scan_kernel, 1, kScanThreads, stream, offsets, counts, V);
     CUDA_CHECK_LAUNCH("exclusive_scan_kernel");
-    launch(fill_positions_kernel, grid_for(V), kThreads, stream, positions, offsets, tokens, BT, V);
-    CUDA_CHECK_LAUNCH("fill_positions_kernel");
-    const dim3 grid(static_cast<unsigned>(V), static_cast<unsigned>((C + 127) / 128));
-    launch(accumulate_dwte_kernel, grid, 128, stream, dwte, dout, offsets, positions, C);
+    launch(bucket_positions_kernel, grid_for(BT), kThreads, stream, bucketed, counts, offsets,
+           tokens, BT, V);
+    CUDA_CHECK_LAUNCH("bucket_positions_kernel");
+    launch(sort_buckets_kernel, grid_for(BT), kThreads, stream, sorted, bucketed, offsets, tokens,
+           BT, V);
+    CUDA_CHECK_LAUNCH("sort_buckets_kernel");
+    const dim3 grid(static_cast<unsigned>(BT), static_cast<unsigned>((C + 127) / 128));
+    launch(accumulate_dwte_kernel, grid, 128, stream, dwte, dout, offsets, sorted, tokens, C, V);
     CUDA_CHECK_LAUNCH("accumulate_dwte_kernel");
   }
   if (dwpe) {

@@ -9,10 +9,12 @@
 // and mma.sync.m16n8k16 and ldmatrix (kernels/mma.cuh) with each lane holding its own fragments
 // as a device lane does, exchanged through the warp's barrier, and cp.async (copies deferred to
 // the wait that covers them);
-// no atomics, dynamic shared memory or streams. Define TRAINER_CUDA_EMULATION, include this, then a
-// kernel source (kernels/common.cuh's launch() then runs here; CUDA_CHECK_LAUNCH does nothing).
+// integer atomicAdd/atomicSub; no float atomics, dynamic shared memory or streams. Define
+// TRAINER_CUDA_EMULATION, include this, then a kernel source (kernels/common.cuh's launch() then
+// runs here; CUDA_CHECK_LAUNCH does nothing).
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -118,6 +120,14 @@ T __shfl_xor_sync(unsigned /*mask*/, T value, int offset) {
 inline float __fmul_rn(float a, float b) {
   volatile float p = a * b;
   return p;
+}
+
+// Integer atomics (the threads of a block run at once); each returns the old value.
+inline int32_t atomicAdd(int32_t* p, int32_t v) {
+  return std::atomic_ref<int32_t>(*p).fetch_add(v);
+}
+inline int32_t atomicSub(int32_t* p, int32_t v) {
+  return std::atomic_ref<int32_t>(*p).fetch_sub(v);
 }
 
 inline void __syncwarp(unsigned /*mask*/ = 0xffffffffu) {
