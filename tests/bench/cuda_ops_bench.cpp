@@ -378,6 +378,7 @@ void bench_memory_bound(Backend& be, int64_t N) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, should a later one fail
   int64_t rows = 8192;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
