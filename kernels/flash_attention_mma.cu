@@ -261,13 +261,15 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   }
 }
 
-// ---- dq: one block per (64 queries, b*h), walking 32-key tiles. D_i = <dout_i, out_i> is
-// written for dk/dv.
+// ---- dq: one block per (64 queries, b*h), walking 32-key tiles. For dk/dv it writes D_i =
+// <dout_i, out_i>, and its rows of the pre-scaled q and of dout as the bf16 that the products
+// read (q_copy, do_copy: [b*h][T][HS]), so that dk/dv fetch their tiles by cp.async, a tile
+// ahead, rather than converting fp32 dout (and scaling q) on every tile of every key block.
 template <int HS, class OutT, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
-    mma_backward_dq_kernel(DqkvT* dqkv, float* dsum, const float* dout, const QkvT* qkv,
-                           const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
-                           float scale) {
+    mma_backward_dq_kernel(DqkvT* dqkv, float* dsum, uint16_t* q_copy, uint16_t* do_copy,
+                           const float* dout, const QkvT* qkv, const OutT* out, const float* lse,
+                           int64_t T, int64_t C, int64_t NH, float scale) {
   constexpr int LD = HS + kPad;
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
   __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
@@ -298,6 +300,18 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     if (t == 0 && row[r] < T) dsum[bh * T + row[r]] = D[r];
   }
   __syncthreads();
+  constexpr int kChunks = HS / 8;  // 16-byte pieces of a row (the copies are 16-byte aligned)
+  for (int e = static_cast<int>(threadIdx.x); e < kRowsMma * kChunks; e += kThreadsMma) {
+    const int64_t i = q0 + e / kChunks;
+    if (i >= T) continue;
+    const int64_t at = (bh * T + i) * HS + e % kChunks * 8;
+    const int from = e / kChunks * LD + e % kChunks * 8;
+    uint32_t w[4];
+    load16(w, qs + from);
+    store16(q_copy + at, w);
+    load16(w, dos + from);
+    store16(do_copy + at, w);
+  }
   uint32_t qf[HS / 16][4], dof[HS / 16][4];
   for (int k = 0; k < HS / 16; ++k) {
     load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
@@ -329,21 +343,26 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, 1.0f);
 }
 
-// ---- dk, dv: one block per (64 keys, b*h), walking the 32-query tiles at and after its keys.
+// ---- dk, dv: one block per (64 keys, b*h), walking the 32-query tiles at and after its keys:
+// the dq kernel's bf16 copies of q (pre-scaled) and dout, through two buffers each, tile j + 1
+// fetched by cp.async while tile j is multiplied (as walk_kv does for keys).
 template <int HS, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
-    mma_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
-                             const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
+    mma_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const uint16_t* q_copy,
+                             const uint16_t* do_copy, const QkvT* qkv, const float* lse, int64_t T,
+                             int64_t C, int64_t NH) {
   constexpr int LD = HS + kPad;
-  // This block's k and v rows first (then read into fragments), then each tile's q and dout.
+  // This block's k and v rows first (then read into fragments), then two buffers each of the
+  // tiles' q and dout.
   __shared__ __align__(16) uint16_t region[2 * kRowsMma * LD];
-  __shared__ float col_lse2[kBwdTile], col_d[kBwdTile];
+  static_assert(4 * kBwdTile <= 2 * kRowsMma, "two q and two dout tiles fit the region");
+  __shared__ float col_lse2[2][kBwdTile], col_d[2][kBwdTile];
   const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t k0 = int64_t{blockIdx.y} * kRowsMma, wk0 = k0 + 16 * warp;
   const int64_t key[2] = {wk0 + g, wk0 + g + 8};
-  const bool vec = aligned16(qkv) && aligned16(dout);
+  const bool vec = aligned16(qkv), vec_copy = aligned16(q_copy) && aligned16(do_copy);
 
   uint16_t* own_k = region;
   uint16_t* own_v = own_k + kRowsMma * LD;
@@ -357,42 +376,64 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     load_a(kf[k], own_k + 16 * warp * LD + k * 16, LD);
     load_a(vf[k], own_v + 16 * warp * LD + k * 16, LD);
   }
-  uint16_t* qs = region;  // [query][d], q pre-scaled
-  uint16_t* dos = qs + kBwdTile * LD;
-  float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
-
-  for (int64_t i0 = k0; i0 < T; i0 += kBwdTile) {  // queries before k0 never see these keys
-    __syncthreads();  // the own rows (first pass) or the previous tile are no longer read
-    auto q = [&](int64_t i) { return hd.q(i); };
-    auto dy = [&](int64_t i) { return dout + hd.o(i); };
-    load_tile<HS, kBwdTile>(qs, LD, i0, T, q, scale, vec);
-    load_tile<HS, kBwdTile>(dos, LD, i0, T, dy, 1.0f, vec);
+  __syncthreads();  // the own rows are in registers: the region takes the tiles
+  // Buffer b of the tiles' q ([query][d], pre-scaled) and dout (an address, not an array of
+  // pointers, which a run-time index would move to local memory).
+  const auto qs = [&](int b) { return region + b * kBwdTile * LD; };
+  const auto dos = [&](int b) { return region + (2 + b) * kBwdTile * LD; };
+  const uint16_t* q_rows = q_copy + bh * T * HS;
+  const uint16_t* do_rows = do_copy + bh * T * HS;
+  // Tile j (queries k0 + kBwdTile * j ...) into buffers j % 2: q and dout as one cp.async group,
+  // the queries' lse (base 2) and D by plain loads.
+  const auto fetch = [&](int j) {
+    const int64_t i0 = k0 + int64_t{j} * kBwdTile;
+    fetch_tile<HS, kBwdTile>(
+        qs(j % 2), LD, i0, T, [&](int64_t i) { return q_rows + i * HS; }, vec_copy);
+    fetch_tile<HS, kBwdTile>(
+        dos(j % 2), LD, i0, T, [&](int64_t i) { return do_rows + i * HS; }, vec_copy);
+    cp_async_commit();
     if (threadIdx.x < kBwdTile) {
       const int64_t i = i0 + threadIdx.x;
-      col_lse2[threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : 0.0f;
-      col_d[threadIdx.x] = i < T ? dsum[bh * T + i] : 0.0f;
+      col_lse2[j % 2][threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : 0.0f;
+      col_d[j % 2][threadIdx.x] = i < T ? dsum[bh * T + i] : 0.0f;
     }
-    __syncthreads();
-    if (i0 + kBwdTile - 1 < wk0) continue;  // every query of the tile is before this warp's keys
-    float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
-    scores<HS, kBwdTile>(s, kf, qs, LD);    // S^T = K Q^T
-    scores<HS, kBwdTile>(dp, vf, dos, LD);  // dP^T = V dO^T
-    const bool diagonal = i0 < wk0 + 15;
-    for (int n = 0; n < kBwdTile / 8; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const int c = n * 8 + 2 * t + e % 2;  // the query's column in the tile
-        const int64_t i = i0 + c;
-        const bool visible = !(diagonal && i < key[e / 2]) && i < T;
-        const float p = visible ? exp2f(s[n][e] * kLog2e - col_lse2[c]) : 0.0f;
-        s[n][e] = p;
-        // q was pre-scaled, so dS^T q already carries dk's 1/sqrt(HS)
-        dp[n][e] = p * (dp[n][e] - col_d[c]);
-      }
-    uint32_t pt[kBwdTile / 8][2], dst[kBwdTile / 8][2];
-    pack_c<kBwdTile>(pt, s);
-    pack_c<kBwdTile>(dst, dp);
-    accumulate<HS, kBwdTile>(dv, pt, dos, LD);  // dv += P^T dO
-    accumulate<HS, kBwdTile>(dk, dst, qs, LD);  // dk += dS^T q
+  };
+  float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+  const int tiles = static_cast<int>((T - k0 + kBwdTile - 1) / kBwdTile);  // queries from k0
+  fetch(0);
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      fetch(j + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile j is in buffers j % 2, every thread's copies and loads
+    const int64_t i0 = k0 + int64_t{j} * kBwdTile;
+    const uint16_t *qt = qs(j % 2), *dot = dos(j % 2);
+    const float *cl = col_lse2[j % 2], *cd = col_d[j % 2];
+    if (i0 + kBwdTile - 1 >= wk0) {  // else every query of the tile is before this warp's keys
+      float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
+      scores<HS, kBwdTile>(s, kf, qt, LD);    // S^T = K Q^T
+      scores<HS, kBwdTile>(dp, vf, dot, LD);  // dP^T = V dO^T
+      const bool diagonal = i0 < wk0 + 15;
+      for (int n = 0; n < kBwdTile / 8; ++n)
+        for (int e = 0; e < 4; ++e) {
+          const int c = n * 8 + 2 * t + e % 2;  // the query's column in the tile
+          const int64_t i = i0 + c;
+          const bool visible = !(diagonal && i < key[e / 2]) && i < T;
+          const float p = visible ? exp2f(s[n][e] * kLog2e - cl[c]) : 0.0f;
+          s[n][e] = p;
+          // q was pre-scaled, so dS^T q already carries dk's 1/sqrt(HS)
+          dp[n][e] = p * (dp[n][e] - cd[c]);
+        }
+      uint32_t pt[kBwdTile / 8][2], dst[kBwdTile / 8][2];
+      pack_c<kBwdTile>(pt, s);
+      pack_c<kBwdTile>(dst, dp);
+      accumulate<HS, kBwdTile>(dv, pt, dot, LD);  // dv += P^T dO
+      accumulate<HS, kBwdTile>(dk, dst, qt, LD);  // dk += dS^T q
+    }
+    __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
   }
   for (int r = 0; r < 2; ++r) {
     if (key[r] >= T) continue;
@@ -419,19 +460,38 @@ void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, in
   });
 }
 
+namespace {
+// The bf16 copies' place in the scratch: after D [B*NH*T], at a 16-byte boundary.
+int64_t copies_offset_floats(int64_t B, int64_t T, int64_t NH) {
+  return (B * NH * T + 3) / 4 * 4;
+}
+uint16_t* copies_of(float* scratch, int64_t B, int64_t T, int64_t NH) {
+  return reinterpret_cast<uint16_t*>(scratch + copies_offset_floats(B, T, NH));
+}
+}  // namespace
+
+int64_t mma_attention_backward_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  return copies_offset_floats(B, T, NH) + B * T * C;  // D, then two bf16 [B*T*C] copies
+}
+
 template <class OutT, class QkvT, class DqkvT>
-void mma_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, const QkvT* qkv,
                             const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                             int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = 1.0f / std::sqrt(float(HS));
+    uint16_t* q_copy = copies_of(scratch, B, T, NH);
+    uint16_t* do_copy = q_copy + B * T * C;
     launch(mma_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
-           kThreadsMma, stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
+           kThreadsMma, stream, dqkv, scratch, q_copy, do_copy, dout, qkv, out, lse, T, C, NH,
+           scale);
     CUDA_CHECK_LAUNCH("mma_backward_dq_kernel");
     launch(mma_backward_dkdv_kernel<HS, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
-           kThreadsMma, stream, dqkv, dsum_scratch, dout, qkv, lse, T, C, NH, scale);
+           kThreadsMma, stream, dqkv, static_cast<const float*>(scratch),
+           static_cast<const uint16_t*>(q_copy), static_cast<const uint16_t*>(do_copy), qkv, lse, T,
+           C, NH);
     CUDA_CHECK_LAUNCH("mma_backward_dkdv_kernel");
   });
 }

@@ -88,8 +88,11 @@ bool mma_attention_supports(int64_t head_size);  // 32, 64
 template <class OutT, class QkvT>
 void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream);
+// scratch: mma_attention_backward_scratch_floats() floats (D, and bf16 copies of q and dout),
+// 16-byte aligned.
+int64_t mma_attention_backward_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t NH);
 template <class OutT, class QkvT, class DqkvT>
-void mma_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
+void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, const QkvT* qkv,
                             const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                             int64_t NH, cudaStream_t stream);
 

@@ -250,10 +250,15 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
   check_dqkv_dtype(dqkv, qkv, op);
   const float* pdy = need_f32(dout, op, "dout");
   const float* pa = need_f32(att, op, "att");
-  // Scratch: the pre-softmax gradient [B,NH,T,T] (reference) or rowsum(dout * out) [B,NH,T].
-  auto* work = static_cast<float*>(scratch(attn_scratch_, attn_scratch_bytes_, att.nbytes()));
   const bool flash = uses_flash(C / n_head);
   const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);
+  // Scratch: the pre-softmax gradient [B,NH,T,T] (reference) or rowsum(dout * out) [B,NH,T], and
+  // for the mma kernels bf16 copies of q and dout too.
+  const size_t work_bytes =
+      flash && tc == TensorCoreAttention::mma
+          ? static_cast<size_t>(kernels::mma_attention_backward_scratch_floats(B, T, C, n_head)) * 4
+          : att.nbytes();
+  auto* work = static_cast<float*>(scratch(attn_scratch_, attn_scratch_bytes_, work_bytes));
   const auto run = [&](auto* pdq, const auto* y, const auto* pq) {
     if (!flash)
       kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);

@@ -76,6 +76,12 @@ const char* family_name(int family) {
   return family == 0 ? "reference" : family == 1 ? "flash" : family == 2 ? "wmma" : "mma";
 }
 
+// Backward's scratch for every family: the reference's B*NH*T*T, the mma kernels' copies.
+size_t work_floats(int64_t B, int64_t T, int64_t C, int64_t NH) {
+  return static_cast<size_t>(
+      std::max(B * NH * T * T, emu::mma_attention_backward_scratch_floats(B, T, C, NH)));
+}
+
 // Forward of `family` with a bf16 out; state: att [B,NH,T,T] (reference) or lse [B,NH,T].
 template <class QkvT>
 void family_forward(int family, uint16_t* out, float* state, const QkvT* qkv, int64_t B, int64_t T,
@@ -90,7 +96,7 @@ void family_forward(int family, uint16_t* out, float* state, const QkvT* qkv, in
     emu::mma_attention_forward(out, state, qkv, B, T, C, NH, nullptr);
 }
 
-// Its backward into dqkv (fp32 or bf16 bits); work: B*NH*T*T floats of scratch.
+// Its backward into dqkv (fp32 or bf16 bits); work: work_floats() floats of scratch.
 template <class QkvT, class DqkvT>
 void family_backward(int family, DqkvT* dqkv, float* work, const float* dout, const QkvT* qkv,
                      const uint16_t* out, const float* state, int64_t B, int64_t T, int64_t C,
@@ -138,7 +144,7 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
         const std::vector<uint16_t> qkv16 = bf16_bits_of(qkv);
         if (bf16_qkv) qkv = floats_of(qkv16);  // the values the bf16 qkv holds
         std::vector<float> lse = nans(B * NH * T), dqkv = nans(B * T * 3 * C);  // overwritten
-        std::vector<float> dsum(lse.size());
+        std::vector<float> dsum(work_floats(B, T, C, NH));
         std::vector<uint16_t> out16(static_cast<size_t>(B * T * C), 0x7fc0);
         const auto run = [&](const auto* q) {
           family_forward(family, out16.data(), lse.data(), q, B, T, C, NH);
@@ -188,7 +194,7 @@ TEST_CASE("attention_kernels_read_bf16_qkv_as_their_fp32_values_in_emulation",
     r.out.assign(static_cast<size_t>(B * T * C), 0x7fc0);
     r.state = nans(family == 0 ? B * NH * T * T : B * NH * T);
     r.dqkv = nans(B * T * 3 * C);
-    std::vector<float> work(static_cast<size_t>(B * NH * T * T));
+    std::vector<float> work(work_floats(B, T, C, NH));
     family_forward(family, r.out.data(), r.state.data(), qkv, B, T, C, NH);
     family_backward(family, r.dqkv.data(), work.data(), dy.data(), qkv, r.out.data(),
                     r.state.data(), B, T, C, NH);
@@ -223,7 +229,7 @@ TEST_CASE("attention_kernels_write_a_bf16_dqkv_as_their_fp32_one_rounded_once_in
     INFO("family " << family_name(family));
     std::vector<uint16_t> out(static_cast<size_t>(B * T * C), 0x7fc0);
     std::vector<float> state(static_cast<size_t>(family == 0 ? B * NH * T * T : B * NH * T));
-    std::vector<float> work(static_cast<size_t>(B * NH * T * T));
+    std::vector<float> work(work_floats(B, T, C, NH));
     const uint16_t* qkv = qkv16.data();
     family_forward(family, out.data(), state.data(), qkv, B, T, C, NH);
     const auto backward = [&](auto* dqkv) {
@@ -260,7 +266,7 @@ TEST_CASE("mma_attention_kernels_give_the_same_bits_for_unaligned_inputs_in_emul
     std::copy(dy.begin(), dy.end(), dy_at.begin() + static_cast<std::ptrdiff_t>(shift));
     Result r{std::vector<uint16_t>(static_cast<size_t>(B * T * C), 0x7fc0), nans(B * NH * T),
              nans(B * T * 3 * C)};
-    std::vector<float> dsum(r.lse.size());
+    std::vector<float> dsum(work_floats(B, T, C, NH));
     family_forward(3, r.out.data(), r.lse.data(), q_at.data() + shift, B, T, C, NH);
     family_backward(3, r.dqkv.data(), dsum.data(), dy_at.data() + shift, q_at.data() + shift,
                     r.out.data(), r.lse.data(), B, T, C, NH);
