@@ -1,6 +1,7 @@
 // Fused softmax + cross-entropy (runtime/cpu/ops_loss.h): one block per row of logits and two
 // passes over the row: the max and the sum of exponentials together (online softmax: the sum is
-// rescaled whenever the running max grows), then the gradient, written in place. A row that
+// rescaled whenever the running max grows), then the gradient, written in place; the second pass
+// takes what it can from registers the first filled. A row that
 // starts 16-byte aligned (the padded vocabulary's rows are) is read and written 16 bytes at a time,
 // 8 bf16 or 4 fp32 logits; its last V % 8 (or 4) columns and the padding go one by one.
 #include <cmath>
@@ -53,15 +54,11 @@ __device__ inline MaxSum block_max_sum(MaxSum v, MaxSum* shared) {
   return warp_max_sum(lane < warps ? shared[lane] : MaxSum{});
 }
 
-// 16 bytes of logits as fp32, and back.
-__device__ inline void load_logits(float (&v)[4], const float* p) {
-  uint32_t w[4];
-  load16(w, p);
+// 16 bytes of logits (4 fp32 or 8 bf16, as loaded) as fp32, and back.
+__device__ inline void decode_logits(float (&v)[4], const uint32_t (&w)[4]) {
   for (int i = 0; i < 4; ++i) v[i] = __uint_as_float(w[i]);
 }
-__device__ inline void load_logits(float (&v)[8], const uint16_t* p) {
-  uint32_t w[4];
-  load16(w, p);
+__device__ inline void decode_logits(float (&v)[8], const uint32_t (&w)[4]) {
   for (int i = 0; i < 4; ++i) v[2 * i] = bf16_lo(w[i]), v[2 * i + 1] = bf16_hi(w[i]);
 }
 __device__ inline void store_logits(float* p, const float (&v)[4]) {
@@ -97,10 +94,27 @@ __global__ void __launch_bounds__(1024)
   // Columns [0, vec_end) kVec at a time, each thread taking every blockDim.x-th group.
   const int64_t vec_end = aligned16(z) ? V / kVec * kVec : 0;
   const int64_t vec_first = int64_t{threadIdx.x} * kVec, vec_step = int64_t{blockDim.x} * kVec;
+  // A thread's first kCached groups stay in registers from the statistics' pass to the
+  // gradient's (compile-time indices: an unrolled loop), so that pass reads again only the rest:
+  // all of a 50304-column bf16 row at 1024 threads but for a few groups.
+  constexpr int kCached = 6;
+  uint32_t cached[kCached][4] = {};
   MaxSum st;
-  for (int64_t j = vec_first; j < vec_end; j += vec_step) {
+  for (int c = 0; c < kCached; ++c) {  // every load first, then the arithmetic
+    const int64_t j = vec_first + c * vec_step;
+    if (j < vec_end) load16(cached[c], z + j);
+  }
+  for (int c = 0; c < kCached; ++c) {
+    if (vec_first + c * vec_step >= vec_end) break;
     float v[kVec];
-    load_logits(v, z + j);
+    decode_logits(v, cached[c]);
+    for (int k = 0; k < kVec; ++k) add_logit(st, v[k]);
+  }
+  for (int64_t j = vec_first + kCached * vec_step; j < vec_end; j += vec_step) {
+    uint32_t w[4];
+    load16(w, z + j);
+    float v[kVec];
+    decode_logits(v, w);
     for (int k = 0; k < kVec; ++k) add_logit(st, v[k]);
   }
   for (int64_t j = vec_end + threadIdx.x; j < V; j += blockDim.x) add_logit(st, load_in(z + j));
@@ -111,9 +125,19 @@ __global__ void __launch_bounds__(1024)
   auto grad = [&](float zj, int64_t j) {
     return (expf(zj - st.m) * inv_sum - (j == target ? 1.0f : 0.0f)) * dloss_scale;
   };
-  for (int64_t j = vec_first; j < vec_end; j += vec_step) {
+  for (int c = 0; c < kCached; ++c) {
+    const int64_t j = vec_first + c * vec_step;
+    if (j >= vec_end) break;
     float v[kVec];
-    load_logits(v, z + j);
+    decode_logits(v, cached[c]);
+    for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
+    store_logits(z + j, v);
+  }
+  for (int64_t j = vec_first + kCached * vec_step; j < vec_end; j += vec_step) {
+    uint32_t w[4];
+    load16(w, z + j);
+    float v[kVec];
+    decode_logits(v, w);
     for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
     store_logits(z + j, v);
   }
