@@ -28,6 +28,7 @@
 //   matmul_backward would read it.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/core/attention_state.h"
@@ -67,6 +68,9 @@ class Backend {
   virtual void release(Tensor t, float fill) = 0;
   // Bytes of `t` held in memory now: all of them, unless the backend releases pages.
   virtual int64_t resident_bytes(const Tensor& t) { return static_cast<int64_t>(t.nbytes()); }
+  // The most device memory this backend has held (the report's peak per rank); nullopt for a
+  // backend whose memory is the process's own, whose peak is then the host's (peak RSS).
+  virtual std::optional<int64_t> peak_device_bytes() const { return std::nullopt; }
 
   // --- GEMM ---
   // C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X or X^T. Batched with strides

@@ -27,6 +27,11 @@ class CudaBackend : public Backend {
 
   std::string name() const override { return device_name_; }  // e.g. "NVIDIA H200"
   DeviceType device() const override { return DeviceType::cuda; }
+  // What the arena took from cudaMalloc (it keeps its chunks until the backend goes): every
+  // buffer, scratch and cuBLASLt's workspace; not NCCL's or the CUDA context's own memory.
+  std::optional<int64_t> peak_device_bytes() const override {
+    return static_cast<int64_t>(arena_.reserved_bytes());
+  }
   int device_index() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 

@@ -63,8 +63,9 @@ std::vector<std::vector<double>> gather_step_times(dist::Comm* world,
   return out;
 }
 
-std::vector<int64_t> gather_peak_rss(dist::Comm* world) {
-  int64_t mine = peak_rss_bytes();
+// Each rank's peak memory: its device's (what the backend took from it), or the host's.
+std::vector<int64_t> gather_peak_memory(dist::Comm* world, const Backend& backend) {
+  int64_t mine = backend.peak_device_bytes().value_or(peak_rss_bytes());
   if (world == nullptr || world->size() == 1) return {mine};
   std::vector<int64_t> all(static_cast<size_t>(world->size()));
   world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);
@@ -333,7 +334,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
       // 7. Report: gathered step times and memory of every rank.
       const auto all_times = gather_step_times(world, step_times);
-      const auto peaks = gather_peak_rss(world);
+      const auto peaks = gather_peak_memory(world, *backend);
       if (lead) {
         builder->set_rank_step_times(all_times);
         builder->set_memory(peaks, memory_breakdown());

@@ -156,6 +156,11 @@ TEST_CASE("memory_ops_allocate_aligned_and_round_trip", "[cpu][memory]") {
   be.free(q);
 }
 
+// The cpu backend's memory is the process's: the report's peak per rank is then the host's RSS.
+TEST_CASE("cpu_backend_has_no_device_peak_of_its_own", "[cpu][memory]") {
+  CHECK_FALSE(CpuBackend().peak_device_bytes().has_value());
+}
+
 TEST_CASE("release_returns_whole_pages_and_fills_the_edges", "[cpu][memory]") {
   CpuBackend be;
   const int64_t n = 1 << 20;  // 4 MiB: many whole pages

@@ -1,5 +1,5 @@
 // AdamW, scale/axpy, release, reductions and bf16 rounding of the cuda backend against the cpu
-// backend; its event timer (profiling).
+// backend; its peak device memory and its event timer (profiling).
 #include <chrono>
 #include <cstring>
 
@@ -66,6 +66,21 @@ TEST_CASE("cuda_release_fills_the_range_and_keeps_the_memory", "[cuda]") {
     REQUIRE((released ? std::isnan(cpu::float_from_bf16_bits(bits[size_t(i)]))
                       : bits[size_t(i)] == 0x3f80));
   }
+}
+
+// The report's peak per rank on cuda is device memory (the arena's), not the host's RSS: it
+// grows by at least what a buffer takes, and a freed buffer's memory stays counted.
+TEST_CASE("cuda_peak_device_bytes_counts_what_the_arena_took", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  const auto before = gpu->peak_device_bytes();
+  REQUIRE(before.has_value());
+  const size_t big = size_t{600} << 20;  // more than the arena's 256 MiB chunks
+  void* p = gpu->alloc(big);
+  const int64_t with = gpu->peak_device_bytes().value();
+  CHECK(with >= *before + static_cast<int64_t>(big));
+  gpu->free(p);
+  CHECK(gpu->peak_device_bytes().value() == with);
 }
 
 TEST_CASE("cuda_sum_and_sum_squares_match_cpu_in_fp64", "[cuda]") {
