@@ -1,5 +1,6 @@
-// cuBLASLt is loaded when the cuda backend is created, not linked (runtime/cuda/cublaslt_library.h): no device
-// is needed to load it and bind its entry points, so this test runs on every machine.
+// cuBLASLt is loaded when the cuda backend is created, not linked
+// (runtime/cuda/cublaslt_library.h): no device is needed to load it and bind its entry points, so
+// this test runs on every machine.
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>

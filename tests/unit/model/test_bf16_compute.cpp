@@ -79,8 +79,8 @@ TEST_CASE("bf16_compute_tracks_fp32_within_bf16_rounding", "[model][bf16]") {
   size_t saved = 0;
   for (size_t width : {C, C, C, F, F, 3 * C}) saved += halved(width);
   saved *= static_cast<size_t>(kDims.n_layer);
-  saved += halved(C) + halved(3 * C) + halved(F) +
-           halved(static_cast<size_t>(kDims.padded_vocab()));
+  saved +=
+      halved(C) + halved(3 * C) + halved(F) + halved(static_cast<size_t>(kDims.padded_vocab()));
   saved -= model::activation_footprint(rows * C * 2);
   CHECK(f.activation_bytes - b.activation_bytes == saved);
 }
