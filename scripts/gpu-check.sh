@@ -164,6 +164,16 @@ else
       >"$out/sanitizer-$tool.txt" 2>&1 || failed+=("compute-sanitizer $tool")
   done
 fi
+# Nsight Compute, where this machine has it, over the mma attention kernels at GPT-2 shapes: each
+# kernel's duration and its SM and memory throughput (attention is a third of a GPT-2 step; the
+# forward, dq and dk/dv kernels each get a row). Informational: it fails no check.
+ncu="$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)"
+if [ -n "$ncu" ] && fits 60 "ncu attention kernels"; then
+  echo "== ncu: the mma attention kernels (B8 T1024 12x64)"
+  timeout "$(cap 120)" "$ncu" --clock-control none --kernel-name regex:mma_ --launch-count 3 \
+    --section SpeedOfLight "$tests/cuda_ops_bench" --only attention --reps 1 \
+    >"$out/ncu-attention.txt" 2>&1 || echo "gpu-check: ncu did not finish (see ncu-attention.txt)"
+fi
 [ "$curve_ok" = PASS ] || failed+=("loss curves")
 
 # What failed, in detail, before the tables (the device tool keeps the output's last 12,000
@@ -247,6 +257,24 @@ for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels
     if r:
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 16x4)':58} {figures(r)}"
               f"  [MFU of the bf16 peak; target 40%]")
+# ncu's rows for the attention kernels (ncu-attention.txt): duration, SM and memory throughput.
+try:
+    kernel, rows = None, []
+    for line in open(f"{out}/ncu-attention.txt", errors="replace"):
+        m = re.search(r"(\w+)<([^<>]*)>.*\(\d+, \d+, \d+\)x\(\d+", line)
+        if m:
+            kernel = {"name": m.group(1), "types": m.group(2)}
+            rows.append(kernel)
+            continue
+        m = re.match(r"\s+(Duration|Compute \(SM\) Throughput|Memory Throughput)\s+(\S+)\s+(\S+)", line)
+        if m and kernel is not None:
+            kernel[m.group(1)] = f"{m.group(3)} {m.group(2)}"
+    for k in rows:
+        print(f"{'ncu ' + k['name'] + '<' + k['types'][:24] + '>':58} {k.get('Duration', '?')}, "
+              f"SM {k.get('Compute (SM) Throughput', '?')}, memory {k.get('Memory Throughput', '?')}")
+except OSError:
+    pass
+
 # Where a GPT-2 step's device time goes (logging.profile_steps, rank 0): the default run's
 # longest phases, and the attention phases of the others beside them.
 for run in ("gpt2", "gpt2-no-epilogue", "gpt2-fp8", "gpt2-wmma"):

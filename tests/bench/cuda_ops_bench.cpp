@@ -16,6 +16,7 @@
 //   - layernorm, cross-entropy and AdamW in GB/s of the bytes they must move, vs a device copy;
 //     the head and the cross-entropy with bf16 logits vs fp32 logits.
 // Prints one table; scripts/gpu-check.sh runs it. Usage: cuda_ops_bench [--rows 8192] [--reps 10]
+// [--only gemms|memory|mlp|grads|attention] (one group, e.g. for a profiler)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -380,22 +381,25 @@ void bench_memory_bound(Backend& be, int64_t N) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured, should a later one fail
   int64_t rows = 8192;
+  std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--rows") rows = std::atoll(argv[i + 1]);
     if (flag == "--reps") g_reps = std::atoi(argv[i + 1]);
+    if (flag == "--only") only = argv[i + 1];
   }
+  const auto wanted = [&](const char* group) { return only.empty() || only == group; };
   if (!cuda_backend_available()) {
     std::fprintf(stderr, "cuda_ops_bench: no CUDA device here\n");
     return 2;
   }
   std::printf("%-34s %-22s %12s  %-16s %s\n", "op", "shape", "time", "rate", "vs reference");
   auto be = make_backend("cuda", 0);
-  bench_gemms(*be, rows);
-  bench_memory_bound(*be, rows);
+  if (wanted("gemms")) bench_gemms(*be, rows);
+  if (wanted("memory")) bench_memory_bound(*be, rows);
   be.reset();
-  bench_mlp_gelu(rows);
-  bench_linear_grads(rows);
-  bench_attention(rows);
+  if (wanted("mlp")) bench_mlp_gelu(rows);
+  if (wanted("grads")) bench_linear_grads(rows);
+  if (wanted("attention")) bench_attention(rows);
   return 0;
 }
