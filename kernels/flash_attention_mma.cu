@@ -362,7 +362,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t k0 = int64_t{blockIdx.y} * kRowsMma, wk0 = k0 + 16 * warp;
   const int64_t key[2] = {wk0 + g, wk0 + g + 8};
-  const bool vec = aligned16(qkv), vec_copy = aligned16(q_copy) && aligned16(do_copy);
+  const bool vec = aligned16(qkv);
 
   uint16_t* own_k = region;
   uint16_t* own_v = own_k + kRowsMma * LD;
@@ -383,14 +383,15 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   const auto dos = [&](int b) { return region + (2 + b) * kBwdTile * LD; };
   const uint16_t* q_rows = q_copy + bh * T * HS;
   const uint16_t* do_rows = do_copy + bh * T * HS;
-  // Tile j (queries k0 + kBwdTile * j ...) into buffers j % 2: q and dout as one cp.async group,
+  // Tile j (queries k0 + kBwdTile * j ...) into buffers j % 2: q and dout as one cp.async group
+  // (the copies are 16-byte aligned: the scratch's contract, as the dq kernel's stores assume),
   // the queries' lse (base 2) and D by plain loads.
   const auto fetch = [&](int j) {
     const int64_t i0 = k0 + int64_t{j} * kBwdTile;
     fetch_tile<HS, kBwdTile>(
-        qs(j % 2), LD, i0, T, [&](int64_t i) { return q_rows + i * HS; }, vec_copy);
+        qs(j % 2), LD, i0, T, [&](int64_t i) { return q_rows + i * HS; }, true);
     fetch_tile<HS, kBwdTile>(
-        dos(j % 2), LD, i0, T, [&](int64_t i) { return do_rows + i * HS; }, vec_copy);
+        dos(j % 2), LD, i0, T, [&](int64_t i) { return do_rows + i * HS; }, true);
     cp_async_commit();
     if (threadIdx.x < kBwdTile) {
       const int64_t i = i0 + threadIdx.x;
