@@ -9,8 +9,8 @@
 # configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 20) steps for tokens/s and MFU (bf16, fp8
 # where the GPU has it, and bf16 on the WMMA attention kernels to compare), each with 3 steps
 # profiled (device time by phase: the default run's longest phases get a table); run the bf16 attention
-# test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; print the tables
-# last. A failed check does not stop the others; the
+# test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; time the mma
+# attention kernels under Nsight Compute where it is present; print the tables last. A failed check does not stop the others; the
 # exit status is 1 when any failed.
 # usage: scripts/gpu-check.sh [BUILD_DIR]          builds here (needs the project's Debian libraries)
 #        scripts/gpu-check.sh --bundle DIR         runs what scripts/gpu-bundle.sh built elsewhere
