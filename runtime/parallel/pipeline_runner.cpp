@@ -22,7 +22,8 @@ PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule s
   model.allocate_activations(piece_rows_, seq_len, recompute,
                              micros_in_flight(schedule, stage(), stages(), micros));
   if (stages() > 2 && (first_stage() || last_stage()))  // (pp 2: an all-reduce in place)
-    tied_grad_ = BackendBuffer(model.backend(), model.layout().find("wte.weight").numel);
+    tied_grad_ = BackendBuffer(model.backend(),
+                               tied_grad_buffer_floats(model.layout().find("wte.weight").numel));
 }
 
 void PipelineRunner::use(int micro) {
@@ -125,11 +126,23 @@ void PipelineRunner::sum_tied_embedding_grads() {
                    dist::ReduceOp::sum);
     return;
   }
-  Tensor other = tied_grad_.tensor().view(grad.shape);
+  // Chunk by chunk through the buffer: each chunk of this end's own gradient is sent before it
+  // takes the other end's (send_recv returns once both are done; on cuda the next exchange waits
+  // for the add that read the buffer).
   const int peer = first_stage() ? stages() - 1 : 0;
-  pp_.send_recv(grad.data, grad.nbytes(), peer, other.data, other.nbytes(), peer,
-                kTiedEmbeddingTag);
-  model_.backend().axpy(grad, other, 1.0f);  // a + b == b + a: both ends get the same sum
+  const Tensor flat = grad.view({grad.numel()});
+  const int64_t chunk = tied_grad_.tensor().numel();
+  for (int64_t at = 0; at < flat.numel(); at += chunk) {
+    Tensor mine = flat.slice(at, std::min(chunk, flat.numel() - at));
+    Tensor other = tied_grad_.tensor().slice(0, mine.numel());
+    pp_.send_recv(mine.data, mine.nbytes(), peer, other.data, other.nbytes(), peer,
+                  kTiedEmbeddingTag);
+    model_.backend().axpy(mine, other, 1.0f);  // a + b == b + a: both ends get the same sum
+  }
+}
+
+int64_t PipelineRunner::tied_grad_buffer_floats(int64_t wte_numel) {
+  return std::min(wte_numel, kTiedGradChunkFloats);
 }
 
 void PipelineRunner::copy_tied_embedding_to_last_stage() {

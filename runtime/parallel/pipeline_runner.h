@@ -38,9 +38,13 @@ class PipelineRunner {
   // The last stage's copy of wte (master weights and, in bf16 compute, the matmuls' copy) from
   // the first stage's, so the copies stay equal bit for bit. A no-op on the stages between.
   void copy_tied_embedding_to_last_stage();
-  // The bytes of the buffer the end stages receive the other end's wte gradient into (pp > 2;
-  // at pp 2 the sum is an all-reduce over the pipeline group, in place).
+  // The bytes of the buffer the end stages receive the other end's wte gradient into, a chunk
+  // at a time (pp > 2; at pp 2 the sum is an all-reduce over the pipeline group, in place).
   size_t tied_grad_bytes() const { return static_cast<size_t>(tied_grad_.nbytes()); }
+  // Its floats for a wte of `wte_numel`: at most kTiedGradChunkFloats (16 MiB), rather than a
+  // second wte (2 GiB of fp32 for a 128k x 4096 vocabulary).
+  static constexpr int64_t kTiedGradChunkFloats = int64_t{4} << 20;
+  static int64_t tied_grad_buffer_floats(int64_t wte_numel);
 
   // Times each exchange as a phase ("pp.recv_forward", "pp.send_forward_recv_backward", ...;
   // the time a stage waits for its neighbours, the bubble included) while `profiler` is in a

@@ -10,6 +10,7 @@
 #include "runtime/core/attention_state.h"
 #include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
+#include "runtime/parallel/pipeline_runner.h"
 #include "runtime/parallel/pipeline_schedule.h"
 #include "runtime/parallel/zero_layout.h"
 #include "runtime/report/flops.h"
@@ -271,10 +272,11 @@ HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp, const
                            int stage) {
   const model::ParamLayout layout = rank_layout(cfg, stage);
   HeldState h = held_state_of(parallel::ZeroUnits(layout, dp), cfg, zero, dp, device);
-  // a pipeline end stage receives the other end's wte gradient (parallel::PipelineRunner; at
-  // pp 2 an all-reduce sums it in place)
+  // a pipeline end stage receives the other end's wte gradient, a chunk at a time
+  // (parallel::PipelineRunner; at pp 2 an all-reduce sums it in place)
   if (cfg.parallel.pp > 2 && (stage == 0 || stage == cfg.parallel.pp - 1))
-    h.state.grads += 4.0 * static_cast<double>(layout.find("wte.weight").numel);
+    h.state.grads += 4.0 * static_cast<double>(parallel::PipelineRunner::tied_grad_buffer_floats(
+                               layout.find("wte.weight").numel));
   return h;
 }
 

@@ -8,7 +8,8 @@
 #    recompute and grad_accum 2;
 #  - dp 2 x pp 2 at ZeRO 0 and 1, and pp 2 x tp 2 with sequence parallelism;
 #  - the tied embedding: the first and the last stage's wte gradients are summed (without the
-#    sum the copies part and the loss differs by step 2), and the norm counts it once;
+#    sum the copies part and the loss differs by step 2), and the norm counts it once; above pp 2
+#    through a buffer a chunk at a time (a 40000-token vocabulary at d_model 128: two chunks);
 #  - bf16 (the cpu emulation): step 1 within 1e-5, the loss within 1e-3 over 20 steps.
 # 1F1B keeps at most pp - stage pieces' activations on a stage, GPipe all of them: at 4 pieces the
 # first stage of pp 2 holds half the activation bytes under 1F1B, and `trainer plan` predicts
@@ -24,6 +25,16 @@ run_launch pp4_full 4 8 1 20 "${l4[@]}" --set parallel.pp=4 --set parallel.pipel
   --set activation_checkpointing=full
 compare_metrics ref/metrics.jsonl pp4_full/metrics.jsonl "${fields[@]}" \
   || fail "pp 4 with full recompute differs"
+# Above pp 2 the end stages exchange their wte gradients through a buffer of 4 Mi floats, a chunk
+# at a time: a vocabulary of 40000 at d_model 128 (40064 x 128 floats) takes two chunks. Uniform
+# tokens, so that the second chunk's rows are read by the embedding (a row no token reads would
+# hide a chunk left unsummed).
+big_vocab=(--set model.vocab_size=40000 --set model.d_model=128 --set model.seq_len=32 "${l4[@]}"
+  --set train.eval_every=0 --set data.train=synthetic:uniform --set data.val=synthetic:uniform)
+run_single ref_v40k 8 1 8 "${big_vocab[@]}"
+run_launch pp4_v40k 4 8 1 8 "${big_vocab[@]}" --set parallel.pp=4 --set parallel.pipeline.microbatches=4
+compare_metrics ref_v40k/metrics.jsonl pp4_v40k/metrics.jsonl --fields loss,grad_norm --rtol 1e-5 \
+  --min-steps 8 || fail "pp 4 with the tied gradient in two chunks differs"
 run_launch pp2_gpipe 2 8 1 20 "${l4[@]}" "${pp2[@]}" --set parallel.pipeline.schedule=gpipe
 compare_metrics ref/metrics.jsonl pp2_gpipe/metrics.jsonl "${fields[@]}" || fail "pp 2 (gpipe) differs"
 run_launch pp2_sel_ga2 2 4 2 20 "${l4[@]}" --set parallel.pp=2 --set parallel.pipeline.microbatches=2 \
