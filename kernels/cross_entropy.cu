@@ -100,22 +100,20 @@ __global__ void __launch_bounds__(1024)
   constexpr int kCached = 6;
   uint32_t cached[kCached][4] = {};
   MaxSum st;
+  const auto add_group = [&](const uint32_t(&w)[4]) {
+    float v[kVec];
+    decode_logits(v, w);
+    for (int k = 0; k < kVec; ++k) add_logit(st, v[k]);
+  };
   for (int c = 0; c < kCached; ++c) {  // every load first, then the arithmetic
     const int64_t j = vec_first + c * vec_step;
     if (j < vec_end) load16(cached[c], z + j);
   }
-  for (int c = 0; c < kCached; ++c) {
-    if (vec_first + c * vec_step >= vec_end) break;
-    float v[kVec];
-    decode_logits(v, cached[c]);
-    for (int k = 0; k < kVec; ++k) add_logit(st, v[k]);
-  }
+  for (int c = 0; c < kCached && vec_first + c * vec_step < vec_end; ++c) add_group(cached[c]);
   for (int64_t j = vec_first + kCached * vec_step; j < vec_end; j += vec_step) {
     uint32_t w[4];
     load16(w, z + j);
-    float v[kVec];
-    decode_logits(v, w);
-    for (int k = 0; k < kVec; ++k) add_logit(st, v[k]);
+    add_group(w);
   }
   for (int64_t j = vec_end + threadIdx.x; j < V; j += blockDim.x) add_logit(st, load_in(z + j));
   st = block_max_sum(st, red);
@@ -125,21 +123,18 @@ __global__ void __launch_bounds__(1024)
   auto grad = [&](float zj, int64_t j) {
     return (expf(zj - st.m) * inv_sum - (j == target ? 1.0f : 0.0f)) * dloss_scale;
   };
-  for (int c = 0; c < kCached; ++c) {
-    const int64_t j = vec_first + c * vec_step;
-    if (j >= vec_end) break;
-    float v[kVec];
-    decode_logits(v, cached[c]);
-    for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
-    store_logits(z + j, v);
-  }
-  for (int64_t j = vec_first + kCached * vec_step; j < vec_end; j += vec_step) {
-    uint32_t w[4];
-    load16(w, z + j);
+  const auto grad_group = [&](const uint32_t(&w)[4], int64_t j) {  // the group at column j
     float v[kVec];
     decode_logits(v, w);
     for (int k = 0; k < kVec; ++k) v[k] = grad(v[k], j + k);
     store_logits(z + j, v);
+  };
+  for (int c = 0; c < kCached && vec_first + c * vec_step < vec_end; ++c)
+    grad_group(cached[c], vec_first + c * vec_step);
+  for (int64_t j = vec_first + kCached * vec_step; j < vec_end; j += vec_step) {
+    uint32_t w[4];
+    load16(w, z + j);
+    grad_group(w, j);
   }
   for (int64_t j = vec_end + threadIdx.x; j < V; j += blockDim.x)
     store_out(z + j, grad(load_in(z + j), j));
