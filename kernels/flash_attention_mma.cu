@@ -9,7 +9,9 @@
 // Numerics as flash_attention_tc.cu: q (pre-scaled by 1/sqrt(HS)), k, v, P, dout and dS rounded
 // to bf16 for the products; softmax statistics, sums and accumulators fp32; the normaliser sums
 // the bf16 P that P V uses; each output rounded once (out and dqkv may be bf16). Exponentials in
-// base 2 (exp2f of log2(e)-scaled scores); lse is written in natural log. Head sizes 32 and 64.
+// base 2, each one fma (score times log2(e), less the row's maximum or lse in base 2) and one
+// ex2.approx.ftz; lse is written in natural log. Causal masks are applied on diagonal tiles only;
+// rows and columns past T are zero tiles whose lse is +inf. Head sizes 32 and 64.
 //
 // A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv). dq and
 // dk/dv come from two kernels, with no atomics: deterministic.
@@ -34,7 +36,6 @@ constexpr int kFwdTile = 64;  // keys per forward tile
 constexpr int kBwdTile = 32;  // keys (dq) or queries (dk/dv) per backward tile
 constexpr int kPad = 8;       // bf16 per row of padding: rows land 4 banks apart
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 // 8 consecutive elements at p as bf16, packed in pairs (the lower element in the low half): a
 // bf16 source with mul 1 as it is, anything else read as fp32, times mul, rounded. vec: p is
@@ -193,6 +194,24 @@ __device__ inline float group_max(float v) {
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
+// Sets to -inf the scores (a 16 x kN tile as C fragments) whose column lies after the row: the
+// element at (row g + 8 * (e / 2), column 8 n + 2 t + e % 2) when 8 n + e % 2 - 8 * (e / 2) > rel,
+// rel = (the tile's first row - its first column) + g - 2 t. Only diagonal tiles call it, and n
+// and e are constants: one compare and one select per score.
+template <int kN>
+__device__ void mask_after_row(float (&s)[kN / 8][4], int rel) {
+  for (int n = 0; n < kN / 8; ++n)
+    for (int e = 0; e < 4; ++e)
+      if (8 * n + e % 2 - 8 * (e / 2) > rel) s[n][e] = -INFINITY;
+}
+// The same for columns before the row (< rel): dk/dv's tiles, keys by rows, queries by columns.
+template <int kN>
+__device__ void mask_before_row(float (&s)[kN / 8][4], int rel) {
+  for (int n = 0; n < kN / 8; ++n)
+    for (int e = 0; e < 4; ++e)
+      if (8 * n + e % 2 - 8 * (e / 2) < rel) s[n][e] = -INFINITY;
+}
+
 // ---- forward: one block per (64 queries, b*h), walking 64-key tiles.
 template <int HS, class OutT, class QkvT>
 __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
@@ -219,33 +238,31 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   uint32_t qf[HS / 16][4];
   for (int k = 0; k < HS / 16; ++k) load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
   float o[HS / 8][4] = {};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the sum
+  // m: the row's running maximum score; l: this lane's part of the sum
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
   walk_kv<HS, kFwdTile>(
       ks, vs, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
         if (k0 > wq0 + 15) return;  // every key of the tile is after every row of this warp
         float s[kFwdTile / 8][4];
         scores<HS, kFwdTile>(s, qf, kt, LD);
-        // Scores in base 2; keys after the row masked (rows past T are never written).
-        const bool diagonal = k0 + kFwdTile - 1 > wq0;
-        for (int n = 0; n < kFwdTile / 8; ++n)
-          for (int e = 0; e < 4; ++e) {
-            const int64_t key = k0 + n * 8 + 2 * t + e % 2;
-            s[n][e] = diagonal && key > row[e / 2] ? -INFINITY : s[n][e] * kLog2e;
-          }
+        if (k0 + kFwdTile - 1 > wq0)  // a diagonal tile: keys after the row masked
+          mask_after_row<kFwdTile>(s, static_cast<int>(wq0 - k0) + g - 2 * t);
         uint32_t p[kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
         for (int r = 0; r < 2; ++r) {
           float mx = m[r];
           for (int n = 0; n < kFwdTile / 8; ++n)
             mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
           mx = group_max(mx);
-          // A row with no visible key yet keeps m = -inf: its p and alpha are then exp2(-inf) = 0.
-          const float base = mx == -INFINITY ? 0.0f : mx;
-          const float alpha = exp2f(m[r] - base);
+          // In base 2, each exponent one fma. A row with no visible key yet keeps m = -inf: its
+          // p and alpha are then 2^-inf = 0.
+          const float base = mx == -INFINITY ? 0.0f : mx * kLog2e;
+          const float alpha = exp2_ftz(fmaf(m[r], kLog2e, -base));
           m[r] = mx;
           float sum = 0.0f;
           for (int n = 0; n < kFwdTile / 8; ++n) {
-            p[n][r] = pack_bf16(exp2f(s[n][2 * r] - base), exp2f(s[n][2 * r + 1] - base));
+            p[n][r] = pack_bf16(exp2_ftz(fmaf(s[n][2 * r], kLog2e, -base)),
+                                exp2_ftz(fmaf(s[n][2 * r + 1], kLog2e, -base)));
             sum += bf16_lo(p[n][r]) + bf16_hi(p[n][r]);  // the normaliser sums what P V uses
           }
           l[r] = l[r] * alpha + sum;
@@ -257,7 +274,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     const float sum = group_sum(l[r]);
     if (row[r] >= T) continue;
     store_row<HS>(out + hd.o(row[r]), o, r, 1.0f / sum);
-    if (t == 0) lse[bh * T + row[r]] = m[r] * kLn2 + logf(sum);
+    if (t == 0) lse[bh * T + row[r]] = m[r] + logf(sum);
   }
 }
 
@@ -296,7 +313,8 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
       for (int d = t; d < HS; d += 4)
         d_part += dout[hd.o(row[r]) + d] * load_in(out + hd.o(row[r]) + d);
     D[r] = group_sum(d_part);
-    lse2[r] = row[r] < T ? lse[bh * T + row[r]] * kLog2e : 0.0f;
+    // Rows past T (zero q and dout) take lse +inf: their p is then 2^-inf = 0, with no test.
+    lse2[r] = row[r] < T ? lse[bh * T + row[r]] * kLog2e : INFINITY;
     if (t == 0 && row[r] < T) dsum[bh * T + row[r]] = D[r];
   }
   __syncthreads();
@@ -326,21 +344,20 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
                           float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
                           scores<HS, kBwdTile>(s, qf, kt, LD);    // S = Q K^T
                           scores<HS, kBwdTile>(dp, dof, vt, LD);  // dP = dO V^T
-                          const bool diagonal = k0 + kBwdTile - 1 > wq0;
+                          if (k0 + kBwdTile - 1 > wq0)  // diagonal: keys after the row masked
+                            mask_after_row<kBwdTile>(s, static_cast<int>(wq0 - k0) + g - 2 * t);
                           for (int n = 0; n < kBwdTile / 8; ++n)
                             for (int e = 0; e < 4; ++e) {
                               const int r = e / 2;
-                              const int64_t key = k0 + n * 8 + 2 * t + e % 2;
-                              const bool visible = !(diagonal && key > row[r]) && row[r] < T;
-                              const float p = visible ? exp2f(s[n][e] * kLog2e - lse2[r]) : 0.0f;
-                              s[n][e] = p * (dp[n][e] - D[r]) * scale;  // dS, with dq's 1/sqrt(HS)
+                              const float p = exp2_ftz(fmaf(s[n][e], kLog2e, -lse2[r]));
+                              s[n][e] = p * (dp[n][e] - D[r]);  // dS (dq's 1/sqrt(HS) at the end)
                             }
                           uint32_t ds[kBwdTile / 8][2];
                           pack_c<kBwdTile>(ds, s);
                           accumulate<HS, kBwdTile>(dq, ds, kt, LD);  // dq += dS K
                         });
   for (int r = 0; r < 2; ++r)
-    if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, 1.0f);
+    if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, scale);
 }
 
 // ---- dk, dv: one block per (64 keys, b*h), walking the 32-query tiles at and after its keys:
@@ -393,9 +410,9 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     fetch_tile<HS, kBwdTile>(
         dos(j % 2), LD, i0, T, [&](int64_t i) { return do_rows + i * HS; }, true);
     cp_async_commit();
-    if (threadIdx.x < kBwdTile) {
+    if (threadIdx.x < kBwdTile) {  // queries past T take lse +inf: their p is 2^-inf = 0
       const int64_t i = i0 + threadIdx.x;
-      col_lse2[j % 2][threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : 0.0f;
+      col_lse2[j % 2][threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : INFINITY;
       col_d[j % 2][threadIdx.x] = i < T ? dsum[bh * T + i] : 0.0f;
     }
   };
@@ -417,13 +434,12 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
       float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
       scores<HS, kBwdTile>(s, kf, qt, LD);    // S^T = K Q^T
       scores<HS, kBwdTile>(dp, vf, dot, LD);  // dP^T = V dO^T
-      const bool diagonal = i0 < wk0 + 15;
+      if (i0 < wk0 + 15)                      // diagonal: queries before the key masked
+        mask_before_row<kBwdTile>(s, static_cast<int>(wk0 - i0) + g - 2 * t);
       for (int n = 0; n < kBwdTile / 8; ++n)
         for (int e = 0; e < 4; ++e) {
           const int c = n * 8 + 2 * t + e % 2;  // the query's column in the tile
-          const int64_t i = i0 + c;
-          const bool visible = !(diagonal && i < key[e / 2]) && i < T;
-          const float p = visible ? exp2f(s[n][e] * kLog2e - cl[c]) : 0.0f;
+          const float p = exp2_ftz(fmaf(s[n][e], kLog2e, -cl[c]));
           s[n][e] = p;
           // q was pre-scaled, so dS^T q already carries dk's 1/sqrt(HS)
           dp[n][e] = p * (dp[n][e] - cd[c]);
