@@ -1,6 +1,11 @@
 // LayerNorm, GELU and bias kernels (GPT-2 numerics, see runtime/cpu/ops_layers.h).
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec.cuh"
 
 namespace trainer::kernels {
 namespace {
@@ -94,6 +99,146 @@ __global__ void layernorm_backward_kernel(float* dinp, uint16_t* dinp_bf16, floa
       block_db[c] = db;
     }
     __syncthreads();  // the next group's means overwrite these
+  }
+}
+
+// ---- Rows held in registers: C = 128 * kVec columns, kVec <= kRowVec (GPT-2's widths, 768 and
+// 1024, among them), every pointer 16-byte aligned. Lane l holds columns 4 (l + 32 i) .. + 3 of
+// its row for i < kVec, read in 16-byte accesses, so each input element comes from memory once
+// and no pass waits at a barrier; the kernels above serve every other shape.
+constexpr int kRowVec = 8;
+// The backward's warps per block: at 768 columns it takes 156 registers, and an SM 3 blocks.
+constexpr int kRowWarps = 4;
+
+bool rows_fit_registers(int64_t C, std::initializer_list<const void*> pointers) {
+  if (C % 128 != 0 || C / 128 > kRowVec) return false;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;  // (null is aligned)
+  return true;
+}
+
+// f(std::integral_constant<int, C / 128>) for C that rows_fit_registers took.
+template <int kVec = 1, class F>
+void with_row_vec(int64_t C, F&& f) {
+  if constexpr (kVec <= kRowVec) {
+    if (C == 128 * kVec)
+      f(std::integral_constant<int, kVec>{});
+    else
+      with_row_vec<kVec + 1>(C, f);
+  }
+}
+
+__device__ inline void load4(float (&f)[4], const float* p) {
+  uint32_t w[4];
+  load16(w, p);
+  for (int k = 0; k < 4; ++k) f[k] = __uint_as_float(w[k]);
+}
+__device__ inline void store4(float* p, const float (&f)[4]) {
+  const uint32_t w[4] = {__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                         __float_as_uint(f[3])};
+  store16(p, w);
+}
+__device__ inline void store4(uint16_t* p, const float (&f)[4]) {  // rounded as store_out
+  const uint32_t w[2] = {bf16_bits(f[0]) | static_cast<uint32_t>(bf16_bits(f[1])) << 16,
+                         bf16_bits(f[2]) | static_cast<uint32_t>(bf16_bits(f[3])) << 16};
+  store8(p, w);
+}
+
+// The forward of layernorm_forward_kernel (one warp per row, the same two-pass mean and variance)
+// from registers.
+template <int kVec, class OutT>
+__global__ void layernorm_forward_rows_kernel(OutT* out, float* mean, float* rstd, const float* inp,
+                                              const float* weight, const float* bias, int64_t N) {
+  constexpr int64_t C = 128 * kVec;
+  const int64_t row = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  float x[kVec][4];
+  for (int i = 0; i < kVec; ++i) load4(x[i], inp + row * C + 4 * (lane + 32 * i));
+  float s = 0;
+  for (int i = 0; i < kVec; ++i)
+    for (int k = 0; k < 4; ++k) s += x[i][k];
+  const float m = warp_sum(s) / float(C);
+  float var = 0;
+  for (int i = 0; i < kVec; ++i)
+    for (int k = 0; k < 4; ++k) var += (x[i][k] - m) * (x[i][k] - m);
+  const float r = 1.0f / sqrtf(warp_sum(var) / float(C) + kEps);
+  for (int i = 0; i < kVec; ++i) {
+    const int64_t c = 4 * (lane + 32 * i);
+    float w[4], b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, y[4];
+    load4(w, weight + c);
+    if (bias) load4(b, bias + c);
+    for (int k = 0; k < 4; ++k) y[k] = (x[i][k] - m) * r * w[k] + b[k];
+    store4(out + row * C + c, y);
+  }
+  if (lane == 0 && mean) mean[row] = m;
+  if (lane == 0 && rstd) rstd[row] = r;
+}
+
+// The backward of layernorm_backward_kernel from registers: one block per kFusedRows rows (the
+// same chunks, so the same partials pw, pb [chunk][C] and column sums), warp w taking rows w,
+// w + warps, ... of its chunk. A lane keeps its columns' weight and its own dweight and dbias
+// sums; the warps then add theirs into the block's row of pw and pb in warp order (fixed:
+// deterministic).
+template <int kVec>
+__global__ void __launch_bounds__(kRowWarps * 32)
+    layernorm_backward_rows_kernel(float* dinp, uint16_t* dinp_bf16, float* pw, float* pb,
+                                   const float* dout, const float* inp, const float* weight,
+                                   const float* mean, const float* rstd, int64_t N) {
+  constexpr int64_t C = 128 * kVec;
+  __shared__ __align__(16) float sum_w[C];
+  __shared__ __align__(16) float sum_b[C];
+  const int64_t r0 = int64_t{blockIdx.x} * kFusedRows;
+  const int64_t r1 = r0 + kFusedRows < N ? r0 + kFusedRows : N;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float w[kVec][4], dw[kVec][4] = {}, db[kVec][4] = {};
+  for (int i = 0; i < kVec; ++i) load4(w[i], weight + 4 * (lane + 32 * i));
+  for (int64_t row = r0 + warp; row < r1; row += kRowWarps) {
+    float dy[kVec][4], xh[kVec][4];  // dout, and the normalised input
+    for (int i = 0; i < kVec; ++i) {
+      load4(dy[i], dout + row * C + 4 * (lane + 32 * i));
+      load4(xh[i], inp + row * C + 4 * (lane + 32 * i));
+    }
+    const float m = mean[row], s = rstd[row];
+    float dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (int i = 0; i < kVec; ++i)
+      for (int k = 0; k < 4; ++k) {
+        xh[i][k] = (xh[i][k] - m) * s;
+        const float dnorm = w[i][k] * dy[i][k];
+        dnorm_mean += dnorm;
+        dnorm_norm_mean += dnorm * xh[i][k];
+      }
+    dnorm_mean = warp_sum(dnorm_mean) / float(C);
+    dnorm_norm_mean = warp_sum(dnorm_norm_mean) / float(C);
+    for (int i = 0; i < kVec; ++i) {
+      const int64_t e = row * C + 4 * (lane + 32 * i);
+      if (dinp) {
+        float d[4];
+        load4(d, dinp + e);
+        for (int k = 0; k < 4; ++k)
+          d[k] += (w[i][k] * dy[i][k] - dnorm_mean - xh[i][k] * dnorm_norm_mean) * s;
+        store4(dinp + e, d);
+        if (dinp_bf16) store4(dinp_bf16 + e, d);
+      }
+      for (int k = 0; k < 4; ++k) {
+        dw[i][k] += dy[i][k] * xh[i][k];
+        db[i][k] += dy[i][k];
+      }
+    }
+  }
+  for (int turn = 0; turn < kRowWarps; ++turn) {
+    if (warp == turn)
+      for (int i = 0; i < kVec; ++i)
+        for (int k = 0; k < 4; ++k) {
+          const int c = 4 * (lane + 32 * i) + k;
+          sum_w[c] = (turn == 0 ? 0.0f : sum_w[c]) + dw[i][k];
+          sum_b[c] = (turn == 0 ? 0.0f : sum_b[c]) + db[i][k];
+        }
+    __syncthreads();
+  }
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    pw[int64_t{blockIdx.x} * C + c] = sum_w[c];
+    pb[int64_t{blockIdx.x} * C + c] = sum_b[c];
   }
 }
 
@@ -207,6 +352,14 @@ template <class OutT>
 void layernorm_forward(OutT* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C, cudaStream_t stream) {
   if (N == 0) return;
+  if (rows_fit_registers(C, {out, inp, weight, bias})) {
+    with_row_vec(C, [&](auto vec) {
+      launch(layernorm_forward_rows_kernel<decltype(vec)::value, OutT>, row_blocks(N),
+             kRowsPerBlock * 32, stream, out, mean, rstd, inp, weight, bias, N);
+      CUDA_CHECK_LAUNCH("layernorm_forward_rows_kernel");
+    });
+    return;
+  }
   launch(layernorm_forward_kernel<OutT>, row_blocks(N), kRowsPerBlock * 32, stream, out, mean, rstd,
          inp, weight, bias, N, C);
   CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
@@ -256,9 +409,17 @@ void layernorm_backward(float* dinp, uint16_t* dinp_bf16, float* dweight, float*
   const int64_t chunks = fused_chunks(N), groups = row_chunks(chunks);
   float *pw = scratch, *pb = pw + chunks * C, *staging_w = pb + chunks * C;
   float* staging_b = staging_w + groups * C;
-  launch(layernorm_backward_kernel, static_cast<unsigned>(chunks), kThreads, stream, dinp,
-         dinp_bf16, pw, pb, dout, inp, weight, mean, rstd, N, C);
-  CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
+  if (rows_fit_registers(C, {dinp, dinp_bf16, dout, inp, weight})) {
+    with_row_vec(C, [&](auto vec) {
+      launch(layernorm_backward_rows_kernel<decltype(vec)::value>, static_cast<unsigned>(chunks),
+             kRowWarps * 32, stream, dinp, dinp_bf16, pw, pb, dout, inp, weight, mean, rstd, N);
+      CUDA_CHECK_LAUNCH("layernorm_backward_rows_kernel");
+    });
+  } else {
+    launch(layernorm_backward_kernel, static_cast<unsigned>(chunks), kThreads, stream, dinp,
+           dinp_bf16, pw, pb, dout, inp, weight, mean, rstd, N, C);
+    CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
+  }
   add_column_sums(dweight, pw, staging_w, chunks, C, stream);  // the chunks' partials, summed
   add_column_sums(dbias, pb, staging_b, chunks, C, stream);
 }

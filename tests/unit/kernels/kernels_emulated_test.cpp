@@ -9,6 +9,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/core/fp8_recipe.h"
@@ -39,21 +40,36 @@ size_t sz(int64_t n) {
 TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   cpu::CpuBackend ref;
   const int64_t N = 601, C = 72;  // 601 rows: a partial block of 8 warps, 3 row chunks
-  auto x = randoms(N * C, 1, -2, 3), w = randoms(C, 2), b = randoms(C, 3), dy = randoms(N * C, 4);
-  auto y = nans(N * C), mean = nans(N), rstd = nans(N);
-  emu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C,
-                         kStream);
-  std::vector<float> ry(y.size()), rmean(mean.size()), rrstd(rstd.size());
-  ref.layernorm_forward(host(ry, {N, C}), host(rmean, {N}), host(rrstd, {N}), host(x, {N, C}),
-                        host(w, {C}), host(b, {C}));
-  check_close(y, ry, kTol, "layernorm out");
-  check_close(mean, rmean, kTol, "layernorm mean");
-  check_close(rstd, rrstd, kTol, "layernorm rstd");
+  // Forward: C 72 (the general kernel), 256 and 768 (rows held in registers, 2 and 6 vectors a
+  // lane; the vectors hold aligned data, as every std::vector's), and 768 with a bias and an
+  // input that are not 16-byte aligned (the general kernel again).
+  for (const auto& [Nf, Cf, offset] :
+       {std::tuple<int64_t, int64_t, int64_t>{N, C, 0}, {N, 256, 0}, {37, 768, 0}, {37, 768, 1}}) {
+    INFO(Nf << " rows, C " << Cf << ", offset " << offset);
+    auto x = randoms(Nf * Cf + offset, 1, -2, 3), w = randoms(Cf, 2), b = randoms(Cf + offset, 3);
+    auto y = nans(Nf * Cf), mean = nans(Nf), rstd = nans(Nf);
+    emu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data() + offset, w.data(),
+                           b.data() + offset, Nf, Cf, kStream);
+    std::vector<float> ry(y.size()), rmean(mean.size()), rrstd(rstd.size());
+    std::vector<float> xs(x.begin() + offset, x.end()), bs(b.begin() + offset, b.end());
+    ref.layernorm_forward(host(ry, {Nf, Cf}), host(rmean, {Nf}), host(rrstd, {Nf}),
+                          host(xs, {Nf, Cf}), host(w, {Cf}), host(bs, {Cf}));
+    check_close(y, ry, kTol, "layernorm out");
+    check_close(mean, rmean, kTol, "layernorm mean");
+    check_close(rstd, rrstd, kTol, "layernorm rstd");
+    // bf16 out: the fp32 out rounded, bit for bit
+    std::vector<uint16_t> y16(y.size(), 0x7fc0);
+    emu::layernorm_forward(y16.data(), mean.data(), rstd.data(), x.data() + offset, w.data(),
+                           b.data() + offset, Nf, Cf, kStream);
+    CHECK(y16 == bf16_bits_of(y));
+  }
 
-  // Backward, 32 rows per block in groups of 8 (601 rows: 19 chunks, 100: 4; the last partial),
-  // with columns fewer than the block's threads (72) and more (300); then each output alone.
+  // Backward, 32 rows per block (601 rows: 19 chunks, 100: 4, 77: 3; the last partial), with
+  // columns fewer than the block's threads (72), more (300), and 768 (rows held in registers,
+  // 4 warps a block); then each output alone.
   std::vector<float> scratch;
-  for (const auto& [Nb, Cb] : {std::pair{N, C}, std::pair{int64_t{100}, int64_t{300}}}) {
+  for (const auto& [Nb, Cb] : {std::pair{N, C}, std::pair{int64_t{100}, int64_t{300}},
+                               std::pair{int64_t{77}, int64_t{768}}}) {
     INFO(Nb << " rows, C " << Cb);
     auto bx = randoms(Nb * Cb, 15, -2, 3), bw = randoms(Cb, 16), bdy = randoms(Nb * Cb, 17);
     auto bmean = randoms(Nb, 18), brstd = randoms(Nb, 19, 0.5f, 2);
