@@ -7,6 +7,15 @@
 #include "runtime/cuda/cuda_check.h"
 #endif
 
+// Unrolls the next loop fully on the device, so that register arrays indexed by its variable stay
+// in registers where the compiler would not unroll a long body by itself; nothing in the cpu
+// emulation.
+#ifdef __CUDACC__
+#define TRAINER_UNROLL _Pragma("unroll")
+#else
+#define TRAINER_UNROLL
+#endif
+
 namespace trainer::kernels {
 
 inline constexpr int kThreads = 256;

@@ -16,6 +16,8 @@
 // A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv). dq and
 // dk/dv come from two kernels, with no atomics: deterministic.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "kernels/attention_common.cuh"
@@ -121,56 +123,86 @@ __device__ void fetch_kv(uint16_t* k, uint16_t* v, int j, const AttentionHead<HS
   cp_async_commit();
 }
 
-// Walks the K/V tiles of keys [0, key_end) through two buffers each (tile 0 already fetched into
-// ks[0], vs[0]): tile j + 1 is fetched while visit(k0, k tile, v tile) multiplies tile j, between
+// Two buffers of a K tile and a V tile: kv[buffer][0] keys, kv[buffer][1] values.
+template <int HS, int kTile>
+using KvBuffers = uint16_t[2][2][kTile * (HS + kPad)];
+
+// Walks the K/V tiles of keys [0, key_end) through the two buffers (tile 0 already fetched into
+// kv[0]): tile j + 1 is fetched while visit(k0, k tile, v tile) multiplies tile j, between
 // barriers.
 template <int HS, int kTile, class QkvT, class Visit>
-__device__ void walk_kv(uint16_t (&ks)[2][kTile * (HS + kPad)],
-                        uint16_t (&vs)[2][kTile * (HS + kPad)], int64_t key_end,
+__device__ void walk_kv(KvBuffers<HS, kTile>& kv, int64_t key_end,
                         const AttentionHead<HS, QkvT>& hd, int64_t T, bool vec, Visit visit) {
   const int tiles = static_cast<int>((key_end + kTile - 1) / kTile);
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
-      fetch_kv<HS, kTile>(ks[(j + 1) % 2], vs[(j + 1) % 2], j + 1, hd, T, vec);
+      fetch_kv<HS, kTile>(kv[(j + 1) % 2][0], kv[(j + 1) % 2][1], j + 1, hd, T, vec);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();  // tile j is in its buffers, every thread's copies
-    visit(int64_t{j} * kTile, ks[j % 2], vs[j % 2]);
+    visit(int64_t{j} * kTile, kv[j % 2][0], kv[j % 2][1]);
     __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
   }
 }
 
-// s[n] = A (16 x HS, as HS/16 A fragments) times the transposes of the 8-row groups of `rows`
-// (kN x HS, bf16 row major, ld): 16 x kN, as kN/8 C fragments.
-template <int HS, int kN>
-__device__ void scores(float (&s)[kN / 8][4], const uint32_t (&a)[HS / 16][4], const uint16_t* rows,
-                       int ld) {
-  for (int n = 0; n < kN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+// For each of a warp's kSlabs 16-row slabs i with live[i]: s[i][n] = A_i (16 x HS, as HS/16 A
+// fragments) times the transposes of the 8-row groups of `rows` (kN x HS, bf16 row major, ld):
+// 16 x kN, as kN/8 C fragments. Each B fragment pair read from shared memory feeds every slab's
+// products (the point of more than one slab a warp). live is warp-uniform.
+template <int HS, int kN, int kSlabs>
+__device__ void scores_slabs(float (&s)[kSlabs][kN / 8][4], const uint32_t (&a)[kSlabs][HS / 16][4],
+                             const uint16_t* rows, int ld, const bool (&live)[kSlabs]) {
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i)
+    for (int n = 0; n < kN / 8; ++n) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
   for (int n = 0; n < kN / 8; n += 2)
     for (int k = 0; k < HS / 16; ++k) {
       uint32_t b0[2], b1[2];
       load_b_pair<false>(b0, b1, rows + n * 8 * ld + k * 16, ld);
-      mma_m16n8k16(s[n], a[k], b0);
-      mma_m16n8k16(s[n + 1], a[k], b1);
+      TRAINER_UNROLL
+      for (int i = 0; i < kSlabs; ++i)
+        if (live[i]) {
+          mma_m16n8k16(s[i][n], a[i][k], b0);
+          mma_m16n8k16(s[i][n + 1], a[i][k], b1);
+        }
     }
 }
+template <int HS, int kN>
+__device__ void scores(float (&s)[kN / 8][4], const uint32_t (&a)[HS / 16][4], const uint16_t* rows,
+                       int ld) {
+  const bool live[1] = {true};
+  scores_slabs<HS, kN, 1>(reinterpret_cast<float(&)[1][kN / 8][4]>(s),
+                          reinterpret_cast<const uint32_t(&)[1][HS / 16][4]>(a), rows, ld, live);
+}
 
-// acc (16 x HS) += P (16 x kK, packed bf16 C fragments: pack_c) times B (kK x HS, bf16 row
-// major, ld).
-template <int HS, int kK>
-__device__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kK / 8][2],
-                           const uint16_t* b, int ld) {
-  for (int k = 0; k < kK / 16; ++k) {
-    const uint32_t a[4] = {p[2 * k][0], p[2 * k][1], p[2 * k + 1][0], p[2 * k + 1][1]};
+// For each live slab i: acc[i] (16 x HS) += P_i (16 x kK, packed bf16 C fragments: pack_c) times
+// B (kK x HS, bf16 row major, ld), each B fragment pair feeding every slab.
+template <int HS, int kK, int kSlabs>
+__device__ void accumulate_slabs(float (&acc)[kSlabs][HS / 8][4],
+                                 const uint32_t (&p)[kSlabs][kK / 8][2], const uint16_t* b, int ld,
+                                 const bool (&live)[kSlabs]) {
+  for (int k = 0; k < kK / 16; ++k)
     for (int n = 0; n < HS / 8; n += 2) {
       uint32_t b0[2], b1[2];
       load_b_pair<true>(b0, b1, b + k * 16 * ld + n * 8, ld);
-      mma_m16n8k16(acc[n], a, b0);
-      mma_m16n8k16(acc[n + 1], a, b1);
+      TRAINER_UNROLL
+      for (int i = 0; i < kSlabs; ++i)
+        if (live[i]) {
+          const uint32_t a[4] = {p[i][2 * k][0], p[i][2 * k][1], p[i][2 * k + 1][0],
+                                 p[i][2 * k + 1][1]};
+          mma_m16n8k16(acc[i][n], a, b0);
+          mma_m16n8k16(acc[i][n + 1], a, b1);
+        }
     }
-  }
+}
+template <int HS, int kK>
+__device__ void accumulate(float (&acc)[HS / 8][4], const uint32_t (&p)[kK / 8][2],
+                           const uint16_t* b, int ld) {
+  const bool live[1] = {true};
+  accumulate_slabs<HS, kK, 1>(reinterpret_cast<float(&)[1][HS / 8][4]>(acc),
+                              reinterpret_cast<const uint32_t(&)[1][kK / 8][2]>(p), b, ld, live);
 }
 
 // Row r (0: g, 1: g + 8) of a warp's 16 x HS accumulator, columns 2t, 2t+1 of each 8-wide tile,
@@ -212,70 +244,93 @@ __device__ void mask_before_row(float (&s)[kN / 8][4], int rel) {
       if (8 * n + e % 2 - 8 * (e / 2) < rel) s[n][e] = -INFINITY;
 }
 
-// ---- forward: one block per (64 queries, b*h), walking 64-key tiles.
-template <int HS, class OutT, class QkvT>
-__global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
+// ---- forward: one block per (64 kSlabs queries, b*h), walking 64-key tiles. Warp w owns the
+// 16-row slabs w, w + 4, ... of its block (interleaved, so that the warps' causal work is even),
+// and every K/V fragment it reads from shared memory feeds each of its slabs: kSlabs 2 halves the
+// shared-memory reads per product (FlashAttention-2 gives a warp 32 rows so). A row's arithmetic
+// is the same for either kSlabs: the outputs are bit for bit equal.
+template <int HS, int kSlabs, class OutT, class QkvT>
+__global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
     mma_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
                        float scale) {
-  constexpr int LD = HS + kPad;
-  __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
-  // Two buffers each: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
-  __shared__ __align__(16) uint16_t ks[2][kFwdTile * LD];
-  __shared__ __align__(16) uint16_t vs[2][kFwdTile * LD];
+  constexpr int LD = HS + kPad, kRows = kRowsMma * kSlabs;
+  // Two K/V buffers: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
+  // The block's q rows pass through the second before walk_kv fetches tile 1 into it.
+  __shared__ __align__(16) KvBuffers<HS, kFwdTile> kv;
+  static_assert(kRows * LD <= 2 * kFwdTile * LD, "q fits one K/V buffer");
+  uint16_t* qs = kv[1][0];
   const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // The last query blocks have the most keys to walk: they start first (the grid runs backwards).
-  const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRowsMma, wq0 = q0 + 16 * warp;
-  const int64_t row[2] = {wq0 + g, wq0 + g + 8};
+  const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRows;
+  int64_t wq0[kSlabs];  // each slab's first row
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i) wq0[i] = q0 + 16 * (warp + kWarpsMma * i);
   const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
-  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
-  fetch_kv<HS, kFwdTile>(ks[0], vs[0], 0, hd, T, vec);  // in flight while q is loaded
+  const int64_t key_end = q0 + kRows < T ? q0 + kRows : T;
+  fetch_kv<HS, kFwdTile>(kv[0][0], kv[0][1], 0, hd, T, vec);  // in flight while q is loaded
 
-  load_tile<HS, kRowsMma>(
+  load_tile<HS, kRows>(
       qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
   __syncthreads();
-  uint32_t qf[HS / 16][4];
-  for (int k = 0; k < HS / 16; ++k) load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
-  float o[HS / 8][4] = {};
+  uint32_t qf[kSlabs][HS / 16][4];
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i)
+    for (int k = 0; k < HS / 16; ++k) load_a(qf[i][k], qs + (wq0[i] - q0) * LD + k * 16, LD);
+  __syncthreads();  // every warp holds its q: walk_kv may fetch tile 1 over qs
+  float o[kSlabs][HS / 8][4] = {};
   // m: the row's running maximum score; l: this lane's part of the sum
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float m[kSlabs][2], l[kSlabs][2];
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i) m[i][0] = m[i][1] = -INFINITY, l[i][0] = l[i][1] = 0.0f;
 
   walk_kv<HS, kFwdTile>(
-      ks, vs, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
-        if (k0 > wq0 + 15) return;  // every key of the tile is after every row of this warp
-        float s[kFwdTile / 8][4];
-        scores<HS, kFwdTile>(s, qf, kt, LD);
-        if (k0 + kFwdTile - 1 > wq0)  // a diagonal tile: keys after the row masked
-          mask_after_row<kFwdTile>(s, static_cast<int>(wq0 - k0) + g - 2 * t);
-        uint32_t p[kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
-        for (int r = 0; r < 2; ++r) {
-          float mx = m[r];
-          for (int n = 0; n < kFwdTile / 8; ++n)
-            mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-          mx = group_max(mx);
-          // In base 2, each exponent one fma. A row with no visible key yet keeps m = -inf: its
-          // p and alpha are then 2^-inf = 0.
-          const float base = mx == -INFINITY ? 0.0f : mx * kLog2e;
-          const float alpha = exp2_ftz(fmaf(m[r], kLog2e, -base));
-          m[r] = mx;
-          float sum = 0.0f;
-          for (int n = 0; n < kFwdTile / 8; ++n) {
-            p[n][r] = pack_bf16(exp2_ftz(fmaf(s[n][2 * r], kLog2e, -base)),
-                                exp2_ftz(fmaf(s[n][2 * r + 1], kLog2e, -base)));
-            sum += bf16_lo(p[n][r]) + bf16_hi(p[n][r]);  // the normaliser sums what P V uses
+      kv, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
+        bool live[kSlabs];  // a slab is dead when every key of the tile is after all its rows
+        TRAINER_UNROLL
+        for (int i = 0; i < kSlabs; ++i) live[i] = k0 <= wq0[i] + 15;
+        if (!live[kSlabs - 1]) return;  // (the last slab has the last rows)
+        float s[kSlabs][kFwdTile / 8][4];
+        scores_slabs<HS, kFwdTile, kSlabs>(s, qf, kt, LD, live);
+        uint32_t p[kSlabs][kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
+        TRAINER_UNROLL
+        for (int i = 0; i < kSlabs; ++i) {
+          if (!live[i]) continue;
+          if (k0 + kFwdTile - 1 > wq0[i])  // a diagonal tile: keys after the row masked
+            mask_after_row<kFwdTile>(s[i], static_cast<int>(wq0[i] - k0) + g - 2 * t);
+          for (int r = 0; r < 2; ++r) {
+            float mx = m[i][r];
+            for (int n = 0; n < kFwdTile / 8; ++n)
+              mx = fmaxf(mx, fmaxf(s[i][n][2 * r], s[i][n][2 * r + 1]));
+            mx = group_max(mx);
+            // In base 2, each exponent one fma. A row with no visible key yet keeps m = -inf:
+            // its p are then 2^-inf = 0, and so is alpha (o and l are 0). An unchanged maximum
+            // gives alpha 2^0 = 1 exactly.
+            const float base = mx == -INFINITY ? 0.0f : mx * kLog2e;
+            const float alpha = mx == -INFINITY ? 0.0f : exp2_ftz((m[i][r] - mx) * kLog2e);
+            m[i][r] = mx;
+            float sum = 0.0f;
+            for (int n = 0; n < kFwdTile / 8; ++n) {
+              p[i][n][r] = pack_bf16(exp2_ftz(fmaf(s[i][n][2 * r], kLog2e, -base)),
+                                     exp2_ftz(fmaf(s[i][n][2 * r + 1], kLog2e, -base)));
+              sum += bf16_lo(p[i][n][r]) + bf16_hi(p[i][n][r]);  // what P V uses
+            }
+            l[i][r] = l[i][r] * alpha + sum;
+            for (int n = 0; n < HS / 8; ++n) o[i][n][2 * r] *= alpha, o[i][n][2 * r + 1] *= alpha;
           }
-          l[r] = l[r] * alpha + sum;
-          for (int n = 0; n < HS / 8; ++n) o[n][2 * r] *= alpha, o[n][2 * r + 1] *= alpha;
         }
-        accumulate<HS, kFwdTile>(o, p, vt, LD);  // O += P V
+        accumulate_slabs<HS, kFwdTile, kSlabs>(o, p, vt, LD, live);  // O += P V
       });
-  for (int r = 0; r < 2; ++r) {
-    const float sum = group_sum(l[r]);
-    if (row[r] >= T) continue;
-    store_row<HS>(out + hd.o(row[r]), o, r, 1.0f / sum);
-    if (t == 0) lse[bh * T + row[r]] = m[r] + logf(sum);
-  }
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i)
+    for (int r = 0; r < 2; ++r) {
+      const float sum = group_sum(l[i][r]);
+      const int64_t row = wq0[i] + g + 8 * r;
+      if (row >= T) continue;
+      store_row<HS>(out + hd.o(row), o[i], r, 1.0f / sum);
+      if (t == 0) lse[bh * T + row] = m[i][r] + logf(sum);
+    }
 }
 
 // ---- dq: one block per (64 queries, b*h), walking 32-key tiles. For dk/dv it writes D_i =
@@ -290,9 +345,8 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   constexpr int LD = HS + kPad;
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
   __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
-  // Two buffers each: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
-  __shared__ __align__(16) uint16_t ks[2][kBwdTile * LD];
-  __shared__ __align__(16) uint16_t vs[2][kBwdTile * LD];
+  // Two K/V buffers: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
+  __shared__ __align__(16) KvBuffers<HS, kBwdTile> kv;
   const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -300,7 +354,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   const int64_t row[2] = {wq0 + g, wq0 + g + 8};
   const bool vec = aligned16(qkv) && aligned16(dout);
   const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
-  fetch_kv<HS, kBwdTile>(ks[0], vs[0], 0, hd, T, vec);  // in flight while q, dout, D are loaded
+  fetch_kv<HS, kBwdTile>(kv[0][0], kv[0][1], 0, hd, T, vec);  // in flight while q, dout, D load
 
   load_tile<HS, kRowsMma>(
       qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
@@ -337,7 +391,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   }
   float dq[HS / 8][4] = {};
 
-  walk_kv<HS, kBwdTile>(ks, vs, key_end, hd, T, vec,
+  walk_kv<HS, kBwdTile>(kv, key_end, hd, T, vec,
                         [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
                           if (k0 > wq0 + 15)
                             return;  // every key of the tile is after every row of this warp
@@ -467,12 +521,20 @@ bool mma_attention_supports(int64_t head_size) {
 
 template <class OutT, class QkvT>
 void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
-                           int64_t NH, cudaStream_t stream) {
+                           int64_t NH, cudaStream_t stream, int rows_per_warp) {
+  if (rows_per_warp != 16 && rows_per_warp != 32)
+    throw std::invalid_argument("mma attention: " + std::to_string(rows_per_warp) +
+                                " rows a warp; compiled are 16 and 32");
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    launch(mma_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kRowsMma), kThreadsMma,
-           stream, out, lse, qkv, T, C, NH, 1.0f / std::sqrt(float(HS)));
+    const float scale = 1.0f / std::sqrt(float(HS));
+    if (rows_per_warp == 32)
+      launch(mma_forward_kernel<HS, 2, OutT, QkvT>, attention_grid(B, T, NH, 2 * kRowsMma),
+             kThreadsMma, stream, out, lse, qkv, T, C, NH, scale);
+    else
+      launch(mma_forward_kernel<HS, 1, OutT, QkvT>, attention_grid(B, T, NH, kRowsMma), kThreadsMma,
+             stream, out, lse, qkv, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("mma_forward_kernel");
   });
 }
@@ -514,9 +576,9 @@ void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, cons
 }
 
 template void mma_attention_forward(uint16_t*, float*, const float*, int64_t, int64_t, int64_t,
-                                    int64_t, cudaStream_t);
+                                    int64_t, cudaStream_t, int);
 template void mma_attention_forward(float*, float*, const float*, int64_t, int64_t, int64_t,
-                                    int64_t, cudaStream_t);
+                                    int64_t, cudaStream_t, int);
 template void mma_attention_backward(float*, float*, const float*, const float*, const uint16_t*,
                                      const float*, int64_t, int64_t, int64_t, int64_t,
                                      cudaStream_t);
@@ -525,7 +587,7 @@ template void mma_attention_backward(float*, float*, const float*, const float*,
                                      cudaStream_t);
 // bf16 compute with bf16 qkv
 template void mma_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
-                                    int64_t, cudaStream_t);
+                                    int64_t, cudaStream_t, int);
 template void mma_attention_backward(float*, float*, const float*, const uint16_t*, const uint16_t*,
                                      const float*, int64_t, int64_t, int64_t, int64_t,
                                      cudaStream_t);

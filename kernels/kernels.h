@@ -85,9 +85,11 @@ void tc_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, 
 // --- attention on tensor cores with register-resident tiles (flash_attention_mma.cu: mma.sync,
 // FlashAttention-2's layout), for bf16 compute: the contract and numerics of tc_attention_* ---
 bool mma_attention_supports(int64_t head_size);  // 32, 64
+// rows_per_warp: 16 (the default) or 32 (each K/V fragment read feeds two 16-row slabs: half the
+// shared-memory reads per product, more registers); the outputs are bit for bit the same.
 template <class OutT, class QkvT>
 void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
-                           int64_t NH, cudaStream_t stream);
+                           int64_t NH, cudaStream_t stream, int rows_per_warp = 16);
 // scratch: mma_attention_backward_scratch_floats() floats (D, and bf16 copies of q and dout),
 // 16-byte aligned.
 int64_t mma_attention_backward_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t NH);
