@@ -11,11 +11,13 @@ AttentionKernel attention_kernel_from_env() {
   if (!value || !*value) return AttentionKernel::tensor_core;
   const std::string kernel = value;
   if (kernel == "tensor_core") return AttentionKernel::tensor_core;
+  if (kernel == "tensor_core_32") return AttentionKernel::tensor_core_32;
   if (kernel == "wmma") return AttentionKernel::wmma;
   if (kernel == "flash") return AttentionKernel::flash;
   if (kernel == "reference") return AttentionKernel::reference;
-  throw std::invalid_argument("TRAINER_ATTENTION = '" + kernel +
-                              "': allowed are tensor_core (the default), wmma, flash, reference");
+  throw std::invalid_argument(
+      "TRAINER_ATTENTION = '" + kernel +
+      "': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference");
 }
 
 }  // namespace trainer

@@ -204,7 +204,8 @@ bool CudaBackend::uses_flash(int64_t head_size) const {
 CudaBackend::TensorCoreAttention CudaBackend::tensor_core_attention(const Tensor& out,
                                                                     int64_t head_size) const {
   if (out.dtype != DType::bf16) return TensorCoreAttention::none;
-  if (attention_kernel_ == AttentionKernel::tensor_core &&
+  if ((attention_kernel_ == AttentionKernel::tensor_core ||
+       attention_kernel_ == AttentionKernel::tensor_core_32) &&
       kernels::mma_attention_supports(head_size))
     return TensorCoreAttention::mma;
   if (attention_kernel_ == AttentionKernel::wmma && kernels::tc_attention_supports(head_size))
@@ -226,7 +227,9 @@ void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, i
   const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);
   const auto run = [&](auto* y, const auto* pq) {
     if (tc == TensorCoreAttention::mma)
-      kernels::mma_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
+      kernels::mma_attention_forward(
+          y, pa, pq, B, T, C, n_head, stream_,
+          attention_kernel_ == AttentionKernel::tensor_core_32 ? 32 : 16);
     else if (tc == TensorCoreAttention::wmma)
       kernels::tc_attention_forward(y, pa, pq, B, T, C, n_head, stream_);
     else if (flash)

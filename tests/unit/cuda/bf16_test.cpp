@@ -76,12 +76,12 @@ TEST_CASE("cuda_bf16_outputs_of_layernorm_gelu_attention_match_cpu", "[cuda][bf1
 }
 
 // Attention with a bf16 out: head sizes 32 and 64 run the tensor-core kernels (both families:
-// mma.sync and WMMA), 16 the fp32 flash kernels (rounding only the output), 24 the reference
-// kernels; backward reads that bf16 out. With an fp32 qkv, and with a bf16 one (bf16 compute's;
-// the cpu reads it as its widened values).
+// mma.sync, its forward at 16 and at 32 rows a warp, and WMMA), 16 the fp32 flash kernels (rounding
+// only the output), 24 the reference kernels; backward reads that bf16 out. With an fp32 qkv, and
+// with a bf16 one (bf16 compute's; the cpu reads it as its widened values).
 TEST_CASE("cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores", "[cuda][bf16]") {
   cpu::CpuBackend ref;
-  for (const char* kernel : {"tensor_core", "wmma"}) {
+  for (const char* kernel : {"tensor_core", "tensor_core_32", "wmma"}) {
     auto gpu = cuda_with_attention(kernel);
     if (!gpu) return;
     for (const bool bf16_qkv : {false, true})
