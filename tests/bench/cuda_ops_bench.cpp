@@ -15,7 +15,8 @@
 //   - a linear layer's bf16 parameter gradients (dweight and dbias from an fp32 dout): dbias from
 //     the dweight GEMM's epilogue (cuBLASLt's BGRADB) vs the bias kernel after the GEMM, with the
 //     largest relative difference of dbias and whether cuBLASLt ran the epilogue;
-//   - layernorm, cross-entropy and AdamW in GB/s of the bytes they must move, vs a device copy;
+//   - layernorm (forward and backward together, and each alone), cross-entropy and AdamW in GB/s
+//     of the bytes they must move, vs a device copy;
 //     the head and the cross-entropy with bf16 logits vs fp32 logits.
 // Prints one table; scripts/gpu-check.sh runs it. Usage: cuda_ops_bench [--rows 8192] [--reps 10]
 // [--only gemms|memory|mlp|grads|attention] (one group, e.g. for a profiler)
@@ -396,6 +397,16 @@ void bench_memory_bound(Backend& be, int64_t N) {
   const double ln_bytes = double(N) * C * (4 + 2 + 4 + 4 + 4 + 4 + 4);  // fwd, dinp, params
   row("layernorm fwd (bf16 out) + bwd", std::to_string(N) + "x768", ln_s, gbps(ln_bytes, ln_s),
       share_of(ln_bytes, ln_s, 2.0 * 4 * P, copy_s));
+  // Each alone, by the bytes each must move an element: the forward reads x (4) and writes y
+  // (2); the backward reads dy, x and dinp (12) and writes dinp (4).
+  const double fwd_s = time_op(be, [&] { be.layernorm_forward(y, mean, rstd, x, w, bias); });
+  const double bwd_s =
+      time_op(be, [&] { be.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd); });
+  const double fwd_bytes = double(N) * C * 6, bwd_bytes = double(N) * C * 16;
+  row("layernorm fwd (bf16 out)", std::to_string(N) + "x768", fwd_s, gbps(fwd_bytes, fwd_s),
+      share_of(fwd_bytes, fwd_s, 2.0 * 4 * P, copy_s));
+  row("layernorm bwd", std::to_string(N) + "x768", bwd_s, gbps(bwd_bytes, bwd_s),
+      share_of(bwd_bytes, bwd_s, 2.0 * 4 * P, copy_s));
 
   Buffers logits_buf{be, {}};
   Tensor logits = logits_buf.make({N, Vp}, DType::f32, 33, -4, 4),
