@@ -13,8 +13,9 @@
 // ex2.approx.ftz; lse is written in natural log. Causal masks are applied on diagonal tiles only;
 // rows and columns past T are zero tiles whose lse is +inf. Head sizes 32 and 64.
 //
-// A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv). dq and
-// dk/dv come from two kernels, with no atomics: deterministic.
+// A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv), or in
+// the forward and dq 32 (rows_per_warp: two 16-row slabs sharing every K/V fragment read, the
+// same bits). dq and dk/dv come from two kernels, with no atomics: deterministic.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -333,16 +334,19 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
     }
 }
 
-// ---- dq: one block per (64 queries, b*h), walking 32-key tiles. For dk/dv it writes D_i =
-// <dout_i, out_i>, and its rows of the pre-scaled q and of dout as the bf16 that the products
-// read (q_copy, do_copy: [b*h][T][HS]), so that dk/dv fetch their tiles by cp.async, a tile
-// ahead, rather than converting fp32 dout (and scaling q) on every tile of every key block.
-template <int HS, class OutT, class QkvT, class DqkvT>
-__global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
+// ---- dq: one block per (64 kSlabs queries, b*h), walking 32-key tiles; warp w owns the 16-row
+// slabs w, w + 4, ... as the forward's, every K/V fragment read feeding each (kSlabs 2: the same
+// bits as 1). For dk/dv it writes D_i = <dout_i, out_i>, and its rows of the pre-scaled q and of
+// dout as the bf16 that the products read (q_copy, do_copy: [b*h][T][HS]), so that dk/dv fetch
+// their tiles by cp.async, a tile ahead, rather than converting fp32 dout (and scaling q) on
+// every tile of every key block. The block's rows pass through shared memory 64 at a time (the
+// slabs of one index), so that 32 rows a warp fit the same 36.9 KB.
+template <int HS, int kSlabs, class OutT, class QkvT, class DqkvT>
+__global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
     mma_backward_dq_kernel(DqkvT* dqkv, float* dsum, uint16_t* q_copy, uint16_t* do_copy,
                            const float* dout, const QkvT* qkv, const OutT* out, const float* lse,
                            int64_t T, int64_t C, int64_t NH, float scale) {
-  constexpr int LD = HS + kPad;
+  constexpr int LD = HS + kPad, kRows = kRowsMma * kSlabs;
   __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
   __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
   // Two K/V buffers: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
@@ -350,68 +354,86 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
   const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRowsMma, wq0 = q0 + 16 * warp;
-  const int64_t row[2] = {wq0 + g, wq0 + g + 8};
+  const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRows;
+  int64_t wq0[kSlabs];  // each slab's first row
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i) wq0[i] = q0 + 16 * (warp + kWarpsMma * i);
   const bool vec = aligned16(qkv) && aligned16(dout);
-  const int64_t key_end = q0 + kRowsMma < T ? q0 + kRowsMma : T;
+  const int64_t key_end = q0 + kRows < T ? q0 + kRows : T;
   fetch_kv<HS, kBwdTile>(kv[0][0], kv[0][1], 0, hd, T, vec);  // in flight while q, dout, D load
 
-  load_tile<HS, kRowsMma>(
-      qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
-  load_tile<HS, kRowsMma>(
-      dos, LD, q0, T, [&](int64_t i) { return dout + hd.o(i); }, 1.0f, vec);
-  float lse2[2], D[2];  // per row: lse in base 2, and D
-  for (int r = 0; r < 2; ++r) {
-    float d_part = 0.0f;
-    if (row[r] < T)
-      for (int d = t; d < HS; d += 4)
-        d_part += dout[hd.o(row[r]) + d] * load_in(out + hd.o(row[r]) + d);
-    D[r] = group_sum(d_part);
-    // Rows past T (zero q and dout) take lse +inf: their p is then 2^-inf = 0, with no test.
-    lse2[r] = row[r] < T ? lse[bh * T + row[r]] * kLog2e : INFINITY;
-    if (t == 0 && row[r] < T) dsum[bh * T + row[r]] = D[r];
+  uint32_t qf[kSlabs][HS / 16][4], dof[kSlabs][HS / 16][4];
+  float lse2[kSlabs][2], D[kSlabs][2];  // per row: lse in base 2, and D
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i) {
+    const int64_t h0 = q0 + int64_t{kRowsMma} * i;  // the 64 rows of slabs i
+    if (i > 0) __syncthreads();  // every warp has read the previous rows' fragments
+    load_tile<HS, kRowsMma>(
+        qs, LD, h0, T, [&](int64_t q) { return hd.q(q); }, scale, vec);
+    load_tile<HS, kRowsMma>(
+        dos, LD, h0, T, [&](int64_t q) { return dout + hd.o(q); }, 1.0f, vec);
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = wq0[i] + g + 8 * r;
+      float d_part = 0.0f;
+      if (row < T)
+        for (int d = t; d < HS; d += 4)
+          d_part += dout[hd.o(row) + d] * load_in(out + hd.o(row) + d);
+      D[i][r] = group_sum(d_part);
+      // Rows past T (zero q and dout) take lse +inf: their p is then 2^-inf = 0, with no test.
+      lse2[i][r] = row < T ? lse[bh * T + row] * kLog2e : INFINITY;
+      if (t == 0 && row < T) dsum[bh * T + row] = D[i][r];
+    }
+    __syncthreads();
+    constexpr int kChunks = HS / 8;  // 16-byte pieces of a row (the copies are 16-byte aligned)
+    for (int e = static_cast<int>(threadIdx.x); e < kRowsMma * kChunks; e += kThreadsMma) {
+      const int64_t q = h0 + e / kChunks;
+      if (q >= T) continue;
+      const int64_t at = (bh * T + q) * HS + e % kChunks * 8;
+      const int from = e / kChunks * LD + e % kChunks * 8;
+      uint32_t w[4];
+      load16(w, qs + from);
+      store16(q_copy + at, w);
+      load16(w, dos + from);
+      store16(do_copy + at, w);
+    }
+    for (int k = 0; k < HS / 16; ++k) {
+      load_a(qf[i][k], qs + 16 * warp * LD + k * 16, LD);
+      load_a(dof[i][k], dos + 16 * warp * LD + k * 16, LD);
+    }
   }
-  __syncthreads();
-  constexpr int kChunks = HS / 8;  // 16-byte pieces of a row (the copies are 16-byte aligned)
-  for (int e = static_cast<int>(threadIdx.x); e < kRowsMma * kChunks; e += kThreadsMma) {
-    const int64_t i = q0 + e / kChunks;
-    if (i >= T) continue;
-    const int64_t at = (bh * T + i) * HS + e % kChunks * 8;
-    const int from = e / kChunks * LD + e % kChunks * 8;
-    uint32_t w[4];
-    load16(w, qs + from);
-    store16(q_copy + at, w);
-    load16(w, dos + from);
-    store16(do_copy + at, w);
-  }
-  uint32_t qf[HS / 16][4], dof[HS / 16][4];
-  for (int k = 0; k < HS / 16; ++k) {
-    load_a(qf[k], qs + 16 * warp * LD + k * 16, LD);
-    load_a(dof[k], dos + 16 * warp * LD + k * 16, LD);
-  }
-  float dq[HS / 8][4] = {};
+  float dq[kSlabs][HS / 8][4] = {};
 
-  walk_kv<HS, kBwdTile>(kv, key_end, hd, T, vec,
-                        [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
-                          if (k0 > wq0 + 15)
-                            return;  // every key of the tile is after every row of this warp
-                          float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
-                          scores<HS, kBwdTile>(s, qf, kt, LD);    // S = Q K^T
-                          scores<HS, kBwdTile>(dp, dof, vt, LD);  // dP = dO V^T
-                          if (k0 + kBwdTile - 1 > wq0)  // diagonal: keys after the row masked
-                            mask_after_row<kBwdTile>(s, static_cast<int>(wq0 - k0) + g - 2 * t);
-                          for (int n = 0; n < kBwdTile / 8; ++n)
-                            for (int e = 0; e < 4; ++e) {
-                              const int r = e / 2;
-                              const float p = exp2_ftz(fmaf(s[n][e], kLog2e, -lse2[r]));
-                              s[n][e] = p * (dp[n][e] - D[r]);  // dS (dq's 1/sqrt(HS) at the end)
-                            }
-                          uint32_t ds[kBwdTile / 8][2];
-                          pack_c<kBwdTile>(ds, s);
-                          accumulate<HS, kBwdTile>(dq, ds, kt, LD);  // dq += dS K
-                        });
-  for (int r = 0; r < 2; ++r)
-    if (row[r] < T) store_row<HS>(dqkv + (hd.q(row[r]) - qkv), dq, r, scale);
+  walk_kv<HS, kBwdTile>(
+      kv, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
+        bool live[kSlabs];  // a slab is dead when every key of the tile is after all its rows
+        TRAINER_UNROLL
+        for (int i = 0; i < kSlabs; ++i) live[i] = k0 <= wq0[i] + 15;
+        if (!live[kSlabs - 1]) return;  // (the last slab has the last rows)
+        float s[kSlabs][kBwdTile / 8][4], dp[kSlabs][kBwdTile / 8][4];
+        scores_slabs<HS, kBwdTile, kSlabs>(s, qf, kt, LD, live);    // S = Q K^T
+        scores_slabs<HS, kBwdTile, kSlabs>(dp, dof, vt, LD, live);  // dP = dO V^T
+        uint32_t ds[kSlabs][kBwdTile / 8][2];
+        TRAINER_UNROLL
+        for (int i = 0; i < kSlabs; ++i) {
+          if (!live[i]) continue;
+          if (k0 + kBwdTile - 1 > wq0[i])  // diagonal: keys after the row masked
+            mask_after_row<kBwdTile>(s[i], static_cast<int>(wq0[i] - k0) + g - 2 * t);
+          for (int n = 0; n < kBwdTile / 8; ++n)
+            for (int e = 0; e < 4; ++e) {
+              const int r = e / 2;
+              const float p = exp2_ftz(fmaf(s[i][n][e], kLog2e, -lse2[i][r]));
+              s[i][n][e] = p * (dp[i][n][e] - D[i][r]);  // dS (dq's 1/sqrt(HS) at the end)
+            }
+          pack_c<kBwdTile>(ds[i], s[i]);
+        }
+        accumulate_slabs<HS, kBwdTile, kSlabs>(dq, ds, kt, LD, live);  // dq += dS K
+      });
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i)
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = wq0[i] + g + 8 * r;
+      if (row < T) store_row<HS>(dqkv + (hd.q(row) - qkv), dq[i], r, scale);
+    }
 }
 
 // ---- dk, dv: one block per (64 keys, b*h), walking the 32-query tiles at and after its keys:
@@ -515,6 +537,14 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
 
 }  // namespace
 
+namespace {
+void check_rows_per_warp(int rows_per_warp) {
+  if (rows_per_warp != 16 && rows_per_warp != 32)
+    throw std::invalid_argument("mma attention: " + std::to_string(rows_per_warp) +
+                                " rows a warp; compiled are 16 and 32");
+}
+}  // namespace
+
 bool mma_attention_supports(int64_t head_size) {
   return head_size_in<32, 64>(head_size);
 }
@@ -522,9 +552,7 @@ bool mma_attention_supports(int64_t head_size) {
 template <class OutT, class QkvT>
 void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,
                            int64_t NH, cudaStream_t stream, int rows_per_warp) {
-  if (rows_per_warp != 16 && rows_per_warp != 32)
-    throw std::invalid_argument("mma attention: " + std::to_string(rows_per_warp) +
-                                " rows a warp; compiled are 16 and 32");
+  check_rows_per_warp(rows_per_warp);
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
@@ -556,16 +584,22 @@ int64_t mma_attention_backward_scratch_floats(int64_t B, int64_t T, int64_t C, i
 template <class OutT, class QkvT, class DqkvT>
 void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, const QkvT* qkv,
                             const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
-                            int64_t NH, cudaStream_t stream) {
+                            int64_t NH, cudaStream_t stream, int rows_per_warp) {
+  check_rows_per_warp(rows_per_warp);
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = 1.0f / std::sqrt(float(HS));
     uint16_t* q_copy = copies_of(scratch, B, T, NH);
     uint16_t* do_copy = q_copy + B * T * C;
-    launch(mma_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
-           kThreadsMma, stream, dqkv, scratch, q_copy, do_copy, dout, qkv, out, lse, T, C, NH,
-           scale);
+    if (rows_per_warp == 32)
+      launch(mma_backward_dq_kernel<HS, 2, OutT, QkvT, DqkvT>,
+             attention_grid(B, T, NH, 2 * kRowsMma), kThreadsMma, stream, dqkv, scratch, q_copy,
+             do_copy, dout, qkv, out, lse, T, C, NH, scale);
+    else
+      launch(mma_backward_dq_kernel<HS, 1, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
+             kThreadsMma, stream, dqkv, scratch, q_copy, do_copy, dout, qkv, out, lse, T, C, NH,
+             scale);
     CUDA_CHECK_LAUNCH("mma_backward_dq_kernel");
     launch(mma_backward_dkdv_kernel<HS, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
            kThreadsMma, stream, dqkv, static_cast<const float*>(scratch),
@@ -580,19 +614,19 @@ template void mma_attention_forward(uint16_t*, float*, const float*, int64_t, in
 template void mma_attention_forward(float*, float*, const float*, int64_t, int64_t, int64_t,
                                     int64_t, cudaStream_t, int);
 template void mma_attention_backward(float*, float*, const float*, const float*, const uint16_t*,
-                                     const float*, int64_t, int64_t, int64_t, int64_t,
-                                     cudaStream_t);
+                                     const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t,
+                                     int);
 template void mma_attention_backward(float*, float*, const float*, const float*, const float*,
-                                     const float*, int64_t, int64_t, int64_t, int64_t,
-                                     cudaStream_t);
+                                     const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t,
+                                     int);
 // bf16 compute with bf16 qkv
 template void mma_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t, int64_t,
                                     int64_t, cudaStream_t, int);
 template void mma_attention_backward(float*, float*, const float*, const uint16_t*, const uint16_t*,
-                                     const float*, int64_t, int64_t, int64_t, int64_t,
-                                     cudaStream_t);
+                                     const float*, int64_t, int64_t, int64_t, int64_t, cudaStream_t,
+                                     int);
 template void mma_attention_backward(uint16_t*, float*, const float*, const uint16_t*,
                                      const uint16_t*, const float*, int64_t, int64_t, int64_t,
-                                     int64_t, cudaStream_t);
+                                     int64_t, cudaStream_t, int);
 
 }  // namespace trainer::kernels

@@ -93,10 +93,11 @@ void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, in
 // scratch: mma_attention_backward_scratch_floats() floats (D, and bf16 copies of q and dout),
 // 16-byte aligned.
 int64_t mma_attention_backward_scratch_floats(int64_t B, int64_t T, int64_t C, int64_t NH);
+// rows_per_warp: the dq kernel's, as the forward's (dk/dv keep 16 keys a warp).
 template <class OutT, class QkvT, class DqkvT>
 void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, const QkvT* qkv,
                             const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
-                            int64_t NH, cudaStream_t stream);
+                            int64_t NH, cudaStream_t stream, int rows_per_warp = 16);
 
 // --- embedding (embedding.cu) ---
 // A token outside [0, V) writes a NaN row instead of reading out of bounds.

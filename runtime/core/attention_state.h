@@ -12,8 +12,9 @@ namespace trainer {
 // The cuda backend's attention kernels, chosen by the environment variable TRAINER_ATTENTION:
 //   tensor_core (default): FlashAttention-2 kernels on mma.sync with their tiles in registers,
 //              for a bf16 out and head sizes 32, 64; else as flash.
-//   tensor_core_32: the same with 32 rows a warp in the forward (two 16-row slabs sharing each
-//              K/V fragment read; bit for bit the same outputs), to measure against the default.
+//   tensor_core_32: the same with 32 rows a warp in the forward and dq (two 16-row slabs sharing
+//              each K/V fragment read; bit for bit the same outputs), to measure against the
+//              default.
 //   wmma:      the same on the WMMA API, tiles through shared memory (the earlier kernels, kept
 //              to compare against); else as flash.
 //   flash:     FlashAttention-style kernels on CUDA cores, head sizes 16, 32, 64.

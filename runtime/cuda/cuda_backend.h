@@ -79,7 +79,7 @@ class CudaBackend : public Backend {
   void gelu_backward(Tensor dinp, const Tensor& inp, const Tensor& dout) override;
   // Attention kernels, by TRAINER_ATTENTION (AttentionKernel, runtime/core/attention_state.h):
   // tensor_core runs kernels/flash_attention_mma.cu (mma.sync, tiles in registers; tensor_core_32
-  // its forward with 32 rows a warp) and wmma
+  // its forward and dq with 32 rows a warp) and wmma
   // kernels/flash_attention_tc.cu (WMMA), both for a bf16 `out` and head sizes 32, 64; flash
   // kernels/flash_attention.cu (CUDA cores, 16, 32, 64), reference kernels/attention.cu (any head
   // size; also the fallback of the others). The flash kernels keep the row log-sum-exp

@@ -266,7 +266,9 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
     if (!flash)
       kernels::attention_backward(pdq, pdy, pq, pa, work, B, T, C, n_head, stream_);
     else if (tc == TensorCoreAttention::mma)
-      kernels::mma_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
+      kernels::mma_attention_backward(
+          pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_,
+          attention_kernel_ == AttentionKernel::tensor_core_32 ? 32 : 16);
     else if (tc == TensorCoreAttention::wmma)
       kernels::tc_attention_backward(pdq, work, pdy, pq, y, pa, B, T, C, n_head, stream_);
     else

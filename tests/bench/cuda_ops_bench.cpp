@@ -6,8 +6,8 @@
 //   - attention forward+backward: tensor-core and fp32 flash kernels vs the reference kernels
 //     (the T x T matrix materialised), with the largest relative difference of out and dqkv to
 //     the reference's; the tensor-core kernels on a bf16 qkv vs an fp32 one; on a bf16 qkv (the
-//     model's), the mma.sync forward alone, 32 rows a warp vs 16 (whether out and lse are the
-//     same bits), and the backward alone vs the forward;
+//     model's), the mma.sync forward and backward each alone, 32 rows a warp (forward and dq)
+//     vs 16, with whether the outputs are the same bits;
 //   - the MLP's GELU in bf16 (fc forward and fc proj's input backward, with the GELU between):
 //     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
 //     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
@@ -31,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.h"
 #include "runtime/core/backend.h"
 #include "runtime/cpu/ops_optim.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -199,15 +198,15 @@ AttentionRun run_attention(const char* kernel, bool bf16_out, int64_t B, int64_t
   return r;
 }
 
-// The mma.sync kernels alone, on a bf16 qkv: the forward (kernels/ called directly, on the
-// backend's stream: rows_per_warp 16 or 32) and the backward (through the backend).
+// The mma.sync kernels on a bf16 qkv, the forward and the backward each timed alone, with
+// TRAINER_ATTENTION tensor_core (16 rows a warp) or tensor_core_32 (32 in the forward and dq).
 struct AttentionParts {
   double forward_s = 0, backward_s = 0;
-  std::vector<float> out, lse;
+  std::vector<float> out, lse, dqkv;
 };
 
 AttentionParts run_mma_parts(int rows_per_warp, int64_t B, int64_t T) {
-  setenv("TRAINER_ATTENTION", "tensor_core", 1);
+  setenv("TRAINER_ATTENTION", rows_per_warp == 32 ? "tensor_core_32" : "tensor_core", 1);
   auto be = make_backend("cuda", 0);
   const int64_t NH = 12, HS = 64, C = NH * HS;
   Buffers buf{*be, {}};
@@ -216,19 +215,15 @@ AttentionParts run_mma_parts(int rows_per_warp, int64_t B, int64_t T) {
   Tensor out = buf.make({B, T, C}, DType::bf16, 13);
   Tensor lse = buf.make(be->attention_state_shape(B, NH, T, HS), DType::f32, 14);
   Tensor dqkv = buf.make({B, T, 3 * C}, DType::f32, 15);
-  cudaStream_t stream = static_cast<cuda::CudaBackend&>(*be).stream();
   AttentionParts r;
-  r.forward_s = time_op(*be, [&] {
-    kernels::mma_attention_forward(static_cast<uint16_t*>(out.data), static_cast<float*>(lse.data),
-                                   static_cast<const uint16_t*>(qkv.data), B, T, C, NH, stream,
-                                   rows_per_warp);
-  });
+  r.forward_s = time_op(*be, [&] { be->attention_forward(out, lse, qkv, int(NH)); });
   r.backward_s = time_op(*be, [&] {
     be->zero(dqkv);
     be->attention_backward(dqkv, dy, qkv, out, lse, int(NH));
   });
   r.out = download(*be, out);
   r.lse = download(*be, lse);
+  r.dqkv = download(*be, dqkv);
   return r;
 }
 
@@ -267,14 +262,20 @@ void bench_attention(int64_t N) {
   const double fwd_flop = flop / 3, bwd_flop = 2 * flop / 3;
   row("attention fwd mma.sync, bf16 qkv", shape, rows16.forward_s,
       tflops(fwd_flop, rows16.forward_s), "16 rows a warp");
-  const bool same = rows32.out == rows16.out && rows32.lse == rows16.lse;
+  const bool same_fwd = rows32.out == rows16.out && rows32.lse == rows16.lse;
   row("attention fwd mma.sync, 32 rows/warp", shape, rows32.forward_s,
       tflops(fwd_flop, rows32.forward_s),
       ratio("16 rows a warp", rows16.forward_s, rows32.forward_s) +
-          (same ? "; out, lse: same bits" : "; out, lse: DIFFERENT bits"));
+          (same_fwd ? "; out, lse: same bits" : "; out, lse: DIFFERENT bits"));
+  char times[64];
+  std::snprintf(times, sizeof times, "16 rows a warp; %.2fx the forward's time",
+                rows16.backward_s / rows16.forward_s);
   row("attention bwd mma.sync, bf16 qkv", shape, rows16.backward_s,
-      tflops(bwd_flop, rows16.backward_s),
-      ratio("the forward", rows16.forward_s, rows16.backward_s) + " (dq and dk/dv kernels)");
+      tflops(bwd_flop, rows16.backward_s), times);
+  row("attention bwd mma.sync, dq 32 rows/warp", shape, rows32.backward_s,
+      tflops(bwd_flop, rows32.backward_s),
+      ratio("16 rows a warp", rows16.backward_s, rows32.backward_s) +
+          (rows32.dqkv == rows16.dqkv ? "; dqkv: same bits" : "; dqkv: DIFFERENT bits"));
 }
 
 // The MLP's GELU at bf16, forward and the backward through it (fc's own backward left out: the

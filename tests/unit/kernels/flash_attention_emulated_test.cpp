@@ -284,41 +284,56 @@ TEST_CASE("mma_attention_kernels_give_the_same_bits_for_unaligned_inputs_in_emul
   }
 }
 
-// The mma forward with 32 rows a warp (two 16-row slabs, w and w + 4, sharing every K/V fragment
-// read) does each row's arithmetic as with 16: out and lse are bit for bit the same, with bf16 and
-// fp32 qkv, at lengths that end inside a slab, at a slab, inside and at the 128-row block, and
-// inside the second block's second slabs; every element written (out and lse NaN-poisoned).
-TEST_CASE("mma_attention_forward_gives_the_same_bits_with_32_rows_a_warp_in_emulation",
+// The mma forward and dq with 32 rows a warp (two 16-row slabs, w and w + 4, sharing every K/V
+// fragment read; dq stages its rows 64 at a time) do each row's arithmetic as with 16: out, lse
+// and dqkv are bit for bit the same, with bf16 and fp32 qkv, at lengths that end inside a slab,
+// at a slab, inside and at the 128-row block, and inside the second block's second slabs; every
+// element written (all NaN-poisoned).
+TEST_CASE("mma_attention_gives_the_same_bits_with_32_rows_a_warp_in_emulation",
           "[kernels][attention]") {
   for (const auto [T, HS] :
        {std::array<int64_t, 2>{1, 64}, {70, 32}, {128, 64}, {150, 64}, {200, 32}}) {
     const int64_t B = 1, NH = 2, C = NH * HS;
-    const auto qkv = randoms(B * T * 3 * C, 51, -2, 2);
+    const auto qkv = randoms(B * T * 3 * C, 51, -2, 2), dy = randoms(B * T * C, 52, -1, 1);
     const std::vector<uint16_t> qkv16 = bf16_bits_of(qkv);
     for (const bool bf16_qkv : {false, true}) {
       INFO("T=" << T << " HS=" << HS << (bf16_qkv ? ", bf16 qkv" : ", fp32 qkv"));
+      struct Result {
+        std::vector<uint16_t> out;
+        std::vector<float> lse, dqkv;
+      };
       auto run = [&](int rows_per_warp) {
-        std::pair<std::vector<uint16_t>, std::vector<float>> r{
-            std::vector<uint16_t>(static_cast<size_t>(B * T * C), 0x7fc0), nans(B * NH * T)};
+        Result r{std::vector<uint16_t>(static_cast<size_t>(B * T * C), 0x7fc0), nans(B * NH * T),
+                 nans(B * T * 3 * C)};
+        std::vector<float> work(work_floats(B, T, C, NH));
+        const auto pass = [&](const auto* q) {
+          emu::mma_attention_forward(r.out.data(), r.lse.data(), q, B, T, C, NH, nullptr,
+                                     rows_per_warp);
+          emu::mma_attention_backward(r.dqkv.data(), work.data(), dy.data(), q, r.out.data(),
+                                      r.lse.data(), B, T, C, NH, nullptr, rows_per_warp);
+        };
         if (bf16_qkv)
-          emu::mma_attention_forward(r.first.data(), r.second.data(), qkv16.data(), B, T, C, NH,
-                                     nullptr, rows_per_warp);
+          pass(qkv16.data());
         else
-          emu::mma_attention_forward(r.first.data(), r.second.data(), qkv.data(), B, T, C, NH,
-                                     nullptr, rows_per_warp);
+          pass(qkv.data());
         return r;
       };
-      const auto one = run(16), two = run(32);
-      CHECK(std::count(two.first.begin(), two.first.end(), uint16_t{0x7fc0}) == 0);
-      CHECK(std::all_of(two.second.begin(), two.second.end(),
-                        [](float v) { return std::isfinite(v); }));
-      CHECK(one.first == two.first);
-      CHECK(one.second == two.second);
+      const Result one = run(16), two = run(32);
+      CHECK(std::count(two.out.begin(), two.out.end(), uint16_t{0x7fc0}) == 0);
+      CHECK(std::all_of(two.lse.begin(), two.lse.end(), [](float v) { return std::isfinite(v); }));
+      CHECK(
+          std::all_of(two.dqkv.begin(), two.dqkv.end(), [](float v) { return std::isfinite(v); }));
+      CHECK(one.out == two.out);
+      CHECK(one.lse == two.lse);
+      CHECK(one.dqkv == two.dqkv);
     }
   }
   std::vector<uint16_t> out(64);
-  std::vector<float> lse(1), qkv(192);
+  std::vector<float> lse(1), qkv(192), dy(64), dqkv(192), work(work_floats(1, 1, 64, 1));
   CHECK_THROWS_WITH(
       emu::mma_attention_forward(out.data(), lse.data(), qkv.data(), 1, 1, 64, 1, nullptr, 24),
       Catch::Contains("24 rows a warp; compiled are 16 and 32"));
+  CHECK_THROWS_WITH(emu::mma_attention_backward(dqkv.data(), work.data(), dy.data(), qkv.data(),
+                                                out.data(), lse.data(), 1, 1, 64, 1, nullptr, 8),
+                    Catch::Contains("8 rows a warp; compiled are 16 and 32"));
 }
