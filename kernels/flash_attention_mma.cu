@@ -227,6 +227,22 @@ __device__ inline float group_max(float v) {
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
 }
 
+// The first rows of warp w's 16-row slabs in a block whose rows start at q0: w, w + 4, ...
+// (interleaved, so that the warps' causal work stays even).
+template <int kSlabs>
+__device__ void slab_rows(int64_t (&wq0)[kSlabs], int64_t q0, int warp) {
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i) wq0[i] = q0 + 16 * (warp + kWarpsMma * i);
+}
+// Which slabs see a key of the tile at k0 (a slab is dead when every key of the tile is after
+// all its rows); whether any does: the last slab, with the last rows, is the last to die.
+template <int kSlabs>
+__device__ bool slabs_live(bool (&live)[kSlabs], const int64_t (&wq0)[kSlabs], int64_t k0) {
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i) live[i] = k0 <= wq0[i] + 15;
+  return live[kSlabs - 1];
+}
+
 // Sets to -inf the scores (a 16 x kN tile as C fragments) whose column lies after the row: the
 // element at (row g + 8 * (e / 2), column 8 n + 2 t + e % 2) when 8 n + e % 2 - 8 * (e / 2) > rel,
 // rel = (the tile's first row - its first column) + g - 2 t. Only diagonal tiles call it, and n
@@ -266,8 +282,7 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
   // The last query blocks have the most keys to walk: they start first (the grid runs backwards).
   const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRows;
   int64_t wq0[kSlabs];  // each slab's first row
-  TRAINER_UNROLL
-  for (int i = 0; i < kSlabs; ++i) wq0[i] = q0 + 16 * (warp + kWarpsMma * i);
+  slab_rows(wq0, q0, warp);
   const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
   const int64_t key_end = q0 + kRows < T ? q0 + kRows : T;
   fetch_kv<HS, kFwdTile>(kv[0][0], kv[0][1], 0, hd, T, vec);  // in flight while q is loaded
@@ -288,10 +303,8 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
 
   walk_kv<HS, kFwdTile>(
       kv, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
-        bool live[kSlabs];  // a slab is dead when every key of the tile is after all its rows
-        TRAINER_UNROLL
-        for (int i = 0; i < kSlabs; ++i) live[i] = k0 <= wq0[i] + 15;
-        if (!live[kSlabs - 1]) return;  // (the last slab has the last rows)
+        bool live[kSlabs];
+        if (!slabs_live(live, wq0, k0)) return;
         float s[kSlabs][kFwdTile / 8][4];
         scores_slabs<HS, kFwdTile, kSlabs>(s, qf, kt, LD, live);
         uint32_t p[kSlabs][kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
@@ -356,8 +369,7 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRows;
   int64_t wq0[kSlabs];  // each slab's first row
-  TRAINER_UNROLL
-  for (int i = 0; i < kSlabs; ++i) wq0[i] = q0 + 16 * (warp + kWarpsMma * i);
+  slab_rows(wq0, q0, warp);
   const bool vec = aligned16(qkv) && aligned16(dout);
   const int64_t key_end = q0 + kRows < T ? q0 + kRows : T;
   fetch_kv<HS, kBwdTile>(kv[0][0], kv[0][1], 0, hd, T, vec);  // in flight while q, dout, D load
@@ -405,10 +417,8 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
 
   walk_kv<HS, kBwdTile>(
       kv, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
-        bool live[kSlabs];  // a slab is dead when every key of the tile is after all its rows
-        TRAINER_UNROLL
-        for (int i = 0; i < kSlabs; ++i) live[i] = k0 <= wq0[i] + 15;
-        if (!live[kSlabs - 1]) return;  // (the last slab has the last rows)
+        bool live[kSlabs];
+        if (!slabs_live(live, wq0, k0)) return;
         float s[kSlabs][kBwdTile / 8][4], dp[kSlabs][kBwdTile / 8][4];
         scores_slabs<HS, kBwdTile, kSlabs>(s, qf, kt, LD, live);    // S = Q K^T
         scores_slabs<HS, kBwdTile, kSlabs>(dp, dof, vt, LD, live);  // dP = dO V^T
