@@ -62,9 +62,7 @@ __device__ inline void decode_logits(float (&v)[8], const uint32_t (&w)[4]) {
   for (int i = 0; i < 4; ++i) v[2 * i] = bf16_lo(w[i]), v[2 * i + 1] = bf16_hi(w[i]);
 }
 __device__ inline void store_logits(float* p, const float (&v)[4]) {
-  uint32_t w[4];
-  for (int i = 0; i < 4; ++i) w[i] = __float_as_uint(v[i]);
-  store16(p, w);
+  store_floats4(p, v);
 }
 __device__ inline void store_logits(uint16_t* p, const float (&v)[8]) {  // as store_out (finite)
   uint32_t w[4];

@@ -128,15 +128,8 @@ void with_row_vec(int64_t C, F&& f) {
   }
 }
 
-__device__ inline void load4(float (&f)[4], const float* p) {
-  uint32_t w[4];
-  load16(w, p);
-  for (int k = 0; k < 4; ++k) f[k] = __uint_as_float(w[k]);
-}
 __device__ inline void store4(float* p, const float (&f)[4]) {
-  const uint32_t w[4] = {__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                         __float_as_uint(f[3])};
-  store16(p, w);
+  store_floats4(p, f);
 }
 __device__ inline void store4(uint16_t* p, const float (&f)[4]) {  // rounded as store_out
   const uint32_t w[2] = {bf16_bits(f[0]) | static_cast<uint32_t>(bf16_bits(f[1])) << 16,
@@ -154,7 +147,7 @@ __global__ void layernorm_forward_rows_kernel(OutT* out, float* mean, float* rst
   const int lane = threadIdx.x % 32;
   if (row >= N) return;
   float x[kVec][4];
-  for (int i = 0; i < kVec; ++i) load4(x[i], inp + row * C + 4 * (lane + 32 * i));
+  for (int i = 0; i < kVec; ++i) load_floats4(x[i], inp + row * C + 4 * (lane + 32 * i));
   float s = 0;
   for (int i = 0; i < kVec; ++i)
     for (int k = 0; k < 4; ++k) s += x[i][k];
@@ -166,8 +159,8 @@ __global__ void layernorm_forward_rows_kernel(OutT* out, float* mean, float* rst
   for (int i = 0; i < kVec; ++i) {
     const int64_t c = 4 * (lane + 32 * i);
     float w[4], b[4] = {0.0f, 0.0f, 0.0f, 0.0f}, y[4];
-    load4(w, weight + c);
-    if (bias) load4(b, bias + c);
+    load_floats4(w, weight + c);
+    if (bias) load_floats4(b, bias + c);
     for (int k = 0; k < 4; ++k) y[k] = (x[i][k] - m) * r * w[k] + b[k];
     store4(out + row * C + c, y);
   }
@@ -192,12 +185,12 @@ __global__ void __launch_bounds__(kRowWarps * 32)
   const int64_t r1 = r0 + kFusedRows < N ? r0 + kFusedRows : N;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float w[kVec][4], dw[kVec][4] = {}, db[kVec][4] = {};
-  for (int i = 0; i < kVec; ++i) load4(w[i], weight + 4 * (lane + 32 * i));
+  for (int i = 0; i < kVec; ++i) load_floats4(w[i], weight + 4 * (lane + 32 * i));
   for (int64_t row = r0 + warp; row < r1; row += kRowWarps) {
     float dy[kVec][4], xh[kVec][4];  // dout, and the normalised input
     for (int i = 0; i < kVec; ++i) {
-      load4(dy[i], dout + row * C + 4 * (lane + 32 * i));
-      load4(xh[i], inp + row * C + 4 * (lane + 32 * i));
+      load_floats4(dy[i], dout + row * C + 4 * (lane + 32 * i));
+      load_floats4(xh[i], inp + row * C + 4 * (lane + 32 * i));
     }
     const float m = mean[row], s = rstd[row];
     float dnorm_mean = 0, dnorm_norm_mean = 0;
@@ -214,7 +207,7 @@ __global__ void __launch_bounds__(kRowWarps * 32)
       const int64_t e = row * C + 4 * (lane + 32 * i);
       if (dinp) {
         float d[4];
-        load4(d, dinp + e);
+        load_floats4(d, dinp + e);
         for (int k = 0; k < 4; ++k)
           d[k] += (w[i][k] * dy[i][k] - dnorm_mean - xh[i][k] * dnorm_norm_mean) * s;
         store4(dinp + e, d);
