@@ -7,7 +7,7 @@
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
 # later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
 # configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 20) steps for tokens/s and MFU (bf16, fp8
-# where the GPU has it, and bf16 with the attention forward at 32 rows a warp), each with 3 steps
+# where the GPU has it, and bf16 with the GEMM algorithms tuned), each with 3 steps
 # profiled (device time by phase: the default run's longest phases get a table); run the bf16 attention
 # test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; time the mma
 # attention kernels under Nsight Compute where it is present; print the tables last. A failed check does not stop the others; the
@@ -149,12 +149,12 @@ if fits 60 "GPT-2 small bf16" && ! gpt2 gpt2 bf16 && fits 90 "GPT-2 small bf16, 
 fi
 # fp8 after the bf16 figure is safe, and only with the time for it.
 if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true; fi
-# The same bf16 run with the attention forward at 32 rows a warp (TRAINER_ATTENTION=tensor_core_32:
-# the same bits, fewer shared-memory reads a product), to compare with the default's step. (The
-# earlier WMMA kernels were 3.3x slower than the default in the GPT-2 step: the op tests and
-# cuda_ops_bench still cover them.)
-if fits 60 "GPT-2 small bf16, attention forward 32 rows a warp"; then
-  TRAINER_ATTENTION=tensor_core_32 gpt2 gpt2-rows32 bf16 || true
+# The same bf16 run with each GEMM shape's cuBLASLt algorithm tuned (TRAINER_GEMM_AUTOTUNE=1: the
+# first calls try the heuristic's candidates, timed, and the shape keeps the fastest), to compare
+# with the default's step. (Attention at 32 rows a warp, TRAINER_ATTENTION=tensor_core_32, lost to
+# 16 by 1% in the step and 6% alone on the H200, and cuda_ops_bench still times it.)
+if fits 60 "GPT-2 small bf16, GEMM algorithms tuned"; then
+  TRAINER_GEMM_AUTOTUNE=1 gpt2 gpt2-gemm-tuned bf16 || true
 fi
 # compute-sanitizer, where this machine's toolkit has it, over the bf16 attention test (both
 # tensor-core families, the flash and the reference kernels): out-of-bounds and misaligned
@@ -260,7 +260,7 @@ for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16", "cuda-fp8"):
         print(f"{'tiny ' + run + ' (' + r['hardware'].get('device_name', '?') + ')':58} {figures(r)}")
 print(f"{'tiny loss curves cuda vs cpu fp32/bf16, fp8 vs bf16 (same seed)':58} {curve}")
 for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels/"),
-                   ("gpt2-fp8", "fp8"), ("gpt2-rows32", "bf16, attention fwd 32 rows/warp")):
+                   ("gpt2-fp8", "fp8"), ("gpt2-gemm-tuned", "bf16, GEMM algorithms tuned")):
     r = report(run)
     if r:
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 16x4)':58} {figures(r)}"
@@ -284,8 +284,8 @@ except OSError:
     pass
 
 # Where a GPT-2 step's device time goes (logging.profile_steps, rank 0): the default run's
-# longest phases, and the attention phases of the others beside them.
-for run in ("gpt2", "gpt2-no-epilogue", "gpt2-fp8", "gpt2-rows32"):
+# longest phases, the GEMM phases of the tuned run and the attention phases of the others.
+for run in ("gpt2", "gpt2-no-epilogue", "gpt2-fp8", "gpt2-gemm-tuned"):
     p = (report(run) or {}).get("profile")
     if not p:
         continue
@@ -303,7 +303,12 @@ for run in ("gpt2", "gpt2-no-epilogue", "gpt2-fp8", "gpt2-rows32"):
                   f"{'' if 0.8 <= ratio <= 1.05 else '  (WARN: the event timer disagrees with the loop)'}")
     except (OSError, ValueError, KeyError):
         pass
-    shown = p["phases"][:16] if run == "gpt2" else [q for q in p["phases"] if "attention" in q["name"]]
+    if run == "gpt2":
+        shown = p["phases"][:16]
+    elif run == "gpt2-gemm-tuned":  # its GEMM phases, to set beside the default run's
+        shown = [q for q in p["phases"] if q["tflops"] is not None and "attention" not in q["name"]]
+    else:
+        shown = [q for q in p["phases"] if "attention" in q["name"]]
     for q in shown:
         tf = "" if q["tflops"] is None else f"{q['tflops']:8.1f} TFLOP/s"
         print(f"  {q['name']:26} x{q['calls_per_step']:<4g} {q['time_s'] * 1e3:9.3f} ms "

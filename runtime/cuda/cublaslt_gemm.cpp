@@ -2,10 +2,13 @@
 // i.e. the operands swap places and keep their transposes.
 #include "runtime/cuda/cublaslt_gemm.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "runtime/core/algo_trials.h"
 #include "runtime/core/check.h"
 #include "runtime/core/gemm_args.h"
 #include "runtime/cuda/cublaslt_library.h"
@@ -27,7 +30,44 @@ struct LtGemm::Plan {
   // The heuristic's algorithms, best first; a call that refuses one moves on to the next, for
   // this shape from then on. Empty: none left (only for epilogues: the caller's path without).
   std::vector<cublasLtMatmulAlgo_t> algos;
+  // With tune_algorithms: the trials over algos, the calls timed but not yet read (a call's
+  // events are read once the device has passed them, never waited for), and spare events.
+  struct Timing {
+    int algo;
+    cudaEvent_t start, end;
+  };
+  std::unique_ptr<AlgoTrials> trials;
+  std::vector<Timing> pending;
+  std::vector<cudaEvent_t> spare;
+  std::string shape;  // for the log line that reports the trials' outcome
+  cudaEvent_t take_event() {
+    if (spare.empty()) {
+      cudaEvent_t e = nullptr;
+      CUDA_CHECK(cudaEventCreate(&e));
+      return e;
+    }
+    cudaEvent_t e = spare.back();
+    spare.pop_back();
+    return e;
+  }
+  // The algorithm at index i refused a call: out of algos, the trials and the pending timings.
+  void drop_algo(int i) {
+    algos.erase(algos.begin() + i);
+    if (!trials) return;
+    trials->drop(i);
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (it->algo == i) {
+        spare.push_back(it->start), spare.push_back(it->end);
+        it = pending.erase(it);
+      } else {
+        if (it->algo > i) --it->algo;
+        ++it;
+      }
+    }
+  }
   ~Plan() {
+    for (const Timing& t : pending) cudaEventDestroy(t.start), cudaEventDestroy(t.end);
+    for (cudaEvent_t e : spare) cudaEventDestroy(e);
     if (a) cublaslt().layout_destroy(a);
     if (b) cublaslt().layout_destroy(b);
     if (c) cublaslt().layout_destroy(c);
@@ -126,8 +166,11 @@ void set_min_alignment(cublasLtMatmulPreference_t pref, int a, int b, int c) {
 
 }  // namespace
 
-LtGemm::LtGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
-    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
+LtGemm::LtGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes, bool tune_algorithms)
+    : stream_(stream),
+      workspace_(workspace),
+      workspace_bytes_(workspace_bytes),
+      tune_algorithms_(tune_algorithms) {
   CUBLAS_CHECK(cublaslt().create(&handle_));
 }
 
@@ -208,7 +251,36 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
                     " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " (" +
                     cublaslt().status_string(st) + ")");
   }
+  if (tune_algorithms_ && plan->algos.size() > 1) {
+    plan->trials = std::make_unique<AlgoTrials>(static_cast<int>(plan->algos.size()));
+    plan->shape = "m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                  " k=" + std::to_string(g.k) + (g.trans_a ? " trans_a" : "") +
+                  (g.trans_b ? " trans_b" : "") + (fused ? " with an epilogue" : "");
+  }
   return (plans_[key] = std::move(plan)).get();
+}
+
+void LtGemm::collect_timings(Plan& plan) {
+  auto& pending = plan.pending;
+  for (auto it = pending.begin(); it != pending.end();) {
+    const cudaError_t done = cudaEventQuery(it->end);
+    if (done == cudaErrorNotReady) {
+      ++it;
+      continue;
+    }
+    CUDA_CHECK(done);
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, it->start, it->end));
+    plan.trials->record(it->algo, ms);
+    plan.spare.push_back(it->start), plan.spare.push_back(it->end);
+    it = pending.erase(it);
+  }
+  if (plan.trials->settled())
+    spdlog::debug(
+        "cuBLASLt gemm {}: algorithm {} of {} chosen, {:.3f} ms against {:.3f} ms for "
+        "the heuristic's first",
+        plan.shape, plan.trials->winner(), plan.trials->candidates(), plan.trials->winner_ms(),
+        plan.trials->first_ms());
 }
 
 bool LtGemm::refuses_epilogue(const LtGemmArgs& g) {
@@ -235,15 +307,33 @@ bool LtGemm::run(const LtGemmArgs& args) {
   Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), c_alignment,
                             alignment_of(g.bias_grad ? g.bias_grad : g.bias), alignment_of(g.aux)});
   set_pointers(plan->desc, g);
+  const bool trial = plan->trials && !plan->trials->settled();
+  if (trial) collect_timings(*plan);
   cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
   while (!plan->algos.empty()) {
+    // In trials, the next algorithm in turn, timed; then the winner (else the heuristic's first).
+    const int i = plan->trials ? plan->trials->next() : 0;
+    Plan::Timing timing{i, nullptr, nullptr};
+    if (trial && !plan->trials->settled()) {
+      timing.start = plan->take_event(), timing.end = plan->take_event();
+      CUDA_CHECK(cudaEventRecord(timing.start, stream_));
+    }
     st = cublaslt().matmul(handle_, plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b, &g.beta,
-                           g.c_in ? g.c_in : g.c, plan->c, g.c, plan->c, &plan->algos.front(),
+                           g.c_in ? g.c_in : g.c, plan->c, g.c, plan->c, &plan->algos[i],
                            workspace_, workspace_bytes_, stream_);
+    const bool refused = st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE;
+    if (timing.start) {
+      if (refused) {
+        plan->spare.push_back(timing.start), plan->spare.push_back(timing.end);
+      } else {
+        CUDA_CHECK(cudaEventRecord(timing.end, stream_));
+        plan->pending.push_back(timing);
+      }
+    }
     // An algorithm the heuristic offered but the call refuses (checked before any launch): the
     // next one, for this shape from now on.
-    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE) break;
-    plan->algos.erase(plan->algos.begin());
+    if (!refused) break;
+    plan->drop_algo(i);
   }
   if (plan->algos.empty()) {
     if (fused) return false;  // the caller's path without the epilogue

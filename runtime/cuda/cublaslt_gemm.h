@@ -1,8 +1,10 @@
 #pragma once
 // LtGemm: row-major GEMMs through cuBLASLt on one stream. fp32 (strict fp32 compute, no TF32, so
 // results match the cpu backend to ~1e-6), bf16 inputs with fp32 accumulation, and fp8 e4m3
-// inputs with per-tensor descales (Hopper). One plan (descriptors + heuristic's algorithm) is
-// cached per shape; optional bias, bias-gradient and GELU epilogues.
+// inputs with per-tensor descales (Hopper). One plan (descriptors + heuristic's algorithms) is
+// cached per shape; optional bias, bias-gradient and GELU epilogues. With tune_algorithms, each
+// shape's first calls try the heuristic's algorithms in turn, timed by events, and the shape keeps
+// the fastest (runtime/core/algo_trials.h); else it keeps the heuristic's first.
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -46,7 +48,8 @@ struct LtGemmArgs {
 
 class LtGemm {
  public:
-  LtGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  LtGemm(cudaStream_t stream, void* workspace, size_t workspace_bytes,
+         bool tune_algorithms = false);
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -79,10 +82,13 @@ class LtGemm {
     auto operator<=>(const Key&) const = default;
   };
   Plan* plan_for(const LtGemmArgs& g, const Alignment& alignment);
+  // Trials (tune_algorithms): the timings whose calls have completed go to the plan's trials.
+  static void collect_timings(Plan& plan);
 
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
+  bool tune_algorithms_;
   cublasLtHandle_t handle_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_;
 };

@@ -14,7 +14,17 @@ namespace trainer::cuda {
 
 namespace {
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+
+// An on/off switch from the environment: unset or empty gives `fallback`, else it must be 1 or 0.
+bool env_switch(const char* name, bool fallback, const char* on_means, const char* off_means) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  const std::string on = e;
+  TRAINER_CHECK(on == "0" || on == "1", name << " = '" << on << "': allowed are 1 (" << on_means
+                                             << ") and 0 (" << off_means << ")");
+  return on == "1";
 }
+}  // namespace
 
 int device_count(std::string* why) {
   int n = 0;
@@ -30,13 +40,11 @@ int device_count(std::string* why) {
 
 CudaBackend::CudaBackend(int local_rank) {
   attention_kernel_ = attention_kernel_from_env();
-  if (const char* e = std::getenv("TRAINER_GELU_EPILOGUE"); e && *e) {
-    const std::string on = e;
-    TRAINER_CHECK(on == "0" || on == "1", "TRAINER_GELU_EPILOGUE = '"
-                                              << on << "': allowed are 1 (cuBLASLt's GELU "
-                                              << "epilogues, the default) and 0 (kernels/)");
-    gelu_epilogue_ = on == "1";
-  }
+  gelu_epilogue_ = env_switch("TRAINER_GELU_EPILOGUE", gelu_epilogue_,
+                              "cuBLASLt's GELU epilogues, the default", "kernels/");
+  const bool tune_gemms =
+      env_switch("TRAINER_GEMM_AUTOTUNE", false, "each GEMM shape times cuBLASLt's candidates",
+                 "the heuristic's first, the default");
   std::string why;
   const int n = device_count(&why);
   if (n == 0) throw CudaError("cuda backend: no CUDA device (" + why + ")");
@@ -51,7 +59,7 @@ CudaBackend::CudaBackend(int local_rank) {
   compute_capability_ = prop.major * 10 + prop.minor;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   lt_workspace_ = arena_.alloc(kLtWorkspaceBytes);
-  lt_ = std::make_unique<LtGemm>(stream_, lt_workspace_, kLtWorkspaceBytes);
+  lt_ = std::make_unique<LtGemm>(stream_, lt_workspace_, kLtWorkspaceBytes, tune_gemms);
   reduce_buf_ = static_cast<double*>(arena_.alloc(sizeof(double) * (1 + kernels::kReducePartials)));
 }
 

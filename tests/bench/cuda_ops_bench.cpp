@@ -2,7 +2,8 @@
 // T 1024, V 50257), each beside a reference run in the same invocation:
 //   - bf16 GEMMs (the four linear layers and the head, forward and backward) vs fp32 GEMMs, and
 //     the head with the vocabulary padded to 50304 (model.make_vocab_size_divisible_by: 128) vs
-//     the bare 50257;
+//     the bare 50257; each bf16 GEMM with its algorithms tuned (TRAINER_GEMM_AUTOTUNE=1) vs the
+//     heuristic's first;
 //   - attention forward+backward: tensor-core and fp32 flash kernels vs the reference kernels
 //     (the T x T matrix materialised), with the largest relative difference of out and dqkv to
 //     the reference's; the tensor-core kernels on a bf16 qkv vs an fp32 one; on a bf16 qkv (the
@@ -137,16 +138,22 @@ void bench_gemms(Backend& be, int64_t N) {
                            {"fc", 768, 3072},
                            {"fc proj", 3072, 768},
                            {"lm head", 768, 50257}};
-  // out_t: the output's and dout's dtype (bf16: the logits of bf16 compute)
-  auto time_linear = [&](const Linear& l, DType t, DType out_t = DType::f32) {
-    Buffers buf{be, {}};
+  // out_t: the output's and dout's dtype (bf16: the logits of bf16 compute). warm_up: calls
+  // before the timing (a tuning backend's trials settle in them).
+  auto time_linear = [&](const Linear& l, DType t, DType out_t = DType::f32, Backend* on = nullptr,
+                         int warm_up = 0) {
+    Backend& b = on ? *on : be;
+    Buffers buf{b, {}};
     Tensor x = buf.make({N, l.C}, t, 1), w = buf.make({l.OC, l.C}, t, 2);
     Tensor y = buf.make({N, l.OC}, out_t, 3), dy = buf.make({N, l.OC}, out_t, 4);
     Tensor dx = buf.make({N, l.C}, DType::f32, 5), dw = buf.make({l.OC, l.C}, DType::f32, 6);
-    return time_op(be, [&] {
-      be.matmul_forward(y, x, w, Tensor());
-      be.matmul_backward(dx, dw, Tensor(), dy, x, w);
-    });
+    const auto fwd_bwd = [&] {
+      b.matmul_forward(y, x, w, Tensor());
+      b.matmul_backward(dx, dw, Tensor(), dy, x, w);
+    };
+    for (int i = 0; i < warm_up; ++i) fwd_bwd();
+    b.synchronize();
+    return time_op(b, fwd_bwd);
   };
   auto flop = [&](const Linear& l) {  // fwd + 2 bwd GEMMs
     return 3 * 2.0 * double(N) * double(l.C) * double(l.OC);
@@ -155,11 +162,13 @@ void bench_gemms(Backend& be, int64_t N) {
     return std::to_string(N) + "x" + std::to_string(l.C) + "x" + std::to_string(l.OC);
   };
   double head_s = 0;
+  std::vector<double> heuristic_s;
   for (const Linear& l : layers) {
     const double fp32_s = time_linear(l, DType::f32), bf16_s = time_linear(l, DType::bf16);
     row(std::string("matmul fwd+bwd bf16 ") + l.name, shape(l), bf16_s, tflops(flop(l), bf16_s),
         ratio("fp32", fp32_s, bf16_s));
     head_s = bf16_s;  // the last row: the head at V 50257
+    heuristic_s.push_back(bf16_s);
   }
   const Linear padded{"lm head, vocab padded", 768, 50304};
   const double padded_s = time_linear(padded, DType::bf16);
@@ -168,6 +177,24 @@ void bench_gemms(Backend& be, int64_t N) {
   const double bf16_logits_s = time_linear(padded, DType::bf16, DType::bf16);
   row("matmul fwd+bwd bf16 lm head, bf16 logits", shape(padded), bf16_logits_s,
       tflops(flop(padded), bf16_logits_s), ratio("fp32 logits", padded_s, bf16_logits_s));
+
+  // TRAINER_GEMM_AUTOTUNE=1: each shape tries cuBLASLt's candidates (3 timed calls each, up to
+  // 8 of them) in the warm-up calls, then keeps the fastest.
+  setenv("TRAINER_GEMM_AUTOTUNE", "1", 1);
+  auto tuned = make_backend("cuda", 0);
+  unsetenv("TRAINER_GEMM_AUTOTUNE");
+  constexpr int kTrialCalls = 3 * 8 + 2;
+  for (size_t i = 0; i + 1 < std::size(layers); ++i) {
+    const Linear& l = layers[i];
+    const double s = time_linear(l, DType::bf16, DType::f32, tuned.get(), kTrialCalls);
+    row(std::string("matmul fwd+bwd bf16 ") + l.name + ", tuned", shape(l), s, tflops(flop(l), s),
+        ratio("the heuristic's pick", heuristic_s[i], s));
+  }
+  const double tuned_head_s =
+      time_linear(padded, DType::bf16, DType::bf16, tuned.get(), kTrialCalls);
+  row("matmul fwd+bwd bf16 lm head, bf16 logits, tuned", shape(padded), tuned_head_s,
+      tflops(flop(padded), tuned_head_s),
+      ratio("the heuristic's pick", bf16_logits_s, tuned_head_s));
 }
 
 // Forward + backward of one attention layer with TRAINER_ATTENTION = kernel.
