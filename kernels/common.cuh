@@ -1,5 +1,6 @@
 #pragma once
 // Helpers shared by the kernels: the launch, grid sizes, warp and block reductions.
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/bf16.cuh"
@@ -31,6 +32,23 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t strea
   // clang-format off
   kernel<<<grid, block, 0, stream>>>(args...);
   // clang-format on
+#endif
+}
+
+inline constexpr float kLog2e = 1.4426950408889634f;
+// 2^x on the multi-function unit alone: ex2.approx.ftz.f32 (about 2 ulp; a result below 2^-126
+// flushes to zero; 2^-inf = 0). exp2f is ex2.approx without .ftz, which the assembler wraps in a
+// fix-up for subnormal results: extra instructions on every score of the attention kernels and
+// every logit of the cross-entropy, for probabilities far below anything a bf16 product or an fp32
+// sum of them can hold. e^x is exp2_ftz(x * kLog2e), the multiply folded into the caller's fma.
+__device__ inline float exp2_ftz(float x) {
+#ifdef TRAINER_CUDA_EMULATION
+  const float y = std::exp2(x);
+  return y < 0x1p-126f ? 0.0f : y;
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 #endif
 }
 

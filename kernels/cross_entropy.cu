@@ -1,9 +1,11 @@
 // Fused softmax + cross-entropy (runtime/cpu/ops_loss.h): one block per row of logits and two
-// passes over the row: the max and the sum of exponentials together (online softmax: the sum is
-// rescaled whenever the running max grows), then the gradient, written in place; the second pass
-// takes what it can from registers the first filled. A row that
-// starts 16-byte aligned (the padded vocabulary's rows are) is read and written 16 bytes at a time,
-// 8 bf16 or 4 fp32 logits; its last V % 8 (or 4) columns and the padding go one by one.
+// passes over the row: the max and the sum of exponentials together (a thread takes the max of
+// the logits it holds in registers, then their exponentials' sum; the rest of its share folds in
+// 16 bytes at a time, the sum rescaled whenever the max grows), then the gradient, written in
+// place; the second pass takes what it can from registers the first filled. Each exponential is
+// one fma and one ex2.approx (kernels/common.cuh's exp2_ftz), as in the attention kernels. A row
+// that starts 16-byte aligned (the padded vocabulary's rows are) is read and written 16 bytes at a
+// time, 8 bf16 or 4 fp32 logits; its last V % 8 (or 4) columns and the padding go one by one.
 #include <cmath>
 
 #include "kernels/common.cuh"
@@ -18,15 +20,24 @@ struct MaxSum {
   float m = -INFINITY, s = 0;
 };
 
-// A -inf logit adds exp(-inf) = 0 (and would give exp(-inf - -inf) = NaN to a running max that
-// is still -inf); a NaN one makes the sum NaN, as in the cpu backend.
-__device__ inline void add_logit(MaxSum& a, float z) {
-  if (z > a.m) {
-    a.s = a.s * expf(a.m - z) + 1.0f;
-    a.m = z;
-  } else if (z != -INFINITY) {
-    a.s += expf(z - a.m);
+// The max in base 2 that a sum's exponentials subtract: 0 while the max is -inf, so that -inf
+// logits add 2^-inf = 0 rather than exp(-inf - -inf) = NaN.
+__device__ inline float base2(float m) {
+  return m == -INFINITY ? 0.0f : m * kLog2e;
+}
+// Adds e^(v - a.m) for kN logits, a.m first raised to their max (a.s rescaled to it); each
+// exponential is one fma and one ex2.approx (exp2_ftz). fmaxf passes over a NaN logit, whose
+// exponential then makes the sum NaN, as in the cpu backend.
+template <int kN>
+__device__ inline void add_logits(MaxSum& a, const float (&v)[kN]) {
+  float m = a.m;
+  for (int k = 0; k < kN; ++k) m = fmaxf(m, v[k]);
+  if (m > a.m) {
+    a.s *= exp2_ftz((a.m - m) * kLog2e);  // (a.s is 0 while a.m is -inf)
+    a.m = m;
   }
+  const float base = base2(a.m);
+  for (int k = 0; k < kN; ++k) a.s += exp2_ftz(fmaf(v[k], kLog2e, -base));
 }
 
 // The products are rounded on their own (__fmul_rn: no fused multiply-add), so that combine(a, b)
@@ -98,28 +109,42 @@ __global__ void __launch_bounds__(1024)
   constexpr int kCached = 6;
   uint32_t cached[kCached][4] = {};
   MaxSum st;
-  const auto add_group = [&](const uint32_t(&w)[4]) {
-    float v[kVec];
-    decode_logits(v, w);
-    for (int k = 0; k < kVec; ++k) add_logit(st, v[k]);
-  };
   for (int c = 0; c < kCached; ++c) {  // every load first, then the arithmetic
     const int64_t j = vec_first + c * vec_step;
     if (j < vec_end) load16(cached[c], z + j);
   }
-  for (int c = 0; c < kCached && vec_first + c * vec_step < vec_end; ++c) add_group(cached[c]);
+  // The cached groups: their max, then the sum against it (no rescaling among them).
+  TRAINER_UNROLL
+  for (int c = 0; c < kCached && vec_first + c * vec_step < vec_end; ++c) {
+    float v[kVec];
+    decode_logits(v, cached[c]);
+    for (int k = 0; k < kVec; ++k) st.m = fmaxf(st.m, v[k]);
+  }
+  const float cached_base = base2(st.m);
+  TRAINER_UNROLL
+  for (int c = 0; c < kCached && vec_first + c * vec_step < vec_end; ++c) {
+    float v[kVec];
+    decode_logits(v, cached[c]);
+    for (int k = 0; k < kVec; ++k) st.s += exp2_ftz(fmaf(v[k], kLog2e, -cached_base));
+  }
   for (int64_t j = vec_first + kCached * vec_step; j < vec_end; j += vec_step) {
     uint32_t w[4];
+    float v[kVec];
     load16(w, z + j);
-    add_group(w);
+    decode_logits(v, w);
+    add_logits(st, v);
   }
-  for (int64_t j = vec_end + threadIdx.x; j < V; j += blockDim.x) add_logit(st, load_in(z + j));
+  for (int64_t j = vec_end + threadIdx.x; j < V; j += blockDim.x) {
+    const float v[1] = {load_in(z + j)};
+    add_logits(st, v);
+  }
   st = block_max_sum(st, red);
   if (threadIdx.x == 0) losses[row] = logf(st.s) + st.m - z_target;
   if (!write_grad) return;
-  const float inv_sum = 1.0f / st.s;
+  const float inv_sum = 1.0f / st.s, base = base2(st.m);
   auto grad = [&](float zj, int64_t j) {
-    return (expf(zj - st.m) * inv_sum - (j == target ? 1.0f : 0.0f)) * dloss_scale;
+    return (exp2_ftz(fmaf(zj, kLog2e, -base)) * inv_sum - (j == target ? 1.0f : 0.0f)) *
+           dloss_scale;
   };
   const auto grad_group = [&](const uint32_t(&w)[4], int64_t j) {  // the group at column j
     float v[kVec];

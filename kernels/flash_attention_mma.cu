@@ -38,7 +38,6 @@ constexpr int kMinBlocksMma = 3;
 constexpr int kFwdTile = 64;  // keys per forward tile
 constexpr int kBwdTile = 32;  // keys (dq) or queries (dk/dv) per backward tile
 constexpr int kPad = 8;       // bf16 per row of padding: rows land 4 banks apart
-constexpr float kLog2e = 1.4426950408889634f;
 
 // 8 consecutive elements at p as bf16, packed in pairs (the lower element in the low half): a
 // bf16 source with mul 1 as it is, anything else read as fp32, times mul, rounded. vec: p is

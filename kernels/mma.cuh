@@ -67,21 +67,6 @@ __device__ inline void cp_async_wait() {
 }
 #endif
 
-// 2^x on the multi-function unit alone: ex2.approx.ftz.f32 (about 2 ulp; a result below 2^-126
-// flushes to zero; 2^-inf = 0). exp2f is ex2.approx without .ftz, which the assembler wraps in a
-// fix-up for subnormal results: extra instructions on every score of the attention kernels, for
-// probabilities far below anything a bf16 product or an fp32 sum of them can hold.
-__device__ inline float exp2_ftz(float x) {
-#ifdef TRAINER_CUDA_EMULATION
-  const float y = std::exp2(x);
-  return y < 0x1p-126f ? 0.0f : y;
-#else
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-#endif
-}
-
 // Two adjacent bf16 (p[0] in the low half); p 4-byte aligned.
 __device__ inline uint32_t load_pair(const uint16_t* p) {
 #ifdef TRAINER_CUDA_EMULATION

@@ -245,9 +245,11 @@ TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_p
   // Rows of V classes, then Vp - V padding columns. Rows that start 16-byte aligned are read 16
   // bytes at a time up to a multiple of 8 (bf16) or 4 (fp32) columns: every row here (fp32, Vp
   // 300), every other one (bf16, Vp 300), none after the first (Vp 1003); with a tail of 3
-  // columns (V 1003) and several 16-byte groups per thread (V 5000: 1024 threads).
+  // columns (V 1003) and several 16-byte groups per thread (V 5000: 1024 threads); and GPT-2's
+  // padded vocabulary, where a thread holds more groups than it keeps in registers (the rest
+  // fold into its statistics a group at a time).
   const std::pair<int64_t, int64_t> shapes[] = {
-      {300, 300}, {300, 320}, {1003, 1003}, {1003, 1024}, {5000, 5120}};
+      {300, 300}, {300, 320}, {1003, 1003}, {1003, 1024}, {5000, 5120}, {50257, 50304}};
   for (const auto& [V, Vp] : shapes) {
     INFO("V " << V << ", row length " << Vp);
     auto logits = randoms(N * Vp, 1, -4, 4), rlogits = logits, losses = nans(N);
