@@ -170,27 +170,37 @@ __global__ void layernorm_forward_rows_kernel(OutT* out, float* mean, float* rst
 
 // The backward of layernorm_backward_kernel from registers: one block per kFusedRows rows (the
 // same chunks, so the same partials pw, pb [chunk][C] and column sums), warp w taking rows w,
-// w + warps, ... of its chunk. A lane keeps its columns' weight and its own dweight and dbias
-// sums; the warps then add theirs into the block's row of pw and pb in warp order (fixed:
-// deterministic).
+// w + warps, ... of its chunk. A lane keeps its columns' weight in registers, and loads all of a
+// row (dout, input and dinp) at once: one trip to memory a row. Its dweight and dbias sums live
+// in its warp's rows of shared memory (in registers they would cost 48 more at C 768, and an SM
+// a block); the warps' rows are then added in warp order (fixed: deterministic).
 template <int kVec>
 __global__ void __launch_bounds__(kRowWarps * 32)
     layernorm_backward_rows_kernel(float* dinp, uint16_t* dinp_bf16, float* pw, float* pb,
                                    const float* dout, const float* inp, const float* weight,
                                    const float* mean, const float* rstd, int64_t N) {
   constexpr int64_t C = 128 * kVec;
-  __shared__ __align__(16) float sum_w[C];
-  __shared__ __align__(16) float sum_b[C];
+  __shared__ __align__(16) float sum_w[kRowWarps][C];  // each warp's dweight sums
+  __shared__ __align__(16) float sum_b[kRowWarps][C];
   const int64_t r0 = int64_t{blockIdx.x} * kFusedRows;
   const int64_t r1 = r0 + kFusedRows < N ? r0 + kFusedRows : N;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float w[kVec][4], dw[kVec][4] = {}, db[kVec][4] = {};
-  for (int i = 0; i < kVec; ++i) load_floats4(w[i], weight + 4 * (lane + 32 * i));
+  float* dw = sum_w[warp];
+  float* db = sum_b[warp];
+  float w[kVec][4];
+  for (int i = 0; i < kVec; ++i) {
+    const int c = 4 * (lane + 32 * i);
+    load_floats4(w[i], weight + c);
+    for (int k = 0; k < 4; ++k) dw[c + k] = db[c + k] = 0.0f;
+  }
   for (int64_t row = r0 + warp; row < r1; row += kRowWarps) {
-    float dy[kVec][4], xh[kVec][4];  // dout, and the normalised input
+    // dout, the normalised input, and the gradient to add to: every load of the row at once (dinp's
+    // loads do not wait for the row's sums).
+    float dy[kVec][4], xh[kVec][4], d[kVec][4];
     for (int i = 0; i < kVec; ++i) {
       load_floats4(dy[i], dout + row * C + 4 * (lane + 32 * i));
       load_floats4(xh[i], inp + row * C + 4 * (lane + 32 * i));
+      if (dinp) load_floats4(d[i], dinp + row * C + 4 * (lane + 32 * i));
     }
     const float m = mean[row], s = rstd[row];
     float dnorm_mean = 0, dnorm_norm_mean = 0;
@@ -206,32 +216,29 @@ __global__ void __launch_bounds__(kRowWarps * 32)
     for (int i = 0; i < kVec; ++i) {
       const int64_t e = row * C + 4 * (lane + 32 * i);
       if (dinp) {
-        float d[4];
-        load_floats4(d, dinp + e);
         for (int k = 0; k < 4; ++k)
-          d[k] += (w[i][k] * dy[i][k] - dnorm_mean - xh[i][k] * dnorm_norm_mean) * s;
-        store4(dinp + e, d);
-        if (dinp_bf16) store4(dinp_bf16 + e, d);
+          d[i][k] += (w[i][k] * dy[i][k] - dnorm_mean - xh[i][k] * dnorm_norm_mean) * s;
+        store4(dinp + e, d[i]);
+        if (dinp_bf16) store4(dinp_bf16 + e, d[i]);
       }
+      const int c = 4 * (lane + 32 * i);  // this lane's own slots: no other thread touches them
+      float aw[4], ab[4];
+      load_floats4(aw, dw + c);
+      load_floats4(ab, db + c);
       for (int k = 0; k < 4; ++k) {
-        dw[i][k] += dy[i][k] * xh[i][k];
-        db[i][k] += dy[i][k];
+        aw[k] += dy[i][k] * xh[i][k];
+        ab[k] += dy[i][k];
       }
+      store_floats4(dw + c, aw);
+      store_floats4(db + c, ab);
     }
   }
-  for (int turn = 0; turn < kRowWarps; ++turn) {
-    if (warp == turn)
-      for (int i = 0; i < kVec; ++i)
-        for (int k = 0; k < 4; ++k) {
-          const int c = 4 * (lane + 32 * i) + k;
-          sum_w[c] = (turn == 0 ? 0.0f : sum_w[c]) + dw[i][k];
-          sum_b[c] = (turn == 0 ? 0.0f : sum_b[c]) + db[i][k];
-        }
-    __syncthreads();
-  }
+  __syncthreads();
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    pw[int64_t{blockIdx.x} * C + c] = sum_w[c];
-    pb[int64_t{blockIdx.x} * C + c] = sum_b[c];
+    float tw = 0.0f, tb = 0.0f;
+    for (int v = 0; v < kRowWarps; ++v) tw += sum_w[v][c], tb += sum_b[v][c];
+    pw[int64_t{blockIdx.x} * C + c] = tw;
+    pb[int64_t{blockIdx.x} * C + c] = tb;
   }
 }
 
