@@ -1,17 +1,13 @@
 #include "runtime/core/algo_trials.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "runtime/core/check.h"
 
 namespace trainer {
 
 AlgoTrials::AlgoTrials(int candidates, int samples, double margin)
-    : samples_(samples),
-      margin_(margin),
-      best_ms_(static_cast<size_t>(candidates), std::numeric_limits<double>::infinity()),
-      count_(static_cast<size_t>(candidates), 0) {
+    : samples_(samples), margin_(margin), ms_(static_cast<size_t>(std::max(candidates, 0))) {
   TRAINER_CHECK(
       candidates >= 0 && samples >= 1 && margin >= 0,
       "AlgoTrials: " << candidates << " candidates, " << samples << " samples, margin " << margin);
@@ -19,12 +15,12 @@ AlgoTrials::AlgoTrials(int candidates, int samples, double margin)
 }
 
 int AlgoTrials::next() {
-  if (settled() || best_ms_.empty()) return std::max(winner_, 0);
+  if (settled() || ms_.empty()) return std::max(winner_, 0);
   const int n = candidates();
   // the next candidate in turn that still lacks timings (records may lag behind the calls)
   for (int i = 0; i < n; ++i) {
     const int c = (turn_ + i) % n;
-    if (count_[static_cast<size_t>(c)] < samples_) {
+    if (static_cast<int>(ms_[static_cast<size_t>(c)].size()) < samples_) {
       turn_ = (c + 1) % n;
       return c;
     }
@@ -36,17 +32,15 @@ int AlgoTrials::next() {
 
 void AlgoTrials::record(int candidate, double ms) {
   if (settled() || candidate < 0 || candidate >= candidates()) return;
-  const auto c = static_cast<size_t>(candidate);
-  best_ms_[c] = std::min(best_ms_[c], ms);
-  ++count_[c];
+  auto& taken = ms_[static_cast<size_t>(candidate)];
+  if (static_cast<int>(taken.size()) < samples_) taken.push_back(ms);
   settle_if_done();
 }
 
 void AlgoTrials::drop(int candidate) {
   TRAINER_CHECK(candidate >= 0 && candidate < candidates(),
                 "AlgoTrials: drop(" << candidate << ") of " << candidates());
-  best_ms_.erase(best_ms_.begin() + candidate);
-  count_.erase(count_.begin() + candidate);
+  ms_.erase(ms_.begin() + candidate);
   if (winner_ == candidate)
     winner_ = -1;
   else if (winner_ > candidate)
@@ -56,19 +50,27 @@ void AlgoTrials::drop(int candidate) {
 }
 
 void AlgoTrials::settle_if_done() {
-  if (best_ms_.empty()) return;
-  if (std::any_of(count_.begin(), count_.end(), [&](int k) { return k < samples_; })) return;
-  const auto fastest = std::min_element(best_ms_.begin(), best_ms_.end()) - best_ms_.begin();
-  winner_ = best_ms_[static_cast<size_t>(fastest)] < best_ms_[0] * (1.0 - margin_)
-                ? static_cast<int>(fastest)
-                : 0;
+  if (ms_.empty()) return;
+  for (const auto& taken : ms_)
+    if (static_cast<int>(taken.size()) < samples_) return;
+  int fastest = 0;
+  for (int c = 1; c < candidates(); ++c)
+    if (median_ms(c) < median_ms(fastest)) fastest = c;
+  winner_ = median_ms(fastest) < median_ms(0) * (1.0 - margin_) ? fastest : 0;
+}
+
+double AlgoTrials::median_ms(int candidate) const {
+  std::vector<double> sorted = ms_[static_cast<size_t>(candidate)];
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 double AlgoTrials::winner_ms() const {
-  return settled() ? best_ms_[static_cast<size_t>(winner_)] : 0.0;
+  return settled() ? median_ms(winner_) : 0.0;
 }
 double AlgoTrials::first_ms() const {
-  return settled() ? best_ms_[0] : 0.0;
+  return settled() ? median_ms(0) : 0.0;
 }
 
 }  // namespace trainer

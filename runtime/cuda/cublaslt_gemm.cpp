@@ -275,12 +275,14 @@ void LtGemm::collect_timings(Plan& plan) {
     plan.spare.push_back(it->start), plan.spare.push_back(it->end);
     it = pending.erase(it);
   }
-  if (plan.trials->settled())
-    spdlog::debug(
-        "cuBLASLt gemm {}: algorithm {} of {} chosen, {:.3f} ms against {:.3f} ms for "
-        "the heuristic's first",
-        plan.shape, plan.trials->winner(), plan.trials->candidates(), plan.trials->winner_ms(),
-        plan.trials->first_ms());
+  if (!plan.trials->settled()) return;
+  // A shape moved off the heuristic's first choice is worth a line (TRAINER_GEMM_AUTOTUNE is
+  // asked for); one that stays is not.
+  const AlgoTrials& t = *plan.trials;
+  spdlog::log(t.winner() == 0 ? spdlog::level::debug : spdlog::level::info,
+              "cuBLASLt gemm {}: algorithm {} of the heuristic's {} (median {:.3f} ms) in place "
+              "of its first ({:.3f} ms)",
+              plan.shape, t.winner(), t.candidates(), t.winner_ms(), t.first_ms());
 }
 
 bool LtGemm::refuses_epilogue(const LtGemmArgs& g) {
