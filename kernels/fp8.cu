@@ -2,6 +2,7 @@
 // reference is runtime/cpu/fp8.h and cpu_backend_fp8.cpp, matched bit for bit).
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec.cuh"
 #include "runtime/core/fp8_recipe.h"
 #ifdef TRAINER_CUDA_EMULATION
 #include "runtime/cpu/fp8.h"
@@ -20,13 +21,25 @@ __device__ inline uint8_t e4m3_bits(float v) {
 #endif
 }
 
-// partials[block] = max |x| over the block's grid-stride share (NaN skipped, as fmaxf does).
+// Elements [0, vec_end) go 8 at a time (16-byte loads; 0 unless x is 16-byte aligned), the rest
+// one by one: each thread's first index, and the grid's stride, in elements.
+__device__ inline int64_t vec8_end(const void* x, int64_t n) {
+  return aligned16(x) ? n / 8 * 8 : 0;
+}
+
+// partials[block] = max |x| over the block's grid-stride share (NaN skipped, as fmaxf does; the
+// max of a set does not depend on the order, so the 8-wide reads change no bit).
 __global__ void amax_partials_kernel(float* partials, const uint16_t* x, int64_t n) {
   __shared__ float red[32];
   float m = 0.0f;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    m = fmaxf(m, fabsf(from_bf16_bits(x[i])));
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x, vec_end = vec8_end(x, n);
+  for (int64_t i = first * 8; i < vec_end; i += stride * 8) {
+    uint32_t w[4];
+    load16(w, x + i);
+    for (const uint32_t pair : w) m = fmaxf(m, fmaxf(fabsf(bf16_lo(pair)), fabsf(bf16_hi(pair))));
+  }
+  for (int64_t i = vec_end + first; i < n; i += stride) m = fmaxf(m, fabsf(from_bf16_bits(x[i])));
   m = block_reduce(m, red, MaxOp{}, 0.0f);
   if (threadIdx.x == 0) partials[blockIdx.x] = m;
 }
@@ -67,10 +80,23 @@ __global__ void push_amaxes_kernel(float* states, const float* amaxes, int64_t p
   s[kFp8AmaxHistory + 1] = 1.0f / scale;
 }
 
+// out = e4m3(x * scale): 8 elements a thread per turn (a 16-byte load, an 8-byte store) where x
+// is 16-byte aligned and out 8-byte aligned, the rest one by one.
 __global__ void quantize_kernel(uint8_t* out, const uint16_t* x, int64_t n, const float* scale) {
   const float s = *scale;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
+  const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  const int64_t vec_end = reinterpret_cast<uintptr_t>(out) % 8 == 0 ? vec8_end(x, n) : 0;
+  for (int64_t i = first * 8; i < vec_end; i += stride * 8) {
+    uint32_t w[4], q[2] = {0u, 0u};
+    load16(w, x + i);
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t lo = e4m3_bits(bf16_lo(w[k]) * s), hi = e4m3_bits(bf16_hi(w[k]) * s);
+      q[k / 2] |= (lo | hi << 8) << (16 * (k % 2));
+    }
+    store8(out + i, q);
+  }
+  for (int64_t i = vec_end + first; i < n; i += stride)
     out[i] = e4m3_bits(from_bf16_bits(x[i]) * s);
 }
 
@@ -85,7 +111,7 @@ void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, const floa
          static_cast<const float*>(partials), kReducePartials);
   CUDA_CHECK_LAUNCH("call_scale_kernel");
   if (n == 0) return;
-  launch(quantize_kernel, grid_for(n), kThreads, stream, out, x, n,
+  launch(quantize_kernel, grid_for((n + 7) / 8), kThreads, stream, out, x, n,
          static_cast<const float*>(scale));
   CUDA_CHECK_LAUNCH("quantize_kernel");
 }

@@ -285,10 +285,26 @@ __global__ void sum_chunks_kernel(float* out, const float* partials, int64_t chu
   out[c] += s;
 }
 
+// out[r][c] += bias[c]: a thread takes 4 columns (16-byte accesses where OC is a multiple of 4
+// and both pointers 16-byte aligned) of every gridDim.y-th row; no index division per element.
 __global__ void add_bias_kernel(float* out, const float* bias, int64_t N, int64_t OC) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < N * OC;
-       i += int64_t{gridDim.x} * blockDim.x)
-    out[i] += bias[i % OC];
+  const int64_t c = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * 4;
+  if (c >= OC) return;
+  const bool vec = OC % 4 == 0 && aligned16(out) && aligned16(bias);
+  const int cols = OC - c < 4 ? static_cast<int>(OC - c) : 4;
+  float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int k = 0; k < cols; ++k) b[k] = bias[c + k];
+  for (int64_t r = blockIdx.y; r < N; r += gridDim.y) {
+    float* y = out + r * OC + c;
+    if (vec) {
+      float v[4];
+      load_floats4(v, y);
+      for (int k = 0; k < 4; ++k) v[k] += b[k];
+      store_floats4(y, v);
+    } else {
+      for (int k = 0; k < cols; ++k) y[k] += b[k];
+    }
+  }
 }
 
 // GPT-2's tanh GELU as x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3): the cpu backend's form
@@ -435,7 +451,9 @@ template void bias_backward(float*, const uint16_t*, float*, int64_t, int64_t, c
 
 void add_bias(float* out, const float* bias, int64_t N, int64_t OC, cudaStream_t stream) {
   if (N * OC == 0) return;
-  launch(add_bias_kernel, grid_for(N * OC), kThreads, stream, out, bias, N, OC);
+  const int64_t row_blocks = N < 1024 ? N : 1024;  // each thread then walks N / 1024 rows
+  launch(add_bias_kernel, dim3(grid_for((OC + 3) / 4), static_cast<unsigned>(row_blocks)), kThreads,
+         stream, out, bias, N, OC);
   CUDA_CHECK_LAUNCH("add_bias_kernel");
 }
 

@@ -117,21 +117,26 @@ TEST_CASE("emulated_layernorm_gelu_bias_kernels_match_cpu", "[kernels]") {
   check_close(gy, rgy, kTol, "gelu out");
   check_close(gdx, rgdx, kTol, "gelu dinp");
 
-  // bias: dbias += column sums (deterministic order), out += bias
-  const int64_t OC = 45;
-  auto dout = randoms(N * OC, 11), dbias = randoms(OC, 12), out = randoms(N * OC, 13);
-  auto bias = randoms(OC, 14);
-  std::vector<float> want_db = dbias, want_out = out;
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t o = 0; o < OC; ++o) {
-      want_db[size_t(o)] += dout[size_t(i * OC + o)];
-      want_out[size_t(i * OC + o)] += bias[size_t(o)];
-    }
-  scratch.resize(static_cast<size_t>(emu::column_sums_scratch_floats(N, OC)));
-  emu::bias_backward(dbias.data(), dout.data(), scratch.data(), N, OC, kStream);
-  emu::add_bias(out.data(), bias.data(), N, OC, kStream);
-  check_close(dbias, want_db, kTol, "bias_backward");
-  check_close(out, want_out, kTol, "add_bias");
+  // bias: dbias += column sums (deterministic order), out += bias; add_bias takes 4 columns a
+  // thread, 16 bytes at a time where it can (OC 48; 1100 > 1024 rows: threads walk 2 rows), else
+  // one by one (OC 45, a last thread with 1 column; or an unaligned out)
+  for (const auto& [rows, OC, offset] :
+       {std::tuple<int64_t, int64_t, int64_t>{N, 45, 0}, {1100, 48, 0}, {N, 48, 1}}) {
+    INFO(rows << " rows, OC " << OC << ", offset " << offset);
+    auto dout = randoms(rows * OC, 11), dbias = randoms(OC, 12);
+    auto out = randoms(rows * OC + offset, 13), bias = randoms(OC, 14);
+    std::vector<float> want_db = dbias, want_out = out;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t o = 0; o < OC; ++o) {
+        want_db[size_t(o)] += dout[size_t(i * OC + o)];
+        want_out[size_t(offset + i * OC + o)] += bias[size_t(o)];
+      }
+    scratch.resize(static_cast<size_t>(emu::column_sums_scratch_floats(rows, OC)));
+    emu::bias_backward(dbias.data(), dout.data(), scratch.data(), rows, OC, kStream);
+    emu::add_bias(out.data() + offset, bias.data(), rows, OC, kStream);
+    check_close(dbias, want_db, kTol, "bias_backward");
+    CHECK(out == want_out);  // one addition an element: exact
+  }
 }
 
 // The fused GELU ops' fallback kernels (cuda without cuBLASLt's epilogue) against the cpu
@@ -248,8 +253,8 @@ TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_p
   // columns (V 1003) and several 16-byte groups per thread (V 5000: 1024 threads); and GPT-2's
   // padded vocabulary, where a thread holds more groups than it keeps in registers (the rest
   // fold into its statistics a group at a time).
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {300, 300}, {300, 320}, {1003, 1003}, {1003, 1024}, {5000, 5120}, {50257, 50304}};
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 300},   {300, 320},   {1003, 1003},
+                                                {1003, 1024}, {5000, 5120}, {50257, 50304}};
   for (const auto& [V, Vp] : shapes) {
     INFO("V " << V << ", row length " << Vp);
     auto logits = randoms(N * Vp, 1, -4, 4), rlogits = logits, losses = nans(N);
@@ -387,6 +392,9 @@ TEST_CASE("emulated_fp8_quantize_with_delayed_scaling_matches_cpu_bit_for_bit", 
   for (int call = 0; call < 3; ++call) {  // fresh (current scaling), then delayed twice
     INFO("call " << call);
     auto x = randoms(n, 10 + uint32_t(call), -3.0f * float(call + 1), 2.0f);
+    // the largest magnitude alone, in the upper half of a 4-byte pair (bf16 rounding leaves many
+    // ties at the top of the range otherwise)
+    x[size_t(12'345 + 2 * call)] = -7.5f * float(call + 1);
     std::vector<uint16_t> bits(x.size());
     for (size_t i = 0; i < x.size(); ++i) bits[i] = cpu::bf16_bits_from_float(x[i]);
     std::vector<uint8_t> q(x.size(), 0x7f);
@@ -407,6 +415,35 @@ TEST_CASE("emulated_fp8_quantize_with_delayed_scaling_matches_cpu_bit_for_bit", 
     emu::fp8_push_amaxes(state.data(), amax.data(), 1, kStream);
     cpu::fp8_push_amax(ref_state.data(), ref_amax);
     CHECK(state == ref_state);
+  }
+}
+
+// The kernels read 8 elements at a time from a 16-byte aligned input (and write 8 bytes to an
+// 8-byte aligned output): the test above. Here an input, and an output, that are not: one by one.
+TEST_CASE("emulated_fp8_quantize_of_unaligned_tensors_matches_cpu_bit_for_bit", "[kernels][fp8]") {
+  const int64_t n = 4'099;
+  auto x = randoms(n + 1, 21, -5.0f, 3.0f);
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) bits[i] = cpu::bf16_bits_from_float(x[i]);
+  for (const auto& [in_offset, out_offset] : {std::pair<int, int>{1, 0}, {0, 1}}) {
+    INFO("input offset " << in_offset << ", output offset " << out_offset);
+    std::vector<float> state(kFp8TensorFloats, 0.0f), used(2), amax(1);
+    std::vector<float> partials(emu::kReducePartials);
+    std::vector<uint8_t> q(static_cast<size_t>(n + 1), 0x7f);
+    emu::fp8_quantize_delayed(q.data() + out_offset, bits.data() + in_offset, n, state.data(),
+                              amax.data(), &used[0], &used[1], partials.data(), kStream);
+    float ref_amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+      ref_amax =
+          std::fmax(ref_amax, std::fabs(cpu::float_from_bf16_bits(bits[size_t(in_offset + i)])));
+    CHECK(amax[0] == ref_amax);
+    const float scale = cpu::fp8_call_scale(state.data(), ref_amax);
+    for (int64_t i = 0; i < n; ++i) {
+      INFO("element " << i);
+      REQUIRE(
+          q[size_t(out_offset + i)] ==
+          cpu::fp8_e4m3_from_float(cpu::float_from_bf16_bits(bits[size_t(in_offset + i)]) * scale));
+    }
   }
 }
 
