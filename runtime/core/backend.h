@@ -97,7 +97,8 @@ class Backend {
   // fp8 forward of a linear layer (precision.compute: fp8; runtime/core/fp8_recipe.h): inp[N,C]
   // and weight[OC,C], both bf16, are quantized to e4m3 with the scales of `fp8_state` (fp32,
   // kFp8StateFloats: the input's part, then the weight's), multiplied and descaled:
-  // out[N,OC] = inp W^T + bias (fp32). The cpu emulation accumulates in fp32; cuBLASLt's fp8
+  // out[N,OC] = inp W^T + bias, fp32 or bf16 (the fp32 sum with the bias rounded once, as
+  // matmul_forward's bf16 out). The cpu emulation accumulates in fp32; cuBLASLt's fp8
   // GEMM runs with fast accumulation (Transformer Engine's forward setting: partial sums are
   // promoted to fp32 less often), within the fp8 rounding that dominates both. fp8_amax[0..1]
   // (fp32) receive amax(|inp|) and amax(|weight|); the state does not move. The backward of such a

@@ -42,7 +42,8 @@ void CpuBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor&
       quantize(fp8_inp_, staging_.input(inp, 0, op, "inp"), d.N * d.C, state, amax);
   const float inv_w = quantize(fp8_weight_, staging_.input(weight, 1, op, "weight"), d.OC * d.C,
                                state + kFp8TensorFloats, amax + 1);
-  float* y = need_f32(out, op, "out");
+  check_linear_activation_dtype(out, DType::bf16, op, "out");
+  float* y = staging_.output(out, 3, op, "out");  // a bf16 out: fp32 sums, rounded at commit
   cpu::matmul_forward(y, fp8_inp_.data(), fp8_weight_.data(), static_cast<const float*>(nullptr),
                       d.N, d.C, d.OC);
   const float descale = inv_in * inv_w;
@@ -52,6 +53,7 @@ void CpuBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor&
       float& v = y[r * d.OC + c];
       v = v * descale + (b ? b[c] : 0.0f);
     }
+  staging_.commit(out, 3);
 }
 
 void CpuBackend::fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) {

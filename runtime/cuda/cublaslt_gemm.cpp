@@ -214,8 +214,9 @@ LtGemm::Plan* LtGemm::plan_for(const LtGemmArgs& g, const Alignment& alignment) 
   if (fused) set_epilogue(plan->desc, g);
   if (g.fp8_inputs) {
     // Hopper's fp8 kernels are "TN" only: the column-major first operand (our b) transposed.
-    TRAINER_CHECK(g.trans_b && !g.trans_a && !fused && g.batch == 1,
-                  "LtGemm: fp8 needs trans_b, no trans_a, no epilogue and no batch");
+    TRAINER_CHECK(g.trans_b && !g.trans_a && g.batch == 1 &&
+                      (!fused || epilogue_of(g) == CUBLASLT_EPILOGUE_BIAS),
+                  "LtGemm: fp8 needs trans_b, no trans_a, no batch and no epilogue but a bias");
     const int8_t fast_accum = 1;  // Transformer Engine's choice for the forward GEMM
     CUBLAS_CHECK(cublaslt().desc_set_attribute(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
                                                &fast_accum, sizeof(fast_accum)));
@@ -296,7 +297,8 @@ bool LtGemm::run(const LtGemmArgs& args) {
   if (g.bias_grad && (g.k == 0 || g.n == 0)) return false;
   if (g.m == 0 || g.n == 0) return true;
   TRAINER_CHECK(g.k > 0, "LtGemm: k == 0 is handled by the caller");
-  TRAINER_CHECK(!g.bf16_output || g.bf16_inputs, "LtGemm: a bf16 output needs bf16 inputs");
+  TRAINER_CHECK(!g.bf16_output || g.bf16_inputs || g.fp8_inputs,
+                "LtGemm: a bf16 output needs bf16 or fp8 inputs");
   const bool gelu = g.epilogue != LtGemmArgs::Epilogue::none;
   TRAINER_CHECK(gelu == (g.aux != nullptr) && (!gelu || g.batch == 1) &&
                     (g.epilogue != LtGemmArgs::Epilogue::dgelu || !g.bias),

@@ -39,8 +39,9 @@ struct LtGemmArgs {
   // batch): bias_grad[i] = sum over k of op(a)[i, k], m fp32 values, OVERWRITTEN. With a = dout
   // (op(a) = dout^T), the dweight GEMM's dbias.
   float* bias_grad = nullptr;
-  // a and b hold e4m3 (c stays fp32): c = a_scale * b_scale * op(a) op(b), the scales being device
-  // floats. cuBLASLt's fp8 GEMMs take only trans_b && !trans_a here (its "TN"), no bias epilogue.
+  // a and b hold e4m3: c = a_scale * b_scale * op(a) op(b) (+ bias), fp32 or bf16 (bf16_output),
+  // the scales being device floats. cuBLASLt's fp8 GEMMs take only trans_b && !trans_a here (its
+  // "TN"), and no epilogue but the bias.
   bool fp8_inputs = false;
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;

@@ -43,14 +43,18 @@ void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor
   kernels::fp8_quantize_delayed(q_weight, static_cast<const uint16_t*>(weight.data), d.OC * d.C,
                                 state + kFp8TensorFloats, amax + 1, scale_slot(2), scale_slot(3),
                                 partials, stream_);
+  // The bias rides in cuBLASLt's epilogue, and a bf16 out is the GEMM's own output; where
+  // cuBLASLt refuses either with fp8 inputs, run_gemm falls back to fp32 sums, the bias kernel
+  // and a cast, as for bf16 inputs.
+  check_linear_activation_dtype(out, DType::bf16, op, "out");
   LtGemmArgs g;
   g.fp8_inputs = true;
+  g.bf16_output = out.dtype == DType::bf16;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
-  g.a = q_inp, g.b = q_weight, g.c = need_f32(out, op, "out");
+  g.a = q_inp, g.b = q_weight, g.c = need_operand_out(out, op, "out");
+  g.bias = opt_f32(bias, op, "bias");
   g.a_scale = scale_slot(1), g.b_scale = scale_slot(3);  // the inverses: the descales
   run_gemm(g);
-  if (const float* b = opt_f32(bias, op, "bias"))
-    kernels::add_bias(static_cast<float*>(g.c), b, d.N, d.OC, stream_);
 }
 
 void CudaBackend::fp8_push_amaxes(Tensor fp8_states, const Tensor& amaxes) {

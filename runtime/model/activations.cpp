@@ -116,7 +116,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     if (mm == DType::bf16) a.sp.dresidual_mm = c.take({B, T, C}, mm);
     a.sp.dln_rows = c.take(stream);
   }
-  if (fp8_sums) a.fp8_sums = c.take({B, T, std::max(3 * CL, FC)});
+  if (fp8_sums) a.fp8_sums = c.take({B, T, FC});
 }
 
 }  // namespace

@@ -100,8 +100,8 @@ class Activations {
   Tensor losses;  // [B,T]
   GradScratch grad;
   SequenceParallelScratch sp;
-  // fp8 compute: an fp8 GEMM's fp32 sums before they are rounded (qkv) or passed through the
-  // GELU (fc), [B,T,widest linear output]; empty otherwise.
+  // fp8 compute: the fc layer's fp8 GEMM's fp32 sums before they pass through the GELU,
+  // [B,T,4C/tp]; empty otherwise. (The other fp8 GEMMs write their outputs themselves.)
   Tensor fp8_sums;
   size_t bytes() const { return bytes_; }
 

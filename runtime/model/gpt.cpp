@@ -155,15 +155,13 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
     be_.matmul_forward(out, inp, weight, bias, residual);
     return;
   }
-  // fp8: the GEMM writes fp32; a bf16 out (qkv) takes those sums rounded once
-  const Tensor sum = out.dtype == DType::bf16 ? fp8_sums(out.shape) : out;
+  // fp8: a bf16 out (qkv) is the fp32 sum with the bias, rounded once (as in bf16 compute)
   const int64_t linear = int64_t{l} * 4 + which;
-  be_.matmul_forward_fp8(sum, inp, weight, bias,
+  be_.matmul_forward_fp8(out, inp, weight, bias,
                          fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
                          fp8_amaxes_.slice(linear * 2, 2));
-  if (sum.data != out.data) be_.round_to_bf16(out, sum);
   if (!residual.empty()) {
-    TRAINER_CHECK(sum.data == out.data, "a residual needs an fp32 out");
+    TRAINER_CHECK(out.dtype == DType::f32, "a residual needs an fp32 out");
     be_.axpy(out, residual, 1.0f);
   }
 }

@@ -149,5 +149,21 @@ TEST_CASE("fp8_matmul_is_the_descaled_product_of_the_quantized_operands", "[cpu]
   CHECK(state[kFp8TensorFloats + kFp8AmaxHistory] == sw);
 }
 
+TEST_CASE("fp8_matmul_with_a_bf16_out_rounds_the_fp32_result_once", "[cpu][fp8]") {
+  const int64_t N = 5, C = 32, OC = 12;
+  auto x = random_floats(sz(N * C), 4, -3, 3), w = random_floats(sz(OC * C), 5, -0.1f, 0.1f),
+       b = random_floats(sz(OC), 6);
+  std::vector<uint16_t> xb = bf16_bits(x), wb = bf16_bits(w);
+  Tensor tx(xb.data(), {N, C}, DType::bf16), tw(wb.data(), {OC, C}, DType::bf16);
+  std::vector<float> state(kFp8StateFloats, 0.0f), amax(2), out32(sz(N * OC));
+  std::vector<uint16_t> out16(sz(N * OC), 0x7fc0);  // NaN: every element must be written
+  CpuBackend be;
+  be.matmul_forward_fp8(tensor(out32, {N, OC}), tx, tw, tensor(b, {OC}),
+                        tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
+  be.matmul_forward_fp8(Tensor(out16.data(), {N, OC}, DType::bf16), tx, tw, tensor(b, {OC}),
+                        tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
+  CHECK(out16 == bf16_bits(out32));
+}
+
 }  // namespace
 }  // namespace trainer::cpu::test

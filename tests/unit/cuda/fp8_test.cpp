@@ -78,6 +78,12 @@ TEST_CASE("cuda_fp8_matmul_and_scaling_state_match_cpu", "[cuda][fp8]") {
                            host(ref_amax, {2}));
     check_close(download(*gpu, out), want, kBf16Tol, "fp8 matmul out");
     CHECK(download(*gpu, gamax) == ref_amax);
+    // a bf16 out (qkv's): the same sums with the bias, rounded once (cuBLASLt's bf16 output, or
+    // fp32 sums, the bias kernel and a cast where it refuses the bias epilogue)
+    Tensor out16 = poisoned_bf16(*gpu, {N, OC});
+    gpu->matmul_forward_fp8(out16, upload(*gpu, x, {N, C}, DType::bf16), gw, gb, gstate,
+                            poisoned(*gpu, {2}));
+    check_close(download_bf16(*gpu, out16), want, kBf16Tol, "fp8 matmul bf16 out");
     gpu->fp8_push_amaxes(gstate, gamax);
     ref.fp8_push_amaxes(host(ref_state, {kFp8StateFloats}), host(ref_amax, {2}));
     CHECK(download(*gpu, gstate) == ref_state);
