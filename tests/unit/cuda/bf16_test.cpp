@@ -4,6 +4,7 @@
 // of layernorm, gelu and attention (tensor-core kernels included). Relative error < 1e-2
 // (kBf16Tol; 2e-2 for dqkv through bf16 products); outputs start as NaN.
 #include <array>
+#include <cstdlib>
 #include <string>
 
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -49,6 +50,41 @@ TEST_CASE("cuda_bf16_matmul_forward_and_backward_match_cpu", "[cuda][bf16]") {
     Tensor gyr = poisoned(*gpu, {N, OC});
     gpu->matmul_forward(gyr, gx, gw, gb, upload(*gpu, res, {N, OC}));
     check_close(download(*gpu, gyr), yr, kBf16Tol, "bf16 matmul out + residual" + at);
+  }
+}
+
+// TRAINER_GEMM_AUTOTUNE=1: a shape's first calls run each of cuBLASLt's candidate algorithms in
+// turn (3 calls each, up to 8 of them), then the winner. Every one of those calls is a real call:
+// each must give the cpu's result, the accumulating dweight and the residual's beta 1 included.
+TEST_CASE("cuda_gemm_algorithm_trials_give_the_cpu_result_on_every_call", "[cuda][bf16]") {
+  setenv("TRAINER_GEMM_AUTOTUNE", "1", 1);
+  auto gpu = cuda_or_skip();
+  unsetenv("TRAINER_GEMM_AUTOTUNE");
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t N = 256, C = 192, OC = 576;  // widths that give cuBLASLt several candidates
+  auto x = bf16_bits_of(randoms(N * C, 1)), w = bf16_bits_of(randoms(OC * C, 2));
+  auto bias = randoms(OC, 3), dy = randoms(N * OC, 4), res = randoms(N * OC, 5);
+  std::vector<float> y(static_cast<size_t>(N * OC)), dx(static_cast<size_t>(N * C));
+  std::vector<float> dw(static_cast<size_t>(OC * C), 0.0f), db(static_cast<size_t>(OC), 0.0f);
+  ref.matmul_forward(host(y, {N, OC}), host_bf16(x, {N, C}), host_bf16(w, {OC, C}),
+                     host(bias, {OC}), host(res, {N, OC}));
+  ref.matmul_backward(host(dx, {N, C}), host(dw, {OC, C}), host(db, {OC}), host(dy, {N, OC}),
+                      host_bf16(x, {N, C}), host_bf16(w, {OC, C}));
+  Tensor gx = upload(*gpu, x, {N, C}, DType::bf16), gw = upload(*gpu, w, {OC, C}, DType::bf16);
+  Tensor gb = upload(*gpu, bias, {OC}), gdy = upload(*gpu, dy, {N, OC});
+  Tensor gres = upload(*gpu, res, {N, OC});
+  for (int call = 0; call < 3 * 8 + 4; ++call) {
+    INFO("call " << call);
+    Tensor gy = poisoned(*gpu, {N, OC}), gdx = poisoned(*gpu, {N, C});
+    Tensor gdw = upload(*gpu, std::vector<float>(dw.size(), 0.0f), {OC, C});
+    Tensor gdb = upload(*gpu, std::vector<float>(db.size(), 0.0f), {OC});
+    gpu->matmul_forward(gy, gx, gw, gb, gres);
+    gpu->matmul_backward(gdx, gdw, gdb, gdy, gx, gw);
+    check_close(download(*gpu, gy), y, kBf16Tol, "out + residual");
+    check_close(download(*gpu, gdx), dx, kBf16Tol, "dinp");
+    check_close(download(*gpu, gdw), dw, kBf16Tol, "dweight");
+    check_close(download(*gpu, gdb), db, kBf16Tol, "dbias");
   }
 }
 
