@@ -311,14 +311,13 @@ bool LtGemm::run(const LtGemmArgs& args) {
   Plan* plan = plan_for(g, {alignment_of(g.a), alignment_of(g.b), c_alignment,
                             alignment_of(g.bias_grad ? g.bias_grad : g.bias), alignment_of(g.aux)});
   set_pointers(plan->desc, g);
-  const bool trial = plan->trials && !plan->trials->settled();
-  if (trial) collect_timings(*plan);
+  if (plan->trials && !plan->trials->settled()) collect_timings(*plan);
   cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
   while (!plan->algos.empty()) {
     // In trials, the next algorithm in turn, timed; then the winner (else the heuristic's first).
     const int i = plan->trials ? plan->trials->next() : 0;
     Plan::Timing timing{i, nullptr, nullptr};
-    if (trial && !plan->trials->settled()) {
+    if (plan->trials && !plan->trials->settled()) {
       timing.start = plan->take_event(), timing.end = plan->take_event();
       CUDA_CHECK(cudaEventRecord(timing.start, stream_));
     }

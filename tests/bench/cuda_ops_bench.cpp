@@ -197,6 +197,32 @@ void bench_gemms(Backend& be, int64_t N) {
       ratio("the heuristic's pick", bf16_logits_s, tuned_head_s));
 }
 
+// One attention layer's buffers (12 heads of 64; qkv in [-2, 2]) on a backend made with
+// TRAINER_ATTENTION = kernel.
+struct AttentionLayer {
+  static constexpr int64_t NH = 12, HS = 64, C = NH * HS;
+  std::unique_ptr<Backend> be;
+  Buffers buf;  // (after be: freed before it)
+  Tensor qkv, dy, out, att, dqkv;
+  AttentionLayer(const char* kernel, int64_t B, int64_t T, bool bf16_qkv, bool bf16_out)
+      : be(backend_with(kernel)), buf{*be, {}} {
+    qkv = buf.make({B, T, 3 * C}, bf16_qkv ? DType::bf16 : DType::f32, 11, -2, 2);
+    dy = buf.make({B, T, C}, DType::f32, 12);
+    out = buf.make({B, T, C}, bf16_out ? DType::bf16 : DType::f32, 13);
+    att = buf.make(be->attention_state_shape(B, NH, T, HS), DType::f32, 14);
+    dqkv = buf.make({B, T, 3 * C}, DType::f32, 15);
+  }
+  static std::unique_ptr<Backend> backend_with(const char* kernel) {
+    setenv("TRAINER_ATTENTION", kernel, 1);
+    return make_backend("cuda", 0);
+  }
+  void forward() { be->attention_forward(out, att, qkv, int(NH)); }
+  void backward() {
+    be->zero(dqkv);
+    be->attention_backward(dqkv, dy, qkv, out, att, int(NH));
+  }
+};
+
 // Forward + backward of one attention layer with TRAINER_ATTENTION = kernel.
 struct AttentionRun {
   double seconds = 0;
@@ -205,23 +231,14 @@ struct AttentionRun {
 
 AttentionRun run_attention(const char* kernel, bool bf16_out, int64_t B, int64_t T,
                            bool bf16_qkv = false) {
-  setenv("TRAINER_ATTENTION", kernel, 1);
-  auto be = make_backend("cuda", 0);
-  const int64_t NH = 12, HS = 64, C = NH * HS;
-  Buffers buf{*be, {}};
-  Tensor qkv = buf.make({B, T, 3 * C}, bf16_qkv ? DType::bf16 : DType::f32, 11, -2, 2);
-  Tensor dy = buf.make({B, T, C}, DType::f32, 12);
-  Tensor out = buf.make({B, T, C}, bf16_out ? DType::bf16 : DType::f32, 13);
-  Tensor att = buf.make(be->attention_state_shape(B, NH, T, HS), DType::f32, 14);
-  Tensor dqkv = buf.make({B, T, 3 * C}, DType::f32, 15);
+  AttentionLayer l(kernel, B, T, bf16_qkv, bf16_out);
   AttentionRun r;
-  r.seconds = time_op(*be, [&] {
-    be->zero(dqkv);
-    be->attention_forward(out, att, qkv, int(NH));
-    be->attention_backward(dqkv, dy, qkv, out, att, int(NH));
+  r.seconds = time_op(*l.be, [&] {
+    l.forward();
+    l.backward();
   });
-  r.out = download(*be, out);
-  r.dqkv = download(*be, dqkv);
+  r.out = download(*l.be, l.out);
+  r.dqkv = download(*l.be, l.dqkv);
   return r;
 }
 
@@ -233,24 +250,13 @@ struct AttentionParts {
 };
 
 AttentionParts run_mma_parts(int rows_per_warp, int64_t B, int64_t T) {
-  setenv("TRAINER_ATTENTION", rows_per_warp == 32 ? "tensor_core_32" : "tensor_core", 1);
-  auto be = make_backend("cuda", 0);
-  const int64_t NH = 12, HS = 64, C = NH * HS;
-  Buffers buf{*be, {}};
-  Tensor qkv = buf.make({B, T, 3 * C}, DType::bf16, 11, -2, 2);
-  Tensor dy = buf.make({B, T, C}, DType::f32, 12);
-  Tensor out = buf.make({B, T, C}, DType::bf16, 13);
-  Tensor lse = buf.make(be->attention_state_shape(B, NH, T, HS), DType::f32, 14);
-  Tensor dqkv = buf.make({B, T, 3 * C}, DType::f32, 15);
+  AttentionLayer l(rows_per_warp == 32 ? "tensor_core_32" : "tensor_core", B, T, true, true);
   AttentionParts r;
-  r.forward_s = time_op(*be, [&] { be->attention_forward(out, lse, qkv, int(NH)); });
-  r.backward_s = time_op(*be, [&] {
-    be->zero(dqkv);
-    be->attention_backward(dqkv, dy, qkv, out, lse, int(NH));
-  });
-  r.out = download(*be, out);
-  r.lse = download(*be, lse);
-  r.dqkv = download(*be, dqkv);
+  r.forward_s = time_op(*l.be, [&] { l.forward(); });
+  r.backward_s = time_op(*l.be, [&] { l.backward(); });
+  r.out = download(*l.be, l.out);
+  r.lse = download(*l.be, l.att);
+  r.dqkv = download(*l.be, l.dqkv);
   return r;
 }
 

@@ -99,12 +99,30 @@ std::vector<uint16_t> bf16_bits(std::vector<float>& v) {
   return b;
 }
 
+// A linear layer's operands for the fp8 GEMM: x[N,C] in [-3, 3] and w[OC,C] in [-w_range,
+// w_range] as floats and as the bf16 the layer reads (tx, tw), and a bias b[OC]; seeds seed,
+// seed + 1, seed + 2.
+struct Fp8Operands {
+  std::vector<float> x, w, b;
+  std::vector<uint16_t> xb, wb;
+  Tensor tx, tw;
+  Fp8Operands(int64_t N, int64_t C, int64_t OC, uint32_t seed, float w_range)
+      : x(random_floats(sz(N * C), seed, -3, 3)),
+        w(random_floats(sz(OC * C), seed + 1, -w_range, w_range)),
+        b(random_floats(sz(OC), seed + 2)),
+        xb(bf16_bits(x)),
+        wb(bf16_bits(w)),
+        tx(xb.data(), {N, C}, DType::bf16),
+        tw(wb.data(), {OC, C}, DType::bf16) {}
+  Fp8Operands(const Fp8Operands&) = delete;  // tx and tw point into xb and wb
+  Fp8Operands& operator=(const Fp8Operands&) = delete;
+};
+
 TEST_CASE("fp8_matmul_is_the_descaled_product_of_the_quantized_operands", "[cpu][fp8]") {
   const int64_t N = 6, C = 40, OC = 10;
-  auto x = random_floats(sz(N * C), 1, -3, 3), w = random_floats(sz(OC * C), 2, -0.05f, 0.05f),
-       b = random_floats(sz(OC), 3);
-  std::vector<uint16_t> xb = bf16_bits(x), wb = bf16_bits(w);
-  Tensor tx(xb.data(), {N, C}, DType::bf16), tw(wb.data(), {OC, C}, DType::bf16);
+  Fp8Operands ops(N, C, OC, 1, 0.05f);
+  auto &x = ops.x, &w = ops.w, &b = ops.b;
+  const Tensor &tx = ops.tx, &tw = ops.tw;
   std::vector<float> state(kFp8StateFloats, 0.0f), out(sz(N * OC), std::nanf(""));
   CpuBackend be;
   CHECK_FALSE(be.supports_fp8());  // emulated only: runs refuse fp8 on the cpu backend
@@ -151,17 +169,14 @@ TEST_CASE("fp8_matmul_is_the_descaled_product_of_the_quantized_operands", "[cpu]
 
 TEST_CASE("fp8_matmul_with_a_bf16_out_rounds_the_fp32_result_once", "[cpu][fp8]") {
   const int64_t N = 5, C = 32, OC = 12;
-  auto x = random_floats(sz(N * C), 4, -3, 3), w = random_floats(sz(OC * C), 5, -0.1f, 0.1f),
-       b = random_floats(sz(OC), 6);
-  std::vector<uint16_t> xb = bf16_bits(x), wb = bf16_bits(w);
-  Tensor tx(xb.data(), {N, C}, DType::bf16), tw(wb.data(), {OC, C}, DType::bf16);
+  Fp8Operands ops(N, C, OC, 4, 0.1f);
   std::vector<float> state(kFp8StateFloats, 0.0f), amax(2), out32(sz(N * OC));
   std::vector<uint16_t> out16(sz(N * OC), 0x7fc0);  // NaN: every element must be written
   CpuBackend be;
-  be.matmul_forward_fp8(tensor(out32, {N, OC}), tx, tw, tensor(b, {OC}),
+  be.matmul_forward_fp8(tensor(out32, {N, OC}), ops.tx, ops.tw, tensor(ops.b, {OC}),
                         tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
-  be.matmul_forward_fp8(Tensor(out16.data(), {N, OC}, DType::bf16), tx, tw, tensor(b, {OC}),
-                        tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
+  be.matmul_forward_fp8(Tensor(out16.data(), {N, OC}, DType::bf16), ops.tx, ops.tw,
+                        tensor(ops.b, {OC}), tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
   CHECK(out16 == bf16_bits(out32));
 }
 
