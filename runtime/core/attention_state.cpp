@@ -15,9 +15,10 @@ AttentionKernel attention_kernel_from_env() {
   if (kernel == "wmma") return AttentionKernel::wmma;
   if (kernel == "flash") return AttentionKernel::flash;
   if (kernel == "reference") return AttentionKernel::reference;
+  if (kernel == "cudnn") return AttentionKernel::cudnn;
   throw std::invalid_argument(
       "TRAINER_ATTENTION = '" + kernel +
-      "': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference");
+      "': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference, cudnn");
 }
 
 }  // namespace trainer

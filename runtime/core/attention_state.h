@@ -19,7 +19,10 @@ namespace trainer {
 //              to compare against); else as flash.
 //   flash:     FlashAttention-style kernels on CUDA cores, head sizes 16, 32, 64.
 //   reference: simple kernels that keep the probabilities, any head size.
-enum class AttentionKernel { tensor_core, tensor_core_32, wmma, flash, reference };
+//   cudnn:     cuDNN's fused flash attention (its backend graph API; libcudnn loaded at run
+//              time) for a bf16 qkv and out, where cuDNN has an engine for the shape; the same
+//              row statistics, so any shape it refuses runs tensor_core's kernels instead.
+enum class AttentionKernel { tensor_core, tensor_core_32, wmma, flash, reference, cudnn };
 
 // TRAINER_ATTENTION's choice (unset or empty: tensor_core). Another value throws
 // std::invalid_argument naming the variable, the value and the allowed ones.

@@ -9,6 +9,13 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_tensor_checks.h"
 #include "runtime/cuda/event_timer.h"
+#ifdef TRAINER_HAVE_CUDNN
+#include "runtime/cuda/cudnn_attention.h"
+#else
+namespace trainer::cuda {
+class CudnnAttention {};  // never created: this build has no cuDNN headers
+}  // namespace trainer::cuda
+#endif
 
 namespace trainer::cuda {
 
@@ -61,11 +68,21 @@ CudaBackend::CudaBackend(int local_rank) {
   lt_workspace_ = arena_.alloc(kLtWorkspaceBytes);
   lt_ = std::make_unique<LtGemm>(stream_, lt_workspace_, kLtWorkspaceBytes, tune_gemms);
   reduce_buf_ = static_cast<double*>(arena_.alloc(sizeof(double) * (1 + kernels::kReducePartials)));
+  if (attention_kernel_ == AttentionKernel::cudnn) {
+#ifdef TRAINER_HAVE_CUDNN
+    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_);
+#else
+    TRAINER_CHECK(false,
+                  "TRAINER_ATTENTION = 'cudnn': this build has no cuDNN headers (cmake "
+                  "found no cudnn_graph.h; pass -DCUDNN_ROOT=...); choose tensor_core");
+#endif
+  }
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);  // nothing may still use the GEMM plans
   lt_.reset();
+  cudnn_attention_.reset();
   if (stream_) cudaStreamDestroy(stream_);
 }
 

@@ -16,6 +16,8 @@
 
 namespace trainer::cuda {
 
+class CudnnAttention;  // cudnn_attention.h (builds with cuDNN's headers only)
+
 // Number of visible devices, or 0 with the reason (driver missing, no device) in *why.
 int device_count(std::string* why = nullptr);
 
@@ -82,9 +84,12 @@ class CudaBackend : public Backend {
   // its forward and dq with 32 rows a warp) and wmma
   // kernels/flash_attention_tc.cu (WMMA), both for a bf16 `out` and head sizes 32, 64; flash
   // kernels/flash_attention.cu (CUDA cores, 16, 32, 64), reference kernels/attention.cu (any head
-  // size; also the fallback of the others). The flash kernels keep the row log-sum-exp
-  // [B,NH,T], the reference the probabilities.
+  // size; also the fallback of the others), cudnn cuDNN's fused attention (cudnn_attention.h;
+  // the shapes it refuses run tensor_core's). The flash kernels and cuDNN keep the row
+  // log-sum-exp [B,NH,T], the reference the probabilities.
   AttentionKernel attention_kernel() const { return attention_kernel_; }
+  // cuDNN's attention with TRAINER_ATTENTION=cudnn, else null (its counts: tests, the bench).
+  const CudnnAttention* cudnn_attention() const { return cudnn_attention_.get(); }
   Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const override;
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
@@ -146,6 +151,9 @@ class CudaBackend : public Backend {
   double* reduce_buf_ = nullptr;  // [0] result, [1..] partials
   void* attn_scratch_ = nullptr;
   size_t attn_scratch_bytes_ = 0;
+  std::unique_ptr<CudnnAttention> cudnn_attention_;
+  void* cudnn_workspace_ = nullptr;
+  size_t cudnn_workspace_bytes_ = 0;
   void* emb_scratch_ = nullptr;
   size_t emb_scratch_bytes_ = 0;
   void* col_scratch_ = nullptr;

@@ -3,6 +3,9 @@
 #include "runtime/core/op_shapes.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_tensor_checks.h"
+#ifdef TRAINER_HAVE_CUDNN
+#include "runtime/cuda/cudnn_attention.h"
+#endif
 
 namespace trainer::cuda {
 
@@ -205,7 +208,8 @@ CudaBackend::TensorCoreAttention CudaBackend::tensor_core_attention(const Tensor
                                                                     int64_t head_size) const {
   if (out.dtype != DType::bf16) return TensorCoreAttention::none;
   if ((attention_kernel_ == AttentionKernel::tensor_core ||
-       attention_kernel_ == AttentionKernel::tensor_core_32) &&
+       attention_kernel_ == AttentionKernel::tensor_core_32 ||
+       attention_kernel_ == AttentionKernel::cudnn) &&  // (the shapes cuDNN refuses)
       kernels::mma_attention_supports(head_size))
     return TensorCoreAttention::mma;
   if (attention_kernel_ == AttentionKernel::wmma && kernels::tc_attention_supports(head_size))
@@ -224,6 +228,16 @@ void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, i
   check_qkv_dtype(qkv, out.dtype, op);
   float* pa = need_f32(att, op, "att");
   const bool flash = uses_flash(C / n_head);
+#ifdef TRAINER_HAVE_CUDNN
+  const auto cudnn_workspace = [this](size_t bytes) {
+    return scratch(cudnn_workspace_, cudnn_workspace_bytes_, bytes);
+  };
+  if (cudnn_attention_ && flash && qkv.dtype == DType::bf16 &&
+      cudnn_attention_->forward(static_cast<uint16_t*>(need_operand_out(out, op, "out")), pa,
+                                static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")),
+                                {B, T, n_head, C / n_head}, cudnn_workspace))
+    return;
+#endif
   const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);
   const auto run = [&](auto* y, const auto* pq) {
     if (tc == TensorCoreAttention::mma)
@@ -254,6 +268,22 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
   const float* pdy = need_f32(dout, op, "dout");
   const float* pa = need_f32(att, op, "att");
   const bool flash = uses_flash(C / n_head);
+#ifdef TRAINER_HAVE_CUDNN
+  const auto cudnn_workspace = [this](size_t bytes) {
+    return scratch(cudnn_workspace_, cudnn_workspace_bytes_, bytes);
+  };
+  if (cudnn_attention_ && flash && qkv.dtype == DType::bf16 && dqkv.dtype == DType::bf16) {
+    // cuDNN reads dout in bf16: rounded once into the scratch, as the mma kernels do.
+    auto* dy16 = static_cast<uint16_t*>(
+        scratch(attn_scratch_, attn_scratch_bytes_, static_cast<size_t>(dout.numel()) * 2));
+    kernels::cast_f32_to_bf16(dy16, pdy, dout.numel(), stream_);
+    if (cudnn_attention_->backward(static_cast<uint16_t*>(need_operand_out(dqkv, op, "dqkv")), dy16,
+                                   static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")),
+                                   static_cast<const uint16_t*>(need_operand(out, op, "out")), pa,
+                                   {B, T, n_head, C / n_head}, cudnn_workspace))
+      return;
+  }
+#endif
   const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);
   // Scratch: the pre-softmax gradient [B,NH,T,T] (reference) or rowsum(dout * out) [B,NH,T], and
   // for the mma kernels bf16 copies of q and dout too.

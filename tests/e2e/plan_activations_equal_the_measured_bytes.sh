@@ -43,7 +43,7 @@ echo "h200: flash $flash B, reference kernels $reference B"
 [ "$flash" -lt "$reference" ] || fail "flash's row statistics ($flash B) are not below the probabilities ($reference B)"
 TRAINER_ATTENTION=fast "$bin" plan "$src/configs/tiny.yaml" --gpu h200 >bad_env.txt 2>&1 \
   && fail "plan accepted TRAINER_ATTENTION=fast"
-grep -q "TRAINER_ATTENTION = 'fast': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference" bad_env.txt \
+grep -q "TRAINER_ATTENTION = 'fast': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference, cudnn" bad_env.txt \
   || { cat bad_env.txt; fail "the error does not name TRAINER_ATTENTION, its value and what is allowed"; }
 # Model state too: with a padded vocabulary (300 -> 384 rows) the plan's params bytes at ZeRO 0
 # are what the run allocated (the padding rows are memory, though not parameters).

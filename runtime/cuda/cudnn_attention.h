@@ -1,0 +1,83 @@
+#pragma once
+// Causal self-attention through cuDNN's fused flash attention (TRAINER_ATTENTION=cudnn): the
+// forward and backward operation graphs cuDNN's SDPA engines recognise, built with its backend
+// API (cudnn_graph.h), planned once per shape and run on the backend's stream. Inputs and
+// outputs are the kernels' own: qkv [B,T,3C] and out [B,T,C] in bf16, the row log-sum-exp of the
+// scaled scores [B,NH,T] in fp32 (what the flash kernels keep, so either side can run the other's
+// backward), dqkv [B,T,3C] in bf16.
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <tuple>
+
+#include "runtime/cuda/cudnn_graph.h"
+
+namespace trainer::cuda {
+
+struct AttentionShape {
+  int64_t B = 0, T = 0, NH = 0, HS = 0;
+};
+
+// The operations of one SDPA graph, each finalized (that needs no device), and once planned
+// its plan. The descriptors live as long as the plan that refers to them.
+struct SdpaGraph {
+  std::deque<cudnn_graph::Descriptor> tensors, ops;
+  std::optional<cudnn_graph::Plan> plan;
+  // The backward's own buffers in front of cuDNN's workspace: the fp32 dQ accumulator and
+  // rowsum(dout * out), as cuDNN's frontend lays them out.
+  int64_t own_workspace_bytes = 0;
+};
+// The graphs cuDNN's frontend (1.x, for cuDNN 9.x below 9.21) builds for causal, bf16 SDPA with
+// its statistics: scores, scale, the causal mask (two GEN_INDEX, CMP_GE, BINARY_SELECT with
+// -inf), softmax in pointwise and reduction operations, and the products; the backward
+// recomputes P from the statistics. index_math: the GEN_INDEX operations' compute type (the
+// frontend has used INT32 and, later, FLOAT; planning tries both).
+SdpaGraph sdpa_forward_graph(const AttentionShape& s, cudnnDataType_t index_math);
+SdpaGraph sdpa_backward_graph(const AttentionShape& s, cudnnDataType_t index_math);
+
+class CudnnAttention {
+ public:
+  // Device memory of at least the given bytes, valid on the stream until the next request.
+  using Workspace = std::function<void*(size_t bytes)>;
+
+  // Loads libcudnn and creates a handle on `stream`; throws (naming the library and the fix)
+  // when either fails.
+  explicit CudnnAttention(cudaStream_t stream);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // Each returns false, having run nothing, when cuDNN has no engine for the shape (the reason
+  // is logged once per shape), and then the caller runs its own kernels.
+  bool forward(uint16_t* out, float* lse, const uint16_t* qkv, const AttentionShape& s,
+               const Workspace& workspace);
+  // dout in bf16 (the caller rounds it).
+  bool backward(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
+                const float* lse, const AttentionShape& s, const Workspace& workspace);
+
+  size_t version() const { return version_; }  // cudnnGetVersion(): 91900 for 9.19.0
+  struct Stats {
+    int64_t forward = 0, backward = 0;  // calls cuDNN ran
+    int64_t refused = 0;                // calls handed back (no engine for the shape)
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  // The planned graph of a shape and direction, or null when cuDNN refused it.
+  const SdpaGraph* graph(const AttentionShape& s, bool backward);
+
+  cudnnHandle_t handle_ = nullptr;
+  size_t version_ = 0;
+  // null: refused
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, std::unique_ptr<SdpaGraph>>
+      graphs_;
+  Stats stats_;
+};
+
+}  // namespace trainer::cuda
