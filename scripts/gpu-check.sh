@@ -2,12 +2,14 @@
 # gpu-check.sh: on a machine with an NVIDIA GPU, in under 8 minutes: build with the detected
 # arch (sm_90 when unknown); run the cuda tests (each op vs the cpu backend; dp and ZeRO 1-3, and
 # tp 2, with two ranks on the GPU vs the cpu run); time the ops at
-# GPT-2-small shapes beside their references (tests/bench/cuda_ops_bench.cpp); train
+# GPT-2-small shapes beside their references (tests/bench/cuda_ops_bench.cpp), and attention
+# beside PyTorch's (scripts/attention_reference.py, where python3 has torch); train
 # configs/tiny.yaml for a few dozen steps on cuda and on cpu with the same seed, in fp32 and in
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
 # later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
-# configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 20) steps for tokens/s and MFU (bf16, fp8
-# where the GPU has it, and bf16 with the GEMM algorithms tuned), each with 3 steps
+# configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 20) steps for tokens/s and MFU (bf16, bf16
+# with cuDNN's attention, fp8 where the GPU has it, and bf16 with the GEMM algorithms tuned),
+# each with 3 steps
 # profiled (device time by phase: the default run's longest phases get a table); run the bf16 attention
 # test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; time the mma
 # attention kernels under Nsight Compute where it is present; print the tables last. A failed check does not stop the others; the
@@ -54,8 +56,10 @@ if [ -n "$bundle" ]; then
     ! grep -q "commit=$head\$" "$bundle/BUILD"; then
     echo "gpu-check: WARNING: the bundle was built from another commit than this tree ($head)"
   fi
+  # (cuDNN, for TRAINER_ATTENTION=cudnn, often only in PyTorch's Python packages)
   cuda_dirs=$( (find /usr/local /opt /usr/lib -maxdepth 12 -name 'libcublasLt.so.*' \
-    -o -name 'libnccl.so.*' -o -name 'libcudart.so.*' 2>/dev/null || true) |
+    -o -name 'libnccl.so.*' -o -name 'libcudart.so.*' -o -name 'libcudnn.so.*' 2>/dev/null ||
+    true) |
     xargs -r -n1 dirname | sort -u | paste -sd: -)
   export LD_LIBRARY_PATH="$bundle/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   bin="$bundle/bin" tests="$bundle/bin" out="${GPU_CHECK_OUT:-$bundle_dir/gpu-check}"
@@ -100,6 +104,13 @@ grep -E "^(Passed|Failed|test cases)" "$out/unit_cuda.txt" | tail -2 || true
 echo "== cuda ops at GPT-2-small shapes, each beside its reference"
 timeout "$(cap 150)" "$tests/cuda_ops_bench" --reps 5 >"$out/ops_bench.txt" 2>&1 ||
   failed+=("cuda_ops_bench")
+# PyTorch's fused attention (FlashAttention-2, cuDNN) at the bench's attention shape, where this
+# machine's python3 has torch: the reference for the rows above. Informational; its own libraries
+# (hence no LD_LIBRARY_PATH).
+if fits 60 "PyTorch attention reference" && env -u LD_LIBRARY_PATH python3 -c "import torch" 2>/dev/null; then
+  env -u LD_LIBRARY_PATH timeout "$(cap 60)" python3 "$src/scripts/attention_reference.py" --reps 5 \
+    >>"$out/ops_bench.txt" 2>&1 || echo "gpu-check: attention_reference.py failed (ops_bench.txt)"
+fi
 
 train() {  # device precision -> $out/<device>-<precision>/metrics.jsonl
   local run="$1-$2"
@@ -146,6 +157,12 @@ gpt2() {  # run-name precision; returns the trainer's status (a failed run still
 # gets its throughput figure, from the GELU in kernels/; the failure stays in the list.
 if fits 60 "GPT-2 small bf16" && ! gpt2 gpt2 bf16 && fits 90 "GPT-2 small bf16, GELU in kernels/"; then
   TRAINER_GELU_EPILOGUE=0 gpt2 gpt2-no-epilogue bf16 || true
+fi
+# The same bf16 run with cuDNN's fused attention (TRAINER_ATTENTION=cudnn) in place of the mma.sync
+# kernels; its log says which cuDNN ran and which shapes it planned or refused.
+if fits 60 "GPT-2 small bf16, cuDNN attention"; then
+  TRAINER_ATTENTION=cudnn gpt2 gpt2-cudnn bf16 || true
+  grep -h -E "attention: cuDNN" "$out/gpt2-cudnn.log" | cut -c1-400 | sort -u | head -6 || true
 fi
 # fp8 after the bf16 figure is safe, and only with the time for it.
 if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true; fi
@@ -260,7 +277,8 @@ for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16", "cuda-fp8"):
         print(f"{'tiny ' + run + ' (' + r['hardware'].get('device_name', '?') + ')':58} {figures(r)}")
 print(f"{'tiny loss curves cuda vs cpu fp32/bf16, fp8 vs bf16 (same seed)':58} {curve}")
 for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels/"),
-                   ("gpt2-fp8", "fp8"), ("gpt2-gemm-tuned", "bf16, GEMM algorithms tuned")):
+                   ("gpt2-cudnn", "bf16, cuDNN attention"), ("gpt2-fp8", "fp8"),
+                   ("gpt2-gemm-tuned", "bf16, GEMM algorithms tuned")):
     r = report(run)
     if r:
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 16x4)':58} {figures(r)}"
@@ -285,7 +303,7 @@ except OSError:
 
 # Where a GPT-2 step's device time goes (logging.profile_steps, rank 0): the default run's
 # longest phases, the GEMM phases of the tuned run and the attention phases of the others.
-for run in ("gpt2", "gpt2-no-epilogue", "gpt2-fp8", "gpt2-gemm-tuned"):
+for run in ("gpt2", "gpt2-no-epilogue", "gpt2-cudnn", "gpt2-fp8", "gpt2-gemm-tuned"):
     p = (report(run) or {}).get("profile")
     if not p:
         continue

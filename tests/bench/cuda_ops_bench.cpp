@@ -8,7 +8,9 @@
 //     (the T x T matrix materialised), with the largest relative difference of out and dqkv to
 //     the reference's; the tensor-core kernels on a bf16 qkv vs an fp32 one; on a bf16 qkv (the
 //     model's), the mma.sync forward and backward each alone, 32 rows a warp (forward and dq)
-//     vs 16, with whether the outputs are the same bits;
+//     vs 16, with whether the outputs are the same bits; with a bf16 dqkv too (bf16 compute's),
+//     cuDNN's fused attention (TRAINER_ATTENTION=cudnn) forward and backward vs the mma.sync
+//     kernels', with the largest relative difference of its out, lse and dqkv to theirs;
 //   - the MLP's GELU in bf16 (fc forward and fc proj's input backward, with the GELU between):
 //     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
 //     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
@@ -35,6 +37,9 @@
 #include "runtime/core/backend.h"
 #include "runtime/cpu/ops_optim.h"
 #include "runtime/cuda/cuda_backend.h"
+#ifdef TRAINER_HAVE_CUDNN
+#include "runtime/cuda/cudnn_attention.h"
+#endif
 
 using namespace trainer;
 using Clock = std::chrono::steady_clock;
@@ -204,13 +209,14 @@ struct AttentionLayer {
   std::unique_ptr<Backend> be;
   Buffers buf;  // (after be: freed before it)
   Tensor qkv, dy, out, att, dqkv;
-  AttentionLayer(const char* kernel, int64_t B, int64_t T, bool bf16_qkv, bool bf16_out)
+  AttentionLayer(const char* kernel, int64_t B, int64_t T, bool bf16_qkv, bool bf16_out,
+                 bool bf16_dqkv = false)
       : be(backend_with(kernel)), buf{*be, {}} {
     qkv = buf.make({B, T, 3 * C}, bf16_qkv ? DType::bf16 : DType::f32, 11, -2, 2);
     dy = buf.make({B, T, C}, DType::f32, 12);
     out = buf.make({B, T, C}, bf16_out ? DType::bf16 : DType::f32, 13);
     att = buf.make(be->attention_state_shape(B, NH, T, HS), DType::f32, 14);
-    dqkv = buf.make({B, T, 3 * C}, DType::f32, 15);
+    dqkv = buf.make({B, T, 3 * C}, bf16_dqkv ? DType::bf16 : DType::f32, 15);
   }
   static std::unique_ptr<Backend> backend_with(const char* kernel) {
     setenv("TRAINER_ATTENTION", kernel, 1);
@@ -242,22 +248,55 @@ AttentionRun run_attention(const char* kernel, bool bf16_out, int64_t B, int64_t
   return r;
 }
 
-// The mma.sync kernels on a bf16 qkv, the forward and the backward each timed alone, with
-// TRAINER_ATTENTION tensor_core (16 rows a warp) or tensor_core_32 (32 in the forward and dq).
+// Attention on a bf16 qkv, the forward and the backward each timed alone, with
+// TRAINER_ATTENTION = kernel: tensor_core (16 rows a warp), tensor_core_32 (32 in the forward and
+// dq), cudnn.
 struct AttentionParts {
   double forward_s = 0, backward_s = 0;
   std::vector<float> out, lse, dqkv;
+  std::string cudnn_calls;  // for cudnn: how many calls cuDNN ran and refused
 };
 
-AttentionParts run_mma_parts(int rows_per_warp, int64_t B, int64_t T) {
-  AttentionLayer l(rows_per_warp == 32 ? "tensor_core_32" : "tensor_core", B, T, true, true);
+AttentionParts run_parts(const char* kernel, int64_t B, int64_t T, bool bf16_dqkv = false) {
+  AttentionLayer l(kernel, B, T, true, true, bf16_dqkv);
   AttentionParts r;
   r.forward_s = time_op(*l.be, [&] { l.forward(); });
   r.backward_s = time_op(*l.be, [&] { l.backward(); });
   r.out = download(*l.be, l.out);
   r.lse = download(*l.be, l.att);
   r.dqkv = download(*l.be, l.dqkv);
+#ifdef TRAINER_HAVE_CUDNN
+  if (const auto* cudnn = static_cast<cuda::CudaBackend&>(*l.be).cudnn_attention()) {
+    const cuda::CudnnAttention::Stats& n = cudnn->stats();
+    r.cudnn_calls = "; cuDNN " + std::to_string(cudnn->version()) + " ran " +
+                    std::to_string(n.forward + n.backward) + " calls, refused " +
+                    std::to_string(n.refused);
+  }
+#endif
   return r;
+}
+
+// cuDNN's fused attention beside the mma.sync kernels, qkv, out and dqkv all bf16.
+void bench_cudnn_attention(int64_t B, int64_t T, const std::string& shape, double fwd_flop,
+                           double bwd_flop) {
+  const AttentionParts tc = run_parts("tensor_core", B, T, true);
+  AttentionParts cudnn;
+  try {
+    cudnn = run_parts("cudnn", B, T, true);
+  } catch (const std::exception& e) {
+    std::printf("attention cuDNN: not run: %s\n", e.what());
+    unsetenv("TRAINER_ATTENTION");
+    return;
+  }
+  unsetenv("TRAINER_ATTENTION");
+  char diff[96];
+  std::snprintf(diff, sizeof diff, "; max rel diff out %.1e lse %.1e",
+                max_rel_diff(cudnn.out, tc.out), max_rel_diff(cudnn.lse, tc.lse));
+  row("attention fwd cuDNN, bf16", shape, cudnn.forward_s, tflops(fwd_flop, cudnn.forward_s),
+      ratio("mma.sync", tc.forward_s, cudnn.forward_s) + diff + cudnn.cudnn_calls);
+  std::snprintf(diff, sizeof diff, "; max rel diff dqkv %.1e", max_rel_diff(cudnn.dqkv, tc.dqkv));
+  row("attention bwd cuDNN, bf16 dqkv", shape, cudnn.backward_s, tflops(bwd_flop, cudnn.backward_s),
+      ratio("mma.sync", tc.backward_s, cudnn.backward_s) + diff);
 }
 
 void bench_attention(int64_t N) {
@@ -290,7 +329,8 @@ void bench_attention(int64_t N) {
   row("attention fwd+bwd tensor cores bf16, WMMA", shape, wmma.seconds, tflops(flop, wmma.seconds),
       ratio("mma.sync", tc.seconds, wmma.seconds) + err);
 
-  const AttentionParts rows16 = run_mma_parts(16, B, T), rows32 = run_mma_parts(32, B, T);
+  const AttentionParts rows16 = run_parts("tensor_core", B, T);
+  const AttentionParts rows32 = run_parts("tensor_core_32", B, T);
   unsetenv("TRAINER_ATTENTION");
   const double fwd_flop = flop / 3, bwd_flop = 2 * flop / 3;
   row("attention fwd mma.sync, bf16 qkv", shape, rows16.forward_s,
@@ -309,6 +349,7 @@ void bench_attention(int64_t N) {
       tflops(bwd_flop, rows32.backward_s),
       ratio("16 rows a warp", rows16.backward_s, rows32.backward_s) +
           (rows32.dqkv == rows16.dqkv ? "; dqkv: same bits" : "; dqkv: DIFFERENT bits"));
+  bench_cudnn_attention(B, T, shape, fwd_flop, bwd_flop);
 }
 
 // The MLP's GELU at bf16, forward and the backward through it (fc's own backward left out: the
