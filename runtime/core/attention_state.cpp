@@ -21,4 +21,22 @@ AttentionKernel attention_kernel_from_env() {
       "': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference, cudnn");
 }
 
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::tensor_core:
+      return "tensor_core";
+    case AttentionKernel::tensor_core_32:
+      return "tensor_core_32";
+    case AttentionKernel::wmma:
+      return "wmma";
+    case AttentionKernel::flash:
+      return "flash";
+    case AttentionKernel::reference:
+      return "reference";
+    case AttentionKernel::cudnn:
+      return "cudnn";
+  }
+  return "?";
+}
+
 }  // namespace trainer

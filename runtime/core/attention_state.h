@@ -20,13 +20,17 @@ namespace trainer {
 //   flash:     FlashAttention-style kernels on CUDA cores, head sizes 16, 32, 64.
 //   reference: simple kernels that keep the probabilities, any head size.
 //   cudnn:     cuDNN's fused flash attention (its backend graph API; libcudnn loaded at run
-//              time) for a bf16 qkv and out, where cuDNN has an engine for the shape; the same
-//              row statistics, so any shape it refuses runs tensor_core's kernels instead.
+//              time) for a bf16 qkv and out and the head sizes the flash kernels take (16, 32,
+//              64), where cuDNN has an engine for the shape; the same row statistics, so any
+//              shape it refuses runs tensor_core's kernels instead. Else as tensor_core.
 enum class AttentionKernel { tensor_core, tensor_core_32, wmma, flash, reference, cudnn };
 
 // TRAINER_ATTENTION's choice (unset or empty: tensor_core). Another value throws
 // std::invalid_argument naming the variable, the value and the allowed ones.
 AttentionKernel attention_kernel_from_env();
+
+// The value of TRAINER_ATTENTION that chooses `kernel`.
+const char* attention_kernel_name(AttentionKernel kernel);
 
 // The head sizes kernels/flash_attention.cu is compiled for (its with_head_size<16, 32, 64>).
 constexpr bool flash_attention_head_size(int64_t head_size) {

@@ -27,6 +27,7 @@
 //   layernorm_backward may also write it rounded to bf16 (dinp_bf16), as the next
 //   matmul_backward would read it.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,9 @@ class Backend {
   // The most device memory this backend has held (the report's peak per rank); nullopt for a
   // backend whose memory is the process's own, whose peak is then the host's (peak RSS).
   virtual std::optional<int64_t> peak_device_bytes() const { return std::nullopt; }
+  // Which implementation runs each family of ops where this backend has a choice (the report's
+  // hardware.kernels, so that two runs' reports say what differed): family -> description.
+  virtual std::map<std::string, std::string> kernels() const { return {}; }
 
   // --- GEMM ---
   // C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(X) = X or X^T. Batched with strides

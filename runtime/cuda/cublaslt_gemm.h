@@ -54,6 +54,7 @@ class LtGemm {
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
+  bool tunes_algorithms() const { return tune_algorithms_; }
 
   // Returns false (and does nothing) when cuBLASLt has no algorithm for a bias, bias-gradient or
   // GELU epilogue on this shape (or refuses the call), or when refuses_epilogue(args); the caller

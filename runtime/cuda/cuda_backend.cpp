@@ -86,6 +86,22 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
+std::map<std::string, std::string> CudaBackend::kernels() const {
+  std::string attention = attention_kernel_name(attention_kernel_);
+#ifdef TRAINER_HAVE_CUDNN
+  if (cudnn_attention_) {
+    const CudnnAttention::Stats& s = cudnn_attention_->stats();
+    attention += " (cuDNN " + std::to_string(cudnn_attention_->version()) + ": " +
+                 std::to_string(s.forward + s.backward) + " calls; " + std::to_string(s.refused) +
+                 " refused, run by tensor_core)";
+  }
+#endif
+  return {{"attention", attention},
+          {"gemm", lt_->tunes_algorithms() ? "cuBLASLt, each shape's algorithm tuned"
+                                           : "cuBLASLt, the heuristic's first algorithm"},
+          {"gelu", gelu_epilogue_ ? "cuBLASLt epilogues" : "kernels/"}};
+}
+
 void* CudaBackend::alloc(size_t bytes) {
   return arena_.alloc(bytes);
 }

@@ -34,6 +34,9 @@ class CudaBackend : public Backend {
   std::optional<int64_t> peak_device_bytes() const override {
     return static_cast<int64_t>(arena_.reserved_bytes());
   }
+  // attention (TRAINER_ATTENTION; with cudnn, cuDNN's version and the calls it ran and refused),
+  // gemm (TRAINER_GEMM_AUTOTUNE), gelu (TRAINER_GELU_EPILOGUE).
+  std::map<std::string, std::string> kernels() const override;
   int device_index() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 

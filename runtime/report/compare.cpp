@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "runtime/report/metrics.h"
@@ -193,6 +194,22 @@ std::vector<std::pair<double, double>> curve_of(const json& r) {
   return pts;
 }
 
+// A row per op family any report's hardware.kernels names ("kernels: attention"), "-" where a
+// report names none (a cpu run, or a report from before the field).
+void add_kernel_rows(Table& t, const std::vector<LoadedReport>& reports) {
+  std::set<std::string> families;
+  const json::json_pointer kernels("/hardware/kernels");
+  for (const LoadedReport& r : reports)
+    if (r.json.contains(kernels) && r.json.at(kernels).is_object())
+      for (const auto& [family, _] : r.json.at(kernels).items()) families.insert(family);
+  for (const std::string& family : families) {
+    std::vector<std::string> row{"kernels: " + family};
+    for (const LoadedReport& r : reports)
+      row.push_back(string_at(r.json, "/hardware/kernels/" + family));
+    t.push_back(row);
+  }
+}
+
 }  // namespace
 
 std::string format_ratio(double ratio) {
@@ -260,6 +277,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   t.push_back(layout);
   if (pipelined) t.push_back(pipeline);
   t.push_back(precision);
+  add_kernel_rows(t, reports);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 
   std::string warning;

@@ -44,6 +44,7 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   r.hardware.nodes = ctx.nodes;
   r.hardware.peak_tflops_per_device = ctx.peak.tflops;
   r.hardware.peak_source = ctx.peak.source;
+  r.hardware.kernels = ctx.kernels;
 
   r.parallel = parallel_info(cfg, ctx.world_size);
 

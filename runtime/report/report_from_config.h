@@ -2,6 +2,7 @@
 // The static part of a run's report (run, hardware, parallel, batch, model, data) from its config
 // and what the process learned at start-up. The loop fills the rest through ReportBuilder.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -19,6 +20,7 @@ struct RunContext {
   PeakRate peak;              // from resolve_peak(cfg.hardware.peak_tflops, ...)
   std::string config_sha256;  // sha256 of config::to_yaml(cfg)
   std::optional<int64_t> resumed_from_step;
+  std::map<std::string, std::string> kernels;  // Backend::kernels() at the start
 };
 
 ModelDims model_dims(const config::ModelConfig& model);

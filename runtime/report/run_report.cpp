@@ -45,7 +45,8 @@ ojson hardware_json(const HardwareInfo& h) {
           {"device_count", h.device_count},
           {"nodes", h.nodes},
           {"peak_tflops_per_device", h.peak_tflops_per_device},
-          {"peak_source", h.peak_source}};
+          {"peak_source", h.peak_source},
+          {"kernels", h.kernels}};
 }
 
 ojson parallel_json(const ParallelInfo& p) {

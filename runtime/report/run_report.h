@@ -4,6 +4,7 @@
 // Derived fields (throughput, loss, stability, stragglers) are filled by report_builder.h.
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,7 +41,8 @@ struct HardwareInfo {
   int device_count = 1;  // devices in the run (one per rank)
   int nodes = 1;
   double peak_tflops_per_device = 0;
-  std::string peak_source = "unknown";  // config | measured-sgemm | table | unknown
+  std::string peak_source = "unknown";         // config | measured-sgemm | table | unknown
+  std::map<std::string, std::string> kernels;  // Backend::kernels(): op family -> implementation
 };
 
 struct ParallelInfo {

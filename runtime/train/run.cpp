@@ -231,6 +231,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       ctx.world_size = env.world_size;
       ctx.nodes = count_nodes(world);
       ctx.device_name = backend->name();
+      ctx.kernels = backend->kernels();
       ctx.peak =
           report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);
       ctx.config_sha256 = config::config_sha256(cfg);
@@ -340,6 +341,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         builder->set_memory(peaks, memory_breakdown());
         // Short of train.steps: stopped on purpose (stop_after_steps, a signal), resumable.
         report::RunReport final_report = builder->finish(done < total ? "stopped" : "completed");
+        final_report.hardware.kernels = backend->kernels();  // with what ran (cuDNN's calls)
         final_report.throughput.grad_sync_wait_s =
             mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
         final_report.profile = profile;

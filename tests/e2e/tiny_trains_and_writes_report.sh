@@ -12,7 +12,8 @@ import json, math, sys
 r = json.load(open(sys.argv[1]))
 need = {
  "run": ["name", "config_sha256", "git_rev", "started_at", "finished_at", "status", "resumed_from_step"],
- "hardware": ["device_type", "device_name", "device_count", "nodes", "peak_tflops_per_device", "peak_source"],
+ "hardware": ["device_type", "device_name", "device_count", "nodes", "peak_tflops_per_device", "peak_source",
+              "kernels"],
  "parallel": ["world_size", "dp", "tp", "pp", "cp", "ep", "zero_stage", "sequence_parallel",
               "pipeline_schedule", "microbatches", "activation_checkpointing", "precision"],
  "batch": ["micro_batch", "grad_accum", "seq_len", "global_batch_sequences", "tokens_per_step"],
@@ -32,6 +33,7 @@ for sec, keys in need.items():
 assert r["run"]["status"] == "completed"
 assert "profile" not in r, "a profile in a report without logging.profile_steps"
 assert r["peak_source" if False else "hardware"]["peak_source"] == "measured-sgemm"
+assert r["hardware"]["kernels"] == {}, r["hardware"]["kernels"]  # the cpu backend has no choices
 assert r["batch"]["tokens_per_step"] == 8 * 128
 assert r["loss"]["tokens_seen"] == 60 * 8 * 128
 m = [json.loads(l) for l in open(sys.argv[2])]

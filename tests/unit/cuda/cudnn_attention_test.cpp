@@ -82,6 +82,11 @@ TEST_CASE("cuda_cudnn_attention_matches_cpu_and_runs_in_cudnn", "[cuda][bf16]") 
   REQUIRE(kernels);
   const cuda::CudnnAttention& cudnn = cudnn_of(*gpu);
   INFO("cuDNN " << cudnn.version());
+  // the report's hardware.kernels names it
+  CHECK(
+      gpu->kernels().at("attention").rfind("cudnn (cuDNN " + std::to_string(cudnn.version()), 0) ==
+      0);
+  CHECK(kernels->kernels().at("attention") == "tensor_core");
   cpu::CpuBackend ref;
   for (const auto [B, T, NH, HS] :
        {std::array<int64_t, 4>{2, 128, 3, 64}, {1, 256, 2, 32}, {2, 130, 2, 64}, {1, 37, 4, 64}}) {

@@ -85,6 +85,27 @@ TEST_CASE("compare_shows_which_runs_failed", "[compare]") {
   CHECK(status.find("completed") < status.find("failed"));
 }
 
+// Two runs of one config with different kernels (TRAINER_ATTENTION): a row per op family that
+// either report's hardware.kernels names, "-" where one names none.
+TEST_CASE("compare_shows_each_runs_kernels", "[compare]") {
+  SampleRun a, b;
+  a.name = "kernels";
+  b.name = "cudnn";
+  auto ra = loaded(a), rb = loaded(b);
+  ra.json["hardware"]["kernels"] = {{"attention", "tensor_core"}};
+  rb.json["hardware"]["kernels"] = {{"attention", "cudnn"}, {"gemm", "cuBLASLt"}};
+  const std::string table = compare_reports({ra, rb});
+  INFO(table);
+  const std::string attention = row_of(table, "kernels: attention");
+  REQUIRE(attention.find("tensor_core") != std::string::npos);
+  CHECK(attention.find("tensor_core") < attention.find("cudnn"));
+  const std::string gemm = row_of(table, "kernels: gemm");
+  REQUIRE_FALSE(gemm.empty());
+  CHECK(gemm.find(" - ") != std::string::npos);
+  CHECK(gemm.find("cuBLASLt") != std::string::npos);
+  CHECK(row_of(compare_reports({loaded(a)}), "kernels: attention").empty());  // cpu: no rows
+}
+
 TEST_CASE("compare_warns_at_different_token_counts_and_interpolates_loss", "[compare]") {
   SampleRun a, b;
   a.name = "short";

@@ -232,6 +232,23 @@ TEST_CASE("skeleton_resolves_dp_auto_and_batch_from_config", "[report]") {
   CHECK(r.hardware.device_count == 8);
 }
 
+// The backend's kernel choices (Backend::kernels) reach report.json's hardware.kernels, so that
+// two runs of one config with different kernels (TRAINER_ATTENTION, ...) say so.
+TEST_CASE("report_names_the_kernels_the_backend_chose", "[report]") {
+  trainer::config::RunConfig cfg;
+  RunContext ctx;
+  ctx.kernels = {{"attention", "cudnn (cuDNN 91900: 48 calls; 0 refused, run by tensor_core)"},
+                 {"gemm", "cuBLASLt, the heuristic's first algorithm"}};
+  const nlohmann::json j = to_json(report_skeleton(cfg, ctx));
+  CHECK(j["hardware"]["kernels"]["attention"] ==
+        "cudnn (cuDNN 91900: 48 calls; 0 refused, run by tensor_core)");
+  CHECK(j["hardware"]["kernels"]["gemm"] == "cuBLASLt, the heuristic's first algorithm");
+  CHECK(j["hardware"]["kernels"].size() == 2);
+  const nlohmann::json none = to_json(report_skeleton(cfg, RunContext{}));
+  CHECK(none["hardware"]["kernels"].is_object());  // the cpu backend has no choices: {}
+  CHECK(none["hardware"]["kernels"].empty());
+}
+
 // The report states what the run does: no pipeline (pp 1) has no schedule or microbatches, no
 // tensor parallelism (tp 1) no sequence parallelism, whatever the config's defaults say.
 TEST_CASE("skeleton_reports_pipeline_and_sequence_parallel_only_where_they_apply", "[report]") {
