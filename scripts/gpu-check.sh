@@ -84,7 +84,9 @@ echo "== cuda op tests"
 # there must not take the op tests with it.
 # The op tests synchronise after every launch (TRAINER_CUDA_SYNC=1), so that a fault is reported
 # at the kernel that caused it; the dp/ZeRO and tp tests run their streams as they are.
-TRAINER_CUDA_SYNC=1 timeout "$(cap 180)" "$tests/unit_cuda" "~[zero]~[tp]~[pp]" -s -r compact \
+# (cuDNN's own log of its errors and warnings, for the cuDNN attention tests: cudnn-tests.log)
+TRAINER_CUDA_SYNC=1 CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn-tests.log" \
+  timeout "$(cap 180)" "$tests/unit_cuda" "~[zero]~[tp]~[pp]" -s -r compact \
   >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]~[pp]")
 timeout "$(cap 90)" "$tests/unit_cuda" "[zero],[tp],[pp]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
   failed+=("cuda tests [zero],[tp],[pp]")
@@ -161,8 +163,14 @@ fi
 # The same bf16 run with cuDNN's fused attention (TRAINER_ATTENTION=cudnn) in place of the mma.sync
 # kernels; its log says which cuDNN ran and which shapes it planned or refused.
 if fits 60 "GPT-2 small bf16, cuDNN attention"; then
-  TRAINER_ATTENTION=cudnn gpt2 gpt2-cudnn bf16 || true
-  grep -h -E "attention: cuDNN" "$out/gpt2-cudnn.log" | cut -c1-400 | sort -u | head -6 || true
+  TRAINER_ATTENTION=cudnn CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn-gpt2.log" \
+    gpt2 gpt2-cudnn bf16 || true
+  grep -h -E "attention: cuDNN" "$out/gpt2-cudnn.log" | cut -c1-600 | sort -u | head -6 || true
+  # a refusal: cuDNN's own words for it
+  if grep -q "cuDNN has no engine" "$out/gpt2-cudnn.log"; then
+    grep -h -i -E "error|warn" "$out/cudnn-gpt2.log" 2>/dev/null | cut -c1-300 | sort | uniq -c |
+      sort -rn | head -12 || true
+  fi
 fi
 # fp8 after the bf16 figure is safe, and only with the time for it.
 if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true; fi
@@ -207,6 +215,11 @@ if [ "${#failed[@]}" -gt 0 ]; then
   echo "== failures"
   [ "$curve_ok" = PASS ] || cat "$out/curve.txt"
   grep -B2 -A12 -E "FAILED|failed" "$out/unit_cuda.txt" | head -60 || true
+  if grep -q "cudnn_attention_test.cpp.*failed" "$out/unit_cuda.txt"; then
+    echo "-- cuDNN's log of the failed cuDNN tests (errors and warnings, most frequent first)"
+    grep -h -i -E "error|warn" "$out/cudnn-tests.log" 2>/dev/null | cut -c1-300 | sort | uniq -c |
+      sort -rn | head -12 || true
+  fi
   grep -h -m5 -B1 -A6 -E "^========= (Invalid|Error|Race|Warning)" "$out"/sanitizer-*.txt 2>/dev/null |
     head -40 || true
 fi
