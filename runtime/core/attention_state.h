@@ -22,7 +22,8 @@ namespace trainer {
 //   cudnn:     cuDNN's fused flash attention (its backend graph API; libcudnn loaded at run
 //              time) for a bf16 qkv and out and the head sizes the flash kernels take (16, 32,
 //              64), where cuDNN has an engine for the shape; the same row statistics, so any
-//              shape it refuses runs tensor_core's kernels instead. Else as tensor_core.
+//              shape it refuses runs tensor_core's kernels instead. Else as tensor_core. Its
+//              backward accumulates dq with atomics: not bitwise deterministic, unlike the others.
 enum class AttentionKernel { tensor_core, tensor_core_32, wmma, flash, reference, cudnn };
 
 // TRAINER_ATTENTION's choice (unset or empty: tensor_core). Another value throws
