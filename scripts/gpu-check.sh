@@ -84,12 +84,15 @@ echo "== cuda op tests"
 # there must not take the op tests with it.
 # The op tests synchronise after every launch (TRAINER_CUDA_SYNC=1), so that a fault is reported
 # at the kernel that caused it; the dp/ZeRO and tp tests run their streams as they are.
-# (cuDNN's own log of its errors and warnings, for the cuDNN attention tests: cudnn-tests.log)
-TRAINER_CUDA_SYNC=1 CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn-tests.log" \
-  timeout "$(cap 180)" "$tests/unit_cuda" "~[zero]~[tp]~[pp]" -s -r compact \
-  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]~[pp]")
+TRAINER_CUDA_SYNC=1 timeout "$(cap 180)" "$tests/unit_cuda" "~[zero]~[tp]~[pp]~[cudnn]" -s -r compact \
+  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]~[pp]~[cudnn]")
 timeout "$(cap 90)" "$tests/unit_cuda" "[zero],[tp],[pp]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
   failed+=("cuda tests [zero],[tp],[pp]")
+# cuDNN's attention in a process of its own, with cuDNN's log of its errors and warnings
+# (cudnn-tests.log): a fault inside cuDNN must not take the other tests with it.
+TRAINER_CUDA_SYNC=1 CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn-tests.log" \
+  timeout "$(cap 60)" "$tests/unit_cuda" "[cudnn]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
+  failed+=("cuda tests [cudnn]")
 # A failed fp8 test again, with cuBLASLt's whole log (API trace included: on an H200 its errors
 # and hints alone said nothing of why it refused a GEMM); its last 2000 lines are kept.
 if grep -q "fp8_test.cpp.*failed" "$out/unit_cuda.txt"; then
@@ -101,7 +104,7 @@ fi
 if grep -q "SKIPPED: no CUDA device" "$out/unit_cuda.txt"; then
   grep -m1 "SKIPPED" "$out/unit_cuda.txt"; echo "gpu-check: tests skipped on a GPU machine" >&2; exit 1
 fi
-grep -E "^(Passed|Failed|test cases)" "$out/unit_cuda.txt" | tail -2 || true
+grep -E "^(Passed|Failed|test cases)" "$out/unit_cuda.txt" | tail -3 || true
 
 echo "== cuda ops at GPT-2-small shapes, each beside its reference"
 timeout "$(cap 150)" "$tests/cuda_ops_bench" --reps 5 >"$out/ops_bench.txt" 2>&1 ||
@@ -252,7 +255,8 @@ try:
             row["failed"] += status == "failed"
     runs = [l.strip() for l in open(f"{out}/unit_cuda.txt", errors="replace")
             if l.startswith(("Passed", "Failed"))]
-    for name, line in zip(("cuda tests: ops", "cuda tests: dp/ZeRO, tp, pp (two ranks)"), runs):
+    for name, line in zip(("cuda tests: ops", "cuda tests: dp/ZeRO, tp, pp (two ranks)",
+                           "cuda tests: cuDNN attention"), runs):
         print(f"{name:58} {line}")
 except OSError:
     pass

@@ -74,7 +74,9 @@ const cuda::CudnnAttention& cudnn_of(Backend& be) {
 
 // bf16 qkv and out (bf16 compute's), dqkv in bf16: cuDNN's numerics differ from the kernels' (it
 // scales the fp32 scores, they pre-scale q) but both are within bf16 rounding of the cpu's.
-TEST_CASE("cuda_cudnn_attention_matches_cpu_and_runs_in_cudnn", "[cuda][bf16]") {
+// [cudnn]: scripts/gpu-check.sh runs it in a process of its own (a fault inside cuDNN would leave
+// the CUDA context unusable for the tests after it).
+TEST_CASE("cuda_cudnn_attention_matches_cpu_and_runs_in_cudnn", "[cuda][bf16][cudnn]") {
   if (!cuda_or_skip()) return;
   auto gpu = cuda_with_cudnn();
   auto kernels = cuda_with_attention("tensor_core");
