@@ -34,7 +34,7 @@ TEST_CASE("cudnn_is_loaded_at_first_use_and_takes_every_sdpa_graph_operation", "
       INFO("B=" << B << " T=" << T << " heads=" << NH << " head size=" << HS);
       // cuDNN's frontend lowers causal SDPA to these operation counts: forward 2 products, 10
       // pointwise (scale, mask 4, softmax 4, the log-sum-exp's add), 2 reductions; backward 5
-      // products, 14 pointwise, 1 reduction, 3 reshapes.
+      // products, 13 pointwise, 1 reduction, 3 reshapes.
       const cuda::SdpaGraph fwd = cuda::sdpa_forward_graph(s, index_math);
       CHECK(fwd.ops.size() == 14);
       CHECK_FALSE(fwd.plan.has_value());
