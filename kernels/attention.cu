@@ -5,6 +5,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "runtime/core/attention_state.h"
 
 namespace trainer::kernels {
 namespace {
@@ -103,7 +104,7 @@ __global__ void attention_backward_key_kernel(DqkvT* dqkv, const float* dpre, co
 
 Dims dims(int64_t T, int64_t C, int64_t NH) {
   const int64_t HS = C / NH;
-  return Dims{T, C, NH, HS, 1.0f / std::sqrt(float(HS))};
+  return Dims{T, C, NH, HS, attention_scale(HS)};
 }
 
 int threads_for(int64_t n) {

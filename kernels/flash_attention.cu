@@ -205,10 +205,6 @@ __global__ void __launch_bounds__(kTile)
 static_assert(flash_attention_head_size(16) && flash_attention_head_size(32) &&
               flash_attention_head_size(64) && !flash_attention_head_size(128));
 
-float scale_for(int64_t HS) {
-  return 1.0f / std::sqrt(float(HS));
-}
-
 }  // namespace
 
 template <class OutT, class QkvT>
@@ -218,7 +214,7 @@ void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, 
   with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     launch(flash_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kTile), kTile, stream,
-           out, lse, qkv, T, C, NH, scale_for(HS));
+           out, lse, qkv, T, C, NH, attention_scale(HS));
     CUDA_CHECK_LAUNCH("flash_forward_kernel");
   });
 }
@@ -231,10 +227,10 @@ void flash_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dou
   with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     launch(flash_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kTile), kTile,
-           stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale_for(HS));
+           stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, attention_scale(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");
     launch(flash_backward_dkdv_kernel<HS, QkvT, DqkvT>, attention_grid(B, T, NH, kTile), kTile,
-           stream, dqkv, dsum_scratch, dout, qkv, lse, T, C, NH, scale_for(HS));
+           stream, dqkv, dsum_scratch, dout, qkv, lse, T, C, NH, attention_scale(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dkdv_kernel");
   });
 }

@@ -25,6 +25,7 @@
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 #include "kernels/mma.cuh"
+#include "runtime/core/attention_state.h"
 
 namespace trainer::kernels {
 namespace {
@@ -565,7 +566,7 @@ void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, in
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    const float scale = 1.0f / std::sqrt(float(HS));
+    const float scale = attention_scale(HS);
     if (rows_per_warp == 32)
       launch(mma_forward_kernel<HS, 2, OutT, QkvT>, attention_grid(B, T, NH, 2 * kRowsMma),
              kThreadsMma, stream, out, lse, qkv, T, C, NH, scale);
@@ -598,7 +599,7 @@ void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, cons
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    const float scale = 1.0f / std::sqrt(float(HS));
+    const float scale = attention_scale(HS);
     uint16_t* q_copy = copies_of(scratch, B, T, NH);
     uint16_t* do_copy = q_copy + B * T * C;
     if (rows_per_warp == 32)

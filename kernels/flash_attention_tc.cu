@@ -21,6 +21,7 @@
 #include "kernels/attention_common.cuh"
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "runtime/core/attention_state.h"
 
 namespace trainer::kernels {
 namespace {
@@ -340,7 +341,7 @@ void tc_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int
   with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     launch(tc_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kRows), kThreadsTc, stream,
-           out, lse, qkv, T, C, NH, 1.0f / std::sqrt(float(HS)));
+           out, lse, qkv, T, C, NH, attention_scale(HS));
     CUDA_CHECK_LAUNCH("tc_forward_kernel");
   });
 }
@@ -352,7 +353,7 @@ void tc_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, 
   if (B * T == 0) return;
   with_head_size<32, 64>(C / NH, "tensor-core attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    const float scale = 1.0f / std::sqrt(float(HS));
+    const float scale = attention_scale(HS);
     launch(tc_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRows),
            kThreadsTc, stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("tc_backward_dq_kernel");

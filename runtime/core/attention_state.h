@@ -3,6 +3,7 @@
 // the backends and for `trainer plan`: the FlashAttention-style kernels keep each row's
 // log-sum-exp [B,NH,T]; the reference (the cpu backend, the cuda reference kernels, and head
 // sizes the flash kernels are not compiled for) keeps the probabilities [B,NH,T,T].
+#include <cmath>
 #include <cstdint>
 
 #include "runtime/core/tensor.h"
@@ -29,6 +30,11 @@ enum class AttentionKernel { tensor_core, tensor_core_32, wmma, flash, reference
 // TRAINER_ATTENTION's choice (unset or empty: tensor_core). Another value throws
 // std::invalid_argument naming the variable, the value and the allowed ones.
 AttentionKernel attention_kernel_from_env();
+
+// The scores' scale, 1/sqrt(head size): one value for every attention implementation.
+inline float attention_scale(int64_t head_size) {
+  return 1.0f / std::sqrt(static_cast<float>(head_size));
+}
 
 // The value of TRAINER_ATTENTION that chooses `kernel`.
 const char* attention_kernel_name(AttentionKernel kernel);
