@@ -70,7 +70,9 @@ CudaBackend::CudaBackend(int local_rank) {
   reduce_buf_ = static_cast<double*>(arena_.alloc(sizeof(double) * (1 + kernels::kReducePartials)));
   if (attention_kernel_ == AttentionKernel::cudnn) {
 #ifdef TRAINER_HAVE_CUDNN
-    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_);
+    cudnn_attention_ = std::make_unique<CudnnAttention>(stream_, [this](size_t bytes) {
+      return scratch(cudnn_workspace_, cudnn_workspace_bytes_, bytes);
+    });
 #else
     TRAINER_CHECK(false,
                   "TRAINER_ATTENTION = 'cudnn': this build has no cuDNN headers (cmake "

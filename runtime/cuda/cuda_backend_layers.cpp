@@ -229,14 +229,13 @@ void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, i
   float* pa = need_f32(att, op, "att");
   const bool flash = uses_flash(C / n_head);
 #ifdef TRAINER_HAVE_CUDNN
-  const auto cudnn_workspace = [this](size_t bytes) {
-    return scratch(cudnn_workspace_, cudnn_workspace_bytes_, bytes);
-  };
+  const AttentionShape shape{B, T, n_head, C / n_head};
   if (cudnn_attention_ && flash && qkv.dtype == DType::bf16 &&
-      cudnn_attention_->forward(static_cast<uint16_t*>(need_operand_out(out, op, "out")), pa,
-                                static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")),
-                                {B, T, n_head, C / n_head}, cudnn_workspace))
+      cudnn_attention_->runs(shape, false)) {
+    cudnn_attention_->forward(static_cast<uint16_t*>(need_operand_out(out, op, "out")), pa,
+                              static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")), shape);
     return;
+  }
 #endif
   const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);
   const auto run = [&](auto* y, const auto* pq) {
@@ -269,19 +268,18 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
   const float* pa = need_f32(att, op, "att");
   const bool flash = uses_flash(C / n_head);
 #ifdef TRAINER_HAVE_CUDNN
-  const auto cudnn_workspace = [this](size_t bytes) {
-    return scratch(cudnn_workspace_, cudnn_workspace_bytes_, bytes);
-  };
-  if (cudnn_attention_ && flash && qkv.dtype == DType::bf16 && dqkv.dtype == DType::bf16) {
+  const AttentionShape shape{B, T, n_head, C / n_head};
+  if (cudnn_attention_ && flash && qkv.dtype == DType::bf16 && dqkv.dtype == DType::bf16 &&
+      cudnn_attention_->runs(shape, true)) {
     // cuDNN reads dout in bf16: rounded once into the scratch, as the mma kernels do.
     auto* dy16 = static_cast<uint16_t*>(
         scratch(attn_scratch_, attn_scratch_bytes_, static_cast<size_t>(dout.numel()) * 2));
     kernels::cast_f32_to_bf16(dy16, pdy, dout.numel(), stream_);
-    if (cudnn_attention_->backward(static_cast<uint16_t*>(need_operand_out(dqkv, op, "dqkv")), dy16,
-                                   static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")),
-                                   static_cast<const uint16_t*>(need_operand(out, op, "out")), pa,
-                                   {B, T, n_head, C / n_head}, cudnn_workspace))
-      return;
+    cudnn_attention_->backward(static_cast<uint16_t*>(need_operand_out(dqkv, op, "dqkv")), dy16,
+                               static_cast<const uint16_t*>(need_operand(qkv, op, "qkv")),
+                               static_cast<const uint16_t*>(need_operand(out, op, "out")), pa,
+                               shape);
+    return;
   }
 #endif
   const TensorCoreAttention tc = tensor_core_attention(out, C / n_head);

@@ -2,11 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "runtime/core/attention_state.h"
 #include "runtime/cuda/cudnn_library.h"
 
 namespace trainer::cuda {
@@ -132,10 +133,6 @@ class SdpaBuilder {
   int64_t next_virtual_ = kVirtual;
 };
 
-float attention_scale(int64_t HS) {
-  return 1.0f / std::sqrt(static_cast<float>(HS));  // as the kernels' scale
-}
-
 int64_t round_up(int64_t bytes, int64_t to) {
   return (bytes + to - 1) / to * to;
 }
@@ -245,13 +242,13 @@ SdpaGraph sdpa_backward_graph(const AttentionShape& s, cudnnDataType_t index_mat
   b.matmul(ds, k, dq_accum);
   b.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, dq);
 
-  const int64_t dq_accum_bytes = b.B() * b.H() * b.T() * b.D() * 4;
-  const int64_t softmax_sum_bytes = b.B() * b.H() * b.T() * 4;
-  g.own_workspace_bytes = round_up(dq_accum_bytes + softmax_sum_bytes, 256);
+  g.softmax_sum_offset = b.B() * b.H() * b.T() * b.D() * 4;  // after the dq accumulator
+  g.own_workspace_bytes = round_up(g.softmax_sum_offset + b.B() * b.H() * b.T() * 4, 256);
   return g;
 }
 
-CudnnAttention::CudnnAttention(cudaStream_t stream) {
+CudnnAttention::CudnnAttention(cudaStream_t stream, Workspace workspace)
+    : workspace_(std::move(workspace)) {
   const CudnnLibrary& l = cudnn();  // throws naming the library and the fix
   version_ = l.get_version();
   cudnn_graph::check(l.create(&handle_), "cudnnCreate");
@@ -269,21 +266,22 @@ const SdpaGraph* CudnnAttention::graph(const AttentionShape& s, bool backward) {
   const auto key = std::tuple(s.B, s.T, s.NH, s.HS, backward);
   if (const auto it = graphs_.find(key); it != graphs_.end()) return it->second.get();
   const std::string what = shape_name(s, backward);
-  const std::string refused_by_version = version_refusal(version_, s, backward);
-  std::string refusals = refused_by_version;
+  std::string refusals = version_refusal(version_, s, backward);
   std::unique_ptr<SdpaGraph> planned;
-  for (const cudnnDataType_t index_math : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
-    if (!refused_by_version.empty()) break;
-    try {
-      auto g = std::make_unique<SdpaGraph>(backward ? sdpa_backward_graph(s, index_math)
-                                                    : sdpa_forward_graph(s, index_math));
-      std::vector<const Descriptor*> ops;
-      for (const Descriptor& op : g->ops) ops.push_back(&op);
-      g->plan.emplace(cudnn_graph::make_plan(handle_, ops, what));
-      planned = std::move(g);
-      break;
-    } catch (const cudnn_graph::CudnnError& e) {
-      refusals += std::string(refusals.empty() ? "" : "; then with INT32 index math: ") + e.what();
+  if (refusals.empty()) {
+    for (const cudnnDataType_t index_math : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {
+      try {
+        auto g = std::make_unique<SdpaGraph>(backward ? sdpa_backward_graph(s, index_math)
+                                                      : sdpa_forward_graph(s, index_math));
+        std::vector<const Descriptor*> ops;
+        for (const Descriptor& op : g->ops) ops.push_back(&op);
+        g->plan.emplace(cudnn_graph::make_plan(handle_, ops, what));
+        planned = std::move(g);
+        break;
+      } catch (const cudnn_graph::CudnnError& e) {
+        refusals +=
+            (refusals.empty() ? "" : "; then with INT32 index math: ") + std::string(e.what());
+      }
     }
   }
   if (planned)
@@ -295,42 +293,49 @@ const SdpaGraph* CudnnAttention::graph(const AttentionShape& s, bool backward) {
   return (graphs_[key] = std::move(planned)).get();
 }
 
-bool CudnnAttention::forward(uint16_t* out, float* lse, const uint16_t* qkv,
-                             const AttentionShape& s, const Workspace& workspace) {
-  const SdpaGraph* g = graph(s, false);
-  if (!g) return ++stats_.refused, false;
+bool CudnnAttention::runs(const AttentionShape& s, bool backward) {
+  if (graph(s, backward)) return true;
+  ++stats_.refused;
+  return false;
+}
+
+const SdpaGraph& CudnnAttention::planned(const AttentionShape& s, bool backward) {
+  const SdpaGraph* g = graph(s, backward);
+  if (!g)
+    throw std::logic_error("CudnnAttention: " + shape_name(s, backward) +
+                           " has no plan (ask runs() first)");
+  return *g;
+}
+
+void CudnnAttention::forward(uint16_t* out, float* lse, const uint16_t* qkv,
+                             const AttentionShape& s) {
+  const SdpaGraph& g = planned(s, false);
   const int64_t C = s.NH * s.HS;
   float scale = attention_scale(s.HS), neg_inf = -std::numeric_limits<float>::infinity();
-  void* ws = g->plan->workspace_bytes ? workspace(g->plan->workspace_bytes) : nullptr;
-  cudnn_graph::execute(handle_, *g->plan, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
+  void* ws = g.plan->workspace_bytes ? workspace_(g.plan->workspace_bytes) : nullptr;
+  cudnn_graph::execute(handle_, *g.plan, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
                        {const_cast<uint16_t*>(qkv), const_cast<uint16_t*>(qkv + C),
                         const_cast<uint16_t*>(qkv + 2 * C), out, lse, &scale, &neg_inf},
                        ws);
   ++stats_.forward;
-  return true;
 }
 
-bool CudnnAttention::backward(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv,
-                              const uint16_t* out, const float* lse, const AttentionShape& s,
-                              const Workspace& workspace) {
-  const SdpaGraph* g = graph(s, true);
-  if (!g) return ++stats_.refused, false;
+void CudnnAttention::backward(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv,
+                              const uint16_t* out, const float* lse, const AttentionShape& s) {
+  const SdpaGraph& g = planned(s, true);
   const int64_t C = s.NH * s.HS;
   float scale = attention_scale(s.HS), one = 1.0f;
   float neg_inf = -std::numeric_limits<float>::infinity();
-  auto* ws = static_cast<char*>(workspace(g->own_workspace_bytes + g->plan->workspace_bytes));
-  void* dq_accum = ws;
-  void* softmax_sum = ws + s.B * s.NH * s.T * s.HS * 4;
+  auto* ws = static_cast<char*>(workspace_(g.own_workspace_bytes + g.plan->workspace_bytes));
   cudnn_graph::execute(
-      handle_, *g->plan,
+      handle_, *g.plan,
       {kQ, kK, kV, kO, kStats, kDout, kDq, kDk, kDv, kDqAccum, kSoftmaxSum, kScale, kOne, kNegInf},
       {const_cast<uint16_t*>(qkv), const_cast<uint16_t*>(qkv + C),
        const_cast<uint16_t*>(qkv + 2 * C), const_cast<uint16_t*>(out), const_cast<float*>(lse),
-       const_cast<uint16_t*>(dout), dqkv, dqkv + C, dqkv + 2 * C, dq_accum, softmax_sum, &scale,
-       &one, &neg_inf},
-      g->plan->workspace_bytes ? ws + g->own_workspace_bytes : nullptr);
+       const_cast<uint16_t*>(dout), dqkv, dqkv + C, dqkv + 2 * C, ws, ws + g.softmax_sum_offset,
+       &scale, &one, &neg_inf},
+      g.plan->workspace_bytes ? ws + g.own_workspace_bytes : nullptr);
   ++stats_.backward;
-  return true;
 }
 
 }  // namespace trainer::cuda

@@ -32,6 +32,7 @@ struct SdpaGraph {
   // The backward's own buffers in front of cuDNN's workspace: the fp32 dQ accumulator and
   // rowsum(dout * out), as cuDNN's frontend lays them out.
   int64_t own_workspace_bytes = 0;
+  int64_t softmax_sum_offset = 0;  // (the accumulator first)
 };
 // The graphs cuDNN's frontend (1.x, for cuDNN 9.x below 9.21) builds for causal, bf16 SDPA with
 // its statistics: scores, scale, the causal mask (two GEN_INDEX, CMP_GE, BINARY_SELECT with
@@ -47,19 +48,20 @@ class CudnnAttention {
   using Workspace = std::function<void*(size_t bytes)>;
 
   // Loads libcudnn and creates a handle on `stream`; throws (naming the library and the fix)
-  // when either fails.
-  explicit CudnnAttention(cudaStream_t stream);
+  // when either fails. `workspace` serves the plans' workspaces.
+  CudnnAttention(cudaStream_t stream, Workspace workspace);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
-  // Each returns false, having run nothing, when cuDNN has no engine for the shape (the reason
-  // is logged once per shape), and then the caller runs its own kernels.
-  bool forward(uint16_t* out, float* lse, const uint16_t* qkv, const AttentionShape& s,
-               const Workspace& workspace);
+  // Whether cuDNN runs this shape and direction (planned on the first ask). False: cuDNN has no
+  // engine for it (the reason is logged once per shape), and the caller runs its own kernels.
+  bool runs(const AttentionShape& s, bool backward);
+  // A shape runs() said yes to (else std::logic_error).
+  void forward(uint16_t* out, float* lse, const uint16_t* qkv, const AttentionShape& s);
   // dout in bf16 (the caller rounds it).
-  bool backward(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
-                const float* lse, const AttentionShape& s, const Workspace& workspace);
+  void backward(uint16_t* dqkv, const uint16_t* dout, const uint16_t* qkv, const uint16_t* out,
+                const float* lse, const AttentionShape& s);
 
   size_t version() const { return version_; }  // cudnnGetVersion(): 91900 for 9.19.0
   struct Stats {
@@ -71,7 +73,9 @@ class CudnnAttention {
  private:
   // The planned graph of a shape and direction, or null when cuDNN refused it.
   const SdpaGraph* graph(const AttentionShape& s, bool backward);
+  const SdpaGraph& planned(const AttentionShape& s, bool backward);
 
+  Workspace workspace_;
   cudnnHandle_t handle_ = nullptr;
   size_t version_ = 0;
   // null: refused

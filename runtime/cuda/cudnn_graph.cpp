@@ -179,7 +179,7 @@ Plan make_plan(cudnnHandle_t handle, const std::vector<const Descriptor*>& ops,
       refusals += std::string("; ") + e.what();
       continue;
     }
-    for (const Descriptor& config : configs) {
+    for (Descriptor& config : configs) {
       try {
         Plan p;
         p.plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
@@ -189,6 +189,8 @@ Plan make_plan(cudnnHandle_t handle, const std::vector<const Descriptor*>& ops,
         check(cudnn().get_attribute(p.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                     CUDNN_TYPE_INT64, 1, &returned, &p.workspace_bytes),
               what + ": the plan's workspace size");
+        p.sources.push_back(std::move(graph));
+        p.sources.push_back(std::move(config));
         return p;
       } catch (const CudnnError& e) {
         refusals += std::string("; ") + e.what();

@@ -73,6 +73,9 @@ Descriptor reshape(const Descriptor& x, const Descriptor& y);
 struct Plan {
   Descriptor plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
   int64_t workspace_bytes = 0;
+  // The operation graph and engine configuration it was made from, kept for its life (as
+  // cuDNN's frontend keeps them).
+  std::vector<Descriptor> sources;
 };
 Plan make_plan(cudnnHandle_t handle, const std::vector<const Descriptor*>& ops,
                const std::string& what);
