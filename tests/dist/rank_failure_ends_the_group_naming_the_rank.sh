@@ -60,12 +60,13 @@ for kind in kill throw kill0 stop ppkill ppthrow; do
     start=$(date +%s)
   fi
   set +e
-  # a watchdog whose sleep goes with it (a leftover sleep would hold ctest's pipe open)
-  ( trap 'kill $sleeper 2>/dev/null; exit 0' TERM
-    sleep $((limit + 5)) & sleeper=$!; wait $sleeper; kill -9 ${pids[$survivor]} 2>/dev/null
-  ) >/dev/null 2>&1 & watchdog=$!
+  # Poll rather than run a watchdog subshell: a subshell killed before it has set its own traps
+  # runs this shell's EXIT trap, which removes $work under the test (seen once in CI). bash reaps
+  # an exited child at once, so kill -0 fails for it, and wait still returns its status.
+  deadline=$((SECONDS + limit + 5))
+  while kill -0 ${pids[$survivor]} 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  [ $SECONDS -lt $deadline ] || kill -9 ${pids[$survivor]} 2>/dev/null  # hung: exits 137
   wait ${pids[$survivor]}; rc=$?
-  kill $watchdog 2>/dev/null
   kill -9 ${pids[$victim]} 2>/dev/null
   wait ${pids[$victim]} 2>/dev/null
   set -e
