@@ -143,19 +143,19 @@ std::string shape_name(const AttentionShape& s, bool backward) {
          " heads=" + std::to_string(s.NH) + " head size=" + std::to_string(s.HS);
 }
 
-// Why this cuDNN must not run the shape ("" when it may), by the versions cuDNN's frontend
-// refuses or works around: 9.10.0 and 9.10.1 (known bugs), and below 9.16 a backward whose
-// sequence is not a multiple of 128 (the frontend adds a padding mask there; this graph has none).
-std::string version_refusal(size_t version, const AttentionShape& s, bool backward) {
+}  // namespace
+
+std::string sdpa_version_refusal(size_t version, const AttentionShape& s, bool backward) {
   if (version >= 91000 && version < 91002)
     return "cuDNN " + std::to_string(version) + " has known SDPA bugs (9.10.0, 9.10.1)";
+  if (backward && version < 90600)
+    return "cuDNN " + std::to_string(version) +
+           " (below 9.6) leaves zeroing the backward's dQ accumulator to the caller";
   if (backward && version < 91600 && s.T % 128 != 0)
     return "cuDNN " + std::to_string(version) +
            " (below 9.16) needs a padding mask for a backward at T % 128 != 0";
   return "";
 }
-
-}  // namespace
 
 SdpaGraph sdpa_forward_graph(const AttentionShape& s, cudnnDataType_t index_math) {
   SdpaGraph g;
@@ -266,7 +266,7 @@ const SdpaGraph* CudnnAttention::graph(const AttentionShape& s, bool backward) {
   const auto key = std::tuple(s.B, s.T, s.NH, s.HS, backward);
   if (const auto it = graphs_.find(key); it != graphs_.end()) return it->second.get();
   const std::string what = shape_name(s, backward);
-  std::string refusals = version_refusal(version_, s, backward);
+  std::string refusals = sdpa_version_refusal(version_, s, backward);
   std::unique_ptr<SdpaGraph> planned;
   if (refusals.empty()) {
     for (const cudnnDataType_t index_math : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32}) {

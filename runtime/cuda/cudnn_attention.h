@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include "runtime/cuda/cudnn_graph.h"
@@ -41,6 +42,13 @@ struct SdpaGraph {
 // frontend has used INT32 and, later, FLOAT; planning tries both).
 SdpaGraph sdpa_forward_graph(const AttentionShape& s, cudnnDataType_t index_math);
 SdpaGraph sdpa_backward_graph(const AttentionShape& s, cudnnDataType_t index_math);
+
+// Why this cuDNN version must not run the shape ("" when it may), by what cuDNN's frontend
+// refuses or works around: 9.10.0 and 9.10.1 (known bugs); a backward below 9.6 (the frontend
+// zeroes the dQ accumulator there; this backend does not); and below 9.16 a backward whose
+// sequence is not a multiple of 128 (the frontend adds a padding mask there; these graphs have
+// none). version: cudnnGetVersion()'s, 91900 for 9.19.0.
+std::string sdpa_version_refusal(size_t version, const AttentionShape& s, bool backward);
 
 class CudnnAttention {
  public:

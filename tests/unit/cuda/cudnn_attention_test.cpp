@@ -46,6 +46,31 @@ TEST_CASE("cudnn_is_loaded_at_first_use_and_takes_every_sdpa_graph_operation", "
     }
 }
 
+// The versions and shapes cuDNN's frontend refuses or works around are handed to the kernels.
+TEST_CASE("cudnn_versions_with_known_sdpa_limits_hand_the_shape_back", "[cuda]") {
+  const cuda::AttentionShape aligned{4, 1024, 12, 64}, ragged{4, 1000, 12, 64};
+  const auto check_refused = [](size_t version, const cuda::AttentionShape& s, bool backward,
+                                const std::string& why) {
+    const std::string refusal = cuda::sdpa_version_refusal(version, s, backward);
+    INFO(version << (backward ? " backward" : " forward") << " T=" << s.T << ": " << refusal);
+    CHECK(refusal.find(why) != std::string::npos);
+  };
+  for (const bool backward : {false, true}) {
+    CHECK(cuda::sdpa_version_refusal(91900, aligned, backward).empty());
+    CHECK(cuda::sdpa_version_refusal(91900, ragged, backward).empty());
+    CHECK(cuda::sdpa_version_refusal(91002, aligned, backward).empty());
+    check_refused(91000, aligned, backward, "known SDPA bugs");
+    check_refused(91001, aligned, backward, "known SDPA bugs");
+  }
+  // the forward needs neither the dQ accumulator nor the padding mask
+  CHECK(cuda::sdpa_version_refusal(90500, ragged, false).empty());
+  CHECK(cuda::sdpa_version_refusal(90600, aligned, true).empty());
+  check_refused(90500, aligned, true, "dQ accumulator");
+  CHECK(cuda::sdpa_version_refusal(91501, aligned, true).empty());
+  check_refused(91501, ragged, true, "T % 128");
+  CHECK(cuda::sdpa_version_refusal(91600, ragged, true).empty());
+}
+
 namespace {
 
 // A cuda backend with TRAINER_ATTENTION=cudnn. Unlike cuda_with_attention it does not turn an
