@@ -1,7 +1,9 @@
 // Causal self-attention, FlashAttention-style (Dao et al.; FlashAttention-2's loop order): the
 // T x T matrix never exists. Forward streams key/value tiles through shared memory with an online
 // softmax and keeps each row's log-sum-exp; backward recomputes the probabilities tile by tile
-// from it. fp32 math on CUDA cores; head sizes 16, 32 and 64 (others use attention.cu).
+// from it. fp32 math on CUDA cores; head sizes 16, 32, 64 and 128 (others use attention.cu). At
+// 128 a thread's rows of q, o (and dout, dq) pass its registers and spill: this is the fallback
+// for an fp32 output, where the tensor-core kernels do not run.
 //
 // Deterministic: every output element is written by one thread, in a fixed order, without
 // atomics. dq (one thread per query row) and dk/dv (one thread per key row) are two kernels, so
@@ -26,10 +28,13 @@ namespace {
 #define TRAINER_UNROLL
 #endif
 
-constexpr int kTile = 32;  // rows per block (one thread each) and keys per shared tile
+// Rows per block (one thread each) and keys per shared tile: 16 at head size 128, where 32 rows
+// of the dk/dv kernel's four tiles would pass the 48 KB of static shared memory.
+template <int HS>
+constexpr int kTileOf = HS > 64 ? 16 : 32;
 
 // Rows [t0, t0 + kTile) of k and v (zeros past T) into shared tiles.
-template <int HS, class QkvT>
+template <int HS, class QkvT, int kTile = kTileOf<HS>>
 __device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const AttentionHead<HS, QkvT>& hd,
                              int64_t t0) {
   for (int e = threadIdx.x; e < kTile * HS; e += blockDim.x) {
@@ -41,9 +46,10 @@ __device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const AttentionHe
 }
 
 template <int HS, class OutT, class QkvT>
-__global__ void __launch_bounds__(kTile)
+__global__ void __launch_bounds__(kTileOf<HS>)
     flash_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
                          float scale) {
+  constexpr int kTile = kTileOf<HS>;
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
   const int64_t bh = blockIdx.x;
@@ -97,10 +103,11 @@ __global__ void __launch_bounds__(kTile)
 // dq_i = scale * sum_j p_ij (dp_ij - D_i) k_j with p_ij = exp(s_ij - lse_i), dp_ij = <dout_i,
 // v_j>.
 template <int HS, class OutT, class QkvT, class DqkvT>
-__global__ void __launch_bounds__(kTile)
+__global__ void __launch_bounds__(kTileOf<HS>)
     flash_backward_dq_kernel(DqkvT* dqkv, float* dsum, const float* dout, const QkvT* qkv,
                              const OutT* out, const float* lse, int64_t T, int64_t C, int64_t NH,
                              float scale) {
+  constexpr int kTile = kTileOf<HS>;
   __shared__ __align__(16) float ks[kTile][HS];
   __shared__ __align__(16) float vs[kTile][HS];
   const int64_t bh = blockIdx.x;
@@ -144,9 +151,10 @@ __global__ void __launch_bounds__(kTile)
 // query rows i >= j. The thread's own k_j and v_j sit in padded shared rows (no bank conflicts);
 // the query tile is read by all threads at the same address (a broadcast).
 template <int HS, class QkvT, class DqkvT>
-__global__ void __launch_bounds__(kTile)
+__global__ void __launch_bounds__(kTileOf<HS>)
     flash_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const float* dout, const QkvT* qkv,
                                const float* lse, int64_t T, int64_t C, int64_t NH, float scale) {
+  constexpr int kTile = kTileOf<HS>;
   __shared__ __align__(16) float qs[kTile][HS];
   __shared__ __align__(16) float dys[kTile][HS];
   __shared__ float kown[kTile][HS + 1], vown[kTile][HS + 1];
@@ -200,10 +208,11 @@ __global__ void __launch_bounds__(kTile)
   for (int d = 0; d < HS; ++d) store_out(gk + d, dk[d]), store_out(gv + d, dv[d]);
 }
 
-// The head sizes below (with_head_size<16, 32, 64>) are the rule the backend and `trainer plan`
-// follow.
+// The head sizes below (with_head_size<16, 32, 64, 128>) are the rule the backend and `trainer
+// plan` follow.
 static_assert(flash_attention_head_size(16) && flash_attention_head_size(32) &&
-              flash_attention_head_size(64) && !flash_attention_head_size(128));
+              flash_attention_head_size(64) && flash_attention_head_size(128) &&
+              !flash_attention_head_size(96) && !flash_attention_head_size(256));
 
 }  // namespace
 
@@ -211,8 +220,8 @@ template <class OutT, class QkvT>
 void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
-    constexpr int HS = decltype(hs)::value;
+  with_head_size<16, 32, 64, 128>(C / NH, "flash attention", [&](auto hs) {
+    constexpr int HS = decltype(hs)::value, kTile = kTileOf<HS>;
     launch(flash_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kTile), kTile, stream,
            out, lse, qkv, T, C, NH, attention_scale(HS));
     CUDA_CHECK_LAUNCH("flash_forward_kernel");
@@ -224,8 +233,8 @@ void flash_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dou
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size<16, 32, 64>(C / NH, "flash attention", [&](auto hs) {
-    constexpr int HS = decltype(hs)::value;
+  with_head_size<16, 32, 64, 128>(C / NH, "flash attention", [&](auto hs) {
+    constexpr int HS = decltype(hs)::value, kTile = kTileOf<HS>;
     launch(flash_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kTile), kTile,
            stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, attention_scale(HS));
     CUDA_CHECK_LAUNCH("flash_backward_dq_kernel");

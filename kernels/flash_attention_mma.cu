@@ -11,11 +11,12 @@
 // the bf16 P that P V uses; each output rounded once (out and dqkv may be bf16). Exponentials in
 // base 2, each one fma (score times log2(e), less the row's maximum or lse in base 2) and one
 // ex2.approx.ftz; lse is written in natural log. Causal masks are applied on diagonal tiles only;
-// rows and columns past T are zero tiles whose lse is +inf. Head sizes 32 and 64.
+// rows and columns past T are zero tiles whose lse is +inf. Head sizes 32, 64 and 128.
 //
 // A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv), or in
 // the forward and dq 32 (rows_per_warp: two 16-row slabs sharing every K/V fragment read, the
-// same bits). dq and dk/dv come from two kernels, with no atomics: deterministic.
+// same bits; at head size 128 always 16, as its accumulators fill the registers). dq and dk/dv
+// come from two kernels, with no atomics: deterministic.
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -34,11 +35,20 @@ constexpr int kWarpsMma = 4;
 constexpr int kThreadsMma = kWarpsMma * 32;
 constexpr int kRowsMma = 16 * kWarpsMma;  // rows a block owns
 // At least 3 blocks (12 warps) per SM: at most 168 registers a thread (ptxas at sm_90 gives the
-// dk/dv kernel 172 unasked, which leaves room for 2).
+// dk/dv kernel 172 unasked, which leaves room for 2). Two slabs a warp, or head size 128 (twice
+// the accumulators and fragments), take 2 blocks: up to 255 registers.
 constexpr int kMinBlocksMma = 3;
-constexpr int kFwdTile = 64;  // keys per forward tile
+template <int HS, int kSlabs>
+constexpr int kMinBlocksOf = kSlabs > 1 || HS > 64 ? 2 : kMinBlocksMma;
+// Keys per forward tile: 64, or 32 at head size 128, where two 64-key K/V buffers would pass the
+// 48 KB of static shared memory.
+template <int HS>
+constexpr int kFwdTileOf = HS > 64 ? 32 : 64;
 constexpr int kBwdTile = 32;  // keys (dq) or queries (dk/dv) per backward tile
-constexpr int kPad = 8;       // bf16 per row of padding: rows land 4 banks apart
+// The most 16-row slabs a warp takes at this head size (see above).
+template <int HS>
+constexpr int kMaxSlabsOf = HS > 64 ? 1 : 2;
+constexpr int kPad = 8;  // bf16 per row of padding: rows land 4 banks apart
 
 // 8 consecutive elements at p as bf16, packed in pairs (the lower element in the low half): a
 // bf16 source with mul 1 as it is, anything else read as fp32, times mul, rounded. vec: p is
@@ -267,10 +277,10 @@ __device__ void mask_before_row(float (&s)[kN / 8][4], int rel) {
 // shared-memory reads per product (FlashAttention-2 gives a warp 32 rows so). A row's arithmetic
 // is the same for either kSlabs: the outputs are bit for bit equal.
 template <int HS, int kSlabs, class OutT, class QkvT>
-__global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
+__global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
     mma_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
                        float scale) {
-  constexpr int LD = HS + kPad, kRows = kRowsMma * kSlabs;
+  constexpr int LD = HS + kPad, kRows = kRowsMma * kSlabs, kFwdTile = kFwdTileOf<HS>;
   // Two K/V buffers: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
   // The block's q rows pass through the second before walk_kv fetches tile 1 into it.
   __shared__ __align__(16) KvBuffers<HS, kFwdTile> kv;
@@ -355,15 +365,21 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
 // every tile of every key block. The block's rows pass through shared memory 64 at a time (the
 // slabs of one index), so that 32 rows a warp fit the same 36.9 KB.
 template <int HS, int kSlabs, class OutT, class QkvT, class DqkvT>
-__global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
+__global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
     mma_backward_dq_kernel(DqkvT* dqkv, float* dsum, uint16_t* q_copy, uint16_t* do_copy,
                            const float* dout, const QkvT* qkv, const OutT* out, const float* lse,
                            int64_t T, int64_t C, int64_t NH, float scale) {
   constexpr int LD = HS + kPad, kRows = kRowsMma * kSlabs;
-  __shared__ __align__(16) uint16_t qs[kRowsMma * LD];
-  __shared__ __align__(16) uint16_t dos[kRowsMma * LD];
   // Two K/V buffers: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
   __shared__ __align__(16) KvBuffers<HS, kBwdTile> kv;
+  // q's and dout's rows pass through shared memory 64 at a time: buffers of their own, or at head
+  // size 128 (where those and the K/V buffers would pass 48 KB) by turns through the second K/V
+  // buffer, before walk_kv fetches tile 1 into it.
+  constexpr bool kStageInKv = HS > 64;
+  static_assert(kRowsMma <= 2 * kBwdTile, "64 rows fit one K/V buffer");
+  __shared__ __align__(16) uint16_t staging[kStageInKv ? 8 : 2 * kRowsMma * LD];
+  uint16_t* qs = kStageInKv ? kv[1][0] : staging;
+  uint16_t* dos = kStageInKv ? kv[1][0] : staging + kRowsMma * LD;
   const int64_t bh = blockIdx.x;
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -376,12 +392,31 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
 
   uint32_t qf[kSlabs][HS / 16][4], dof[kSlabs][HS / 16][4];
   float lse2[kSlabs][2], D[kSlabs][2];  // per row: lse in base 2, and D
+  // The 64 staged rows from h0 into their bf16 copy ([b*h][T][HS]), and this warp's 16 of them
+  // into its A fragments.
+  const auto take_rows = [&](uint32_t(&frag)[HS / 16][4], uint16_t* copy, const uint16_t* rows,
+                             int64_t h0) {
+    constexpr int kChunks = HS / 8;  // 16-byte pieces of a row (the copies are 16-byte aligned)
+    for (int e = static_cast<int>(threadIdx.x); e < kRowsMma * kChunks; e += kThreadsMma) {
+      const int64_t q = h0 + e / kChunks;
+      if (q >= T) continue;
+      uint32_t w[4];
+      load16(w, rows + e / kChunks * LD + e % kChunks * 8);
+      store16(copy + (bh * T + q) * HS + e % kChunks * 8, w);
+    }
+    for (int k = 0; k < HS / 16; ++k) load_a(frag[k], rows + 16 * warp * LD + k * 16, LD);
+  };
   TRAINER_UNROLL
   for (int i = 0; i < kSlabs; ++i) {
     const int64_t h0 = q0 + int64_t{kRowsMma} * i;  // the 64 rows of slabs i
     if (i > 0) __syncthreads();  // every warp has read the previous rows' fragments
     load_tile<HS, kRowsMma>(
         qs, LD, h0, T, [&](int64_t q) { return hd.q(q); }, scale, vec);
+    if constexpr (kStageInKv) {  // q's turn in the buffer
+      __syncthreads();
+      take_rows(qf[i], q_copy, qs, h0);
+      __syncthreads();
+    }
     load_tile<HS, kRowsMma>(
         dos, LD, h0, T, [&](int64_t q) { return dout + hd.o(q); }, 1.0f, vec);
     for (int r = 0; r < 2; ++r) {
@@ -396,23 +431,10 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
       if (t == 0 && row < T) dsum[bh * T + row] = D[i][r];
     }
     __syncthreads();
-    constexpr int kChunks = HS / 8;  // 16-byte pieces of a row (the copies are 16-byte aligned)
-    for (int e = static_cast<int>(threadIdx.x); e < kRowsMma * kChunks; e += kThreadsMma) {
-      const int64_t q = h0 + e / kChunks;
-      if (q >= T) continue;
-      const int64_t at = (bh * T + q) * HS + e % kChunks * 8;
-      const int from = e / kChunks * LD + e % kChunks * 8;
-      uint32_t w[4];
-      load16(w, qs + from);
-      store16(q_copy + at, w);
-      load16(w, dos + from);
-      store16(do_copy + at, w);
-    }
-    for (int k = 0; k < HS / 16; ++k) {
-      load_a(qf[i][k], qs + 16 * warp * LD + k * 16, LD);
-      load_a(dof[i][k], dos + 16 * warp * LD + k * 16, LD);
-    }
+    if constexpr (!kStageInKv) take_rows(qf[i], q_copy, qs, h0);
+    take_rows(dof[i], do_copy, dos, h0);
   }
+  if constexpr (kStageInKv) __syncthreads();  // every warp has its fragments: walk_kv may fetch
   float dq[kSlabs][HS / 8][4] = {};
 
   walk_kv<HS, kBwdTile>(
@@ -450,7 +472,7 @@ __global__ void __launch_bounds__(kThreadsMma, kSlabs == 1 ? kMinBlocksMma : 2)
 // the dq kernel's bf16 copies of q (pre-scaled) and dout, through two buffers each, tile j + 1
 // fetched by cp.async while tile j is multiplied (as walk_kv does for keys).
 template <int HS, class QkvT, class DqkvT>
-__global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
+__global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, 1>)
     mma_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const uint16_t* q_copy,
                              const uint16_t* do_copy, const QkvT* qkv, const float* lse, int64_t T,
                              int64_t C, int64_t NH) {
@@ -538,6 +560,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksMma)
     }
     __syncthreads();  // buffers j % 2 are no longer read: the fetch of tile j + 2 may fill them
   }
+  TRAINER_UNROLL
   for (int r = 0; r < 2; ++r) {
     if (key[r] >= T) continue;
     store_row<HS>(dqkv + (hd.k(key[r]) - qkv), dk, r, 1.0f);
@@ -556,7 +579,7 @@ void check_rows_per_warp(int rows_per_warp) {
 }  // namespace
 
 bool mma_attention_supports(int64_t head_size) {
-  return head_size_in<32, 64>(head_size);
+  return head_size_in<32, 64, 128>(head_size);
 }
 
 template <class OutT, class QkvT>
@@ -564,15 +587,18 @@ void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, in
                            int64_t NH, cudaStream_t stream, int rows_per_warp) {
   check_rows_per_warp(rows_per_warp);
   if (B * T == 0) return;
-  with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
+  with_head_size<32, 64, 128>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = attention_scale(HS);
-    if (rows_per_warp == 32)
-      launch(mma_forward_kernel<HS, 2, OutT, QkvT>, attention_grid(B, T, NH, 2 * kRowsMma),
-             kThreadsMma, stream, out, lse, qkv, T, C, NH, scale);
-    else
-      launch(mma_forward_kernel<HS, 1, OutT, QkvT>, attention_grid(B, T, NH, kRowsMma), kThreadsMma,
-             stream, out, lse, qkv, T, C, NH, scale);
+    if constexpr (kMaxSlabsOf<HS> == 2)
+      if (rows_per_warp == 32) {
+        launch(mma_forward_kernel<HS, 2, OutT, QkvT>, attention_grid(B, T, NH, 2 * kRowsMma),
+               kThreadsMma, stream, out, lse, qkv, T, C, NH, scale);
+        CUDA_CHECK_LAUNCH("mma_forward_kernel");
+        return;
+      }
+    launch(mma_forward_kernel<HS, 1, OutT, QkvT>, attention_grid(B, T, NH, kRowsMma), kThreadsMma,
+           stream, out, lse, qkv, T, C, NH, scale);
     CUDA_CHECK_LAUNCH("mma_forward_kernel");
   });
 }
@@ -597,16 +623,20 @@ void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, cons
                             int64_t NH, cudaStream_t stream, int rows_per_warp) {
   check_rows_per_warp(rows_per_warp);
   if (B * T == 0) return;
-  with_head_size<32, 64>(C / NH, "mma attention", [&](auto hs) {
+  with_head_size<32, 64, 128>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = attention_scale(HS);
     uint16_t* q_copy = copies_of(scratch, B, T, NH);
     uint16_t* do_copy = q_copy + B * T * C;
-    if (rows_per_warp == 32)
-      launch(mma_backward_dq_kernel<HS, 2, OutT, QkvT, DqkvT>,
-             attention_grid(B, T, NH, 2 * kRowsMma), kThreadsMma, stream, dqkv, scratch, q_copy,
-             do_copy, dout, qkv, out, lse, T, C, NH, scale);
-    else
+    bool launched = false;
+    if constexpr (kMaxSlabsOf<HS> == 2)
+      if (rows_per_warp == 32) {
+        launch(mma_backward_dq_kernel<HS, 2, OutT, QkvT, DqkvT>,
+               attention_grid(B, T, NH, 2 * kRowsMma), kThreadsMma, stream, dqkv, scratch, q_copy,
+               do_copy, dout, qkv, out, lse, T, C, NH, scale);
+        launched = true;
+      }
+    if (!launched)
       launch(mma_backward_dq_kernel<HS, 1, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
              kThreadsMma, stream, dqkv, scratch, q_copy, do_copy, dout, qkv, out, lse, T, C, NH,
              scale);

@@ -12,17 +12,17 @@ namespace trainer {
 
 // The cuda backend's attention kernels, chosen by the environment variable TRAINER_ATTENTION:
 //   tensor_core (default): FlashAttention-2 kernels on mma.sync with their tiles in registers,
-//              for a bf16 out and head sizes 32, 64; else as flash.
+//              for a bf16 out and head sizes 32, 64, 128; else as flash.
 //   tensor_core_32: the same with 32 rows a warp in the forward and dq (two 16-row slabs sharing
 //              each K/V fragment read; bit for bit the same outputs), to measure against the
-//              default.
+//              default; at head size 128 the same as tensor_core.
 //   wmma:      the same on the WMMA API, tiles through shared memory (the earlier kernels, kept
-//              to compare against); else as flash.
-//   flash:     FlashAttention-style kernels on CUDA cores, head sizes 16, 32, 64.
+//              to compare against), head sizes 32, 64; else as flash.
+//   flash:     FlashAttention-style kernels on CUDA cores, head sizes 16, 32, 64, 128.
 //   reference: simple kernels that keep the probabilities, any head size.
 //   cudnn:     cuDNN's fused flash attention (its backend graph API; libcudnn loaded at run
 //              time) for a bf16 qkv and out and the head sizes the flash kernels take (16, 32,
-//              64), where cuDNN has an engine for the shape; the same row statistics, so any
+//              64, 128), where cuDNN has an engine for the shape; the same row statistics, so any
 //              shape it refuses runs tensor_core's kernels instead. Else as tensor_core. Its
 //              backward accumulates dq with atomics: not bitwise deterministic, unlike the others.
 enum class AttentionKernel { tensor_core, tensor_core_32, wmma, flash, reference, cudnn };
@@ -39,9 +39,9 @@ inline float attention_scale(int64_t head_size) {
 // The value of TRAINER_ATTENTION that chooses `kernel`.
 const char* attention_kernel_name(AttentionKernel kernel);
 
-// The head sizes kernels/flash_attention.cu is compiled for (its with_head_size<16, 32, 64>).
+// The head sizes kernels/flash_attention.cu is compiled for (its with_head_size<16, 32, 64, 128>).
 constexpr bool flash_attention_head_size(int64_t head_size) {
-  return head_size == 16 || head_size == 32 || head_size == 64;
+  return head_size == 16 || head_size == 32 || head_size == 64 || head_size == 128;
 }
 
 // Whether the cuda backend runs a flash kernel (and keeps row statistics) for this head size.

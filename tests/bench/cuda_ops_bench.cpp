@@ -10,7 +10,9 @@
 //     model's), the mma.sync forward and backward each alone, 32 rows a warp (forward and dq)
 //     vs 16, with whether the outputs are the same bits; with a bf16 dqkv too (bf16 compute's),
 //     cuDNN's fused attention (TRAINER_ATTENTION=cudnn) forward and backward vs the mma.sync
-//     kernels', with the largest relative difference of its out, lse and dqkv to theirs;
+//     kernels', with the largest relative difference of its out, lse and dqkv to theirs; and
+//     at head size 128 (6 heads of 128, the same FLOPs) mma.sync's forward and backward vs 12
+//     heads of 64, and cuDNN's vs them;
 //   - the MLP's GELU in bf16 (fc forward and fc proj's input backward, with the GELU between):
 //     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
 //     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
@@ -202,16 +204,19 @@ void bench_gemms(Backend& be, int64_t N) {
       ratio("the heuristic's pick", bf16_logits_s, tuned_head_s));
 }
 
-// One attention layer's buffers (12 heads of 64; qkv in [-2, 2]) on a backend made with
-// TRAINER_ATTENTION = kernel.
+// One attention layer's buffers (NH heads of HS: 12 of 64 unless said; qkv in [-2, 2]) on a
+// backend made with TRAINER_ATTENTION = kernel.
+struct AttentionHeads {
+  int64_t NH = 12, HS = 64;
+};
 struct AttentionLayer {
-  static constexpr int64_t NH = 12, HS = 64, C = NH * HS;
+  int64_t NH, HS, C;
   std::unique_ptr<Backend> be;
   Buffers buf;  // (after be: freed before it)
   Tensor qkv, dy, out, att, dqkv;
   AttentionLayer(const char* kernel, int64_t B, int64_t T, bool bf16_qkv, bool bf16_out,
-                 bool bf16_dqkv = false)
-      : be(backend_with(kernel)), buf{*be, {}} {
+                 bool bf16_dqkv = false, AttentionHeads heads = {})
+      : NH(heads.NH), HS(heads.HS), C(heads.NH * heads.HS), be(backend_with(kernel)), buf{*be, {}} {
     qkv = buf.make({B, T, 3 * C}, bf16_qkv ? DType::bf16 : DType::f32, 11, -2, 2);
     dy = buf.make({B, T, C}, DType::f32, 12);
     out = buf.make({B, T, C}, bf16_out ? DType::bf16 : DType::f32, 13);
@@ -257,8 +262,9 @@ struct AttentionParts {
   std::string cudnn_calls;  // for cudnn: how many calls cuDNN ran and refused
 };
 
-AttentionParts run_parts(const char* kernel, int64_t B, int64_t T, bool bf16_dqkv = false) {
-  AttentionLayer l(kernel, B, T, true, true, bf16_dqkv);
+AttentionParts run_parts(const char* kernel, int64_t B, int64_t T, bool bf16_dqkv = false,
+                         AttentionHeads heads = {}) {
+  AttentionLayer l(kernel, B, T, true, true, bf16_dqkv, heads);
   AttentionParts r;
   r.forward_s = time_op(*l.be, [&] { l.forward(); });
   r.backward_s = time_op(*l.be, [&] { l.backward(); });
@@ -278,11 +284,11 @@ AttentionParts run_parts(const char* kernel, int64_t B, int64_t T, bool bf16_dqk
 
 // cuDNN's fused attention beside the mma.sync kernels, qkv, out and dqkv all bf16.
 void bench_cudnn_attention(int64_t B, int64_t T, const std::string& shape, double fwd_flop,
-                           double bwd_flop) {
-  const AttentionParts tc = run_parts("tensor_core", B, T, true);
+                           double bwd_flop, AttentionHeads heads = {}) {
+  const AttentionParts tc = run_parts("tensor_core", B, T, true, heads);
   AttentionParts cudnn;
   try {
-    cudnn = run_parts("cudnn", B, T, true);
+    cudnn = run_parts("cudnn", B, T, true, heads);
   } catch (const std::exception& e) {
     std::printf("attention cuDNN: not run: %s\n", e.what());
     unsetenv("TRAINER_ATTENTION");
@@ -350,6 +356,17 @@ void bench_attention(int64_t N) {
       ratio("16 rows a warp", rows16.backward_s, rows32.backward_s) +
           (rows32.dqkv == rows16.dqkv ? "; dqkv: same bits" : "; dqkv: DIFFERENT bits"));
   bench_cudnn_attention(B, T, shape, fwd_flop, bwd_flop);
+
+  // Head size 128 (Llama's and most larger models'), the same width in 6 heads: the same FLOPs.
+  const AttentionHeads wide{6, 128};
+  const std::string shape128 = "B" + std::to_string(B) + " T1024 6x128";
+  const AttentionParts hs128 = run_parts("tensor_core", B, T, true, wide);
+  unsetenv("TRAINER_ATTENTION");
+  row("attention fwd mma.sync, head size 128", shape128, hs128.forward_s,
+      tflops(fwd_flop, hs128.forward_s), ratio("12x64", rows16.forward_s, hs128.forward_s));
+  row("attention bwd mma.sync, head size 128", shape128, hs128.backward_s,
+      tflops(bwd_flop, hs128.backward_s), ratio("12x64", rows16.backward_s, hs128.backward_s));
+  bench_cudnn_attention(B, T, shape128, fwd_flop, bwd_flop, wide);
 }
 
 // The MLP's GELU at bf16, forward and the backward through it (fc's own backward left out: the

@@ -28,8 +28,10 @@ TEST_CASE("cudnn_is_loaded_at_first_use_and_takes_every_sdpa_graph_operation", "
   CHECK(&cuda::cudnn() == &l);
 
   for (const cudnnDataType_t index_math : {CUDNN_DATA_FLOAT, CUDNN_DATA_INT32})
-    for (const auto [B, T, NH, HS] :
-         {std::array<int64_t, 4>{2, 128, 3, 64}, {1, 37, 2, 32}, {4, 1024, 12, 64}}) {
+    for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{2, 128, 3, 64},
+                                      {1, 37, 2, 32},
+                                      {4, 1024, 12, 64},
+                                      {2, 2048, 16, 128}}) {
       const cuda::AttentionShape s{B, T, NH, HS};
       INFO("B=" << B << " T=" << T << " heads=" << NH << " head size=" << HS);
       // cuDNN's frontend lowers causal SDPA to these operation counts: forward 2 products, 10
@@ -115,8 +117,11 @@ TEST_CASE("cuda_cudnn_attention_matches_cpu_and_runs_in_cudnn", "[cuda][bf16][cu
       0);
   CHECK(kernels->kernels().at("attention") == "tensor_core");
   cpu::CpuBackend ref;
-  for (const auto [B, T, NH, HS] :
-       {std::array<int64_t, 4>{2, 128, 3, 64}, {1, 256, 2, 32}, {2, 130, 2, 64}, {1, 37, 4, 64}}) {
+  for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{2, 128, 3, 64},
+                                    {1, 256, 2, 32},
+                                    {2, 130, 2, 64},
+                                    {1, 37, 4, 64},
+                                    {2, 256, 2, 128}}) {
     const int64_t C = NH * HS;
     const std::string at = " [T=" + std::to_string(T) + " HS=" + std::to_string(HS) + "]";
     const cuda::CudnnAttention::Stats before = cudnn.stats();

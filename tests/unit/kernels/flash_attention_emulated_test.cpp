@@ -1,7 +1,8 @@
 // The flash attention kernels (kernels/flash_attention.cu, launchers included), run on the cpu
 // through cuda_emulation.h (32 real threads per block meeting at real barriers), against the
 // cpu backend: forward output, the row log-sum-exp (against float64), and dqkv, in fp32 and with
-// a bf16 output; over lengths below, at and across the 32-row tiles and head sizes 16/32/64.
+// a bf16 output; over lengths below, at and across the 32-row tiles (16 at head size 128) and
+// head sizes 16/32/64/128.
 // This checks the indexing, causal masking, online softmax and backward algebra of the exact
 // kernel source on machines without a GPU; tests/unit/cuda runs the same checks on a device.
 #include <algorithm>
@@ -115,10 +116,11 @@ void family_backward(int family, DqkvT* dqkv, float* work, const float* dout, co
 
 TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][attention]") {
   for (bool bf16_out : {false, true}) {
-    check_against_cpu<16>(2, 37, 3, bf16_out);  // two tiles, the second partial
-    check_against_cpu<64>(1, 1, 2, bf16_out);   // a single row
-    check_against_cpu<64>(2, 64, 2, bf16_out);  // exactly two tiles
-    check_against_cpu<32>(1, 70, 4, bf16_out);  // three tiles
+    check_against_cpu<16>(2, 37, 3, bf16_out);   // two tiles, the second partial
+    check_against_cpu<64>(1, 1, 2, bf16_out);    // a single row
+    check_against_cpu<64>(2, 64, 2, bf16_out);   // exactly two tiles
+    check_against_cpu<32>(1, 70, 4, bf16_out);   // three tiles
+    check_against_cpu<128>(2, 37, 2, bf16_out);  // 16-row tiles: three, the last partial
   }
 }
 
@@ -127,7 +129,8 @@ TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][a
 // against the cpu backend's bf16 path: bf16 products, so a bf16 tolerance. The lengths fall
 // below, at and across the 32/64-row tiles of both. With an fp32 qkv, and with a bf16 one (bf16
 // compute's, which the mma kernels fetch with cp.async, two tiles in flight; the reference reads
-// the values it holds).
+// the values it holds). Head size 128 in the mma kernels only (32-key forward tiles; dq stages q
+// and dout by turns through a K/V buffer).
 TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kernels][attention]") {
   for (int family : {2, 3})
     for (const bool bf16_qkv : {false, true})
@@ -136,7 +139,10 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
                                         {1, 1, 1, 64},
                                         {1, 128, 1, 64},
                                         {1, 100, 1, 32},
-                                        {1, 129, 1, 64}}) {
+                                        {1, 129, 1, 64},
+                                        {1, 100, 2, 128},
+                                        {2, 64, 1, 128}}) {
+        if (family == 2 && HS == 128) continue;  // WMMA's kernels take 32 and 64
         const int64_t C = NH * HS;
         INFO(family_name(family) << ": B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS
                                  << (bf16_qkv ? ", bf16 qkv" : ""));
@@ -288,11 +294,11 @@ TEST_CASE("mma_attention_kernels_give_the_same_bits_for_unaligned_inputs_in_emul
 // fragment read; dq stages its rows 64 at a time) do each row's arithmetic as with 16: out, lse
 // and dqkv are bit for bit the same, with bf16 and fp32 qkv, at lengths that end inside a slab,
 // at a slab, inside and at the 128-row block, and inside the second block's second slabs; every
-// element written (all NaN-poisoned).
+// element written (all NaN-poisoned). Head size 128 takes 16 rows a warp whatever is asked.
 TEST_CASE("mma_attention_gives_the_same_bits_with_32_rows_a_warp_in_emulation",
           "[kernels][attention]") {
   for (const auto [T, HS] :
-       {std::array<int64_t, 2>{1, 64}, {70, 32}, {128, 64}, {150, 64}, {200, 32}}) {
+       {std::array<int64_t, 2>{1, 64}, {70, 32}, {128, 64}, {150, 64}, {200, 32}, {100, 128}}) {
     const int64_t B = 1, NH = 2, C = NH * HS;
     const auto qkv = randoms(B * T * 3 * C, 51, -2, 2), dy = randoms(B * T * C, 52, -1, 1);
     const std::vector<uint16_t> qkv16 = bf16_bits_of(qkv);
