@@ -59,8 +59,9 @@ double print_held_state(const config::RunConfig& cfg, int dp, const plan::Device
 // The activations of one micro-batch (the pieces a pipeline stage keeps) as Activations allocates
 // them (report.json's memory.breakdown.activations): the cuda kinds keep flash attention's row
 // statistics where the head size has flash kernels (unless TRAINER_ATTENTION=reference), the cpu
-// the probabilities.
-size_t print_activation_memory(const config::RunConfig& cfg, bool flash, int stage) {
+// the probabilities. why_probabilities: said after "T x T probabilities" where a GPU keeps them.
+size_t print_activation_memory(const config::RunConfig& cfg, bool flash, int stage,
+                               const std::string& why_probabilities) {
   const size_t bytes = plan::activation_bytes(cfg, cfg.train.micro_batch,
                                               cfg.activation_checkpointing, flash, stage);
   const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
@@ -74,12 +75,14 @@ size_t print_activation_memory(const config::RunConfig& cfg, bool flash, int sta
   }
   std::printf(
       "activations per rank (%s x %d tokens, activation_checkpointing %s, %s, "
-      "attention keeps %s): %zu B (%.1f MiB)\n",
+      "attention keeps %s%s): %zu B (%.1f MiB)\n",
       batch.c_str(), cfg.model.seq_len, cfg.activation_checkpointing.c_str(),
       fp8    ? "bf16 activations + fp8 GEMMs' fp32 sums"
       : bf16 ? "bf16 activations"
              : "fp32",
-      flash ? "row log-sum-exps" : "T x T probabilities", bytes, bytes / (1024.0 * 1024.0));
+      flash ? "row log-sum-exps" : "T x T probabilities",
+      flash || why_probabilities.empty() ? "" : (": " + why_probabilities).c_str(), bytes,
+      bytes / (1024.0 * 1024.0));
   return bytes;
 }
 
@@ -304,7 +307,13 @@ void register_plan(CLI::App& app) {
             .total_numel(),
         dp);
     const double held = print_held_state(cfg, dp, device, stage);
-    const size_t activations = print_activation_memory(cfg, flash, stage);
+    std::string why_probabilities;  // on a GPU, where the flash kernels would not keep them
+    if (device.cuda && !flash)
+      why_probabilities = attention == AttentionKernel::reference
+                              ? "TRAINER_ATTENTION=reference"
+                              : "head size " + std::to_string(dims.head_dim()) +
+                                    " has no flash kernel (they take 16, 32, 64 and 128)";
+    const size_t activations = print_activation_memory(cfg, flash, stage, why_probabilities);
     if (const plan::TpTraffic t = plan::tp_traffic(cfg); t.collectives > 0)
       std::printf(
           "tp traffic per rank per step: %lld collectives (%s) of a micro-batch's activations, "
