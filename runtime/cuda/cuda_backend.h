@@ -145,6 +145,7 @@ class CudaBackend : public Backend {
   int device_ = 0;
   int compute_capability_ = 0;  // major * 10 + minor
   AttentionKernel attention_kernel_ = AttentionKernel::tensor_core;
+  mutable bool warned_no_flash_ = false;  // a head size with no flash kernel, said once
   bool gelu_epilogue_ = true;
   bool bias_grad_epilogue_ = true;
   std::string device_name_;

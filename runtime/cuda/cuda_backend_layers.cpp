@@ -1,4 +1,6 @@
 // CudaBackend: the layer ops. Each checks its arguments like the cpu backend, then launches.
+#include <spdlog/spdlog.h>
+
 #include "kernels/kernels.h"
 #include "runtime/core/op_shapes.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -218,7 +220,15 @@ CudaBackend::TensorCoreAttention CudaBackend::tensor_core_attention(const Tensor
 }
 
 Shape CudaBackend::attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const {
-  return attention_state_shape_of(uses_flash(HS), B, NH, T);
+  const bool flash = uses_flash(HS);
+  if (!flash && attention_kernel_ != AttentionKernel::reference && !warned_no_flash_) {
+    warned_no_flash_ = true;
+    spdlog::warn(
+        "attention: head size {} has no flash kernel (they take 16, 32, 64 and 128): the reference "
+        "kernels run it and keep the T x T probabilities, {} bytes a layer",
+        HS, B * NH * T * T * 4);
+  }
+  return attention_state_shape_of(flash, B, NH, T);
 }
 
 void CudaBackend::attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) {
