@@ -8,7 +8,8 @@
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
 # later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
 # configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 20) steps for tokens/s and MFU (bf16, bf16
-# with cuDNN's attention, fp8 where the GPU has it, and bf16 with the GEMM algorithms tuned),
+# with cuDNN's attention, fp8 where the GPU has it, bf16 with the GEMM algorithms tuned, and bf16
+# in 6 heads of 128),
 # each with 3 steps
 # profiled (device time by phase: the default run's longest phases get a table); run the bf16 attention
 # test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; time the mma
@@ -147,15 +148,18 @@ fi
 # GPT-2 small (124M, seq 1024, bf16) on the GPU: throughput and MFU against the 40% target, at
 # the config's own batch (micro_batch 16 x grad_accum 4: 65,536 tokens per optimizer step).
 gpt2_steps="${GPT2_STEPS:-20}"
-gpt2() {  # run-name precision; returns the trainer's status (a failed run still writes its report)
-  echo "== configs/gpt2_small_cuda.yaml, $gpt2_steps steps (micro_batch 16 x grad_accum 4, $2)"
-  timeout "$(cap 120)" "$bin/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/$1" \
-    --set precision.compute="$2" --set train.steps="$gpt2_steps" \
+gpt2() {  # run-name precision [--set ...]; returns the trainer's status (a failed run still
+  #          writes its report)
+  local name=$1 precision=$2
+  shift 2
+  echo "== configs/gpt2_small_cuda.yaml, $gpt2_steps steps (micro_batch 16 x grad_accum 4, $precision) $*"
+  timeout "$(cap 120)" "$bin/trainer" train "$src/configs/gpt2_small_cuda.yaml" --out "$out/$name" \
+    --set precision.compute="$precision" --set train.steps="$gpt2_steps" \
     --set train.warmup_steps=10 --set train.eval_every=0 \
     --set checkpoint.every_steps=0 --set logging.every_steps=1 --set logging.profile_steps=3 \
-    >"$out/$1.log" 2>&1 && return 0
-  tail -20 "$out/$1.log"
-  failed+=("GPT-2 small $1")
+    "$@" >"$out/$name.log" 2>&1 && return 0
+  tail -20 "$out/$name.log"
+  failed+=("GPT-2 small $name")
   return 1
 }
 # A bf16 run that failed (say in cuBLASLt's GELU epilogue, never run before this device) still
@@ -183,6 +187,11 @@ if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true
 # 16 by 1% in the step and 6% alone on the H200, and cuda_ops_bench still times it.)
 if fits 60 "GPT-2 small bf16, GEMM algorithms tuned"; then
   TRAINER_GEMM_AUTOTUNE=1 gpt2 gpt2-gemm-tuned bf16 || true
+fi
+# The same width in 6 heads of 128 (Llama's head size, and most larger models'): the same
+# parameters and FLOPs, so its MFU sets the mma.sync kernels at 128 beside 64 in a whole step.
+if fits 60 "GPT-2 small bf16, 6 heads of 128"; then
+  gpt2 gpt2-hs128 bf16 --set model.n_head=6 || true
 fi
 # compute-sanitizer, where this machine's toolkit has it, over the bf16 attention test (both
 # tensor-core families, the flash and the reference kernels): out-of-bounds and misaligned
@@ -295,7 +304,8 @@ for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16", "cuda-fp8"):
 print(f"{'tiny loss curves cuda vs cpu fp32/bf16, fp8 vs bf16 (same seed)':58} {curve}")
 for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels/"),
                    ("gpt2-cudnn", "bf16, cuDNN attention"), ("gpt2-fp8", "fp8"),
-                   ("gpt2-gemm-tuned", "bf16, GEMM algorithms tuned")):
+                   ("gpt2-gemm-tuned", "bf16, GEMM algorithms tuned"),
+                   ("gpt2-hs128", "bf16, 6 heads of 128")):
     r = report(run)
     if r:
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 16x4)':58} {figures(r)}"
@@ -320,7 +330,7 @@ except OSError:
 
 # Where a GPT-2 step's device time goes (logging.profile_steps, rank 0): the default run's
 # longest phases, the GEMM phases of the tuned run and the attention phases of the others.
-for run in ("gpt2", "gpt2-no-epilogue", "gpt2-cudnn", "gpt2-fp8", "gpt2-gemm-tuned"):
+for run in ("gpt2", "gpt2-no-epilogue", "gpt2-cudnn", "gpt2-fp8", "gpt2-gemm-tuned", "gpt2-hs128"):
     p = (report(run) or {}).get("profile")
     if not p:
         continue
