@@ -312,7 +312,8 @@ void register_plan(CLI::App& app) {
       why_probabilities = attention == AttentionKernel::reference
                               ? "TRAINER_ATTENTION=reference"
                               : "head size " + std::to_string(dims.head_dim()) +
-                                    " has no flash kernel (they take 16, 32, 64 and 128)";
+                                    " has no flash kernel (they take " + flash_head_sizes_text() +
+                                    ")";
     const size_t activations = print_activation_memory(cfg, flash, stage, why_probabilities);
     if (const plan::TpTraffic t = plan::tp_traffic(cfg); t.collectives > 0)
       std::printf(

@@ -1,9 +1,9 @@
 // Causal self-attention, FlashAttention-style (Dao et al.; FlashAttention-2's loop order): the
 // T x T matrix never exists. Forward streams key/value tiles through shared memory with an online
 // softmax and keeps each row's log-sum-exp; backward recomputes the probabilities tile by tile
-// from it. fp32 math on CUDA cores; head sizes 16, 32, 64 and 128 (others use attention.cu). At
-// 128 a thread's rows of q, o (and dout, dq) pass its registers and spill: this is the fallback
-// for an fp32 output, where the tensor-core kernels do not run.
+// from it. fp32 math on CUDA cores; head sizes 16, 32, 64, 80, 96 and 128 (others use
+// attention.cu). Above 64 a thread's rows of q, o (and dout, dq) pass its registers and spill:
+// this is the fallback for an fp32 output, where the tensor-core kernels do not run.
 //
 // Deterministic: every output element is written by one thread, in a fixed order, without
 // atomics. dq (one thread per query row) and dk/dv (one thread per key row) are two kernels, so
@@ -28,8 +28,8 @@ namespace {
 #define TRAINER_UNROLL
 #endif
 
-// Rows per block (one thread each) and keys per shared tile: 16 at head size 128, where 32 rows
-// of the dk/dv kernel's four tiles would pass the 48 KB of static shared memory.
+// Rows per block (one thread each) and keys per shared tile: 16 above head size 64, where 32 rows
+// of the dk/dv kernel's four tiles would pass the 48 KB of static shared memory at 128.
 template <int HS>
 constexpr int kTileOf = HS > 64 ? 16 : 32;
 
@@ -208,11 +208,12 @@ __global__ void __launch_bounds__(kTileOf<HS>)
   for (int d = 0; d < HS; ++d) store_out(gk + d, dk[d]), store_out(gv + d, dv[d]);
 }
 
-// The head sizes below (with_head_size<16, 32, 64, 128>) are the rule the backend and `trainer
-// plan` follow.
-static_assert(flash_attention_head_size(16) && flash_attention_head_size(32) &&
-              flash_attention_head_size(64) && flash_attention_head_size(128) &&
-              !flash_attention_head_size(96) && !flash_attention_head_size(256));
+// The head sizes below (with_head_size<16, 32, 64, 80, 96, 128>) are the rule the backend and
+// `trainer plan` follow (kFlashHeadSizes).
+static_assert(kFlashHeadSizes.size() == 6 && flash_attention_head_size(16) &&
+              flash_attention_head_size(32) && flash_attention_head_size(64) &&
+              flash_attention_head_size(80) && flash_attention_head_size(96) &&
+              flash_attention_head_size(128));
 
 }  // namespace
 
@@ -220,7 +221,7 @@ template <class OutT, class QkvT>
 void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size<16, 32, 64, 128>(C / NH, "flash attention", [&](auto hs) {
+  with_head_size<16, 32, 64, 80, 96, 128>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value, kTile = kTileOf<HS>;
     launch(flash_forward_kernel<HS, OutT, QkvT>, attention_grid(B, T, NH, kTile), kTile, stream,
            out, lse, qkv, T, C, NH, attention_scale(HS));
@@ -233,7 +234,7 @@ void flash_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dou
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream) {
   if (B * T == 0) return;
-  with_head_size<16, 32, 64, 128>(C / NH, "flash attention", [&](auto hs) {
+  with_head_size<16, 32, 64, 80, 96, 128>(C / NH, "flash attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value, kTile = kTileOf<HS>;
     launch(flash_backward_dq_kernel<HS, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kTile), kTile,
            stream, dqkv, dsum_scratch, dout, qkv, out, lse, T, C, NH, attention_scale(HS));

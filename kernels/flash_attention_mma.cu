@@ -11,11 +11,12 @@
 // the bf16 P that P V uses; each output rounded once (out and dqkv may be bf16). Exponentials in
 // base 2, each one fma (score times log2(e), less the row's maximum or lse in base 2) and one
 // ex2.approx.ftz; lse is written in natural log. Causal masks are applied on diagonal tiles only;
-// rows and columns past T are zero tiles whose lse is +inf. Head sizes 32, 64 and 128.
+// rows and columns past T are zero tiles whose lse is +inf. Head sizes 32, 64, 80, 96 and 128
+// (kFlashHeadSizes from 32).
 //
 // A block is 4 warps; each warp owns 16 rows (queries in forward and dq, keys in dk/dv), or in
 // the forward and dq 32 (rows_per_warp: two 16-row slabs sharing every K/V fragment read, the
-// same bits; at head size 128 always 16, as its accumulators fill the registers). dq and dk/dv
+// same bits; above head size 64 always 16, as the accumulators fill the registers). dq and dk/dv
 // come from two kernels, with no atomics: deterministic.
 #include <cmath>
 #include <stdexcept>
@@ -35,13 +36,13 @@ constexpr int kWarpsMma = 4;
 constexpr int kThreadsMma = kWarpsMma * 32;
 constexpr int kRowsMma = 16 * kWarpsMma;  // rows a block owns
 // At least 3 blocks (12 warps) per SM: at most 168 registers a thread (ptxas at sm_90 gives the
-// dk/dv kernel 172 unasked, which leaves room for 2). Two slabs a warp, or head size 128 (twice
-// the accumulators and fragments), take 2 blocks: up to 255 registers.
+// dk/dv kernel 172 unasked, which leaves room for 2). Two slabs a warp, or a head size above 64
+// (up to twice the accumulators and fragments), take 2 blocks: up to 255 registers.
 constexpr int kMinBlocksMma = 3;
 template <int HS, int kSlabs>
 constexpr int kMinBlocksOf = kSlabs > 1 || HS > 64 ? 2 : kMinBlocksMma;
-// Keys per forward tile: 64, or 32 at head size 128, where two 64-key K/V buffers would pass the
-// 48 KB of static shared memory.
+// Keys per forward tile: 64, or 32 above head size 64, where two 64-key K/V buffers would pass
+// the 48 KB of static shared memory (at 96 and 128).
 template <int HS>
 constexpr int kFwdTileOf = HS > 64 ? 32 : 64;
 constexpr int kBwdTile = 32;  // keys (dq) or queries (dk/dv) per backward tile
@@ -82,11 +83,13 @@ __device__ inline void read8(uint32_t (&w)[4], const float* p, float mul, bool v
 template <int HS, int kRowsT, class Src>
 __device__ void load_tile(uint16_t* dst, int ld, int64_t t0, int64_t T, Src src, float mul,
                           bool vec) {
-  constexpr int kChunks = HS / 8, kPerThread = kRowsT * kChunks / kThreadsMma;
-  static_assert(kRowsT * kChunks % kThreadsMma == 0, "whole passes of the block");
+  constexpr int kChunks = HS / 8, kTotal = kRowsT * kChunks;
+  constexpr int kPerThread = (kTotal + kThreadsMma - 1) / kThreadsMma;
+  constexpr bool kRagged = kTotal % kThreadsMma != 0;  // head size 80: the last pass is partial
   uint32_t w[kPerThread][4];
   for (int i = 0; i < kPerThread; ++i) {
     const int e = i * kThreadsMma + static_cast<int>(threadIdx.x);
+    if (kRagged && e >= kTotal) break;
     const int64_t t = t0 + e / kChunks;
     if (t < T)
       read8(w[i], src(t) + e % kChunks * 8, mul, vec);
@@ -95,6 +98,7 @@ __device__ void load_tile(uint16_t* dst, int ld, int64_t t0, int64_t T, Src src,
   }
   for (int i = 0; i < kPerThread; ++i) {
     const int e = i * kThreadsMma + static_cast<int>(threadIdx.x);
+    if (kRagged && e >= kTotal) break;
     store16(dst + e / kChunks * ld + e % kChunks * 8, w[i]);
   }
 }
@@ -105,10 +109,11 @@ template <int HS, int kRowsT, class Src>
 __device__ void fetch_tile(uint16_t* dst, int ld, int64_t t0, int64_t T, Src src, bool vec) {
   if constexpr (std::is_same_v<decltype(src(0)), const uint16_t*>) {
     if (vec) {
-      constexpr int kChunks = HS / 8;
+      constexpr int kChunks = HS / 8, kTotal = kRowsT * kChunks;
       const uint32_t zeros[4] = {0u, 0u, 0u, 0u};
-      for (int i = 0; i < kRowsT * kChunks / kThreadsMma; ++i) {
+      for (int i = 0; i < (kTotal + kThreadsMma - 1) / kThreadsMma; ++i) {
         const int e = i * kThreadsMma + static_cast<int>(threadIdx.x);
+        if (kTotal % kThreadsMma != 0 && e >= kTotal) break;  // (head size 80)
         const int64_t t = t0 + e / kChunks;
         uint16_t* d = dst + e / kChunks * ld + e % kChunks * 8;
         if (t < T)
@@ -578,8 +583,13 @@ void check_rows_per_warp(int rows_per_warp) {
 }
 }  // namespace
 
+// Each of its head sizes keeps the flash kernels' row statistics (kFlashHeadSizes).
+static_assert(flash_attention_head_size(32) && flash_attention_head_size(64) &&
+              flash_attention_head_size(80) && flash_attention_head_size(96) &&
+              flash_attention_head_size(128));
+
 bool mma_attention_supports(int64_t head_size) {
-  return head_size_in<32, 64, 128>(head_size);
+  return head_size_in<32, 64, 80, 96, 128>(head_size);
 }
 
 template <class OutT, class QkvT>
@@ -587,7 +597,7 @@ void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, in
                            int64_t NH, cudaStream_t stream, int rows_per_warp) {
   check_rows_per_warp(rows_per_warp);
   if (B * T == 0) return;
-  with_head_size<32, 64, 128>(C / NH, "mma attention", [&](auto hs) {
+  with_head_size<32, 64, 80, 96, 128>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = attention_scale(HS);
     if constexpr (kMaxSlabsOf<HS> == 2)
@@ -623,7 +633,7 @@ void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, cons
                             int64_t NH, cudaStream_t stream, int rows_per_warp) {
   check_rows_per_warp(rows_per_warp);
   if (B * T == 0) return;
-  with_head_size<32, 64, 128>(C / NH, "mma attention", [&](auto hs) {
+  with_head_size<32, 64, 80, 96, 128>(C / NH, "mma attention", [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const float scale = attention_scale(HS);
     uint16_t* q_copy = copies_of(scratch, B, T, NH);

@@ -61,7 +61,7 @@ void attention_backward(DqkvT* dqkv, const float* dout, const QkvT* qkv, const f
 
 // --- attention (flash_attention.cu): FlashAttention-style, T x T never materialised ---
 // lse[B,NH,T] is each row's log-sum-exp, all backward needs besides qkv, out and dout.
-// Head sizes 16, 32, 64, 128 (flash_attention_head_size in runtime/core/attention_state.h).
+// Head sizes kFlashHeadSizes (runtime/core/attention_state.h): 16, 32, 64, 80, 96, 128.
 template <class OutT, class QkvT>
 void flash_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T,
                              int64_t C, int64_t NH, cudaStream_t stream);
@@ -84,9 +84,9 @@ void tc_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, 
 
 // --- attention on tensor cores with register-resident tiles (flash_attention_mma.cu: mma.sync,
 // FlashAttention-2's layout), for bf16 compute: the contract and numerics of tc_attention_* ---
-bool mma_attention_supports(int64_t head_size);  // 32, 64, 128
+bool mma_attention_supports(int64_t head_size);  // 32, 64, 80, 96, 128
 // rows_per_warp: 16 (the default) or 32 (each K/V fragment read feeds two 16-row slabs: half the
-// shared-memory reads per product, more registers; head size 128 always takes 16); the outputs
+// shared-memory reads per product, more registers; head sizes above 64 always take 16); the outputs
 // are bit for bit the same.
 template <class OutT, class QkvT>
 void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, int64_t T, int64_t C,

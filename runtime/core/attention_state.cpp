@@ -21,6 +21,16 @@ AttentionKernel attention_kernel_from_env() {
       "': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference, cudnn");
 }
 
+std::string flash_head_sizes_text() {
+  std::string text;
+  for (size_t i = 0; i < kFlashHeadSizes.size(); ++i)
+    text += (i == 0                            ? ""
+             : i + 1 == kFlashHeadSizes.size() ? " and "
+                                               : ", ") +
+            std::to_string(kFlashHeadSizes[i]);
+  return text;
+}
+
 const char* attention_kernel_name(AttentionKernel kernel) {
   switch (kernel) {
     case AttentionKernel::tensor_core:

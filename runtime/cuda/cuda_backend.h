@@ -86,7 +86,7 @@ class CudaBackend : public Backend {
   // tensor_core runs kernels/flash_attention_mma.cu (mma.sync, tiles in registers; tensor_core_32
   // its forward and dq with 32 rows a warp) and wmma
   // kernels/flash_attention_tc.cu (WMMA), both for a bf16 `out` and head sizes 32, 64 (mma.sync
-  // also 128); flash kernels/flash_attention.cu (CUDA cores, 16, 32, 64, 128), reference
+  // also 80, 96, 128); flash kernels/flash_attention.cu (CUDA cores, kFlashHeadSizes), reference
   // kernels/attention.cu (any head
   // size; also the fallback of the others), cudnn cuDNN's fused attention (cudnn_attention.h;
   // the shapes it refuses run tensor_core's). The flash kernels and cuDNN keep the row

@@ -224,9 +224,9 @@ Shape CudaBackend::attention_state_shape(int64_t B, int64_t NH, int64_t T, int64
   if (!flash && attention_kernel_ != AttentionKernel::reference && !warned_no_flash_) {
     warned_no_flash_ = true;
     spdlog::warn(
-        "attention: head size {} has no flash kernel (they take 16, 32, 64 and 128): the reference "
-        "kernels run it and keep the T x T probabilities, {} bytes a layer",
-        HS, B * NH * T * T * 4);
+        "attention: head size {} has no flash kernel (they take {}): the reference kernels run it "
+        "and keep the T x T probabilities, {} bytes a layer",
+        HS, flash_head_sizes_text(), B * NH * T * T * 4);
   }
   return attention_state_shape_of(flash, B, NH, T);
 }

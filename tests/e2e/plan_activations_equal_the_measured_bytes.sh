@@ -43,14 +43,15 @@ echo "h200: flash $flash B, reference kernels $reference B"
 [ "$flash" -lt "$reference" ] || fail "flash's row statistics ($flash B) are not below the probabilities ($reference B)"
 grep -q "attention keeps T x T probabilities: TRAINER_ATTENTION=reference)" plan_h200_reference.txt \
   || { cat plan_h200_reference.txt; fail "the plan does not say why it keeps the probabilities"; }
-# Head size 128 (d_model 128, 1 head) has flash kernels; 96 (d_model 192, 2 heads) has none, and
+# Head size 128 (d_model 128, 1 head) has flash kernels; 48 (d_model 192, 4 heads) has none, and
 # the plan says so.
 plan_bytes h200_hs128 --gpu h200 --set model.n_head=1
 grep -q "attention keeps row log-sum-exps)" plan_h200_hs128.txt \
   || { cat plan_h200_hs128.txt; fail "head size 128 plans the probabilities"; }
-plan_bytes h200_hs96 --gpu h200 --set model.d_model=192 --set model.n_head=2
-grep -q "attention keeps T x T probabilities: head size 96 has no flash kernel" plan_h200_hs96.txt \
-  || { cat plan_h200_hs96.txt; fail "head size 96: the plan does not say why it keeps the probabilities"; }
+plan_bytes h200_hs48 --gpu h200 --set model.d_model=192 --set model.n_head=4
+grep -q "attention keeps T x T probabilities: head size 48 has no flash kernel (they take 16, 32, 64, 80, 96 and 128)" \
+  plan_h200_hs48.txt \
+  || { cat plan_h200_hs48.txt; fail "head size 48: the plan does not say why it keeps the probabilities"; }
 TRAINER_ATTENTION=fast "$bin" plan "$src/configs/tiny.yaml" --gpu h200 >bad_env.txt 2>&1 \
   && fail "plan accepted TRAINER_ATTENTION=fast"
 grep -q "TRAINER_ATTENTION = 'fast': allowed are tensor_core (the default), tensor_core_32, wmma, flash, reference, cudnn" bad_env.txt \

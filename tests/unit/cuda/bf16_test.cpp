@@ -112,8 +112,8 @@ TEST_CASE("cuda_bf16_outputs_of_layernorm_gelu_attention_match_cpu", "[cuda][bf1
 }
 
 // Attention with a bf16 out: head sizes 32 and 64 run the tensor-core kernels (both families:
-// mma.sync, its forward at 16 and at 32 rows a warp, and WMMA), 128 mma.sync's (WMMA's fall back
-// to the fp32 flash kernels there), 16 the fp32 flash kernels (rounding
+// mma.sync, its forward at 16 and at 32 rows a warp, and WMMA), 80, 96 and 128 mma.sync's (WMMA's
+// fall back to the fp32 flash kernels there), 16 the fp32 flash kernels (rounding
 // only the output), 24 the reference kernels; backward reads that bf16 out. With an fp32 qkv, and
 // with a bf16 one (bf16 compute's; the cpu reads it as its widened values).
 TEST_CASE("cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores", "[cuda][bf16]") {
@@ -127,7 +127,9 @@ TEST_CASE("cuda_bf16_attention_matches_cpu_on_tensor_cores_and_cuda_cores", "[cu
                                         {1, 64, 4, 32},
                                         {2, 33, 2, 24},
                                         {1, 200, 2, 32},
-                                        {2, 100, 2, 128}}) {
+                                        {2, 100, 2, 128},
+                                        {1, 70, 2, 80},
+                                        {1, 45, 2, 96}}) {
         const int64_t C = NH * HS;
         const std::string at = std::string(" [") + kernel + " T=" + std::to_string(T) +
                                " HS=" + std::to_string(HS) + (bf16_qkv ? ", bf16 qkv]" : "]");

@@ -31,6 +31,7 @@ TEST_CASE("cudnn_is_loaded_at_first_use_and_takes_every_sdpa_graph_operation", "
     for (const auto [B, T, NH, HS] : {std::array<int64_t, 4>{2, 128, 3, 64},
                                       {1, 37, 2, 32},
                                       {4, 1024, 12, 64},
+                                      {1, 128, 2, 80},
                                       {2, 2048, 16, 128}}) {
       const cuda::AttentionShape s{B, T, NH, HS};
       INFO("B=" << B << " T=" << T << " heads=" << NH << " head size=" << HS);

@@ -123,9 +123,9 @@ TEST_CASE("cuda_gelu_forward_and_backward_match_cpu", "[cuda]") {
   check_close(download(*gpu, gdx), dx, kF32Tol, "gelu dinp");
 }
 
-// Both kernels (flash: head sizes 16/32/64/128, state = row lse; reference: any head size, state =
+// Both kernels (flash: kFlashHeadSizes, state = row lse; reference: any head size, state =
 // probabilities) against the cpu reference, over lengths below, at and across the 32-row tiles
-// (16 at head size 128).
+// (16 above head size 64).
 TEST_CASE("cuda_attention_forward_and_backward_match_cpu", "[cuda]") {
   cpu::CpuBackend ref;
   for (const char* kernel : {"tensor_core", "wmma", "flash", "reference"}) {
@@ -136,6 +136,7 @@ TEST_CASE("cuda_attention_forward_and_backward_match_cpu", "[cuda]") {
                                       {2, 64, 2, 64},
                                       {1, 70, 4, 32},
                                       {1, 37, 2, 128},
+                                      {1, 20, 2, 80},
                                       {2, 33, 2, 24}}) {
       const int64_t C = NH * HS;
       const std::string at = std::string(" [") + kernel + " B=" + std::to_string(B) +

@@ -1,8 +1,8 @@
 // The flash attention kernels (kernels/flash_attention.cu, launchers included), run on the cpu
 // through cuda_emulation.h (32 real threads per block meeting at real barriers), against the
 // cpu backend: forward output, the row log-sum-exp (against float64), and dqkv, in fp32 and with
-// a bf16 output; over lengths below, at and across the 32-row tiles (16 at head size 128) and
-// head sizes 16/32/64/128.
+// a bf16 output; over lengths below, at and across the 32-row tiles (16 above head size 64) and
+// head sizes 16/32/64/80/96/128.
 // This checks the indexing, causal masking, online softmax and backward algebra of the exact
 // kernel source on machines without a GPU; tests/unit/cuda runs the same checks on a device.
 #include <algorithm>
@@ -121,6 +121,8 @@ TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][a
     check_against_cpu<64>(2, 64, 2, bf16_out);   // exactly two tiles
     check_against_cpu<32>(1, 70, 4, bf16_out);   // three tiles
     check_against_cpu<128>(2, 37, 2, bf16_out);  // 16-row tiles: three, the last partial
+    check_against_cpu<80>(1, 20, 2, bf16_out);
+    check_against_cpu<96>(1, 16, 1, bf16_out);  // exactly one 16-row tile
   }
 }
 
@@ -129,8 +131,9 @@ TEST_CASE("flash_attention_kernels_match_cpu_backend_in_emulation", "[kernels][a
 // against the cpu backend's bf16 path: bf16 products, so a bf16 tolerance. The lengths fall
 // below, at and across the 32/64-row tiles of both. With an fp32 qkv, and with a bf16 one (bf16
 // compute's, which the mma kernels fetch with cp.async, two tiles in flight; the reference reads
-// the values it holds). Head size 128 in the mma kernels only (32-key forward tiles; dq stages q
-// and dout by turns through a K/V buffer).
+// the values it holds). Head sizes 80, 96 and 128 in the mma kernels only (32-key forward tiles; dq
+// stages q and dout by turns through a K/V buffer; at 80 a 32-row tile's 16-byte pieces are not
+// whole passes of the block).
 TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kernels][attention]") {
   for (int family : {2, 3})
     for (const bool bf16_qkv : {false, true})
@@ -141,8 +144,10 @@ TEST_CASE("tensor_core_attention_kernels_match_cpu_backend_in_emulation", "[kern
                                         {1, 100, 1, 32},
                                         {1, 129, 1, 64},
                                         {1, 100, 2, 128},
-                                        {2, 64, 1, 128}}) {
-        if (family == 2 && HS == 128) continue;  // WMMA's kernels take 32 and 64
+                                        {2, 64, 1, 128},
+                                        {1, 70, 2, 80},
+                                        {1, 45, 1, 96}}) {
+        if (family == 2 && HS > 64) continue;  // WMMA's kernels take 32 and 64
         const int64_t C = NH * HS;
         INFO(family_name(family) << ": B=" << B << " T=" << T << " NH=" << NH << " HS=" << HS
                                  << (bf16_qkv ? ", bf16 qkv" : ""));
@@ -294,7 +299,7 @@ TEST_CASE("mma_attention_kernels_give_the_same_bits_for_unaligned_inputs_in_emul
 // fragment read; dq stages its rows 64 at a time) do each row's arithmetic as with 16: out, lse
 // and dqkv are bit for bit the same, with bf16 and fp32 qkv, at lengths that end inside a slab,
 // at a slab, inside and at the 128-row block, and inside the second block's second slabs; every
-// element written (all NaN-poisoned). Head size 128 takes 16 rows a warp whatever is asked.
+// element written (all NaN-poisoned). Above head size 64, 16 rows a warp whatever is asked.
 TEST_CASE("mma_attention_gives_the_same_bits_with_32_rows_a_warp_in_emulation",
           "[kernels][attention]") {
   for (const auto [T, HS] :
