@@ -2,6 +2,7 @@
 // Helpers shared by the kernels: the launch, grid sizes, warp and block reductions.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/bf16.cuh"
 #ifndef TRAINER_CUDA_EMULATION
@@ -32,6 +33,17 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t strea
   // clang-format off
   kernel<<<grid, block, 0, stream>>>(args...);
   // clang-format on
+#endif
+}
+
+// `bytes` bytes at p set to zero in stream order: cudaMemsetAsync, or in the cpu emulation (where
+// launches run at once, in order) a plain memset.
+inline void zero_bytes(void* p, size_t bytes, cudaStream_t stream) {
+#ifdef TRAINER_CUDA_EMULATION
+  (void)stream;
+  std::memset(p, 0, bytes);
+#else
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream));
 #endif
 }
 

@@ -25,13 +25,6 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
   }
 }
 
-// counts[v] = 0.
-__global__ void zero_ints_kernel(int32_t* p, int64_t n) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    p[i] = 0;
-}
-
 // counts[v] = number of positions holding token v (integer atomics: the sum is exact whatever
 // the order). Tokens outside [0, V) belong to no bucket (their forward wrote NaN).
 __global__ void count_tokens_kernel(int32_t* counts, const int32_t* tokens, int64_t BT, int64_t V) {
@@ -143,8 +136,7 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
   if (dwte) {
     int32_t *counts = scratch, *offsets = scratch + V, *bucketed = scratch + 2 * V + 1,
             *sorted = bucketed + BT;
-    launch(zero_ints_kernel, grid_for(V), kThreads, stream, counts, V);
-    CUDA_CHECK_LAUNCH("zero_ints_kernel");
+    zero_bytes(counts, static_cast<size_t>(V) * sizeof(int32_t), stream);
     launch(count_tokens_kernel, grid_for(BT), kThreads, stream, counts, tokens, BT, V);
     CUDA_CHECK_LAUNCH("count_tokens_kernel");
     launch(exclusive_scan_kernel, 1, kScanThreads, stream, offsets, counts, V);

@@ -218,7 +218,9 @@ TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels
   for (size_t i = 0; i < dy.size(); ++i) dy[i] *= std::pow(10.0f, float(int(i % 9)) - 4.0f);
   auto dwte = randoms(V * C, 4), dwpe = randoms(maxT * C, 5), out = nans(B * T * C);
   std::vector<float> rout(out.size()), rdwte = dwte, rdwpe = dwpe;
-  std::vector<int32_t> scratch(static_cast<size_t>(emu::embedding_backward_scratch_ints(B * T, V)));
+  // scratch left over from earlier use (the backward zeroes the counts it needs)
+  std::vector<int32_t> scratch(static_cast<size_t>(emu::embedding_backward_scratch_ints(B * T, V)),
+                               -7);
   emu::embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), off, B, T, C, V, kStream);
   emu::embedding_backward(dwte.data(), dwpe.data(), dy.data(), tok.data(), scratch.data(), off, B,
                           T, C, V, kStream);
