@@ -282,10 +282,10 @@ AttentionParts run_parts(const char* kernel, int64_t B, int64_t T, bool bf16_dqk
   return r;
 }
 
-// cuDNN's fused attention beside the mma.sync kernels, qkv, out and dqkv all bf16.
-void bench_cudnn_attention(int64_t B, int64_t T, const std::string& shape, double fwd_flop,
-                           double bwd_flop, AttentionHeads heads = {}) {
-  const AttentionParts tc = run_parts("tensor_core", B, T, true, heads);
+// cuDNN's fused attention beside the mma.sync kernels' run `tc` of the same heads, qkv, out and
+// dqkv all bf16.
+void bench_cudnn_attention(const AttentionParts& tc, int64_t B, int64_t T, const std::string& shape,
+                           double fwd_flop, double bwd_flop, AttentionHeads heads = {}) {
   AttentionParts cudnn;
   try {
     cudnn = run_parts("cudnn", B, T, true, heads);
@@ -355,18 +355,21 @@ void bench_attention(int64_t N) {
       tflops(bwd_flop, rows32.backward_s),
       ratio("16 rows a warp", rows16.backward_s, rows32.backward_s) +
           (rows32.dqkv == rows16.dqkv ? "; dqkv: same bits" : "; dqkv: DIFFERENT bits"));
-  bench_cudnn_attention(B, T, shape, fwd_flop, bwd_flop);
 
-  // Head size 128 (Llama's and most larger models'), the same width in 6 heads: the same FLOPs.
+  // With a bf16 dqkv (bf16 compute's), as cuDNN writes it: mma.sync at 12 heads of 64, and at
+  // head size 128 (Llama's and most larger models') in 6 heads, the same width and FLOPs; cuDNN
+  // beside each.
   const AttentionHeads wide{6, 128};
   const std::string shape128 = "B" + std::to_string(B) + " T1024 6x128";
-  const AttentionParts hs128 = run_parts("tensor_core", B, T, true, wide);
+  const AttentionParts mma64 = run_parts("tensor_core", B, T, true);
+  const AttentionParts mma128 = run_parts("tensor_core", B, T, true, wide);
   unsetenv("TRAINER_ATTENTION");
-  row("attention fwd mma.sync, head size 128", shape128, hs128.forward_s,
-      tflops(fwd_flop, hs128.forward_s), ratio("12x64", rows16.forward_s, hs128.forward_s));
-  row("attention bwd mma.sync, head size 128", shape128, hs128.backward_s,
-      tflops(bwd_flop, hs128.backward_s), ratio("12x64", rows16.backward_s, hs128.backward_s));
-  bench_cudnn_attention(B, T, shape128, fwd_flop, bwd_flop, wide);
+  bench_cudnn_attention(mma64, B, T, shape, fwd_flop, bwd_flop);
+  row("attention fwd mma.sync, head size 128", shape128, mma128.forward_s,
+      tflops(fwd_flop, mma128.forward_s), ratio("12x64", mma64.forward_s, mma128.forward_s));
+  row("attention bwd mma.sync, head size 128", shape128, mma128.backward_s,
+      tflops(bwd_flop, mma128.backward_s), ratio("12x64", mma64.backward_s, mma128.backward_s));
+  bench_cudnn_attention(mma128, B, T, shape128, fwd_flop, bwd_flop, wide);
 }
 
 // The MLP's GELU at bf16, forward and the backward through it (fc's own backward left out: the
