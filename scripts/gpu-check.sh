@@ -42,6 +42,11 @@ cap() { local l; l=$(left); echo $((l < $1 ? l : $1)); }
 # Whether a step that needs about $1 seconds still fits; if not it is listed as skipped.
 skipped=()
 fits() { [ $((deadline - SECONDS)) -ge "$1" ] || { skipped+=("$2"); return 1; }; }
+# cuDNN's log (CUDNN_LOGDEST_DBG) in a few lines: its errors and warnings, most frequent first.
+cudnn_log_summary() {
+  grep -h -i -E "error|warn" "$1" 2>/dev/null | cut -c1-300 | sort | uniq -c | sort -rn | head -12 ||
+    true
+}
 
 command -v nvidia-smi >/dev/null || { echo "gpu-check: nvidia-smi not found: no GPU here" >&2; exit 2; }
 arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')"
@@ -175,8 +180,7 @@ if fits 60 "GPT-2 small bf16, cuDNN attention"; then
   grep -h -E "attention: cuDNN" "$out/gpt2-cudnn.log" | cut -c1-600 | sort -u | head -6 || true
   # a refusal: cuDNN's own words for it
   if grep -q "cuDNN has no engine" "$out/gpt2-cudnn.log"; then
-    grep -h -i -E "error|warn" "$out/cudnn-gpt2.log" 2>/dev/null | cut -c1-300 | sort | uniq -c |
-      sort -rn | head -12 || true
+    cudnn_log_summary "$out/cudnn-gpt2.log"
   fi
 fi
 # fp8 after the bf16 figure is safe, and only with the time for it.
@@ -229,8 +233,7 @@ if [ "${#failed[@]}" -gt 0 ]; then
   grep -B2 -A12 -E "FAILED|failed" "$out/unit_cuda.txt" | head -60 || true
   if grep -q "cudnn_attention_test.cpp.*failed" "$out/unit_cuda.txt"; then
     echo "-- cuDNN's log of the failed cuDNN tests (errors and warnings, most frequent first)"
-    grep -h -i -E "error|warn" "$out/cudnn-tests.log" 2>/dev/null | cut -c1-300 | sort | uniq -c |
-      sort -rn | head -12 || true
+    cudnn_log_summary "$out/cudnn-tests.log"
   fi
   grep -h -m5 -B1 -A6 -E "^========= (Invalid|Error|Race|Warning)" "$out"/sanitizer-*.txt 2>/dev/null |
     head -40 || true
@@ -302,10 +305,11 @@ for run in ("cuda-fp32", "cpu-fp32", "cuda-bf16", "cpu-bf16", "cuda-fp8"):
     if r:
         print(f"{'tiny ' + run + ' (' + r['hardware'].get('device_name', '?') + ')':58} {figures(r)}")
 print(f"{'tiny loss curves cuda vs cpu fp32/bf16, fp8 vs bf16 (same seed)':58} {curve}")
-for run, label in (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels/"),
-                   ("gpt2-cudnn", "bf16, cuDNN attention"), ("gpt2-fp8", "fp8"),
-                   ("gpt2-gemm-tuned", "bf16, GEMM algorithms tuned"),
-                   ("gpt2-hs128", "bf16, 6 heads of 128")):
+gpt2_runs = (("gpt2", "bf16"), ("gpt2-no-epilogue", "bf16, GELU in kernels/"),
+             ("gpt2-cudnn", "bf16, cuDNN attention"), ("gpt2-fp8", "fp8"),
+             ("gpt2-gemm-tuned", "bf16, GEMM algorithms tuned"),
+             ("gpt2-hs128", "bf16, 6 heads of 128"))
+for run, label in gpt2_runs:
     r = report(run)
     if r:
         print(f"{'GPT-2 small ' + label + ' (124M, T 1024, B 16x4)':58} {figures(r)}"
@@ -330,7 +334,7 @@ except OSError:
 
 # Where a GPT-2 step's device time goes (logging.profile_steps, rank 0): the default run's
 # longest phases, the GEMM phases of the tuned run and the attention phases of the others.
-for run in ("gpt2", "gpt2-no-epilogue", "gpt2-cudnn", "gpt2-fp8", "gpt2-gemm-tuned", "gpt2-hs128"):
+for run, _ in gpt2_runs:
     p = (report(run) or {}).get("profile")
     if not p:
         continue
