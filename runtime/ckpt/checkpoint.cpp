@@ -35,9 +35,10 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
   std::vector<uint8_t> hashes(64 * static_cast<size_t>(n));
   req.world->all_gather(mine.sha256.data(), hashes.data(), 64, dist::CommDType::u8);
   const model::GptShard& shard = req.layout->shard();
-  constexpr size_t kInfo = 6;
-  int64_t info[kInfo] = {mine.bytes,    req.owned.begin,   req.owned.end,
-                         shard.tp_rank, shard.first_layer, shard.num_layers};
+  constexpr size_t kInfo = 8;
+  int64_t info[kInfo] = {mine.bytes,        req.owned.begin,  req.owned.end,
+                         shard.tp_rank,     shard.first_layer, shard.num_layers,
+                         shard.chunks,      shard.chunk_stride};
   std::vector<int64_t> infos(kInfo * static_cast<size_t>(n));
   req.world->all_gather(info, infos.data(), kInfo, dist::CommDType::i64);
   std::vector<ShardFile> out;
@@ -49,8 +50,10 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
     theirs.tp_rank = static_cast<int>(theirs_info[3]);
     theirs.first_layer = static_cast<int>(theirs_info[4]);
     theirs.num_layers = static_cast<int>(theirs_info[5]);
+    theirs.chunks = static_cast<int>(theirs_info[6]);
+    theirs.chunk_stride = static_cast<int>(theirs_info[7]);
     theirs.has_embedding = theirs.first_layer == 0;
-    theirs.has_head = theirs.first_layer + theirs.num_layers == d.n_layer;
+    theirs.has_head = theirs.last_global_layer() == d.n_layer - 1;
     const model::ParamLayout layout(d, theirs);
     const size_t i = static_cast<size_t>(r);
     ShardFile f{r, rank_file_name(r),

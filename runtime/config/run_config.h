@@ -70,6 +70,12 @@ struct ParallelConfig {
   bool overlap_grad_reduce = true;
 };
 
+// The model chunks each pipeline stage holds: parallel.pipeline.virtual_stages under the
+// interleaved schedule with pp > 1, else 1.
+inline int virtual_stages_of(const ParallelConfig& p) {
+  return p.pp > 1 && p.pipeline.schedule == "interleaved" ? p.pipeline.virtual_stages : 1;
+}
+
 struct TrainConfig {
   int micro_batch = 8;
   int grad_accum = 1;

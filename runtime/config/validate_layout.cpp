@@ -82,6 +82,19 @@ void check_pipeline(const RunConfig& c) {
   if (p.pipeline.virtual_stages > 1 && p.pipeline.schedule != "interleaved")
     fail(kv("parallel.pipeline.virtual_stages", p.pipeline.virtual_stages) +
          " needs parallel.pipeline.schedule = interleaved, not " + p.pipeline.schedule);
+  if (p.pipeline.virtual_stages > 1 && p.pp == 1)
+    fail(kv("parallel.pipeline.virtual_stages", p.pipeline.virtual_stages) +
+         " needs parallel.pp > 1 (they are model chunks of each pipeline stage)");
+  if (p.pp > 1 && p.pipeline.schedule == "interleaved") {
+    if (p.pipeline.virtual_stages < 2)
+      fail("parallel.pipeline.schedule = interleaved needs " +
+           kv("parallel.pipeline.virtual_stages", p.pipeline.virtual_stages) +
+           " to be 2 or more (the model chunks of each stage); 1 is the 1f1b schedule");
+    require_divisible(p.pipeline.microbatches,
+                      kv("parallel.pipeline.microbatches", p.pipeline.microbatches), p.pp,
+                      kv("parallel.pp", p.pp),
+                      "the interleaved schedule runs the forwards pp micro-batches at a time");
+  }
   if (p.pp > 1)
     require_divisible(c.train.micro_batch, kv("train.micro_batch", c.train.micro_batch),
                       p.pipeline.microbatches,
@@ -107,10 +120,6 @@ void check_runnable(const RunConfig& cfg) {
         "this build trains data-, tensor- and pipeline-parallel layouts only (parallel.cp and ep = "
         "1); got " +
         kv("parallel.cp", p.cp) + ", " + kv("parallel.ep", p.ep));
-  if (p.pp > 1 && p.pipeline.schedule == "interleaved")
-    fail(
-        "parallel.pipeline.schedule = interleaved"
-        ": the interleaved schedule (virtual stages) is not built yet; allowed are 1f1b, gpipe");
   // ZeRO 2 and 3 reduce (and free) each micro-batch's gradients as backward makes them, but a
   // stage's gradients are final only after its last micro-batch, and the tied embedding's only
   // after the sum over the end stages (DeepSpeed refuses the same pairing).

@@ -18,6 +18,15 @@
 namespace trainer::dist {
 
 enum class ReduceOp { sum, avg, max };
+
+// One side of a batch of point-to-point transfers (Comm::send_recv_batch).
+struct P2pTransfer {
+  bool send = true;      // false: a receive
+  void* data = nullptr;  // (read only, for a send)
+  size_t bytes = 0;
+  int peer = 0;
+  int tag = 0;
+};
 enum class CommDType { f32, f64, i32, i64, u8 };
 
 struct CommError : std::runtime_error {
@@ -57,11 +66,17 @@ class Comm {
   virtual void all_to_all(const void* in, void* out, size_t count, CommDType t) = 0;
   virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;
   virtual void recv(void* data, size_t bytes, int peer, int tag) = 0;
-  // A send to `send_peer` and a receive from `recv_peer` posted together, then both waited for
-  // (a side with 0 bytes is skipped): a pipeline stage's exchange with its neighbours. Two
-  // blocking calls could deadlock there, each rank's send waiting for the other's receive.
-  virtual void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
-                         size_t recv_bytes, int recv_peer, int tag) = 0;
+  // Sends and receives posted together, then all waited for (a transfer of 0 bytes is skipped):
+  // a pipeline stage's exchange with its neighbours (Megatron's batched isend/irecv). Blocking
+  // calls one after the other could deadlock there, each rank's send waiting for the other's
+  // receive. Transfers between the same two ranks with the same tag match in the order posted.
+  virtual void send_recv_batch(const std::vector<P2pTransfer>& transfers) = 0;
+  // One send to `send_peer` and one receive from `recv_peer`, as a batch.
+  void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
+                 size_t recv_bytes, int recv_peer, int tag) {
+    send_recv_batch({{true, const_cast<void*>(send_data), send_bytes, send_peer, tag},
+                     {false, recv_data, recv_bytes, recv_peer, tag}});
+  }
   virtual void barrier() = 0;
 
   // Convenience for scalars of statistics (loss, grad norm) in fp64.

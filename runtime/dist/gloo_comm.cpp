@@ -181,11 +181,8 @@ void GlooComm::recv(void* data, size_t bytes, int peer, int tag) {
   submit("recv", [=, this] { do_recv(data, bytes, peer, tag); })->wait();
 }
 
-void GlooComm::send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
-                         size_t recv_bytes, int recv_peer, int tag) {
-  submit("send_recv", [=, this] {
-    do_send_recv(send_data, send_bytes, send_peer, recv_data, recv_bytes, recv_peer, tag);
-  })->wait();
+void GlooComm::send_recv_batch(const std::vector<P2pTransfer>& transfers) {
+  submit("send_recv", [&, this] { do_send_recv_batch(transfers); })->wait();
 }
 
 void GlooComm::barrier() {

@@ -41,8 +41,7 @@ class GlooComm : public Comm {
   void all_to_all(const void* in, void* out, size_t count, CommDType t) override;
   void send(const void* data, size_t bytes, int peer, int tag) override;
   void recv(void* data, size_t bytes, int peer, int tag) override;
-  void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
-                 size_t recv_bytes, int recv_peer, int tag) override;
+  void send_recv_batch(const std::vector<P2pTransfer>& transfers) override;
   void barrier() override;
 
  private:
@@ -59,8 +58,7 @@ class GlooComm : public Comm {
   void do_all_to_all(const void* in, void* out, size_t count, CommDType t);
   void do_send(const void* data, size_t bytes, int peer, int tag);
   void do_recv(void* data, size_t bytes, int peer, int tag);
-  void do_send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
-                    size_t recv_bytes, int recv_peer, int tag);
+  void do_send_recv_batch(const std::vector<P2pTransfer>& transfers);
   void do_barrier();
 
   std::shared_ptr<Store> store_;

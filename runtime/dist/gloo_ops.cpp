@@ -164,25 +164,32 @@ void GlooComm::do_recv(void* data, size_t bytes, int peer, int tag) {
   wait_recv(*buf, timeout());
 }
 
-void GlooComm::do_send_recv(const void* send_data, size_t send_bytes, int send_peer,
-                            void* recv_data, size_t recv_bytes, int recv_peer, int tag) {
-  if (send_bytes > 0 && send_peer == rank_) do_send(send_data, send_bytes, send_peer, tag);
-  if (recv_bytes > 0 && recv_peer == rank_) do_recv(recv_data, recv_bytes, recv_peer, tag);
-  const bool send = send_bytes > 0 && send_peer != rank_;
-  const bool recv = recv_bytes > 0 && recv_peer != rank_;
-  std::unique_ptr<gloo::transport::UnboundBuffer> out, in;
-  if (send) {
-    check_peer(send_peer, size_);
-    out = ctx_->createUnboundBuffer(const_cast<void*>(send_data), send_bytes);
-    out->send(send_peer, kSendRecvSlot | static_cast<uint32_t>(tag));
+void GlooComm::do_send_recv_batch(const std::vector<P2pTransfer>& transfers) {
+  // (to and from itself through the mailbox: every send first, so a receive finds its message)
+  for (const bool send : {true, false})
+    for (const P2pTransfer& t : transfers)
+      if (t.bytes > 0 && t.send == send && t.peer == rank_) {
+        if (send)
+          do_send(t.data, t.bytes, t.peer, t.tag);
+        else
+          do_recv(t.data, t.bytes, t.peer, t.tag);
+      }
+  std::vector<std::pair<bool, std::unique_ptr<gloo::transport::UnboundBuffer>>> posted;
+  for (const P2pTransfer& t : transfers) {
+    if (t.bytes == 0 || t.peer == rank_) continue;
+    check_peer(t.peer, size_);
+    auto buf = ctx_->createUnboundBuffer(t.data, t.bytes);
+    const uint64_t slot = kSendRecvSlot | static_cast<uint32_t>(t.tag);
+    if (t.send)
+      buf->send(t.peer, slot);
+    else
+      buf->recv(t.peer, slot);
+    posted.emplace_back(t.send, std::move(buf));
   }
-  if (recv) {
-    check_peer(recv_peer, size_);
-    in = ctx_->createUnboundBuffer(recv_data, recv_bytes);
-    in->recv(recv_peer, kSendRecvSlot | static_cast<uint32_t>(tag));
-  }
-  if (recv) wait_recv(*in, timeout());
-  if (send) wait_send(*out, timeout());
+  for (auto& [send, buf] : posted)  // the receives first, as before: a dead peer shows there
+    if (!send) wait_recv(*buf, timeout());
+  for (auto& [send, buf] : posted)
+    if (send) wait_send(*buf, timeout());
 }
 
 void GlooComm::do_barrier() {

@@ -167,16 +167,18 @@ class NcclComm : public Comm {
   void recv(void* data, size_t bytes, int peer, int /*tag*/) override {
     enqueue("recv", [&] { return ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_); })->wait();
   }
-  void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
-                 size_t recv_bytes, int recv_peer, int /*tag*/) override {
+  // (NCCL has no tags: its sends and receives between two ranks match in the order posted, and
+  // a stage's exchanges post them in the same order on both sides)
+  void send_recv_batch(const std::vector<P2pTransfer>& transfers) override {
     enqueue("send_recv",
-            [&] {  // one group: NCCL runs both at once
+            [&] {  // one group: NCCL runs them all at once
               ncclResult_t r = ncclGroupStart();
               auto ok = [&] { return r == ncclSuccess || r == ncclInProgress; };  // as all_to_all
-              if (ok() && send_bytes > 0)
-                r = ncclSend(send_data, send_bytes, ncclUint8, send_peer, comm_, stream_);
-              if (ok() && recv_bytes > 0)
-                r = ncclRecv(recv_data, recv_bytes, ncclUint8, recv_peer, comm_, stream_);
+              for (const P2pTransfer& t : transfers) {
+                if (!ok() || t.bytes == 0) continue;
+                r = t.send ? ncclSend(t.data, t.bytes, ncclUint8, t.peer, comm_, stream_)
+                           : ncclRecv(t.data, t.bytes, ncclUint8, t.peer, comm_, stream_);
+              }
               const ncclResult_t end = ncclGroupEnd();
               return ok() ? end : r;
             })

@@ -80,10 +80,11 @@ class Activations {
   // lnf, dqkv and dfch), of qkv and of the logits: bf16 under bf16 compute, which also halves their
   // memory. fp8_sums: fp8 compute's scratch is wanted (see below). scratch_of: another set whose
   // scratch (grad, sp and fp8_sums: what lives only within one forward or backward) this one
-  // uses instead of its own; a pipeline stage's slots run one pass at a time.
+  // uses instead of its own; a pipeline stage's slots run one pass at a time. chunk: the model
+  // chunk (GptShard::chunks) whose blocks these are; the head's tensors only in the last one.
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
               Recompute recompute = Recompute::none, DType matmul_input = DType::f32,
-              bool fp8_sums = false, const Activations* scratch_of = nullptr);
+              bool fp8_sums = false, const Activations* scratch_of = nullptr, int chunk = 0);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -91,10 +92,11 @@ class Activations {
   int B, T;
   Recompute recompute;
   DType matmul_input;
+  int chunk = 0;
   Tensor inputs, targets;  // [B,T] int32
   int64_t pos_offset = 0;  // the forward's (its backward reads it; a pipeline interleaves slots)
   Tensor encoded;          // [B,T,C] embedding output
-  std::vector<BlockActivations> blocks;
+  std::vector<BlockActivations> blocks;  // the chunk's, in order
   Tensor lnf, lnf_mean, lnf_rstd;
   Tensor logits;  // [B,T,V] in matmul_input (dlogits after a training forward)
   Tensor losses;  // [B,T]
@@ -111,10 +113,10 @@ class Activations {
   // own_scratch false: a set that shares another's scratch (the constructor's scratch_of).
   static size_t bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
                              DType matmul_input, const Shape& attention_state,
-                             bool fp8_sums = false, bool own_scratch = true);
+                             bool fp8_sums = false, bool own_scratch = true, int chunk = 0);
 
  private:
-  Activations(int B, int T, Recompute recompute, DType matmul_input);  // views only, no memory
+  Activations(int B, int T, Recompute recompute, DType matmul_input, int chunk);  // views only, no memory
   Backend* be_ = nullptr;
   void* memory_ = nullptr;
   size_t bytes_ = 0;

@@ -214,18 +214,47 @@ void Gpt::refresh_compute_weights(int64_t begin, int64_t n) {
 }
 
 void Gpt::allocate_activations(int B, int T, Recompute recompute, int slots) {
+  allocate_activations(B, T, recompute,
+                       std::vector<int>(static_cast<size_t>(layout_.shard().chunks), slots));
+}
+
+void Gpt::allocate_activations(int B, int T, Recompute recompute,
+                               const std::vector<int>& slots_per_chunk) {
   if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute &&
-      activation_slots() == slots)
+      slots_per_chunk_ == slots_per_chunk)
     return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
-  TRAINER_CHECK(slots >= 1, "activation slots " << slots << " < 1");
+  TRAINER_CHECK(static_cast<int>(slots_per_chunk.size()) == layout_.shard().chunks,
+                slots_per_chunk.size() << " chunks of activation slots for a model of "
+                                       << layout_.shard().chunks);
   acts_ = nullptr;
   act_slots_.clear();
-  for (int i = 0; i < slots; ++i)  // later slots share the first one's scratch
-    act_slots_.push_back(std::make_unique<Activations>(
-        be_, layout_, B, T, recompute, bf16_ ? DType::bf16 : DType::f32, fp8_,
-        i == 0 ? nullptr : act_slots_.front().get()));
+  for (size_t c = 0; c < slots_per_chunk.size(); ++c) {
+    TRAINER_CHECK(slots_per_chunk[c] >= 1,
+                  "chunk " << c << ": activation slots " << slots_per_chunk[c] << " < 1");
+    for (int i = 0; i < slots_per_chunk[c]; ++i)  // later slots share the first one's scratch
+      act_slots_.push_back(std::make_unique<Activations>(
+          be_, layout_, B, T, recompute, bf16_ ? DType::bf16 : DType::f32, fp8_,
+          act_slots_.empty() ? nullptr : act_slots_.front().get(), static_cast<int>(c)));
+  }
+  slots_per_chunk_ = slots_per_chunk;
   acts_ = act_slots_.front().get();
+}
+
+int Gpt::chunk_first_layer() const {
+  return acts_->chunk * layout_.shard().layers_per_chunk();
+}
+
+bool Gpt::runs_embedding() const {
+  return layout_.shard().has_embedding && acts_->chunk == 0;
+}
+
+bool Gpt::runs_head() const {
+  return layout_.shard().has_head && acts_->chunk == layout_.shard().chunks - 1;
+}
+
+BlockActivations& Gpt::block_acts(int l) {
+  return acts_->blocks[static_cast<size_t>(l - chunk_first_layer())];
 }
 
 void Gpt::use_activation_slot(int slot) {
@@ -241,10 +270,12 @@ size_t Gpt::activation_bytes() const {
 }
 
 void Gpt::reallocate_activations() {
-  const int B = acts_->B, T = acts_->T, slots = activation_slots();
+  const int B = acts_->B, T = acts_->T;
   const Recompute recompute = acts_->recompute;
+  const std::vector<int> slots = slots_per_chunk_;
   acts_ = nullptr;
   act_slots_.clear();
+  slots_per_chunk_.clear();
   allocate_activations(B, T, recompute, slots);
 }
 
@@ -277,7 +308,7 @@ Tensor Gpt::matmul_weight(const std::string& name) const {
 }
 
 Gpt::BlockWeights Gpt::block_weights(int local_layer, bool g) const {
-  const std::string h = "h." + std::to_string(layout_.shard().first_layer + local_layer) + ".";
+  const std::string h = "h." + std::to_string(layout_.shard().global_layer(local_layer)) + ".";
   auto w = [&](const char* n) { return weight_view(h + n, g); };
   // The matmuls read the compute copy (bf16 under precision.compute bf16); gradients are fp32.
   auto mm = [&](const char* n) { return g ? weight_view(h + n, true) : matmul_weight(h + n); };
@@ -299,7 +330,7 @@ void Gpt::call_before(int unit, bool backward) {
 }
 
 void Gpt::call_ready(int unit) {
-  if (!hooks_.unit_grads_ready) return;
+  if (!hooks_.unit_grads_ready || !grads_final_) return;
   auto p = phase("hook.grads_ready");
   hooks_.unit_grads_ready(unit);
 }
@@ -312,23 +343,25 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   dloss_scale_ = dloss_scale;
   a.pos_offset = pos_offset;
   pass_ = "fwd";
-  if (s.has_embedding || s.has_head) {  // (a middle pipeline stage reads neither)
+  const bool embed = runs_embedding(), head = runs_head();
+  if (embed || head) {  // (a middle pipeline stage reads neither)
     auto p = phase("tokens");
-    if (s.has_embedding) be_.from_host(a.inputs, inputs);
-    if (s.has_head) be_.from_host(a.targets, targets);
+    if (embed) be_.from_host(a.inputs, inputs);
+    if (head) be_.from_host(a.targets, targets);
   }
 
-  if (s.has_embedding) {  // (a later pipeline stage's input was received into stage_input())
+  if (embed) {  // (a later pipeline stage's input was received into stage_input())
     call_before(0, false);
     auto p = phase("embedding");
     be_.embedding_forward(a.encoded, a.inputs, weight_view("wte.weight", false),
                           weight_view("wpe.weight", false), pos_offset);
   }
-  for (int l = 0; l < s.num_layers; ++l) {
-    call_before(1 + s.first_layer + l, false);
+  const int first = chunk_first_layer();
+  for (int l = first; l < first + s.layers_per_chunk(); ++l) {
+    call_before(1 + s.global_layer(l), false);
     block_forward(l);
   }
-  if (!s.has_head) return 0;  // stage_output() goes on to the next pipeline stage
+  if (!head) return 0;  // stage_output() goes on to the next pipeline stage
   const int final_unit = layout_.dims().n_layer + 1;
   call_before(final_unit, false);
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
@@ -418,7 +451,7 @@ Tensor Gpt::sp_gather_dresidual() {
 
 void Gpt::block_forward(int l) {
   Activations& acts = *acts_;
-  BlockActivations& a = acts.blocks[static_cast<size_t>(l)];
+  BlockActivations& a = block_acts(l);
   const BlockWeights w = block_weights(l, false);
   const GptShard& s = layout_.shard();
   const int nh_local = layout_.dims().n_head / s.tp_size;
@@ -480,14 +513,16 @@ void Gpt::block_forward(int l) {
   tp_all_reduce(a.residual_out);
 }
 
-void Gpt::backward() {
+void Gpt::backward(bool grads_final) {
   TRAINER_CHECK(dloss_scale_ != 0, "backward() needs a forward() with dloss_scale != 0");
   Activations& a = *acts_;
   const GptShard& s = layout_.shard();
   GradScratch& g = a.grad;
 
   pass_ = "bwd";
-  if (s.has_head) {
+  grads_final_ = grads_final;
+  const bool embed = runs_embedding(), head = runs_head();
+  if (head) {
     head_backward();
   } else if (!g.dresidual_mm.empty()) {
     // the next stage sent d(stage_output()) in fp32; the GEMMs read its bf16 rounding, which the
@@ -495,14 +530,15 @@ void Gpt::backward() {
     auto p = phase("round_dresidual");
     be_.round_to_bf16(g.dresidual_mm, g.dresidual);
   }
-  for (int l = s.num_layers - 1; l >= 0; --l) {
-    const int unit = 1 + s.first_layer + l;
+  const int first = chunk_first_layer();
+  for (int l = first + s.layers_per_chunk() - 1; l >= first; --l) {
+    const int unit = 1 + s.global_layer(l);
     call_before(unit, true);
     recompute_block(l);
     block_backward(l);
     call_ready(unit);
   }
-  if (s.has_embedding) {  // (a later pipeline stage sends stage_input_grad() back instead)
+  if (embed) {  // (a later pipeline stage sends stage_input_grad() back instead)
     call_before(0, true);
     if (s.sequence_parallel) tp_all_gather(g.dresidual, a.sp.dresidual);
     auto p = phase("embedding");
@@ -510,7 +546,7 @@ void Gpt::backward() {
                            s.sequence_parallel ? a.sp.dresidual : g.dresidual, a.inputs,
                            a.pos_offset);
   }
-  if (s.has_embedding || s.has_head) call_ready(0);  // wte (the last stage's is the head's)
+  if (embed || head) call_ready(0);  // wte (the last stage's is the head's)
   // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
   // with the scales the forward used (and reported the same amaxes).
   if (fp8_) {
@@ -557,7 +593,7 @@ void Gpt::recompute_block(int l) {
       pass_ = "bwd";
       return;
     case Recompute::selective: {  // att and atty are shared: rebuild them from this block's qkv
-      BlockActivations& a = acts_->blocks[static_cast<size_t>(l)];
+      BlockActivations& a = block_acts(l);
       pass_ = "recompute";
       {
         auto p = phase("attention", attention_flops(a.qkv));
@@ -572,7 +608,7 @@ void Gpt::recompute_block(int l) {
 
 void Gpt::block_backward(int l) {
   Activations& acts = *acts_;
-  BlockActivations& a = acts.blocks[static_cast<size_t>(l)];
+  BlockActivations& a = block_acts(l);
   GradScratch& g = acts.grad;
   const BlockWeights w = block_weights(l, false);
   const BlockWeights dw = block_weights(l, true);
@@ -617,7 +653,8 @@ void Gpt::block_backward(int l) {
     auto p = phase("ln1");
     // (in the first block nothing reads the bf16 copy: the embedding backward reads dres)
     be_.layernorm_backward(dres, dw.ln1w, dw.ln1b, dln_rows, rows(a.residual_in), w.ln1w,
-                           flat(a.ln1_mean), flat(a.ln1_rstd), l > 0 ? dres_bf16 : Tensor());
+                           flat(a.ln1_mean), flat(a.ln1_rstd),
+                           l > chunk_first_layer() ? dres_bf16 : Tensor());
   }
 }
 

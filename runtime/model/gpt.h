@@ -50,6 +50,12 @@ class Gpt {
   // forward and backward use); they share one scratch (the running gradient, stage_output_grad()
   // included: it is received just before its slot's backward, and sent right after it).
   void allocate_activations(int B, int T, Recompute recompute = Recompute::none, int slots = 1);
+  // A model of several chunks (GptShard::chunks; the interleaved pipeline schedule): slots for
+  // each chunk, chunk 0's first (slot numbers run on over the chunks). A slot holds its chunk's
+  // blocks only, and the head's tensors only in the last chunk's. forward() and backward() run the
+  // chunk of the slot in use.
+  void allocate_activations(int B, int T, Recompute recompute,
+                            const std::vector<int>& slots_per_chunk);
   void use_activation_slot(int slot);
   int activation_slots() const { return static_cast<int>(act_slots_.size()); }
 
@@ -63,8 +69,10 @@ class Gpt {
   // Accumulates parameter gradients of the last forward into grads(). In fp8 compute the scaling
   // states then move on by that forward's amaxes (an evaluation forward, with no backward,
   // leaves them). A stage without the head starts from stage_output_grad(); one without the
-  // embedding ends with stage_input_grad().
-  void backward();
+  // embedding ends with stage_input_grad(). grads_final: whether this backward makes the
+  // gradients of its units final, when Hooks::unit_grads_ready hears of them (false for a
+  // pipeline chunk's pieces before its last).
+  void backward(bool grads_final = true);
   // Pipeline stages' boundary tensors in the current activation slot, fp32, [B,T,C] (sequence
   // parallelism: this rank's rows, [RL,C]): the first block's input (what the previous stage
   // sends), the last block's output (what goes to the next stage), and the gradients of both
@@ -125,6 +133,12 @@ class Gpt {
  private:
   struct BlockWeights;
   BlockWeights block_weights(int local_layer, bool grads) const;
+  // The chunk of the slot in use: its first local block, whether it starts with the embedding
+  // and ends with the head, and local block l's activations in the slot.
+  int chunk_first_layer() const;
+  bool runs_embedding() const;
+  bool runs_head() const;
+  BlockActivations& block_acts(int local_layer);
   void block_forward(int local_layer);
   void block_backward(int local_layer);
   void recompute_block(int local_layer);  // what activation checkpointing dropped
@@ -161,6 +175,7 @@ class Gpt {
                                 Tensor dweight, Tensor dbias, const Tensor& weight);
   Tensor sp_rows(const Tensor& whole) const;  // this rank's rows of a [B,T,C] tensor, [RL, C]
   void call_ready(int unit);
+  bool grads_final_ = true;  // the backward's (call_ready is silent otherwise)
 
   Backend& be_;
   ParamLayout layout_;
@@ -174,6 +189,7 @@ class Gpt {
   void push_fp8_amaxes();     // reduced over the amax group, into the states
   Tensor fp8_sums(const Shape& shape);  // a view of Activations::fp8_sums
   std::vector<std::unique_ptr<Activations>> act_slots_;
+  std::vector<int> slots_per_chunk_;
   Activations* acts_ = nullptr;  // the slot in use
   Hooks hooks_;
   PhaseProfiler* profiler_ = nullptr;

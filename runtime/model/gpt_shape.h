@@ -28,13 +28,26 @@ struct GptDims {
 
 struct GptShard {
   int tp_rank = 0, tp_size = 1;
-  int first_layer = 0, num_layers = 0;  // blocks [first_layer, first_layer + num_layers)
-  bool has_embedding = true;            // first pipeline stage
-  bool has_head = true;                 // last pipeline stage (final norm + tied output layer)
+  // The blocks this rank holds: num_layers of them, in `chunks` runs of num_layers / chunks
+  // consecutive blocks, the first starting at first_layer and each next one chunk_stride blocks
+  // further on. One chunk ([first_layer, first_layer + num_layers)) but under the interleaved
+  // pipeline schedule, where a stage holds one chunk per virtual stage (Megatron's model chunks).
+  int first_layer = 0, num_layers = 0;
+  bool has_embedding = true;  // first pipeline stage (its first chunk)
+  bool has_head = true;       // last pipeline stage (its last chunk: final norm + tied output layer)
   // Megatron's sequence parallelism (tp > 1): the residual stream and the layernorms run over
   // this rank's 1/tp of a micro-batch's rows; the column-parallel layers' inputs are gathered,
   // the row-parallel layers' partial sums reduce-scattered (instead of all-reduced).
   bool sequence_parallel = false;
+  int chunks = 1, chunk_stride = 0;
+
+  int layers_per_chunk() const { return num_layers / chunks; }
+  // The global index of local block `local` (0 <= local < num_layers; ascending).
+  int global_layer(int local) const {
+    const int per = layers_per_chunk();
+    return first_layer + local / per * chunk_stride + local % per;
+  }
+  int last_global_layer() const { return global_layer(num_layers - 1); }
 
   static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true, false}; }
   // Every layer, tp slice `tp_rank` of `tp_size` (no pipeline stages).
@@ -42,14 +55,18 @@ struct GptShard {
                            bool sequence_parallel = false) {
     return {tp_rank, tp_size, 0, d.n_layer, true, true, sequence_parallel && tp_size > 1};
   }
-  // Pipeline stage `pp_rank` of `pp_size` (each n_layer / pp_size consecutive blocks; the first
-  // also the embeddings, the last the final norm and the head, tied to a copy of wte) of tp
-  // slice `tp_rank` of `tp_size`.
+  // Pipeline stage `pp_rank` of `pp_size` of tp slice `tp_rank` of `tp_size`. The n_layer blocks
+  // are cut into pp_size * virtual_stages runs of consecutive blocks (the virtual stages); stage
+  // s holds runs s, s + pp_size, s + 2 pp_size, ... (one, when virtual_stages is 1). The first
+  // stage also holds the embeddings, the last the final norm and the head, tied to a copy of wte.
   static GptShard stage(const GptDims& d, int pp_rank, int pp_size, int tp_rank = 0,
-                        int tp_size = 1, bool sequence_parallel = false) {
+                        int tp_size = 1, bool sequence_parallel = false, int virtual_stages = 1) {
     GptShard s = tp_slice(d, tp_rank, tp_size, sequence_parallel);
-    s.num_layers = d.n_layer / pp_size;
-    s.first_layer = pp_rank * s.num_layers;
+    const int per_chunk = d.n_layer / (pp_size * virtual_stages);
+    s.chunks = virtual_stages;
+    s.chunk_stride = pp_size * per_chunk;
+    s.num_layers = per_chunk * virtual_stages;
+    s.first_layer = pp_rank * per_chunk;
     s.has_embedding = pp_rank == 0;
     s.has_head = pp_rank == pp_size - 1;
     return s;

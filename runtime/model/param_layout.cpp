@@ -72,6 +72,8 @@ ParamSpec row_parallel(std::string name, std::vector<int64_t> global, const GptS
 ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_(s) {
   TRAINER_CHECK(d.n_head % s.tp_size == 0 && d.ffn_hidden() % s.tp_size == 0,
                 "tp " << s.tp_size << " must divide n_head and the FFN width");
+  TRAINER_CHECK(s.chunks >= 1 && s.num_layers % s.chunks == 0,
+                s.num_layers << " blocks do not make " << s.chunks << " equal chunks");
   const int64_t C = d.d_model, V = d.padded_vocab(), T = d.seq_len, FC = d.ffn_hidden();
   if (s.has_embedding || s.has_head) {
     // The output layer is tied to wte, so a last stage without the embedding still holds it.
@@ -85,7 +87,8 @@ ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_
     wpe.weight_decay = true;
     add(wpe, 0);
   }
-  for (int l = s.first_layer; l < s.first_layer + s.num_layers; ++l) {
+  for (int local = 0; local < s.num_layers; ++local) {
+    const int l = s.global_layer(local);
     const std::string h = "h." + std::to_string(l) + ".";
     const int unit = 1 + l;
     add(norm_weight(h + "ln_1.weight", C), unit);

@@ -5,104 +5,147 @@
 namespace trainer::parallel {
 
 namespace {
-constexpr int kActivationTag = 1;  // forward and backward go opposite ways: one tag serves both
+// Forward and backward go opposite ways, but around the interleaved schedule's ring (and at
+// pp 2, where the next stage is the previous one) a pair of stages carries both: a tag each.
+constexpr int kForwardTag = 1;
 constexpr int kTiedEmbeddingTag = 2;
+constexpr int kBackwardTag = 3;
 }  // namespace
 
 PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule schedule, int micros,
                                int rows, int seq_len, model::Recompute recompute)
-    : model_(model), pp_(pp), micros_(micros), piece_rows_(rows / micros), seq_len_(seq_len) {
+    : model_(model),
+      pp_(pp),
+      micros_(micros),
+      piece_rows_(rows / micros),
+      seq_len_(seq_len),
+      chunks_(model.layout().shard().chunks) {
   TRAINER_CHECK(
       micros >= 1 && rows % micros == 0,
       "parallel.pipeline.microbatches = " << micros << " must divide train.micro_batch = " << rows);
   const model::GptShard& s = model.layout().shard();
   TRAINER_CHECK(s.has_embedding == first_stage() && s.has_head == last_stage(),
                 "pipeline stage " << stage() << " of " << stages() << " holds the wrong layers");
-  steps_ = pipeline_steps(schedule, stage(), stages(), micros);
-  model.allocate_activations(piece_rows_, seq_len, recompute,
-                             micros_in_flight(schedule, stage(), stages(), micros));
+  TRAINER_CHECK((schedule == PipeSchedule::interleaved) == (chunks_ > 1),
+                "a model of " << chunks_ << " chunks under a schedule "
+                              << (chunks_ > 1 ? "without" : "with") << " virtual stages");
+  steps_ = pipeline_steps(schedule, stage(), stages(), micros, chunks_);
+  model.allocate_activations(piece_rows_, seq_len, recompute, assign_slots());
   if (stages() > 2 && (first_stage() || last_stage()))  // (pp 2: an all-reduce in place)
     tied_grad_ = BackendBuffer(model.backend(),
                                tied_grad_buffer_floats(model.layout().find("wte.weight").numel));
+  if (schedule == PipeSchedule::interleaved)
+    grad_inbox_ = BackendBuffer(model.backend(), model.stage_output_grad().numel());
 }
 
-void PipelineRunner::use(int micro) {
-  model_.use_activation_slot(micro % model_.activation_slots());
+std::vector<int> PipelineRunner::assign_slots() {
+  const std::vector<int> per_chunk = pieces_in_flight(steps_, chunks_);
+  slot_of_.assign(static_cast<size_t>(chunks_ * micros_), -1);
+  std::vector<std::vector<int>> free(static_cast<size_t>(chunks_));
+  int first = 0;
+  for (int c = 0; c < chunks_; ++c) {
+    for (int i = per_chunk[static_cast<size_t>(c)] - 1; i >= 0; --i)
+      free[static_cast<size_t>(c)].push_back(first + i);  // the lowest on top
+    first += per_chunk[static_cast<size_t>(c)];
+  }
+  auto start = [&](const PipePiece& p) {
+    int& slot = slot_of_[static_cast<size_t>(p.chunk * micros_ + p.micro)];
+    if (slot >= 0) return;
+    std::vector<int>& f = free[static_cast<size_t>(p.chunk)];
+    TRAINER_CHECK(!f.empty(), "pipeline: no free activation slot for micro-batch "
+                                  << p.micro << " of chunk " << p.chunk);
+    slot = f.back();
+    f.pop_back();
+  };
+  for (const PipeStep& st : steps_) {
+    if (st.action == PipeAction::exchange && st.recv_forward.some()) start(st.recv_forward);
+    if (st.action == PipeAction::forward) start(st.piece);
+    if (st.action == PipeAction::backward)
+      free[static_cast<size_t>(st.piece.chunk)].push_back(
+          slot_of_[static_cast<size_t>(st.piece.chunk * micros_ + st.piece.micro)]);
+  }
+  return per_chunk;
 }
 
-void PipelineRunner::exchange(const char* phase, const Tensor* send, int send_peer, Tensor* recv,
-                              int recv_peer) {
-  const bool s = send != nullptr && send_peer >= 0 && send_peer < stages();
-  const bool r = recv != nullptr && recv_peer >= 0 && recv_peer < stages();
-  if (!s && !r) return;
-  PhaseProfiler::Scope p(profiler_, phase, 0);
-  TRAINER_CHECK((!s || send->dtype == DType::f32) && (!r || recv->dtype == DType::f32),
-                "pipeline exchanges carry fp32");
-  pp_.send_recv(s ? send->data : nullptr, s ? send->nbytes() : 0, send_peer,
-                r ? recv->data : nullptr, r ? recv->nbytes() : 0, recv_peer, kActivationTag);
+void PipelineRunner::use(const PipePiece& p) {
+  model_.use_activation_slot(slot_of_[static_cast<size_t>(p.chunk * micros_ + p.micro)]);
+}
+
+void PipelineRunner::exchange(const PipeStep& st) {
+  const int next = (stage() + 1) % stages(), prev = (stage() + stages() - 1) % stages();
+  std::vector<dist::P2pTransfer> transfers;
+  std::string phase = "pp";
+  auto add = [&](const char* what, bool send, const Tensor& t, int peer, int tag) {
+    TRAINER_CHECK(t.dtype == DType::f32, "pipeline exchanges carry fp32");
+    transfers.push_back({send, t.data, t.nbytes(), peer, tag});
+    phase += phase.size() == 2 ? "." : "_";
+    phase += what;
+  };
+  // (posted in this order on every stage: NCCL matches a pair's transfers in order)
+  if (st.send_forward.some()) {
+    use(st.send_forward);
+    add("send_forward", true, model_.stage_output(), next, kForwardTag);
+  }
+  if (st.send_backward.some()) add("send_backward", true, model_.stage_input_grad(), prev, kBackwardTag);
+  if (st.recv_forward.some()) {
+    use(st.recv_forward);
+    add("recv_forward", false, model_.stage_input(), prev, kForwardTag);
+  }
+  if (st.recv_backward.some()) {
+    const bool inbox = grad_inbox_.numel() > 0;
+    if (inbox) {
+      TRAINER_CHECK(!inbox_piece_.some(), "pipeline: an output gradient arrives for micro-batch "
+                                              << st.recv_backward.micro << " before micro-batch "
+                                              << inbox_piece_.micro << "'s was used");
+      inbox_piece_ = st.recv_backward;
+    }
+    add("recv_backward", false, inbox ? grad_inbox_.tensor() : model_.stage_output_grad(), next,
+        kBackwardTag);
+  }
+  PhaseProfiler::Scope p(profiler_, profiler_ ? phase : std::string(), 0);
+  pp_.send_recv_batch(transfers);
+}
+
+void PipelineRunner::backward(const PipePiece& piece,
+                              const std::function<void()>& before_final_backward) {
+  use(piece);
+  if (inbox_piece_.some()) {  // (the last stage's last chunk starts from its own loss instead)
+    TRAINER_CHECK(inbox_piece_ == piece, "pipeline: micro-batch " << piece.micro << " of chunk "
+                                                                 << piece.chunk
+                                                                 << " runs backward before its "
+                                                                    "output gradient arrived");
+    model_.backend().copy(model_.stage_output_grad(), grad_inbox_.tensor());
+    inbox_piece_ = PipePiece{};
+  }
+  // Each chunk's last micro-batch makes its gradients final; the first of those arms the hooks.
+  const bool final = piece.micro == micros_ - 1;
+  if (final && !armed_ && before_final_backward) before_final_backward();
+  armed_ = armed_ || final;
+  model_.backward(final);
 }
 
 double PipelineRunner::run_step(const PipeStep& st, const int32_t* inputs, const int32_t* targets,
                                 float dloss_scale,
                                 const std::function<void()>& before_final_backward) {
-  const int prev = stage() - 1, next = stage() + 1;  // out of range at the ends: no exchange
   const size_t piece = static_cast<size_t>(piece_rows_) * static_cast<size_t>(seq_len_);
   switch (st.action) {
-    case PipeAction::recv_forward: {
-      use(st.micro);
-      Tensor in = model_.stage_input();
-      exchange("pp.recv_forward", nullptr, -1, &in, prev);
-      return 0;
-    }
     case PipeAction::forward:
-      use(st.micro);
-      return model_.forward(inputs + piece * static_cast<size_t>(st.micro),
-                            targets + piece * static_cast<size_t>(st.micro), dloss_scale);
-    case PipeAction::send_forward: {
-      use(st.micro);
-      const Tensor out = model_.stage_output();
-      exchange("pp.send_forward", &out, next, nullptr, -1);
-      return 0;
-    }
-    case PipeAction::send_forward_recv_backward: {
-      use(st.micro);
-      const Tensor out = model_.stage_output();
-      use(st.other);
-      Tensor dout = model_.stage_output_grad();
-      exchange("pp.send_forward_recv_backward", &out, next, &dout, next);
-      return 0;
-    }
+      use(st.piece);
+      return model_.forward(inputs + piece * static_cast<size_t>(st.piece.micro),
+                            targets + piece * static_cast<size_t>(st.piece.micro), dloss_scale);
     case PipeAction::backward:
-      use(st.micro);
-      if (st.micro == micros_ - 1 && before_final_backward) before_final_backward();
-      model_.backward();
+      backward(st.piece, before_final_backward);
       return 0;
-    case PipeAction::send_backward: {
-      use(st.micro);
-      const Tensor din = model_.stage_input_grad();
-      exchange("pp.send_backward", &din, prev, nullptr, -1);
+    case PipeAction::exchange:
+      exchange(st);
       return 0;
-    }
-    case PipeAction::send_backward_recv_forward: {
-      use(st.micro);
-      const Tensor din = model_.stage_input_grad();
-      use(st.other);
-      Tensor in = model_.stage_input();
-      exchange("pp.send_backward_recv_forward", &din, prev, &in, prev);
-      return 0;
-    }
-    case PipeAction::recv_backward: {
-      use(st.micro);
-      Tensor dout = model_.stage_output_grad();
-      exchange("pp.recv_backward", nullptr, -1, &dout, next);
-      return 0;
-    }
   }
   return 0;
 }
 
 double PipelineRunner::train(const int32_t* inputs, const int32_t* targets, float dloss_scale,
                              const std::function<void()>& before_final_backward) {
+  armed_ = false;
   double loss_sum = 0;
   for (const PipeStep& st : steps_)
     loss_sum += run_step(st, inputs, targets, dloss_scale, before_final_backward);
@@ -110,11 +153,20 @@ double PipelineRunner::train(const int32_t* inputs, const int32_t* targets, floa
 }
 
 double PipelineRunner::evaluate(const int32_t* inputs, const int32_t* targets) {
+  // Each piece through the chunks in turn (around the ring), with no backward: any order of the
+  // forwards works, and this one keeps a single slot of each chunk busy.
   double loss_sum = 0;
+  const PipePiece none;
   for (int m = 0; m < micros_; ++m)
-    for (const PipeAction a :
-         {PipeAction::recv_forward, PipeAction::forward, PipeAction::send_forward})
-      loss_sum += run_step({a, m}, inputs, targets, 0.0f, nullptr);
+    for (int c = 0; c < chunks_; ++c) {
+      const PipePiece piece{m, c};
+      const bool first = first_stage() && c == 0, last = last_stage() && c == chunks_ - 1;
+      if (!first) run_step(PipeStep{PipeAction::exchange, none, none, none, piece, none}, inputs,
+                           targets, 0.0f, nullptr);
+      loss_sum += run_step(PipeStep::fwd(m, c), inputs, targets, 0.0f, nullptr);
+      if (!last) run_step(PipeStep{PipeAction::exchange, none, piece, none, none, none}, inputs,
+                          targets, 0.0f, nullptr);
+    }
   return loss_sum / micros_;
 }
 

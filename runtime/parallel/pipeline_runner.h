@@ -3,8 +3,9 @@
 // cut into `micros` pieces (parallel.pipeline.microbatches), in the order of a PipeSchedule, with
 // the stage boundaries' activations and gradients exchanged over the pipeline group (fp32, the
 // residual stream; under sequence parallelism this tp rank's rows). The model's activation slots
-// hold the pieces in flight. Also the tied embedding's gradient sum between the first and the
-// last stage (Megatron's embedding group).
+// hold the pieces in flight, each chunk's its own (the interleaved schedule runs the stage's
+// model chunks in turn). Also the tied embedding's gradient sum between the first and the last
+// stage (Megatron's embedding group).
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -20,7 +21,8 @@ namespace trainer::parallel {
 class PipelineRunner {
  public:
   // pp: the pipeline group, rank = stage. rows: the micro-batch's sequences (micros must divide).
-  // Allocates the model's activations: a slot per piece in flight, each under `recompute`.
+  // The model's chunks (GptShard::chunks) are the schedule's virtual stages. Allocates the
+  // model's activations: a slot per piece in flight, each under `recompute`.
   PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule schedule, int micros, int rows,
                  int seq_len, model::Recompute recompute);
 
@@ -41,6 +43,9 @@ class PipelineRunner {
   // The bytes of the buffer the end stages receive the other end's wte gradient into, a chunk
   // at a time (pp > 2; at pp 2 the sum is an all-reduce over the pipeline group, in place).
   size_t tied_grad_bytes() const { return static_cast<size_t>(tied_grad_.nbytes()); }
+  // The bytes of the buffer an output gradient waits in for its piece's backward (interleaved:
+  // an exchange may receive one while it sends an input gradient from the model's scratch).
+  size_t grad_inbox_bytes() const { return static_cast<size_t>(grad_inbox_.nbytes()); }
   // Its floats for a wte of `wte_numel`: at most kTiedGradChunkFloats (16 MiB), rather than a
   // second wte (2 GiB of fp32 for a 128k x 4096 vocabulary).
   static constexpr int64_t kTiedGradChunkFloats = int64_t{4} << 20;
@@ -56,18 +61,27 @@ class PipelineRunner {
   bool first_stage() const { return stage() == 0; }
   bool last_stage() const { return stage() == stages() - 1; }
   const std::vector<PipeStep>& steps() const { return steps_; }
+  int chunks() const { return chunks_; }
 
  private:
-  void use(int micro);  // the piece's activation slot
+  void use(const PipePiece& p);  // the piece's activation slot
   double run_step(const PipeStep& s, const int32_t* inputs, const int32_t* targets,
                   float dloss_scale, const std::function<void()>& before_final_backward);
-  void exchange(const char* phase, const Tensor* send, int send_peer, Tensor* recv, int recv_peer);
+  void exchange(const PipeStep& s);
+  void backward(const PipePiece& p, const std::function<void()>& before_final_backward);
+  // Gives every piece a slot of its chunk for its time in flight (from its input's receive, or
+  // its forward, to the end of its backward), as the steps run; returns the slots per chunk.
+  std::vector<int> assign_slots();
 
   model::Gpt& model_;
   dist::Comm& pp_;
-  int micros_, piece_rows_, seq_len_;
+  int micros_, piece_rows_, seq_len_, chunks_;
   std::vector<PipeStep> steps_;
-  BackendBuffer tied_grad_;  // the other end's wte gradient
+  std::vector<int> slot_of_;  // [chunk * micros + micro]
+  BackendBuffer tied_grad_;   // the other end's wte gradient
+  BackendBuffer grad_inbox_;  // see grad_inbox_bytes()
+  PipePiece inbox_piece_;     // whose output gradient grad_inbox_ holds
+  bool armed_ = false;        // a chunk's final backward has run in this train()
   PhaseProfiler* profiler_ = nullptr;
 };
 

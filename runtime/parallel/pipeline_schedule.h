@@ -1,52 +1,80 @@
 #pragma once
 // Pipeline schedules as data: the order in which one stage runs the forward and backward passes
 // of the micro-batches that flow through the pipeline in one optimizer step (or one of its
-// grad_accum repeats), with the point-to-point exchanges around them. PipelineRunner carries
+// grad_accum repeats), with the point-to-point exchanges between them. PipelineRunner carries
 // them out; the tests run every stage's list against the others' with blocking exchanges.
 //
-//   1f1b:  Megatron's non-interleaved one-forward-one-backward (PipeDream-Flush): stage s runs
-//          pp - s - 1 warm-up forwards, then alternates one forward and one backward, then drains
-//          the backwards; so it keeps at most pp - s micro-batches' activations.
-//   gpipe: every forward, then every backward; it keeps all of them.
-// Both have the same bubble, (pp - 1) / (micros + pp - 1) of the time, and give the same result.
+//   1f1b:        Megatron's non-interleaved one-forward-one-backward (PipeDream-Flush): stage s
+//                runs pp - s - 1 warm-up forwards, then alternates one forward and one backward,
+//                then drains the backwards; so it keeps at most pp - s micro-batches' activations.
+//   gpipe:       every forward, then every backward; it keeps all of them.
+//   interleaved: Megatron's interleaved 1F1B. Each stage holds `virtual_stages` model chunks
+//                (stage s chunk c is virtual stage c * pp + s: the activations go round the
+//                ring of stages virtual_stages times), and runs the chunks' forwards pp
+//                micro-batches at a time. The bubble shrinks by virtual_stages, for
+//                virtual_stages times as many exchanges.
+// 1f1b and gpipe have the bubble (pp - 1) / (micros + pp - 1) of the time; interleaved
+// (pp - 1) / (virtual_stages * micros + pp - 1). All give the same result.
 #include <string>
 #include <vector>
 
 namespace trainer::parallel {
 
-enum class PipeSchedule { one_f_one_b, gpipe };
+enum class PipeSchedule { one_f_one_b, gpipe, interleaved };
 
-// "1f1b" | "gpipe" (parallel.pipeline.schedule); throws config::ConfigError naming the key for
-// anything else ("interleaved" is named as not built yet).
+// "1f1b" | "gpipe" | "interleaved" (parallel.pipeline.schedule); throws config::ConfigError
+// naming the key for anything else.
 PipeSchedule parse_pipe_schedule(const std::string& name);
 
+// One micro-batch in one model chunk of a stage. micro < 0: none.
+struct PipePiece {
+  int micro = -1;
+  int chunk = 0;
+  bool some() const { return micro >= 0; }
+  bool operator==(const PipePiece&) const = default;
+};
+
 enum class PipeAction {
-  recv_forward,                // micro's stage input, from the previous stage
-  forward,                     // micro
-  send_forward,                // micro's stage output, to the next stage
-  send_forward_recv_backward,  // micro's output to, and other's output gradient from, the next
-  backward,                    // micro
-  send_backward,               // micro's input gradient, to the previous stage
-  send_backward_recv_forward,  // micro's input gradient to, and other's input from, the previous
-  recv_backward,               // micro's output gradient, from the next stage
+  forward,   // piece
+  backward,  // piece
+  // Up to four transfers posted together, then all waited for (dist::Comm::send_recv_batch):
+  // Megatron's batched isend/irecv. The ring neighbours: forward goes to stage s + 1 (the last
+  // stage's to stage 0, chunk + 1), backward to stage s - 1 (stage 0's to the last, chunk - 1).
+  exchange,
 };
 
 struct PipeStep {
-  PipeAction action;
-  int micro = 0;
-  int other = -1;  // the micro-batch received by the combined exchanges
+  PipeAction action = PipeAction::exchange;
+  PipePiece piece;                      // forward, backward
+  PipePiece send_forward, send_backward;  // exchange: this piece's stage output, input gradient
+  PipePiece recv_forward, recv_backward;  // exchange: this piece's stage input, output gradient
   bool operator==(const PipeStep&) const = default;
+
+  static PipeStep run(PipeAction action, PipePiece piece) {
+    PipeStep s;
+    s.action = action;
+    s.piece = piece;
+    return s;
+  }
+  static PipeStep fwd(int micro, int chunk = 0) { return run(PipeAction::forward, {micro, chunk}); }
+  static PipeStep bwd(int micro, int chunk = 0) { return run(PipeAction::backward, {micro, chunk}); }
 };
 
-// Stage `stage` of `stages`, over `micros` micro-batches. (At the ends of the pipeline the
-// exchanges with the missing neighbour are no-ops; the list is the same shape on every stage.)
-std::vector<PipeStep> pipeline_steps(PipeSchedule schedule, int stage, int stages, int micros);
+// Stage `stage` of `stages`, over `micros` micro-batches, with `virtual_stages` chunks a stage
+// (interleaved only; 1 otherwise). Transfers with the ends of the pipeline are left out, and so
+// is an exchange left with none.
+std::vector<PipeStep> pipeline_steps(PipeSchedule schedule, int stage, int stages, int micros,
+                                     int virtual_stages = 1);
 
-// The most micro-batches whose activations the stage keeps at once: its activation slots.
-int micros_in_flight(PipeSchedule schedule, int stage, int stages, int micros);
+// The most pieces of each chunk whose activations the stage keeps at once, from receiving (or
+// starting) a piece's forward to the end of its backward: the chunks' activation slots.
+std::vector<int> pieces_in_flight(const std::vector<PipeStep>& steps, int virtual_stages);
+// The same for a schedule (1f1b: pp - stage; gpipe: micros), summed over the chunks.
+int micros_in_flight(PipeSchedule schedule, int stage, int stages, int micros,
+                     int virtual_stages = 1);
 
-// The schedule's idle fraction of a stage's time when every forward and backward takes the same
-// time on every stage: (pp - 1) / (micros + pp - 1).
-double bubble_fraction(int stages, int micros);
+// The schedule's idle fraction of a stage's time when every chunk's forward and backward takes
+// the same time on every stage: (pp - 1) / (virtual_stages * micros + pp - 1).
+double bubble_fraction(int stages, int micros, int virtual_stages = 1);
 
 }  // namespace trainer::parallel

@@ -28,7 +28,8 @@ model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
   return model::ParamLayout(dims,
                             model::GptShard::stage(dims, stage, cfg.parallel.pp, 0, cfg.parallel.tp,
-                                                   cfg.parallel.sequence_parallel));
+                                                   cfg.parallel.sequence_parallel,
+                                                   config::virtual_stages_of(cfg.parallel)));
 }
 
 // Ranking key: smaller is better (see layout_search.h).
@@ -74,21 +75,32 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
   const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
   const int pp = cfg.parallel.pp, micros = pp > 1 ? cfg.parallel.pipeline.microbatches : 1;
   const int rows = micro_batch / micros;
-  const int stage = layout.shard().first_layer / std::max(1, layout.shard().num_layers);
-  const int slots =
-      pp > 1 ? parallel::micros_in_flight(
-                   parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule), stage, pp, micros)
-             : 1;
-  auto bytes = [&](bool own_scratch) {
+  const model::GptShard& shard = layout.shard();
+  const int stage = shard.first_layer / std::max(1, shard.layers_per_chunk());
+  const parallel::PipeSchedule schedule =
+      parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule);
+  // each chunk's slots (parallel::PipelineRunner)
+  const std::vector<int> slots =
+      pp == 1 ? std::vector<int>{1}
+              : parallel::pieces_in_flight(
+                    parallel::pipeline_steps(schedule, stage, pp, micros, shard.chunks),
+                    shard.chunks);
+  auto bytes = [&](bool own_scratch, int chunk) {
     return model::Activations::bytes_needed(
         layout, rows, T, model::parse_recompute(activation_checkpointing),
         bf16 ? DType::bf16 : DType::f32,
-        attention_state_shape_of(flash_attention, rows,
-                                 layout.dims().n_head / layout.shard().tp_size, T),
-        fp8, own_scratch);
+        attention_state_shape_of(flash_attention, rows, layout.dims().n_head / shard.tp_size, T),
+        fp8, own_scratch, chunk);
   };
   // the later slots share the first one's scratch (model::Gpt::allocate_activations)
-  return bytes(true) + static_cast<size_t>(slots - 1) * (slots > 1 ? bytes(false) : 0);
+  size_t sum = 0;
+  for (int c = 0; c < shard.chunks; ++c)
+    for (int i = 0; i < slots[static_cast<size_t>(c)]; ++i) sum += bytes(c == 0 && i == 0, c);
+  // the interleaved schedule's inbox for an output gradient, a stage output's size (fp32)
+  if (schedule == parallel::PipeSchedule::interleaved && pp > 1)
+    sum += static_cast<size_t>(rows) * T * layout.dims().d_model /
+           (shard.sequence_parallel ? shard.tp_size : 1) * 4;
+  return sum;
 }
 
 // `units`: ZeRO's cut of this layout over dp ranks.

@@ -93,14 +93,18 @@ std::string layout_cell(const json& r) {
   return s;
 }
 
-// "1f1b, 4 pieces, bubble 20.0%" under pipeline parallelism, "-" without.
+// "1f1b, 4 pieces, bubble 20.0%" under pipeline parallelism ("interleaved x2, ..." with virtual
+// stages), "-" without.
 std::string pipeline_cell(const json& r) {
   const double pp = number_at(r, "/parallel/pp"), pieces = number_at(r, "/parallel/microbatches");
   if (!(pp > 1) || !(pieces >= 1)) return "-";
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%s, %.0f pieces, bubble %.1f%%",
-                string_at(r, "/parallel/pipeline_schedule").c_str(), pieces,
-                100 * (pp - 1) / (pieces + pp - 1));
+  double v = number_at(r, "/parallel/virtual_stages");
+  if (!(v >= 1)) v = 1;  // (reports from before the field)
+  const std::string schedule = string_at(r, "/parallel/pipeline_schedule");
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s%s, %.0f pieces, bubble %.1f%%", schedule.c_str(),
+                v > 1 ? (" x" + std::to_string(static_cast<int>(v))).c_str() : "", pieces,
+                100 * (pp - 1) / (v * pieces + pp - 1));  // parallel::bubble_fraction
   return buf;
 }
 

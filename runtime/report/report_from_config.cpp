@@ -22,6 +22,7 @@ ParallelInfo parallel_info(const config::RunConfig& cfg, int world_size) {
   info.sequence_parallel = p.sequence_parallel && p.tp > 1;
   info.pipeline_schedule = p.pp > 1 ? p.pipeline.schedule : "none";
   info.microbatches = p.pp > 1 ? p.pipeline.microbatches : 1;
+  info.virtual_stages = config::virtual_stages_of(p);
   info.activation_checkpointing = cfg.activation_checkpointing;
   info.precision = cfg.precision.compute;
   return info;

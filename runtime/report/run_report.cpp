@@ -60,6 +60,7 @@ ojson parallel_json(const ParallelInfo& p) {
           {"sequence_parallel", p.sequence_parallel},
           {"pipeline_schedule", p.pipeline_schedule},
           {"microbatches", p.microbatches},
+          {"virtual_stages", p.virtual_stages},
           {"activation_checkpointing", p.activation_checkpointing},
           {"precision", p.precision}};
 }

@@ -51,6 +51,7 @@ struct ParallelInfo {
   bool sequence_parallel = false;
   std::string pipeline_schedule = "1f1b";
   int microbatches = 1;
+  int virtual_stages = 1;  // model chunks a pipeline stage (the interleaved schedule)
   std::string activation_checkpointing = "none";
   std::string precision = "fp32";  // compute precision: fp32 | bf16 | fp8
 };

@@ -179,7 +179,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const model::GptDims dims = model::GptDims::from_config(cfg.model);
       model::Gpt gpt(*backend, dims,
                      model::GptShard::stage(dims, mesh.coord().pp, shape.pp, mesh.coord().tp,
-                                            shape.tp, cfg.parallel.sequence_parallel));
+                                            shape.tp, cfg.parallel.sequence_parallel,
+                                            config::virtual_stages_of(cfg.parallel)));
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
@@ -251,7 +252,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         mem.grads = state.grads;
         mem.optimizer = state.optimizer;
         mem.zero_staging = state.scratch;
-        mem.activations = static_cast<int64_t>(gpt.activation_bytes());
+        mem.activations = static_cast<int64_t>(trainer.activation_bytes());
         return mem;
       };
       builder->set_memory({}, memory_breakdown());

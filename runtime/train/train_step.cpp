@@ -211,6 +211,10 @@ parallel::ZeroMemory TrainStep::state_bytes() const {
   return m;
 }
 
+size_t TrainStep::activation_bytes() const {
+  return model_.activation_bytes() + (pipeline_ ? pipeline_->grad_inbox_bytes() : 0);
+}
+
 OwnedState TrainStep::owned_state() {
   if (zero_) {  // every rank owns its contiguous shard
     optim::AdamW& a = zero_->adam();
@@ -265,7 +269,7 @@ void TrainStep::seed_fp8_weight_scales() {
   for (int l = 0; l < layers; ++l)
     for (int which = 0; which < 4; ++which) {
       const model::ParamSpec& p =
-          layout.find("h." + std::to_string(layout.shard().first_layer + l) + "." + linears[which]);
+          layout.find("h." + std::to_string(layout.shard().global_layer(l)) + "." + linears[which]);
       const int64_t lo = std::max(owned.begin, p.offset),
                     hi = std::min(owned.end, p.offset + p.numel);
       if (lo >= hi) continue;

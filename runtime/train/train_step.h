@@ -94,6 +94,8 @@ class TrainStep {
   // (ZeRO shards included; a pipeline end stage's grads include the buffer it receives the other
   // end's wte gradient into).
   parallel::ZeroMemory state_bytes() const;
+  // The model's activation slots, and the interleaved pipeline's inbox for an output gradient.
+  size_t activation_bytes() const;
 
  private:
   const config::RunConfig& cfg_;

@@ -80,11 +80,16 @@ class DeviceStagingComm : public dist::Comm {
     inner_->recv(buf.host(), bytes, peer, tag);
     buf.write_back();
   }
-  void send_recv(const void* s, size_t sn, int sp, void* r, size_t rn, int rp, int tag) override {
-    Staged out(*this, const_cast<void*>(s), sn);
-    Staged in(*this, r, rn);
-    inner_->send_recv(out.host(), sn, sp, in.host(), rn, rp, tag);
-    if (rn > 0) in.write_back();
+  void send_recv_batch(const std::vector<dist::P2pTransfer>& transfers) override {
+    std::vector<std::unique_ptr<Staged>> staged;
+    std::vector<dist::P2pTransfer> host = transfers;
+    for (dist::P2pTransfer& t : host) {
+      staged.push_back(std::make_unique<Staged>(*this, t.data, t.bytes));
+      t.data = staged.back()->host();
+    }
+    inner_->send_recv_batch(host);
+    for (size_t i = 0; i < host.size(); ++i)
+      if (!host[i].send && host[i].bytes > 0) staged[i]->write_back();
   }
   void barrier() override { inner_->barrier(); }
 

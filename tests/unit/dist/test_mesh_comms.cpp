@@ -53,7 +53,7 @@ class FakeComm : public Comm {
   void all_to_all(const void*, void*, size_t, CommDType) override {}
   void send(const void*, size_t, int, int) override {}
   void recv(void*, size_t, int, int) override {}
-  void send_recv(const void*, size_t, int, void*, size_t, int, int) override {}
+  void send_recv_batch(const std::vector<P2pTransfer>&) override {}
   void barrier() override {}
 
  private:

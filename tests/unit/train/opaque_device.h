@@ -176,9 +176,11 @@ class OpaqueComm : public dist::Comm {
   void recv(void* d, size_t bytes, int peer, int tag_) override {
     inner_->recv(untag(d), bytes, peer, tag_);
   }
-  void send_recv(const void* s, size_t sn, int sp, void* r, size_t rn, int rp, int tag_) override {
-    inner_->send_recv(sn > 0 ? untag(s) : nullptr, sn, sp, rn > 0 ? untag(r) : nullptr, rn, rp,
-                      tag_);
+  void send_recv_batch(const std::vector<dist::P2pTransfer>& transfers) override {
+    std::vector<dist::P2pTransfer> host = transfers;
+    for (dist::P2pTransfer& t : host)
+      if (t.bytes > 0) t.data = untag(t.data);
+    inner_->send_recv_batch(host);
   }
   void barrier() override { inner_->barrier(); }
 
