@@ -68,10 +68,13 @@ size_t print_activation_memory(const config::RunConfig& cfg, bool flash, int sta
   std::string batch = "micro_batch " + std::to_string(cfg.train.micro_batch);
   if (const int pp = cfg.parallel.pp; pp > 1) {
     const int micros = cfg.parallel.pipeline.microbatches;
-    batch = std::to_string(parallel::micros_in_flight(
-                parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule), stage, pp, micros)) +
-            " pieces in flight on stage " + std::to_string(stage) + ", each " +
-            std::to_string(cfg.train.micro_batch / micros);
+    const int v = config::virtual_stages_of(cfg.parallel);
+    batch =
+        std::to_string(parallel::micros_in_flight(
+            parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule), stage, pp, micros, v)) +
+        " pieces in flight on stage " + std::to_string(stage) +
+        (v > 1 ? " over its " + std::to_string(v) + " chunks" : "") + ", each " +
+        std::to_string(cfg.train.micro_batch / micros);
   }
   std::printf(
       "activations per rank (%s x %d tokens, activation_checkpointing %s, %s, "
@@ -292,13 +295,18 @@ void register_plan(CLI::App& app) {
     const int stage = plan::heaviest_stage(cfg, cfg.parallel.zero, dp, device, flash);
     if (pp > 1) {
       const int micros = cfg.parallel.pipeline.microbatches;
+      const int v = config::virtual_stages_of(cfg.parallel);
+      const std::string chunks = v > 1 ? " in " + std::to_string(v) + " chunks of " +
+                                             std::to_string(m.n_layer / pp / v) +
+                                             " (stage s holds virtual stages s, s + pp, ...)"
+                                       : "";
       std::printf(
-          "pipeline: %d stages of %d layers (the first also the embeddings, the last the head on a "
-          "tied copy of wte), %s over %d pieces of %d sequences per micro-batch: bubble %.1f%% of "
-          "a step; %.0f B sent per rank per step between stages (%.1f MiB); per rank below: "
-          "stage %d, the one that needs the most\n",
-          pp, m.n_layer / pp, cfg.parallel.pipeline.schedule.c_str(), micros,
-          cfg.train.micro_batch / micros, 100 * parallel::bubble_fraction(pp, micros),
+          "pipeline: %d stages of %d layers%s (the first also the embeddings, the last the head "
+          "on a tied copy of wte), %s over %d pieces of %d sequences per micro-batch: bubble "
+          "%.1f%% of a step; %.0f B sent per rank per step between stages (%.1f MiB); per rank "
+          "below: stage %d, the one that needs the most\n",
+          pp, m.n_layer / pp, chunks.c_str(), cfg.parallel.pipeline.schedule.c_str(), micros,
+          cfg.train.micro_batch / micros, 100 * parallel::bubble_fraction(pp, micros, v),
           plan::pp_sent_bytes(cfg), plan::pp_sent_bytes(cfg) / (1024.0 * 1024.0), stage);
     }
     print_zero_memory(

@@ -36,9 +36,8 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
   req.world->all_gather(mine.sha256.data(), hashes.data(), 64, dist::CommDType::u8);
   const model::GptShard& shard = req.layout->shard();
   constexpr size_t kInfo = 8;
-  int64_t info[kInfo] = {mine.bytes,        req.owned.begin,  req.owned.end,
-                         shard.tp_rank,     shard.first_layer, shard.num_layers,
-                         shard.chunks,      shard.chunk_stride};
+  int64_t info[kInfo] = {mine.bytes,        req.owned.begin,  req.owned.end, shard.tp_rank,
+                         shard.first_layer, shard.num_layers, shard.chunks,  shard.chunk_stride};
   std::vector<int64_t> infos(kInfo * static_cast<size_t>(n));
   req.world->all_gather(info, infos.data(), kInfo, dist::CommDType::i64);
   std::vector<ShardFile> out;

@@ -116,7 +116,8 @@ class Activations {
                              bool fp8_sums = false, bool own_scratch = true, int chunk = 0);
 
  private:
-  Activations(int B, int T, Recompute recompute, DType matmul_input, int chunk);  // views only, no memory
+  Activations(int B, int T, Recompute recompute, DType matmul_input,
+              int chunk);  // views only, no memory
   Backend* be_ = nullptr;
   void* memory_ = nullptr;
   size_t bytes_ = 0;

@@ -225,8 +225,8 @@ void Gpt::allocate_activations(int B, int T, Recompute recompute,
     return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
   TRAINER_CHECK(static_cast<int>(slots_per_chunk.size()) == layout_.shard().chunks,
-                slots_per_chunk.size() << " chunks of activation slots for a model of "
-                                       << layout_.shard().chunks);
+                slots_per_chunk.size()
+                    << " chunks of activation slots for a model of " << layout_.shard().chunks);
   acts_ = nullptr;
   act_slots_.clear();
   for (size_t c = 0; c < slots_per_chunk.size(); ++c) {

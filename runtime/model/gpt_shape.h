@@ -34,7 +34,7 @@ struct GptShard {
   // pipeline schedule, where a stage holds one chunk per virtual stage (Megatron's model chunks).
   int first_layer = 0, num_layers = 0;
   bool has_embedding = true;  // first pipeline stage (its first chunk)
-  bool has_head = true;       // last pipeline stage (its last chunk: final norm + tied output layer)
+  bool has_head = true;  // last pipeline stage (its last chunk: final norm + tied output layer)
   // Megatron's sequence parallelism (tp > 1): the residual stream and the layernorms run over
   // this rank's 1/tp of a micro-batch's rows; the column-parallel layers' inputs are gathered,
   // the row-parallel layers' partial sums reduce-scattered (instead of all-reduced).

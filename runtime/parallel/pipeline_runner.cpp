@@ -86,7 +86,8 @@ void PipelineRunner::exchange(const PipeStep& st) {
     use(st.send_forward);
     add("send_forward", true, model_.stage_output(), next, kForwardTag);
   }
-  if (st.send_backward.some()) add("send_backward", true, model_.stage_input_grad(), prev, kBackwardTag);
+  if (st.send_backward.some())
+    add("send_backward", true, model_.stage_input_grad(), prev, kBackwardTag);
   if (st.recv_forward.some()) {
     use(st.recv_forward);
     add("recv_forward", false, model_.stage_input(), prev, kForwardTag);
@@ -111,9 +112,9 @@ void PipelineRunner::backward(const PipePiece& piece,
   use(piece);
   if (inbox_piece_.some()) {  // (the last stage's last chunk starts from its own loss instead)
     TRAINER_CHECK(inbox_piece_ == piece, "pipeline: micro-batch " << piece.micro << " of chunk "
-                                                                 << piece.chunk
-                                                                 << " runs backward before its "
-                                                                    "output gradient arrived");
+                                                                  << piece.chunk
+                                                                  << " runs backward before its "
+                                                                     "output gradient arrived");
     model_.backend().copy(model_.stage_output_grad(), grad_inbox_.tensor());
     inbox_piece_ = PipePiece{};
   }
@@ -161,11 +162,13 @@ double PipelineRunner::evaluate(const int32_t* inputs, const int32_t* targets) {
     for (int c = 0; c < chunks_; ++c) {
       const PipePiece piece{m, c};
       const bool first = first_stage() && c == 0, last = last_stage() && c == chunks_ - 1;
-      if (!first) run_step(PipeStep{PipeAction::exchange, none, none, none, piece, none}, inputs,
-                           targets, 0.0f, nullptr);
+      if (!first)
+        run_step(PipeStep{PipeAction::exchange, none, none, none, piece, none}, inputs, targets,
+                 0.0f, nullptr);
       loss_sum += run_step(PipeStep::fwd(m, c), inputs, targets, 0.0f, nullptr);
-      if (!last) run_step(PipeStep{PipeAction::exchange, none, piece, none, none, none}, inputs,
-                          targets, 0.0f, nullptr);
+      if (!last)
+        run_step(PipeStep{PipeAction::exchange, none, piece, none, none, none}, inputs, targets,
+                 0.0f, nullptr);
     }
   return loss_sum / micros_;
 }

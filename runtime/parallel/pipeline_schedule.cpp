@@ -157,14 +157,15 @@ void resolve_receives(std::vector<PipeStep>& steps, int chunks) {
   }
   // the pieces that take no receive: stage 0's first chunk forwards, the last one's backwards
   auto take = [](std::deque<int>& q, PipePiece& p) {
-    TRAINER_CHECK(!q.empty(), "pipeline schedule: a receive into chunk " << p.chunk
-                                                                         << " that nothing reads");
+    TRAINER_CHECK(!q.empty(),
+                  "pipeline schedule: a receive into chunk " << p.chunk << " that nothing reads");
     p.micro = q.front();
     q.pop_front();
   };
   for (PipeStep& st : steps) {
     if (st.action != PipeAction::exchange) continue;
-    if (st.recv_forward.some()) take(forwards[static_cast<size_t>(st.recv_forward.chunk)], st.recv_forward);
+    if (st.recv_forward.some())
+      take(forwards[static_cast<size_t>(st.recv_forward.chunk)], st.recv_forward);
     if (st.recv_backward.some())
       take(backwards[static_cast<size_t>(st.recv_backward.chunk)], st.recv_backward);
   }
@@ -228,8 +229,8 @@ int micros_in_flight(PipeSchedule schedule, int stage, int stages, int micros, i
   if (schedule == PipeSchedule::gpipe) return micros;
   if (schedule == PipeSchedule::one_f_one_b) return std::min(stages - stage, micros);
   int sum = 0;
-  for (const int n : pieces_in_flight(pipeline_steps(schedule, stage, stages, micros, virtual_stages),
-                                      virtual_stages))
+  for (const int n : pieces_in_flight(
+           pipeline_steps(schedule, stage, stages, micros, virtual_stages), virtual_stages))
     sum += n;
   return sum;
 }

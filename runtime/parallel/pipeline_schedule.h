@@ -45,7 +45,7 @@ enum class PipeAction {
 
 struct PipeStep {
   PipeAction action = PipeAction::exchange;
-  PipePiece piece;                      // forward, backward
+  PipePiece piece;                        // forward, backward
   PipePiece send_forward, send_backward;  // exchange: this piece's stage output, input gradient
   PipePiece recv_forward, recv_backward;  // exchange: this piece's stage input, output gradient
   bool operator==(const PipeStep&) const = default;
@@ -57,7 +57,9 @@ struct PipeStep {
     return s;
   }
   static PipeStep fwd(int micro, int chunk = 0) { return run(PipeAction::forward, {micro, chunk}); }
-  static PipeStep bwd(int micro, int chunk = 0) { return run(PipeAction::backward, {micro, chunk}); }
+  static PipeStep bwd(int micro, int chunk = 0) {
+    return run(PipeAction::backward, {micro, chunk});
+  }
 };
 
 // Stage `stage` of `stages`, over `micros` micro-batches, with `virtual_stages` chunks a stage

@@ -81,10 +81,10 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
       parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule);
   // each chunk's slots (parallel::PipelineRunner)
   const std::vector<int> slots =
-      pp == 1 ? std::vector<int>{1}
-              : parallel::pieces_in_flight(
-                    parallel::pipeline_steps(schedule, stage, pp, micros, shard.chunks),
-                    shard.chunks);
+      pp == 1
+          ? std::vector<int>{1}
+          : parallel::pieces_in_flight(
+                parallel::pipeline_steps(schedule, stage, pp, micros, shard.chunks), shard.chunks);
   auto bytes = [&](bool own_scratch, int chunk) {
     return model::Activations::bytes_needed(
         layout, rows, T, model::parse_recompute(activation_checkpointing),
@@ -247,8 +247,9 @@ int heaviest_stage(const config::RunConfig& cfg, int zero, int dp, const DeviceK
 double pp_sent_bytes(const config::RunConfig& cfg) {
   if (cfg.parallel.pp <= 1) return 0;
   const int rows_of = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
+  // (the interleaved schedule sends each piece on from every chunk)
   return 2.0 * cfg.train.grad_accum * cfg.train.micro_batch * cfg.model.seq_len *
-         cfg.model.d_model * 4 / rows_of;
+         cfg.model.d_model * 4 / rows_of * config::virtual_stages_of(cfg.parallel);
 }
 
 TpTraffic tp_traffic(const config::RunConfig& cfg) {

@@ -107,7 +107,8 @@ int heaviest_stage(const config::RunConfig& cfg, int zero, int dp, const DeviceK
 
 // Pipeline parallelism's point-to-point bytes per step sent by a rank between two middle stages
 // (0 at pp 1): each micro-batch's boundary activations forward and their gradients back, fp32
-// [micro_batch, seq_len, d_model] each (under sequence parallelism the rank's 1/tp of the rows).
+// [micro_batch, seq_len, d_model] each (under sequence parallelism the rank's 1/tp of the rows);
+// under the interleaved schedule once from each of the stage's chunks.
 double pp_sent_bytes(const config::RunConfig& cfg);
 
 // Tensor parallelism's activation collectives per training step (none at tp 1), on one

@@ -70,9 +70,9 @@ expect_exit_2 "pipeline-parallel layouts only" out train run.yaml --set parallel
 expect_exit_2 "parallel.zero = 2 with parallel.pp = 2: pipeline parallelism runs with zero 0 or 1" \
   out train run.yaml --set parallel.pp=2 --set parallel.zero=2 --out out
 expect_exit_2 "parallel.pipeline.microbatches = 3 is not divisible by parallel.pp = 2 (the interleaved" \
-  out train run.yaml --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved \
+  "" plan run.yaml --gpus 2 --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved \
   --set parallel.pipeline.virtual_stages=2 --set train.micro_batch=6 \
-  --set parallel.pipeline.microbatches=3 --out out
+  --set parallel.pipeline.microbatches=3
 expect_exit_2 "precision.compute = fp8 with parallel.pp = 2" out plan "$src/configs/gpt2_small_cuda.yaml" \
   --gpu h100 --set parallel.pp=2 --set precision.compute=fp8
 expect_exit_2 "model.seq_len / parallel.cp = 9 is not divisible by parallel.tp = 2" out plan \

@@ -234,11 +234,11 @@ TEST_CASE("one_f_one_b_follows_megatrons_order", "[parallel][pp]") {
   auto x = [&](PipePiece sf, PipePiece sb, PipePiece rf, PipePiece rb) {
     return PipeStep{PipeAction::exchange, none, sf, sb, rf, rb};
   };
-  const std::vector<PipeStep> want = {
-      PipeStep::fwd(0),         x({0}, none, none, none), PipeStep::fwd(1),
-      x({1}, none, none, {0}),  PipeStep::bwd(0),         PipeStep::fwd(2),
-      x({2}, none, none, {1}),  PipeStep::bwd(1),         x(none, none, none, {2}),
-      PipeStep::bwd(2)};
+  const std::vector<PipeStep> want = {PipeStep::fwd(0),         x({0}, none, none, none),
+                                      PipeStep::fwd(1),         x({1}, none, none, {0}),
+                                      PipeStep::bwd(0),         PipeStep::fwd(2),
+                                      x({2}, none, none, {1}),  PipeStep::bwd(1),
+                                      x(none, none, none, {2}), PipeStep::bwd(2)};
   CHECK(parallel::pipeline_steps(PipeSchedule::one_f_one_b, 0, 2, 3) == want);
   CHECK(parallel::bubble_fraction(4, 8) == Approx(3.0 / 11.0));
 }
@@ -253,19 +253,33 @@ TEST_CASE("interleaved_follows_megatrons_order", "[parallel][pp]") {
     return PipeStep{PipeAction::exchange, none, sf, sb, rf, rb};
   };
   using S = PipeStep;
-  const std::vector<PipeStep> want = {
-      S::fwd(0, 0), x({0, 0}, none, none, none),
-      S::fwd(1, 0), x({1, 0}, none, {0, 1}, none),
-      S::fwd(0, 1), x({0, 1}, none, {1, 1}, none),
-      S::fwd(1, 1), x({1, 1}, none, none, {0, 1}),
-      S::fwd(2, 0), S::bwd(0, 1), x({2, 0}, {0, 1}, none, {1, 1}),
-      S::fwd(3, 0), S::bwd(1, 1), x({3, 0}, {1, 1}, {2, 1}, {0, 0}),
-      S::fwd(2, 1), S::bwd(0, 0), x({2, 1}, none, {3, 1}, {1, 0}),
-      S::fwd(3, 1), S::bwd(1, 0), x({3, 1}, none, none, {2, 1}),
-      S::bwd(2, 1), x(none, {2, 1}, none, {3, 1}),
-      S::bwd(3, 1), x(none, {3, 1}, none, {2, 0}),
-      S::bwd(2, 0), x(none, none, none, {3, 0}),
-      S::bwd(3, 0)};
+  const std::vector<PipeStep> want = {S::fwd(0, 0),
+                                      x({0, 0}, none, none, none),
+                                      S::fwd(1, 0),
+                                      x({1, 0}, none, {0, 1}, none),
+                                      S::fwd(0, 1),
+                                      x({0, 1}, none, {1, 1}, none),
+                                      S::fwd(1, 1),
+                                      x({1, 1}, none, none, {0, 1}),
+                                      S::fwd(2, 0),
+                                      S::bwd(0, 1),
+                                      x({2, 0}, {0, 1}, none, {1, 1}),
+                                      S::fwd(3, 0),
+                                      S::bwd(1, 1),
+                                      x({3, 0}, {1, 1}, {2, 1}, {0, 0}),
+                                      S::fwd(2, 1),
+                                      S::bwd(0, 0),
+                                      x({2, 1}, none, {3, 1}, {1, 0}),
+                                      S::fwd(3, 1),
+                                      S::bwd(1, 0),
+                                      x({3, 1}, none, none, {2, 1}),
+                                      S::bwd(2, 1),
+                                      x(none, {2, 1}, none, {3, 1}),
+                                      S::bwd(3, 1),
+                                      x(none, {3, 1}, none, {2, 0}),
+                                      S::bwd(2, 0),
+                                      x(none, none, none, {3, 0}),
+                                      S::bwd(3, 0)};
   CHECK(parallel::pipeline_steps(PipeSchedule::interleaved, 0, 2, 4, 2) == want);
   CHECK(parallel::bubble_fraction(4, 8, 2) == Approx(3.0 / 19.0));
 }
