@@ -152,18 +152,25 @@ TEST_CASE("cuda_pipeline_parallel_matches_cpu_with_two_stages_on_one_gpu", "[cud
   if (!probe) return;
 #ifdef TRAINER_HAVE_CUDA
   probe.reset();
-  for (const std::string precision : {"fp32", "bf16"}) {
-    config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
-    cfg.precision.compute = precision;
-    cfg.train.grad_clip = 0.05;
-    cfg.train.grad_accum = 2;
-    cfg.parallel.pp = 2;
-    cfg.parallel.pipeline.microbatches = 2;
-    const auto ref = run(cfg, false, testing::Split::pp), gpu = run(cfg, true, testing::Split::pp);
-    const double tol = precision == "fp32" ? 1e-4 : 2e-2;
-    for (int r = 0; r < kDp; ++r)
-      check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
-                        "pp 2, " + precision + ", stage " + std::to_string(r));
-  }
+  // 1F1B, and the interleaved schedule with 2 chunks a stage (its output-gradient inbox)
+  for (const std::string schedule : {"1f1b", "interleaved"})
+    for (const std::string precision : {"fp32", "bf16"}) {
+      const bool interleaved = schedule == "interleaved";
+      config::RunConfig cfg =
+          trainer::testing::small_train_config(64, 16, interleaved ? 4 : 2, 64, 2);
+      cfg.precision.compute = precision;
+      cfg.train.grad_clip = 0.05;
+      cfg.train.grad_accum = 2;
+      cfg.parallel.pp = 2;
+      cfg.parallel.pipeline.microbatches = 2;
+      cfg.parallel.pipeline.schedule = schedule;
+      cfg.parallel.pipeline.virtual_stages = interleaved ? 2 : 1;
+      const auto ref = run(cfg, false, testing::Split::pp),
+                 gpu = run(cfg, true, testing::Split::pp);
+      const double tol = precision == "fp32" ? 1e-4 : 2e-2;
+      for (int r = 0; r < kDp; ++r)
+        check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
+                          "pp 2, " + schedule + ", " + precision + ", stage " + std::to_string(r));
+    }
 #endif
 }

@@ -36,7 +36,8 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
   const auto dims = model::GptDims::from_config(cfg.model);
   const bool tp = split == Split::tp || split == Split::tp_sp, pp = split == Split::pp;
   model::Gpt gpt(be, dims,
-                 pp ? model::GptShard::stage(dims, rank, comm.size())
+                 pp ? model::GptShard::stage(dims, rank, comm.size(), 0, 1, false,
+                                             config::virtual_stages_of(cfg.parallel))
                     : model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1,
                                                 split == Split::tp_sp));
   gpt.init_weights(cfg.run.seed);

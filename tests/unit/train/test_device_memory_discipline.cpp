@@ -117,25 +117,31 @@ TEST_CASE("tensor_parallel_touches_backend_memory_only_through_the_backend_and_c
     }
 }
 
-// The same for two pipeline stages (1F1B over 2 pieces per micro-batch, the stage boundaries'
-// exchanges, the tied embedding's gradient sum, the norm and loss over the stages): bit for bit
-// the plain cpu pipeline run, and that run gives one process's losses and norms (fp32 within
-// 1e-5; bf16 1e-2).
+// The same for two pipeline stages (1F1B over 2 pieces per micro-batch, and the interleaved
+// schedule with 2 chunks a stage and its output-gradient inbox; the stage boundaries' exchanges,
+// the tied embedding's gradient sum, the norm and loss over the stages): bit for bit the plain
+// cpu pipeline run, and that run gives one process's losses and norms (fp32 within 1e-5; bf16
+// 1e-2).
 TEST_CASE("pipeline_parallel_touches_backend_memory_only_through_the_backend_and_comm",
           "[train][pp]") {
-  for (const std::string precision : {"fp32", "bf16"}) {
-    config::RunConfig cfg = testing::small_train_config();
-    cfg.precision.compute = precision;
-    cfg.train.grad_accum = 2;
-    cfg.train.grad_clip = 0.05;
-    cfg.parallel.pp = 2;
-    cfg.parallel.pipeline.microbatches = 2;
-    const std::vector<Trace> cpu = run(cfg, false, testing::Split::pp),
-                             opaque = run(cfg, true, testing::Split::pp),
-                             one = run(cfg, false, testing::Split::tp, 1);
-    const double tol = precision == "fp32" ? 1e-5 : 1e-2;
-    for (int r = 0; r < kDp; ++r)
-      check_model_parallel_rank(cpu[size_t(r)], opaque[size_t(r)], one[0], tol,
-                                "pp 2, " + precision + ", stage " + std::to_string(r));
-  }
+  for (const std::string schedule : {"1f1b", "interleaved"})
+    for (const std::string precision : {"fp32", "bf16"}) {
+      const bool interleaved = schedule == "interleaved";
+      config::RunConfig cfg = testing::small_train_config(32, 16, interleaved ? 4 : 2);
+      cfg.precision.compute = precision;
+      cfg.train.grad_accum = 2;
+      cfg.train.grad_clip = 0.05;
+      cfg.parallel.pp = 2;
+      cfg.parallel.pipeline.microbatches = 2;
+      cfg.parallel.pipeline.schedule = schedule;
+      cfg.parallel.pipeline.virtual_stages = interleaved ? 2 : 1;
+      const std::vector<Trace> cpu = run(cfg, false, testing::Split::pp),
+                               opaque = run(cfg, true, testing::Split::pp),
+                               one = run(cfg, false, testing::Split::tp, 1);
+      const double tol = precision == "fp32" ? 1e-5 : 1e-2;
+      for (int r = 0; r < kDp; ++r)
+        check_model_parallel_rank(
+            cpu[size_t(r)], opaque[size_t(r)], one[0], tol,
+            "pp 2, " + schedule + ", " + precision + ", stage " + std::to_string(r));
+    }
 }
