@@ -19,6 +19,8 @@ namespace trainer::dist {
 
 enum class ReduceOp { sum, avg, max };
 
+enum class CommDType { f32, f64, i32, i64, u8 };
+
 // One side of a batch of point-to-point transfers (Comm::send_recv_batch).
 struct P2pTransfer {
   bool send = true;      // false: a receive
@@ -27,7 +29,6 @@ struct P2pTransfer {
   int peer = 0;
   int tag = 0;
 };
-enum class CommDType { f32, f64, i32, i64, u8 };
 
 struct CommError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -69,7 +70,9 @@ class Comm {
   // Sends and receives posted together, then all waited for (a transfer of 0 bytes is skipped):
   // a pipeline stage's exchange with its neighbours (Megatron's batched isend/irecv). Blocking
   // calls one after the other could deadlock there, each rank's send waiting for the other's
-  // receive. Transfers between the same two ranks with the same tag match in the order posted.
+  // receive. Transfers between the same two ranks with the same tag match in the order posted
+  // (NCCL has no tags: there all of a pair's match in order; the pipeline schedules keep the
+  // two orders the same, tests/unit/parallel/test_pipeline_schedule.cpp).
   virtual void send_recv_batch(const std::vector<P2pTransfer>& transfers) = 0;
   // One send to `send_peer` and one receive from `recv_peer`, as a batch.
   void send_recv(const void* send_data, size_t send_bytes, int send_peer, void* recv_data,
