@@ -18,7 +18,6 @@
 namespace trainer::dist {
 
 enum class ReduceOp { sum, avg, max };
-
 enum class CommDType { f32, f64, i32, i64, u8 };
 
 // One side of a batch of point-to-point transfers (Comm::send_recv_batch).
