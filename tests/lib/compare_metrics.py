@@ -2,9 +2,10 @@
 """Compares the loss and grad-norm curves of two metrics.jsonl files.
 
 usage: compare_metrics.py REFERENCE.jsonl CANDIDATE.jsonl --rtol 1e-5 [--min-steps 30] [--exact]
-                          [--fields loss,grad_norm]
+                          [--fields loss,grad_norm] [--first-steps N]
 Exits 1, printing both curves side by side, when any logged step differs by more than rtol
-(relative) in a field, or when the files do not log the same steps. A field absent from both
+(relative) in a field, or when the files do not log the same steps (--first-steps N: only the
+first N logged steps of each file count). A field absent from both
 files at a step (val_loss off the eval steps) is skipped there; a null (non-finite) value never
 matches; each field must have a value in some step of the reference.
 """
@@ -31,8 +32,12 @@ def main():
     ap.add_argument("--min-steps", type=int, default=1)
     ap.add_argument("--exact", action="store_true", help="losses must be bit-identical")
     ap.add_argument("--fields", default="loss,grad_norm")
+    ap.add_argument("--first-steps", type=int, default=0, help="compare only the first N steps")
     a = ap.parse_args()
     ref, cand = load(a.reference), load(a.candidate)
+    if a.first_steps > 0:
+        ref = {s: ref[s] for s in sorted(ref)[: a.first_steps]}
+        cand = {s: cand[s] for s in sorted(cand)[: a.first_steps]}
     fields = a.fields.split(",")
     ok = sorted(ref) == sorted(cand) and len(ref) >= a.min_steps
     worst = 0.0

@@ -155,16 +155,10 @@ TEST_CASE("cuda_pipeline_parallel_matches_cpu_with_two_stages_on_one_gpu", "[cud
   // 1F1B, and the interleaved schedule with 2 chunks a stage (its output-gradient inbox)
   for (const std::string schedule : {"1f1b", "interleaved"})
     for (const std::string precision : {"fp32", "bf16"}) {
-      const bool interleaved = schedule == "interleaved";
       config::RunConfig cfg =
-          trainer::testing::small_train_config(64, 16, interleaved ? 4 : 2, 64, 2);
+          trainer::testing::small_train_config(64, 16, schedule == "interleaved" ? 4 : 2, 64, 2);
       cfg.precision.compute = precision;
-      cfg.train.grad_clip = 0.05;
-      cfg.train.grad_accum = 2;
-      cfg.parallel.pp = 2;
-      cfg.parallel.pipeline.microbatches = 2;
-      cfg.parallel.pipeline.schedule = schedule;
-      cfg.parallel.pipeline.virtual_stages = interleaved ? 2 : 1;
+      trainer::testing::two_stage_pipeline(cfg, schedule);
       const auto ref = run(cfg, false, testing::Split::pp),
                  gpu = run(cfg, true, testing::Split::pp);
       const double tol = precision == "fp32" ? 1e-4 : 2e-2;

@@ -126,15 +126,10 @@ TEST_CASE("pipeline_parallel_touches_backend_memory_only_through_the_backend_and
           "[train][pp]") {
   for (const std::string schedule : {"1f1b", "interleaved"})
     for (const std::string precision : {"fp32", "bf16"}) {
-      const bool interleaved = schedule == "interleaved";
-      config::RunConfig cfg = testing::small_train_config(32, 16, interleaved ? 4 : 2);
+      config::RunConfig cfg =
+          testing::small_train_config(32, 16, schedule == "interleaved" ? 4 : 2);
       cfg.precision.compute = precision;
-      cfg.train.grad_accum = 2;
-      cfg.train.grad_clip = 0.05;
-      cfg.parallel.pp = 2;
-      cfg.parallel.pipeline.microbatches = 2;
-      cfg.parallel.pipeline.schedule = schedule;
-      cfg.parallel.pipeline.virtual_stages = interleaved ? 2 : 1;
+      testing::two_stage_pipeline(cfg, schedule);
       const std::vector<Trace> cpu = run(cfg, false, testing::Split::pp),
                                opaque = run(cfg, true, testing::Split::pp),
                                one = run(cfg, false, testing::Split::tp, 1);
