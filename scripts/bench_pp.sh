@@ -5,8 +5,10 @@
 # the bubble is largest), and as dp=NPROC (the cpu's cores split evenly over the ranks:
 # OMP/OpenBLAS threads = nproc / ranks). NPROC must divide 4 (the 8 layers make 2 chunks a stage).
 # Prints tokens/s and the ratio to one process, the step time p50, the schedule's bubble
-# ((pp - 1) / (v * pieces + pp - 1), v the chunks a stage), and rank 0's params and activation
-# bytes (report.json memory.breakdown: the first stage's).
+# ((pp - 1) / (v * pieces + pp - 1), v the chunks a stage), the share of the first stage's step
+# it spent waiting in its exchanges with the other stages (the pp.* phases of 3 profiled steps:
+# the bubble as measured, plus the transfers), and rank 0's params and activation bytes
+# (report.json memory.breakdown: the first stage's).
 #   scripts/bench_pp.sh [NPROC] [STEPS]      Env: BUILD_DIR (default build/), PRECISION (fp32)
 # The model is an 8-layer d_model 256 GPT (8 heads), seq_len 256, 8 sequences per step.
 set -euo pipefail
@@ -16,8 +18,11 @@ common=(--set model.n_layer=8 --set model.d_model=256 --set model.n_head=8
         --set train.eval_every=0 --set logging.every_steps=$steps --set checkpoint.every_steps=0
         --set precision.compute=$precision)
 (( 4 % n == 0 )) || { echo "NPROC $n must divide 4 (2 chunks a stage of the 8 layers)" >&2; exit 2; }
-pipe=(--set train.micro_batch=8 --set parallel.pp="$n" --set parallel.pipeline.microbatches=8)
-few=(--set train.micro_batch=8 --set parallel.pp="$n" --set parallel.pipeline.microbatches="$n")
+prof=(--set logging.profile_steps=3)
+pipe=(--set train.micro_batch=8 --set parallel.pp="$n" --set parallel.pipeline.microbatches=8
+      "${prof[@]}")
+few=(--set train.micro_batch=8 --set parallel.pp="$n" --set parallel.pipeline.microbatches="$n"
+     "${prof[@]}")
 il=(--set parallel.pipeline.schedule=interleaved --set parallel.pipeline.virtual_stages=2)
 run one 1 --set train.micro_batch=8
 run pp "$n" "${pipe[@]}"
@@ -39,12 +44,16 @@ ref = json.load(open(f"{out}/one/report.json"))["throughput"]["tokens_per_second
 print(f"{precision}, {json.load(open(out + '/one/report.json'))['model']['params']} params, "
       f"8 sequences x 256 tokens per step; cores split over the ranks")
 print(f"{'layout':>18} {'pieces':>6} {'tokens/s':>9} {'vs one':>7} {'step p50 ms':>11} "
-      f"{'bubble':>7} {'params MiB':>10} {'activ. MiB':>10}")
+      f"{'bubble':>7} {'pp wait':>7} {'params MiB':>10} {'activ. MiB':>10}")
 for label, name, pieces, v in rows:
     r = json.load(open(f"{out}/{name}/report.json"))
     t, b = r["throughput"], r["memory"]["breakdown"]
     bubble = f"{100 * (n - 1) / (v * pieces + n - 1):6.1f}%" if pieces else "      -"
+    wait = "      -"
+    if pieces:
+        share = sum(p["share"] for p in r["profile"]["phases"] if p["name"].startswith("pp."))
+        wait = f"{100 * share:6.1f}%"
     print(f"{label:>18} {pieces or '-':>6} {t['tokens_per_second']:9.0f} "
           f"{t['tokens_per_second'] / ref:7.2f} {1e3 * t['step_time_s']['p50']:11.1f} {bubble} "
-          f"{b['params'] / mib:10.2f} {b['activations'] / mib:10.2f}")
+          f"{wait} {b['params'] / mib:10.2f} {b['activations'] / mib:10.2f}")
 PY
