@@ -31,8 +31,6 @@ class Carver {
 // (with own_scratch false and no scratch_of: measure without them).
 void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& att_state,
            bool fp8_sums, bool own_scratch, const Activations* scratch_of) {
-  TRAINER_CHECK(a.chunk >= 0 && a.chunk < layout.shard().chunks,
-                "activations for chunk " << a.chunk << " of " << layout.shard().chunks);
   const GptDims& d = layout.dims();
   const GptShard& s = layout.shard();
   const int64_t B = a.B, T = a.T, C = d.d_model, V = d.padded_vocab();
@@ -86,7 +84,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   }
   for (size_t l = 0; l < a.blocks.size(); ++l)
     a.blocks[l].residual_in = l == 0 ? first_in : a.blocks[l - 1].residual_out;
-  if (s.has_head && a.chunk == s.chunks - 1) {
+  if (s.has_head && a.with_head) {
     a.lnf = c.take({B, T, C}, mm);
     a.lnf_mean = c.take(stats);
     a.lnf_rstd = c.take(stats);
@@ -134,8 +132,8 @@ Recompute parse_recompute(const std::string& name) {
 
 Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r,
                          DType matmul_input_dtype, bool fp8_sums, const Activations* scratch_of,
-                         int chunk_index)
-    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), chunk(chunk_index), be_(&be) {
+                         bool head)
+    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), with_head(head), be_(&be) {
   TRAINER_CHECK(matmul_input == DType::f32 || matmul_input == DType::bf16,
                 "activations: matmul inputs must be f32 or bf16");
   const Shape att_state = be.attention_state_shape(B, layout.dims().n_head / layout.shard().tp_size,
@@ -144,19 +142,19 @@ Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, R
                                           scratch_of->matmul_input == matmul_input),
                 "activations share the scratch of a set of another shape");
   const bool own = scratch_of == nullptr;
-  bytes_ = bytes_needed(layout, B, T, recompute, matmul_input, att_state, fp8_sums, own, chunk);
+  bytes_ = bytes_needed(layout, B, T, recompute, matmul_input, att_state, fp8_sums, own, with_head);
   memory_ = be_->alloc(bytes_);
   Carver real(static_cast<char*>(memory_), be.device());
   carve(real, *this, layout, att_state, fp8_sums, own, scratch_of);
 }
 
-Activations::Activations(int b, int t, Recompute r, DType matmul_input_dtype, int chunk_index)
-    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), chunk(chunk_index) {}
+Activations::Activations(int b, int t, Recompute r, DType matmul_input_dtype, bool head)
+    : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), with_head(head) {}
 
 size_t Activations::bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
                                  DType matmul_input, const Shape& attention_state, bool fp8_sums,
-                                 bool own_scratch, int chunk) {
-  Activations shape_only(B, T, recompute, matmul_input, chunk);
+                                 bool own_scratch, bool with_head) {
+  Activations shape_only(B, T, recompute, matmul_input, with_head);
   Carver measure(nullptr, DeviceType::cpu);
   carve(measure, shape_only, layout, attention_state, fp8_sums, own_scratch, nullptr);
   return measure.used();

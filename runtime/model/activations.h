@@ -80,11 +80,13 @@ class Activations {
   // lnf, dqkv and dfch), of qkv and of the logits: bf16 under bf16 compute, which also halves their
   // memory. fp8_sums: fp8 compute's scratch is wanted (see below). scratch_of: another set whose
   // scratch (grad, sp and fp8_sums: what lives only within one forward or backward) this one
-  // uses instead of its own; a pipeline stage's slots run one pass at a time. chunk: the model
-  // chunk (GptShard::chunks) whose blocks these are; the head's tensors only in the last one.
+  // uses instead of its own; a pipeline stage's slots run one pass at a time. with_head: the
+  // head's tensors (lnf, logits, losses) too, where the layout has the head (false: a slot of
+  // the stage's other chunks; GptShard::chunks).
   Activations(Backend& be, const ParamLayout& layout, int B, int T,
               Recompute recompute = Recompute::none, DType matmul_input = DType::f32,
-              bool fp8_sums = false, const Activations* scratch_of = nullptr, int chunk = 0);
+              bool fp8_sums = false, const Activations* scratch_of = nullptr,
+              bool with_head = true);
   ~Activations();
   Activations(const Activations&) = delete;
   Activations& operator=(const Activations&) = delete;
@@ -92,7 +94,8 @@ class Activations {
   int B, T;
   Recompute recompute;
   DType matmul_input;
-  int chunk = 0;
+  bool with_head = true;
+  int chunk = 0;           // the model chunk using the set now (Gpt::use_activation_slot)
   Tensor inputs, targets;  // [B,T] int32
   int64_t pos_offset = 0;  // the forward's (its backward reads it; a pipeline interleaves slots)
   Tensor encoded;          // [B,T,C] embedding output
@@ -113,11 +116,11 @@ class Activations {
   // own_scratch false: a set that shares another's scratch (the constructor's scratch_of).
   static size_t bytes_needed(const ParamLayout& layout, int B, int T, Recompute recompute,
                              DType matmul_input, const Shape& attention_state,
-                             bool fp8_sums = false, bool own_scratch = true, int chunk = 0);
+                             bool fp8_sums = false, bool own_scratch = true, bool with_head = true);
 
  private:
   Activations(int B, int T, Recompute recompute, DType matmul_input,
-              int chunk);  // views only, no memory
+              bool with_head);  // views only, no memory
   Backend* be_ = nullptr;
   void* memory_ = nullptr;
   size_t bytes_ = 0;

@@ -214,30 +214,24 @@ void Gpt::refresh_compute_weights(int64_t begin, int64_t n) {
 }
 
 void Gpt::allocate_activations(int B, int T, Recompute recompute, int slots) {
-  allocate_activations(B, T, recompute,
-                       std::vector<int>(static_cast<size_t>(layout_.shard().chunks), slots));
+  allocate_activations(B, T, recompute, 0, slots);  // (the head's tensors only with the head)
 }
 
-void Gpt::allocate_activations(int B, int T, Recompute recompute,
-                               const std::vector<int>& slots_per_chunk) {
+void Gpt::allocate_activations(int B, int T, Recompute recompute, int slots, int head_slots) {
   if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute &&
-      slots_per_chunk_ == slots_per_chunk)
+      plain_slots_ == slots && head_slots_ == head_slots)
     return;
   TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
-  TRAINER_CHECK(static_cast<int>(slots_per_chunk.size()) == layout_.shard().chunks,
-                slots_per_chunk.size()
-                    << " chunks of activation slots for a model of " << layout_.shard().chunks);
+  TRAINER_CHECK(slots >= 0 && head_slots >= 0 && slots + head_slots >= 1,
+                "activation slots " << slots << " + " << head_slots << " with the head < 1");
   acts_ = nullptr;
   act_slots_.clear();
-  for (size_t c = 0; c < slots_per_chunk.size(); ++c) {
-    TRAINER_CHECK(slots_per_chunk[c] >= 1,
-                  "chunk " << c << ": activation slots " << slots_per_chunk[c] << " < 1");
-    for (int i = 0; i < slots_per_chunk[c]; ++i)  // later slots share the first one's scratch
-      act_slots_.push_back(std::make_unique<Activations>(
-          be_, layout_, B, T, recompute, bf16_ ? DType::bf16 : DType::f32, fp8_,
-          act_slots_.empty() ? nullptr : act_slots_.front().get(), static_cast<int>(c)));
-  }
-  slots_per_chunk_ = slots_per_chunk;
+  for (int i = 0; i < slots + head_slots; ++i)  // later slots share the first one's scratch
+    act_slots_.push_back(std::make_unique<Activations>(
+        be_, layout_, B, T, recompute, bf16_ ? DType::bf16 : DType::f32, fp8_,
+        i == 0 ? nullptr : act_slots_.front().get(), /*with_head=*/i >= slots));
+  plain_slots_ = slots;
+  head_slots_ = head_slots;
   acts_ = act_slots_.front().get();
 }
 
@@ -257,10 +251,15 @@ BlockActivations& Gpt::block_acts(int l) {
   return acts_->blocks[static_cast<size_t>(l - chunk_first_layer())];
 }
 
-void Gpt::use_activation_slot(int slot) {
+void Gpt::use_activation_slot(int slot, int chunk) {
   TRAINER_CHECK(slot >= 0 && slot < activation_slots(),
                 "activation slot " << slot << " of " << activation_slots());
+  TRAINER_CHECK(chunk >= 0 && chunk < layout_.shard().chunks,
+                "model chunk " << chunk << " of " << layout_.shard().chunks);
   acts_ = act_slots_[static_cast<size_t>(slot)].get();
+  acts_->chunk = chunk;
+  TRAINER_CHECK(acts_->with_head || !runs_head(),
+                "activation slot " << slot << " has no room for the head's tensors");
 }
 
 size_t Gpt::activation_bytes() const {
@@ -270,13 +269,12 @@ size_t Gpt::activation_bytes() const {
 }
 
 void Gpt::reallocate_activations() {
-  const int B = acts_->B, T = acts_->T;
+  const int B = acts_->B, T = acts_->T, slots = plain_slots_, head_slots = head_slots_;
   const Recompute recompute = acts_->recompute;
-  const std::vector<int> slots = slots_per_chunk_;
   acts_ = nullptr;
   act_slots_.clear();
-  slots_per_chunk_.clear();
-  allocate_activations(B, T, recompute, slots);
+  plain_slots_ = head_slots_ = 0;
+  allocate_activations(B, T, recompute, slots, head_slots);
 }
 
 Tensor Gpt::stage_input() const {

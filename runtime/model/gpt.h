@@ -50,13 +50,12 @@ class Gpt {
   // forward and backward use); they share one scratch (the running gradient, stage_output_grad()
   // included: it is received just before its slot's backward, and sent right after it).
   void allocate_activations(int B, int T, Recompute recompute = Recompute::none, int slots = 1);
-  // A model of several chunks (GptShard::chunks; the interleaved pipeline schedule): slots for
-  // each chunk, chunk 0's first (slot numbers run on over the chunks). A slot holds its chunk's
-  // blocks only, and the head's tensors only in the last chunk's. forward() and backward() run the
-  // chunk of the slot in use.
-  void allocate_activations(int B, int T, Recompute recompute,
-                            const std::vector<int>& slots_per_chunk);
-  void use_activation_slot(int slot);
+  // A model of several chunks (GptShard::chunks; the interleaved pipeline schedule): a slot
+  // holds one chunk's blocks, for any chunk; `slots` of them without the head's tensors, then
+  // `head_slots` with them (for the last chunk of a stage with the head).
+  void allocate_activations(int B, int T, Recompute recompute, int slots, int head_slots);
+  // The slot forward() and backward() use, for model chunk `chunk` (0 unless GptShard::chunks).
+  void use_activation_slot(int slot, int chunk = 0);
   int activation_slots() const { return static_cast<int>(act_slots_.size()); }
 
   // Forward over inputs/targets [B*T] (host ints). Returns the mean loss over the B*T tokens.
@@ -189,8 +188,8 @@ class Gpt {
   void push_fp8_amaxes();     // reduced over the amax group, into the states
   Tensor fp8_sums(const Shape& shape);  // a view of Activations::fp8_sums
   std::vector<std::unique_ptr<Activations>> act_slots_;
-  std::vector<int> slots_per_chunk_;
-  Activations* acts_ = nullptr;  // the slot in use
+  int plain_slots_ = 0, head_slots_ = 0;  // allocate_activations
+  Activations* acts_ = nullptr;           // the slot in use
   Hooks hooks_;
   PhaseProfiler* profiler_ = nullptr;
   const char* pass_ = "fwd";

@@ -30,7 +30,8 @@ PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule s
                 "a model of " << chunks_ << " chunks under a schedule "
                               << (chunks_ > 1 ? "without" : "with") << " virtual stages");
   steps_ = pipeline_steps(schedule, stage(), stages(), micros, chunks_);
-  model.allocate_activations(piece_rows_, seq_len, recompute, assign_slots());
+  const PipeSlots slots = assign_slots();
+  model.allocate_activations(piece_rows_, seq_len, recompute, slots.plain, slots.head);
   if (stages() > 2 && (first_stage() || last_stage()))  // (pp 2: an all-reduce in place)
     tied_grad_ = BackendBuffer(model.backend(),
                                tied_grad_buffer_floats(model.layout().find("wte.weight").numel));
@@ -38,37 +39,37 @@ PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule s
     grad_inbox_ = BackendBuffer(model.backend(), model.stage_output_grad().numel());
 }
 
-std::vector<int> PipelineRunner::assign_slots() {
-  const std::vector<int> per_chunk = pieces_in_flight(steps_, chunks_);
+PipeSlots PipelineRunner::assign_slots() {
+  head_chunk_ = head_chunk_of(stage(), stages(), chunks_);
+  const PipeSlots slots = activation_slots(steps_, head_chunk_);
   slot_of_.assign(static_cast<size_t>(chunks_ * micros_), -1);
-  std::vector<std::vector<int>> free(static_cast<size_t>(chunks_));
-  int first = 0;
-  for (int c = 0; c < chunks_; ++c) {
-    for (int i = per_chunk[static_cast<size_t>(c)] - 1; i >= 0; --i)
-      free[static_cast<size_t>(c)].push_back(first + i);  // the lowest on top
-    first += per_chunk[static_cast<size_t>(c)];
-  }
+  std::vector<int> free[2];  // plain slots [0, plain), then the head's; the lowest on top
+  for (int i = slots.plain - 1; i >= 0; --i) free[0].push_back(i);
+  for (int i = slots.head - 1; i >= 0; --i) free[1].push_back(slots.plain + i);
+  auto pool = [&](const PipePiece& p) -> std::vector<int>& {
+    return free[p.chunk == head_chunk_ ? 1 : 0];
+  };
+  auto slot_of = [&](const PipePiece& p) -> int& {
+    return slot_of_[static_cast<size_t>(p.chunk * micros_ + p.micro)];
+  };
   auto start = [&](const PipePiece& p) {
-    int& slot = slot_of_[static_cast<size_t>(p.chunk * micros_ + p.micro)];
-    if (slot >= 0) return;
-    std::vector<int>& f = free[static_cast<size_t>(p.chunk)];
+    if (slot_of(p) >= 0) return;
+    std::vector<int>& f = pool(p);
     TRAINER_CHECK(!f.empty(), "pipeline: no free activation slot for micro-batch "
                                   << p.micro << " of chunk " << p.chunk);
-    slot = f.back();
+    slot_of(p) = f.back();
     f.pop_back();
   };
   for (const PipeStep& st : steps_) {
     if (st.action == PipeAction::exchange && st.recv_forward.some()) start(st.recv_forward);
     if (st.action == PipeAction::forward) start(st.piece);
-    if (st.action == PipeAction::backward)
-      free[static_cast<size_t>(st.piece.chunk)].push_back(
-          slot_of_[static_cast<size_t>(st.piece.chunk * micros_ + st.piece.micro)]);
+    if (st.action == PipeAction::backward) pool(st.piece).push_back(slot_of(st.piece));
   }
-  return per_chunk;
+  return slots;
 }
 
 void PipelineRunner::use(const PipePiece& p) {
-  model_.use_activation_slot(slot_of_[static_cast<size_t>(p.chunk * micros_ + p.micro)]);
+  model_.use_activation_slot(slot_of_[static_cast<size_t>(p.chunk * micros_ + p.micro)], p.chunk);
 }
 
 void PipelineRunner::exchange(const PipeStep& st) {

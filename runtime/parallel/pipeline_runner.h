@@ -3,9 +3,9 @@
 // cut into `micros` pieces (parallel.pipeline.microbatches), in the order of a PipeSchedule, with
 // the stage boundaries' activations and gradients exchanged over the pipeline group (fp32, the
 // residual stream; under sequence parallelism this tp rank's rows). The model's activation slots
-// hold the pieces in flight, each chunk's its own (the interleaved schedule runs the stage's
-// model chunks in turn). Also the tied embedding's gradient sum between the first and the last
-// stage (Megatron's embedding group).
+// hold the pieces in flight, of whichever of the stage's model chunks (the interleaved schedule
+// runs them in turn; only the head's chunk needs slots with the head's tensors). Also the tied
+// embedding's gradient sum between the first and the last stage (Megatron's embedding group).
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -69,15 +69,17 @@ class PipelineRunner {
                   float dloss_scale, const std::function<void()>& before_final_backward);
   void exchange(const PipeStep& s);
   void backward(const PipePiece& p, const std::function<void()>& before_final_backward);
-  // Gives every piece a slot of its chunk for its time in flight (from its input's receive, or
-  // its forward, to the end of its backward), as the steps run; returns the slots per chunk.
-  std::vector<int> assign_slots();
+  // Gives every piece a slot for its time in flight (from its input's receive, or its forward,
+  // to the end of its backward), as the steps run: the head chunk's from the slots with the
+  // head's tensors, the others' from the rest (parallel::activation_slots).
+  PipeSlots assign_slots();
 
   model::Gpt& model_;
   dist::Comm& pp_;
   int micros_, piece_rows_, seq_len_, chunks_;
   std::vector<PipeStep> steps_;
   std::vector<int> slot_of_;  // [chunk * micros + micro]
+  int head_chunk_ = -1;       // parallel::head_chunk_of
   BackendBuffer tied_grad_;   // the other end's wte gradient
   BackendBuffer grad_inbox_;  // see grad_inbox_bytes()
   PipePiece inbox_piece_;     // whose output gradient grad_inbox_ holds

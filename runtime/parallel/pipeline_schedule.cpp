@@ -225,14 +225,39 @@ std::vector<int> pieces_in_flight(const std::vector<PipeStep>& steps, int virtua
   return most;
 }
 
+PipeSlots activation_slots(const std::vector<PipeStep>& steps, int head_chunk) {
+  int live[2] = {0, 0};
+  PipeSlots most;
+  std::vector<std::pair<int, int>> started;  // (micro, chunk)
+  auto pool = [&](int chunk) { return chunk == head_chunk ? 1 : 0; };
+  auto start = [&](const PipePiece& p) {
+    if (std::find(started.begin(), started.end(), std::make_pair(p.micro, p.chunk)) !=
+        started.end())
+      return;
+    started.emplace_back(p.micro, p.chunk);
+    const int n = ++live[pool(p.chunk)];
+    int& m = pool(p.chunk) == 1 ? most.head : most.plain;
+    m = std::max(m, n);
+  };
+  for (const PipeStep& st : steps) {
+    if (st.action == PipeAction::exchange && st.recv_forward.some()) start(st.recv_forward);
+    if (st.action == PipeAction::forward) start(st.piece);
+    if (st.action == PipeAction::backward) --live[pool(st.piece.chunk)];
+  }
+  return most;
+}
+
+int head_chunk_of(int stage, int stages, int virtual_stages) {
+  return stage == stages - 1 ? virtual_stages - 1 : -1;
+}
+
 int micros_in_flight(PipeSchedule schedule, int stage, int stages, int micros, int virtual_stages) {
   if (schedule == PipeSchedule::gpipe) return micros;
   if (schedule == PipeSchedule::one_f_one_b) return std::min(stages - stage, micros);
-  int sum = 0;
-  for (const int n : pieces_in_flight(
-           pipeline_steps(schedule, stage, stages, micros, virtual_stages), virtual_stages))
-    sum += n;
-  return sum;
+  const PipeSlots s =
+      activation_slots(pipeline_steps(schedule, stage, stages, micros, virtual_stages),
+                       head_chunk_of(stage, stages, virtual_stages));
+  return s.plain + s.head;
 }
 
 double bubble_fraction(int stages, int micros, int virtual_stages) {

@@ -69,9 +69,21 @@ std::vector<PipeStep> pipeline_steps(PipeSchedule schedule, int stage, int stage
                                      int virtual_stages = 1);
 
 // The most pieces of each chunk whose activations the stage keeps at once, from receiving (or
-// starting) a piece's forward to the end of its backward: the chunks' activation slots.
+// starting) a piece's forward to the end of its backward.
 std::vector<int> pieces_in_flight(const std::vector<PipeStep>& steps, int virtual_stages);
-// The same for a schedule (1f1b: pp - stage; gpipe: micros), summed over the chunks.
+
+// The activation slots a stage needs when a piece of any chunk may take any free slot, but the
+// pieces of chunk `head_chunk` (the last stage's last chunk, whose slots hold the head's tensors
+// too; -1: none) only slots of their own: the most pieces in flight at once of the other chunks
+// (plain) and of that one (head).
+struct PipeSlots {
+  int plain = 0, head = 0;
+};
+PipeSlots activation_slots(const std::vector<PipeStep>& steps, int head_chunk);
+// The head chunk of stage `stage` of `stages` with `virtual_stages` chunks: the last chunk of the
+// last stage, else -1.
+int head_chunk_of(int stage, int stages, int virtual_stages);
+// A schedule's slots on a stage, plain + head (1f1b: pp - stage; gpipe: micros).
 int micros_in_flight(PipeSchedule schedule, int stage, int stages, int micros,
                      int virtual_stages = 1);
 

@@ -79,23 +79,22 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
   const int stage = shard.first_layer / std::max(1, shard.layers_per_chunk());
   const parallel::PipeSchedule schedule =
       parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule);
-  // each chunk's slots (parallel::PipelineRunner)
-  const std::vector<int> slots =
-      pp == 1
-          ? std::vector<int>{1}
-          : parallel::pieces_in_flight(
-                parallel::pipeline_steps(schedule, stage, pp, micros, shard.chunks), shard.chunks);
-  auto bytes = [&](bool own_scratch, int chunk) {
+  // the slots (parallel::PipelineRunner): the plain ones, then those with the head's tensors
+  parallel::PipeSlots slots{0, 1};
+  if (pp > 1)
+    slots = parallel::activation_slots(
+        parallel::pipeline_steps(schedule, stage, pp, micros, shard.chunks),
+        parallel::head_chunk_of(stage, pp, shard.chunks));
+  auto bytes = [&](bool own_scratch, bool with_head) {
     return model::Activations::bytes_needed(
         layout, rows, T, model::parse_recompute(activation_checkpointing),
         bf16 ? DType::bf16 : DType::f32,
         attention_state_shape_of(flash_attention, rows, layout.dims().n_head / shard.tp_size, T),
-        fp8, own_scratch, chunk);
+        fp8, own_scratch, with_head);
   };
   // the later slots share the first one's scratch (model::Gpt::allocate_activations)
   size_t sum = 0;
-  for (int c = 0; c < shard.chunks; ++c)
-    for (int i = 0; i < slots[static_cast<size_t>(c)]; ++i) sum += bytes(c == 0 && i == 0, c);
+  for (int i = 0; i < slots.plain + slots.head; ++i) sum += bytes(i == 0, i >= slots.plain);
   // the interleaved schedule's inbox for an output gradient, a stage output's size (fp32)
   if (schedule == parallel::PipeSchedule::interleaved && pp > 1)
     sum += static_cast<size_t>(rows) * T * layout.dims().d_model /

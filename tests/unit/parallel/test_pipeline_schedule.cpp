@@ -134,18 +134,23 @@ std::vector<std::vector<PipeStep>> all_stages(PipeSchedule schedule, int pp, int
 // Every piece of every chunk: forward once after its input arrived (or at the first virtual
 // stage), its output sent after its forward, its backward once after its forward and its output
 // gradient (or at the last virtual stage), its input gradient sent after that; and the pieces in
-// flight per chunk at most, and once exactly, pieces_in_flight's count. Returns the most pieces
-// in flight at once over all chunks.
+// flight per chunk at most, and once exactly, pieces_in_flight's count, and those of the head
+// chunk and of the others activation_slots' counts. Returns the most pieces in flight at once
+// over all chunks.
 int check_stage_order(const std::vector<PipeStep>& steps, int s, int pp, int micros, int v) {
   std::set<std::pair<int, int>> got_input, forwarded, got_grad, backwarded;
   std::vector<int> live(static_cast<size_t>(v), 0), most(live);
   int live_all = 0, most_all = 0;
+  const int head_chunk = parallel::head_chunk_of(s, pp, v);
+  int live_pool[2] = {0, 0}, most_pool[2] = {0, 0};  // the other chunks', the head chunk's
   std::set<std::pair<int, int>> started;
   auto start = [&](const PipePiece& p) {
     if (!started.insert({p.micro, p.chunk}).second) return;
     const size_t c = static_cast<size_t>(p.chunk);
     most[c] = std::max(most[c], ++live[c]);
     most_all = std::max(most_all, ++live_all);
+    const int k = p.chunk == head_chunk ? 1 : 0;
+    most_pool[k] = std::max(most_pool[k], ++live_pool[k]);
   };
   for (const PipeStep& st : steps) {
     const std::pair<int, int> key{st.piece.micro, st.piece.chunk};
@@ -163,6 +168,7 @@ int check_stage_order(const std::vector<PipeStep>& steps, int s, int pp, int mic
         CHECK(backwarded.insert(key).second);
         --live[static_cast<size_t>(st.piece.chunk)];
         --live_all;
+        --live_pool[st.piece.chunk == head_chunk ? 1 : 0];
         break;
       case PipeAction::exchange:
         if (st.send_forward.some())
@@ -181,6 +187,10 @@ int check_stage_order(const std::vector<PipeStep>& steps, int s, int pp, int mic
   CHECK(forwarded.size() == static_cast<size_t>(micros * v));
   CHECK(backwarded.size() == forwarded.size());
   CHECK(most == parallel::pieces_in_flight(steps, v));
+  const parallel::PipeSlots slots = parallel::activation_slots(steps, head_chunk);
+  CHECK(slots.plain == most_pool[0]);
+  CHECK(slots.head == most_pool[1]);
+  if (s < pp - 1) CHECK(slots.plain == most_all);  // one pool: exactly the pieces at once
   return most_all;
 }
 
