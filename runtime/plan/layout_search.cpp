@@ -143,6 +143,8 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
                      std::vector<Layout>& out) {
   if (per_rank > std::numeric_limits<int>::max()) return;
   const int pp = cfg.parallel.pp;
+  // (1F1B for the interleaved schedule too: ranking its virtual stages would need the time of
+  // their extra exchanges, which the search does not model)
   if (cfg.parallel.pipeline.schedule != "gpipe") cfg.parallel.pipeline.schedule = "1f1b";
   cfg.train.micro_batch = static_cast<int>(per_rank);
   cfg.train.grad_accum = 1;
@@ -196,7 +198,8 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
                       pp == asked.parallel.pp && zero == asked.parallel.zero &&
                       l.micro_batch == asked.train.micro_batch &&
                       l.pieces == asked.parallel.pipeline.microbatches &&
-                      l.activation_checkpointing == asked.activation_checkpointing;
+                      l.activation_checkpointing == asked.activation_checkpointing &&
+                      config::virtual_stages_of(asked.parallel) == 1;  // (no interleaved rows)
         out.push_back(l);
       }
     }
