@@ -45,6 +45,7 @@ struct GptShard {
   // The global index of local block `local` (0 <= local < num_layers; ascending).
   int global_layer(int local) const {
     const int per = layers_per_chunk();
+    if (per == 0) return first_layer + local;  // (no blocks: last_global_layer is first - 1)
     return first_layer + local / per * chunk_stride + local % per;
   }
   int last_global_layer() const { return global_layer(num_layers - 1); }

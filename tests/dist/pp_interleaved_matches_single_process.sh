@@ -13,8 +13,9 @@
 # within 1e-5 (the checkpoint holds global tensors, whatever chunks the ranks held); a 1f1b
 # checkpoint resumes as interleaved the same way. `trainer plan` predicts the first stage's
 # activation bytes (a slot per piece in flight at once, of any chunk, and the inbox an output
-# gradient waits in) as allocated, and its bubble, (pp - 1) / (v * pieces + pp - 1); the report says
-# the schedule and the chunks; a profiled step shows the batched exchanges as phases.
+# gradient waits in) as allocated, and its bubble, (pp - 1) / (v * pieces + pp - 1); the report
+# says the schedule and the chunks, and `trainer compare` the bubble; a profiled step shows the
+# batched exchanges as phases.
 source "$2/tests/lib/dist_common.sh"
 l4=(--set model.n_layer=4 --set train.eval_every=10 --set train.eval_batches=2)
 l8=(--set model.n_layer=8 --set train.eval_every=10 --set train.eval_batches=2)
@@ -64,6 +65,9 @@ compare_metrics ref_bf16/metrics.jsonl pp2v2_bf16/metrics.jsonl --fields loss --
 
 [ "$(json_get pp2v2/report.json 'd["parallel"]["pipeline_schedule"], d["parallel"]["virtual_stages"], d["parallel"]["microbatches"]')" = "interleaved 2 4" ] \
   || fail "pp 2 x 2 chunks report: $(json_get pp2v2/report.json 'd["parallel"]')"
+"$bin" compare ref/report.json pp2v2/report.json >compare.txt || { cat compare.txt; fail "compare failed"; }
+grep -q "| interleaved x2, 4 pieces, bubble 11.1%" compare.txt \
+  || { cat compare.txt; fail "compare does not state the schedule, its chunks and its bubble"; }
 
 # Resume: steps 21..25 after a checkpoint at step 20, global batch 8 (4 x grad_accum 2).
 source "$2/tests/lib/ckpt_common.sh"

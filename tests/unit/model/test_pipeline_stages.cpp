@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/core/rng.h"
@@ -150,4 +151,41 @@ TEST_CASE("pipeline_stages_hold_their_blocks_and_the_tied_embedding", "[model][p
   CHECK_THROWS(first.find("ln_f.weight"));
   CHECK_THROWS(first.find("h.2.ln_1.weight"));
   CHECK_NOTHROW(last.find("h.3.mlp.c_proj.weight"));
+}
+
+TEST_CASE("interleaved_stages_hold_every_pp_th_chunk_in_ascending_layout_order", "[model][pp]") {
+  // 8 blocks, pp 2, 2 chunks a stage: chunks of 2 blocks, stage 0 holds blocks 0-1 and 4-5 (and
+  // the embeddings), stage 1 blocks 2-3 and 6-7 (and the head). Every block is held once, and a
+  // stage's units come in ascending order (the gradient buckets' and ZeRO's contiguous ranges).
+  model::GptDims d = kDims;
+  d.n_layer = 8;
+  const std::vector<std::vector<int>> want = {{0, 1, 4, 5}, {2, 3, 6, 7}};
+  std::vector<int> held(8, 0);
+  for (int s = 0; s < 2; ++s) {
+    INFO("stage " << s);
+    const model::GptShard shard = model::GptShard::stage(d, s, 2, 0, 1, false, 2);
+    CHECK(shard.chunks == 2);
+    CHECK(shard.layers_per_chunk() == 2);
+    std::vector<int> got;
+    for (int l = 0; l < shard.num_layers; ++l) got.push_back(shard.global_layer(l));
+    CHECK(got == want[static_cast<size_t>(s)]);
+    const model::ParamLayout layout(d, shard);
+    int last_unit = -1;
+    for (const model::ParamSpec& p : layout.params()) {
+      CHECK(p.unit >= last_unit);
+      last_unit = p.unit;
+    }
+    for (const int l : got) {
+      CHECK_NOTHROW(layout.find("h." + std::to_string(l) + ".attn.c_attn.weight"));
+      ++held[static_cast<size_t>(l)];
+    }
+    CHECK(layout.shard().has_embedding == (s == 0));
+    CHECK(layout.shard().has_head == (s == 1));
+    CHECK(shard.last_global_layer() == (s == 0 ? 5 : 7));
+  }
+  CHECK(held == std::vector<int>(8, 1));
+  // A shard with no blocks: its last block is the one before its first (no division by zero).
+  model::GptShard none = model::GptShard::whole(d);
+  none.num_layers = 0;
+  CHECK(none.last_global_layer() == -1);
 }
