@@ -30,42 +30,15 @@ PipelineRunner::PipelineRunner(model::Gpt& model, dist::Comm& pp, PipeSchedule s
                 "a model of " << chunks_ << " chunks under a schedule "
                               << (chunks_ > 1 ? "without" : "with") << " virtual stages");
   steps_ = pipeline_steps(schedule, stage(), stages(), micros, chunks_);
-  const PipeSlots slots = assign_slots();
+  PipeSlots slots =
+      activation_slots(steps_, head_chunk_of(stage(), stages(), chunks_), micros, chunks_);
   model.allocate_activations(piece_rows_, seq_len, recompute, slots.plain, slots.head);
+  slot_of_ = std::move(slots.slot_of);
   if (stages() > 2 && (first_stage() || last_stage()))  // (pp 2: an all-reduce in place)
     tied_grad_ = BackendBuffer(model.backend(),
                                tied_grad_buffer_floats(model.layout().find("wte.weight").numel));
   if (schedule == PipeSchedule::interleaved)
     grad_inbox_ = BackendBuffer(model.backend(), model.stage_output_grad().numel());
-}
-
-PipeSlots PipelineRunner::assign_slots() {
-  head_chunk_ = head_chunk_of(stage(), stages(), chunks_);
-  const PipeSlots slots = activation_slots(steps_, head_chunk_);
-  slot_of_.assign(static_cast<size_t>(chunks_ * micros_), -1);
-  std::vector<int> free[2];  // plain slots [0, plain), then the head's; the lowest on top
-  for (int i = slots.plain - 1; i >= 0; --i) free[0].push_back(i);
-  for (int i = slots.head - 1; i >= 0; --i) free[1].push_back(slots.plain + i);
-  auto pool = [&](const PipePiece& p) -> std::vector<int>& {
-    return free[p.chunk == head_chunk_ ? 1 : 0];
-  };
-  auto slot_of = [&](const PipePiece& p) -> int& {
-    return slot_of_[static_cast<size_t>(p.chunk * micros_ + p.micro)];
-  };
-  auto start = [&](const PipePiece& p) {
-    if (slot_of(p) >= 0) return;
-    std::vector<int>& f = pool(p);
-    TRAINER_CHECK(!f.empty(), "pipeline: no free activation slot for micro-batch "
-                                  << p.micro << " of chunk " << p.chunk);
-    slot_of(p) = f.back();
-    f.pop_back();
-  };
-  for (const PipeStep& st : steps_) {
-    if (st.action == PipeAction::exchange && st.recv_forward.some()) start(st.recv_forward);
-    if (st.action == PipeAction::forward) start(st.piece);
-    if (st.action == PipeAction::backward) pool(st.piece).push_back(slot_of(st.piece));
-  }
-  return slots;
 }
 
 void PipelineRunner::use(const PipePiece& p) {
@@ -79,6 +52,7 @@ void PipelineRunner::exchange(const PipeStep& st) {
   auto add = [&](const char* what, bool send, const Tensor& t, int peer, int tag) {
     TRAINER_CHECK(t.dtype == DType::f32, "pipeline exchanges carry fp32");
     transfers.push_back({send, t.data, t.nbytes(), peer, tag});
+    if (!profiler_) return;  // (the phase's name only for the profile)
     phase += phase.size() == 2 ? "." : "_";
     phase += what;
   };
@@ -104,7 +78,7 @@ void PipelineRunner::exchange(const PipeStep& st) {
     add("recv_backward", false, inbox ? grad_inbox_.tensor() : model_.stage_output_grad(), next,
         kBackwardTag);
   }
-  PhaseProfiler::Scope p(profiler_, profiler_ ? phase : std::string(), 0);
+  PhaseProfiler::Scope p(profiler_, phase, 0);
   pp_.send_recv_batch(transfers);
 }
 

@@ -69,17 +69,12 @@ class PipelineRunner {
                   float dloss_scale, const std::function<void()>& before_final_backward);
   void exchange(const PipeStep& s);
   void backward(const PipePiece& p, const std::function<void()>& before_final_backward);
-  // Gives every piece a slot for its time in flight (from its input's receive, or its forward,
-  // to the end of its backward), as the steps run: the head chunk's from the slots with the
-  // head's tensors, the others' from the rest (parallel::activation_slots).
-  PipeSlots assign_slots();
 
   model::Gpt& model_;
   dist::Comm& pp_;
   int micros_, piece_rows_, seq_len_, chunks_;
   std::vector<PipeStep> steps_;
-  std::vector<int> slot_of_;  // [chunk * micros + micro]
-  int head_chunk_ = -1;       // parallel::head_chunk_of
+  std::vector<int> slot_of_;  // [chunk * micros + micro]: parallel::activation_slots
   BackendBuffer tied_grad_;   // the other end's wte gradient
   BackendBuffer grad_inbox_;  // see grad_inbox_bytes()
   PipePiece inbox_piece_;     // whose output gradient grad_inbox_ holds

@@ -207,44 +207,36 @@ std::vector<PipeStep> pipeline_steps(PipeSchedule schedule, int stage, int stage
   return {};
 }
 
-std::vector<int> pieces_in_flight(const std::vector<PipeStep>& steps, int virtual_stages) {
-  std::vector<int> live(static_cast<size_t>(virtual_stages), 0), most(live);
-  std::vector<std::vector<int>> started(live.size());  // (a receive or a forward starts a piece)
-  auto start = [&](const PipePiece& p) {
-    std::vector<int>& s = started[static_cast<size_t>(p.chunk)];
-    if (std::find(s.begin(), s.end(), p.micro) != s.end()) return;
-    s.push_back(p.micro);
-    int& n = live[static_cast<size_t>(p.chunk)];
-    most[static_cast<size_t>(p.chunk)] = std::max(most[static_cast<size_t>(p.chunk)], ++n);
+PipeSlots activation_slots(const std::vector<PipeStep>& steps, int head_chunk, int micros,
+                           int chunks) {
+  PipeSlots out;
+  out.slot_of.assign(static_cast<size_t>(chunks * micros), -1);
+  int made[2] = {0, 0};      // slots of each pool so far: plain, head
+  std::vector<int> free[2];  // each pool's freed slots
+  auto pool = [&](const PipePiece& p) { return p.chunk == head_chunk ? 1 : 0; };
+  auto slot = [&](const PipePiece& p) -> int& {
+    return out.slot_of[static_cast<size_t>(p.chunk * micros + p.micro)];
   };
-  for (const PipeStep& st : steps) {
-    if (st.action == PipeAction::exchange && st.recv_forward.some()) start(st.recv_forward);
-    if (st.action == PipeAction::forward) start(st.piece);
-    if (st.action == PipeAction::backward) --live[static_cast<size_t>(st.piece.chunk)];
-  }
-  return most;
-}
-
-PipeSlots activation_slots(const std::vector<PipeStep>& steps, int head_chunk) {
-  int live[2] = {0, 0};
-  PipeSlots most;
-  std::vector<std::pair<int, int>> started;  // (micro, chunk)
-  auto pool = [&](int chunk) { return chunk == head_chunk ? 1 : 0; };
   auto start = [&](const PipePiece& p) {
-    if (std::find(started.begin(), started.end(), std::make_pair(p.micro, p.chunk)) !=
-        started.end())
+    if (slot(p) >= 0) return;
+    std::vector<int>& f = free[pool(p)];
+    if (f.empty()) {  // every slot of the pool is busy: one more
+      slot(p) = made[pool(p)]++;
       return;
-    started.emplace_back(p.micro, p.chunk);
-    const int n = ++live[pool(p.chunk)];
-    int& m = pool(p.chunk) == 1 ? most.head : most.plain;
-    m = std::max(m, n);
+    }
+    slot(p) = f.back();
+    f.pop_back();
   };
   for (const PipeStep& st : steps) {
     if (st.action == PipeAction::exchange && st.recv_forward.some()) start(st.recv_forward);
     if (st.action == PipeAction::forward) start(st.piece);
-    if (st.action == PipeAction::backward) --live[pool(st.piece.chunk)];
+    if (st.action == PipeAction::backward) free[pool(st.piece)].push_back(slot(st.piece));
   }
-  return most;
+  out.plain = made[0];
+  out.head = made[1];
+  if (head_chunk >= 0)  // the head's slots after the plain ones
+    for (int m = 0; m < micros; ++m) slot({m, head_chunk}) += out.plain;
+  return out;
 }
 
 int head_chunk_of(int stage, int stages, int virtual_stages) {
@@ -256,7 +248,7 @@ int micros_in_flight(PipeSchedule schedule, int stage, int stages, int micros, i
   if (schedule == PipeSchedule::one_f_one_b) return std::min(stages - stage, micros);
   const PipeSlots s =
       activation_slots(pipeline_steps(schedule, stage, stages, micros, virtual_stages),
-                       head_chunk_of(stage, stages, virtual_stages));
+                       head_chunk_of(stage, stages, virtual_stages), micros, virtual_stages);
   return s.plain + s.head;
 }
 

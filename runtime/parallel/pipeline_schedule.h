@@ -68,18 +68,18 @@ struct PipeStep {
 std::vector<PipeStep> pipeline_steps(PipeSchedule schedule, int stage, int stages, int micros,
                                      int virtual_stages = 1);
 
-// The most pieces of each chunk whose activations the stage keeps at once, from receiving (or
-// starting) a piece's forward to the end of its backward.
-std::vector<int> pieces_in_flight(const std::vector<PipeStep>& steps, int virtual_stages);
-
-// The activation slots a stage needs when a piece of any chunk may take any free slot, but the
+// The activation slots of a stage running `steps` (micros pieces of `chunks` chunks): a piece
+// holds a slot from its input's receive (or its forward) to the end of its backward, and takes
+// a free one (a new one only when all are busy). Any chunk's piece may take any plain slot; the
 // pieces of chunk `head_chunk` (the last stage's last chunk, whose slots hold the head's tensors
-// too; -1: none) only slots of their own: the most pieces in flight at once of the other chunks
-// (plain) and of that one (head).
+// too; -1: none) take only head slots. So plain and head are the most pieces in flight at once of
+// the other chunks and of that one.
 struct PipeSlots {
   int plain = 0, head = 0;
+  std::vector<int> slot_of;  // [chunk * micros + micro]: plain slots 0.., then the head's
 };
-PipeSlots activation_slots(const std::vector<PipeStep>& steps, int head_chunk);
+PipeSlots activation_slots(const std::vector<PipeStep>& steps, int head_chunk, int micros,
+                           int chunks);
 // The head chunk of stage `stage` of `stages` with `virtual_stages` chunks: the last chunk of the
 // last stage, else -1.
 int head_chunk_of(int stage, int stages, int virtual_stages);

@@ -80,11 +80,12 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
   const parallel::PipeSchedule schedule =
       parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule);
   // the slots (parallel::PipelineRunner): the plain ones, then those with the head's tensors
-  parallel::PipeSlots slots{0, 1};
+  parallel::PipeSlots slots;
+  slots.head = 1;
   if (pp > 1)
     slots = parallel::activation_slots(
         parallel::pipeline_steps(schedule, stage, pp, micros, shard.chunks),
-        parallel::head_chunk_of(stage, pp, shard.chunks));
+        parallel::head_chunk_of(stage, pp, shard.chunks), micros, shard.chunks);
   auto bytes = [&](bool own_scratch, bool with_head) {
     return model::Activations::bytes_needed(
         layout, rows, T, model::parse_recompute(activation_checkpointing),

@@ -5,8 +5,9 @@
 // the order posted, per pair of stages and tag (Gloo) or per pair of stages alone (NCCL, which
 // has no tags); both ways, every receive gets the message it names. Each stage runs every piece's
 // forward once after its input arrived, then its backward once after its output gradient
-// arrived, and the pieces in flight never exceed the activation slots: pp - stage under 1F1B,
-// all of them under GPipe, what pieces_in_flight counts under the interleaved schedule.
+// arrived; activation_slots gives every piece in flight a slot of its own (the head chunk's
+// among the head slots), no more slots than pieces in flight at once: pp - stage under 1F1B,
+// all of them under GPipe.
 #include <catch2/catch.hpp>
 #include <deque>
 #include <map>
@@ -133,24 +134,34 @@ std::vector<std::vector<PipeStep>> all_stages(PipeSchedule schedule, int pp, int
 
 // Every piece of every chunk: forward once after its input arrived (or at the first virtual
 // stage), its output sent after its forward, its backward once after its forward and its output
-// gradient (or at the last virtual stage), its input gradient sent after that; and the pieces in
-// flight per chunk at most, and once exactly, pieces_in_flight's count, and those of the head
-// chunk and of the others activation_slots' counts. Returns the most pieces in flight at once
-// over all chunks.
+// gradient (or at the last virtual stage), its input gradient sent after that; each piece in
+// flight holds a slot no other piece in flight holds, of its pool (head or plain), and each
+// pool has as many slots as it has pieces in flight at most. Returns the most pieces in flight
+// at once over all chunks.
 int check_stage_order(const std::vector<PipeStep>& steps, int s, int pp, int micros, int v) {
   std::set<std::pair<int, int>> got_input, forwarded, got_grad, backwarded;
-  std::vector<int> live(static_cast<size_t>(v), 0), most(live);
   int live_all = 0, most_all = 0;
   const int head_chunk = parallel::head_chunk_of(s, pp, v);
   int live_pool[2] = {0, 0}, most_pool[2] = {0, 0};  // the other chunks', the head chunk's
+  const parallel::PipeSlots slots = parallel::activation_slots(steps, head_chunk, micros, v);
+  REQUIRE(slots.slot_of.size() == static_cast<size_t>(micros * v));
+  std::vector<int> holder(static_cast<size_t>(slots.plain + slots.head), -1);  // a slot's piece
   std::set<std::pair<int, int>> started;
+  auto slot_of = [&](const PipePiece& p) {
+    return slots.slot_of[static_cast<size_t>(p.chunk * micros + p.micro)];
+  };
   auto start = [&](const PipePiece& p) {
     if (!started.insert({p.micro, p.chunk}).second) return;
-    const size_t c = static_cast<size_t>(p.chunk);
-    most[c] = std::max(most[c], ++live[c]);
     most_all = std::max(most_all, ++live_all);
     const int k = p.chunk == head_chunk ? 1 : 0;
     most_pool[k] = std::max(most_pool[k], ++live_pool[k]);
+    // its slot: of its pool, and free
+    const int slot = slot_of(p);
+    CHECK((k == 1 ? slot >= slots.plain && slot < slots.plain + slots.head
+                  : slot >= 0 && slot < slots.plain));
+    if (slot < 0 || slot >= static_cast<int>(holder.size())) return;
+    CHECK(holder[static_cast<size_t>(slot)] == -1);
+    holder[static_cast<size_t>(slot)] = p.chunk * micros + p.micro;
   };
   for (const PipeStep& st : steps) {
     const std::pair<int, int> key{st.piece.micro, st.piece.chunk};
@@ -166,9 +177,10 @@ int check_stage_order(const std::vector<PipeStep>& steps, int s, int pp, int mic
         CHECK(forwarded.count(key) == 1);
         CHECK((last_virtual || got_grad.count(key) == 1));
         CHECK(backwarded.insert(key).second);
-        --live[static_cast<size_t>(st.piece.chunk)];
         --live_all;
         --live_pool[st.piece.chunk == head_chunk ? 1 : 0];
+        if (const int slot = slot_of(st.piece); slot >= 0 && slot < int(holder.size()))
+          holder[static_cast<size_t>(slot)] = -1;
         break;
       case PipeAction::exchange:
         if (st.send_forward.some())
@@ -186,8 +198,6 @@ int check_stage_order(const std::vector<PipeStep>& steps, int s, int pp, int mic
   }
   CHECK(forwarded.size() == static_cast<size_t>(micros * v));
   CHECK(backwarded.size() == forwarded.size());
-  CHECK(most == parallel::pieces_in_flight(steps, v));
-  const parallel::PipeSlots slots = parallel::activation_slots(steps, head_chunk);
   CHECK(slots.plain == most_pool[0]);
   CHECK(slots.head == most_pool[1]);
   if (s < pp - 1) CHECK(slots.plain == most_all);  // one pool: exactly the pieces at once
@@ -207,8 +217,7 @@ TEST_CASE("pipeline_schedules_complete_without_deadlock_and_bound_the_pieces_in_
         CHECK(simulate(lists, false) == "");
         for (int s = 0; s < pp; ++s) {
           INFO("stage " << s);
-          check_stage_order(lists[static_cast<size_t>(s)], s, pp, micros, 1);
-          CHECK(parallel::pieces_in_flight(lists[static_cast<size_t>(s)], 1).at(0) ==
+          CHECK(check_stage_order(lists[static_cast<size_t>(s)], s, pp, micros, 1) ==
                 parallel::micros_in_flight(schedule, s, pp, micros));
         }
       }
