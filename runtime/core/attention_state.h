@@ -57,6 +57,11 @@ constexpr bool cuda_attention_uses_flash(AttentionKernel kernel, int64_t head_si
   return kernel != AttentionKernel::reference && flash_attention_head_size(head_size);
 }
 
+// Context parallelism: this rank's place in the cp group (Backend::attention_forward_cp).
+struct ContextSplit {
+  int rank = 0, size = 1;
+};
+
 inline Shape attention_state_shape_of(bool flash, int64_t B, int64_t NH, int64_t T) {
   return flash ? Shape{B, NH, T} : Shape{B, NH, T, T};
 }

@@ -165,6 +165,25 @@ class Backend {
   virtual void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv,
                                   const Tensor& out, const Tensor& att, int n_head) = 0;
 
+  // Context parallelism (parallel.cp > 1): causal attention over a sequence of T tokens of which
+  // each of the split.size ranks (ContextSplit) holds Tl = T / cp: chunks r and 2cp - 1 - r of 2cp
+  // equal chunks, in that order (Megatron's load balance: every rank sees as many (query, key)
+  // pairs). qkv_all [cp,B,Tl,3C] is every rank's qkv in rank order (their all-gather over the cp
+  // group: keys and values gathered whole, Llama 3's context parallelism); out [B,Tl,C] receives
+  // this rank's rows, and att (attention_cp_state_shape) what backward reads. Backward OVERWRITES
+  // dqkv_all [cp,B,Tl,3C], fp32: this rank's share of every rank's gradient (its own queries' in
+  // its block, and in each block the keys' and values' that its queries saw), whose sum over the
+  // cp group (a reduce-scatter) is each rank's dqkv. qkv_all and out may be bf16 as in
+  // attention_forward. A backend without it (supports_context_parallel() false) throws.
+  virtual bool supports_context_parallel() const { return false; }
+  virtual Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T) const {
+    return Shape{B, NH, Tl, T};
+  }
+  virtual void attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all,
+                                    ContextSplit split, int n_head);
+  virtual void attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
+                                     const Tensor& out, const Tensor& att, ContextSplit split,
+                                     int n_head);
   // out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]. wpe may be empty (no positions).
   virtual void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,
                                  const Tensor& wpe, int64_t pos_offset) = 0;

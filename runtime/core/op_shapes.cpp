@@ -128,6 +128,38 @@ AttentionDims attention_backward_dims(const Tensor& dqkv, const Tensor& dout, co
   return d;
 }
 
+ContextAttentionDims attention_forward_cp_dims(const Tensor& out, const Tensor& att,
+                                               const Tensor& qkv_all, ContextSplit split,
+                                               int n_head, const Backend& be) {
+  const char* op = "attention_forward_cp";
+  TRAINER_CHECK(qkv_all.shape.rank == 4 && qkv_all.shape[0] == split.size && split.size > 0 &&
+                    split.rank >= 0 && split.rank < split.size && qkv_all.shape[3] % 3 == 0,
+                op << ": qkv_all " << qkv_all.shape.str() << " must be [cp, B, Tl, 3C] with cp = "
+                   << split.size << " (rank " << split.rank << ")");
+  ContextAttentionDims d{qkv_all.shape[0], qkv_all.shape[1], qkv_all.shape[2],
+                         qkv_all.shape[3] / 3};
+  TRAINER_CHECK(d.Tl % 2 == 0, op << ": Tl = " << d.Tl << " must be even (two chunks per rank)");
+  TRAINER_CHECK(n_head > 0 && d.C % n_head == 0,
+                op << ": C = " << d.C << " is not divisible by n_head = " << n_head);
+  check_qkv_dtype(qkv_all, out.dtype, op);
+  check_numel(out, d.B * d.Tl * d.C, op, "out");
+  check_numel(att, be.attention_cp_state_shape(d.B, n_head, d.Tl, d.cp * d.Tl).numel(), op, "att");
+  return d;
+}
+
+ContextAttentionDims attention_backward_cp_dims(const Tensor& dqkv_all, const Tensor& dout,
+                                                const Tensor& qkv_all, const Tensor& out,
+                                                const Tensor& att, ContextSplit split, int n_head,
+                                                const Backend& be) {
+  const char* op = "attention_backward_cp";
+  const ContextAttentionDims d = attention_forward_cp_dims(out, att, qkv_all, split, n_head, be);
+  TRAINER_CHECK(dqkv_all.dtype == DType::f32,
+                op << ": dqkv_all must be f32, got " << dtype_name(dqkv_all.dtype));
+  check_numel(dqkv_all, qkv_all.numel(), op, "dqkv_all");
+  check_numel(dout, d.B * d.Tl * d.C, op, "dout");
+  return d;
+}
+
 EmbeddingDims embedding_forward_dims(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                                      const Tensor& wpe, int64_t pos_offset) {
   const char* op = "embedding_forward";

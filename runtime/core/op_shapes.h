@@ -4,6 +4,7 @@
 // Dtype and device checks stay with the backend (they differ by device).
 #include <cstdint>
 
+#include "runtime/core/attention_state.h"
 #include "runtime/core/tensor.h"
 
 namespace trainer {
@@ -55,6 +56,19 @@ AttentionDims attention_forward_dims(const Tensor& out, const Tensor& att, const
 AttentionDims attention_backward_dims(const Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
                                       const Tensor& out, const Tensor& att, int n_head,
                                       const Backend& be);
+// Context-parallel attention (Backend::attention_forward_cp): qkv_all [cp,B,Tl,3C] with cp =
+// split.size, out [B,Tl,C], Tl even; att of the backend's attention_cp_state_shape. T is cp * Tl.
+struct ContextAttentionDims {
+  int64_t cp, B, Tl, C;
+};
+ContextAttentionDims attention_forward_cp_dims(const Tensor& out, const Tensor& att,
+                                               const Tensor& qkv_all, ContextSplit split,
+                                               int n_head, const Backend& be);
+// dqkv_all: fp32, qkv_all's shape.
+ContextAttentionDims attention_backward_cp_dims(const Tensor& dqkv_all, const Tensor& dout,
+                                                const Tensor& qkv_all, const Tensor& out,
+                                                const Tensor& att, ContextSplit split, int n_head,
+                                                const Backend& be);
 EmbeddingDims embedding_forward_dims(const Tensor& out, const Tensor& tokens, const Tensor& wte,
                                      const Tensor& wpe, int64_t pos_offset);
 EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, const Tensor& dout,

@@ -55,6 +55,12 @@ class CpuBackend : public Backend {
   // The probabilities are kept (the default attention_state_shape); `out` is not read.
   void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& att, int n_head) override;
+  bool supports_context_parallel() const override { return true; }
+  void attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all, ContextSplit split,
+                            int n_head) override;
+  void attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
+                             const Tensor& out, const Tensor& att, ContextSplit split,
+                             int n_head) override;
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                          int64_t pos_offset) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,

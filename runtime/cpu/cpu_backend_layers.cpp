@@ -129,6 +129,27 @@ void CpuBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tenso
   staging_.commit(dqkv, 3);
 }
 
+void CpuBackend::attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all,
+                                      ContextSplit split, int n_head) {
+  const char* op = "attention_forward_cp";
+  const ContextAttentionDims d = attention_forward_cp_dims(out, att, qkv_all, split, n_head, *this);
+  cpu::attention_forward_cp(staging_.output(out, 3, op, "out"), need_f32(att, op, "att"),
+                            staging_.input(qkv_all, 0, op, "qkv_all"), int64_t{split.rank}, d.cp,
+                            d.B, d.Tl, d.C, int64_t{n_head});
+  staging_.commit(out, 3);
+}
+
+void CpuBackend::attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
+                                       const Tensor& out, const Tensor& att, ContextSplit split,
+                                       int n_head) {
+  const char* op = "attention_backward_cp";
+  const ContextAttentionDims d =
+      attention_backward_cp_dims(dqkv_all, dout, qkv_all, out, att, split, n_head, *this);
+  cpu::attention_backward_cp(need_f32(dqkv_all, op, "dqkv_all"), need_f32(dout, op, "dout"),
+                             staging_.input(qkv_all, 0, op, "qkv_all"), need_f32(att, op, "att"),
+                             int64_t{split.rank}, d.cp, d.B, d.Tl, d.C, int64_t{n_head});
+}
+
 void CpuBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,
                                    const Tensor& wpe, int64_t pos_offset) {
   const char* op = "embedding_forward";
