@@ -31,7 +31,7 @@ void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp)
   const parallel::ZeroPrediction p =
       parallel::predict_zero_memory(cfg.parallel.zero, num_params, dp, b);
   std::printf(
-      "memory per rank (ZeRO %d formula, dp %d, %s: params %d + grads %d + optimizer %d "
+      "memory per rank (ZeRO %d formula, %d replicas, %s: params %d + grads %d + optimizer %d "
       "bytes/param): params %.0f B, grads %.0f B, optimizer %.0f B, total %.0f B (%.1f MiB)\n",
       cfg.parallel.zero, dp,
       cfg.precision.compute == "fp32" ? "fp32" : "fp32 master weights + bf16 copy, fp32 gradients",
@@ -77,9 +77,11 @@ size_t print_activation_memory(const config::RunConfig& cfg, bool flash, int sta
         std::to_string(cfg.train.micro_batch / micros);
   }
   std::printf(
-      "activations per rank (%s x %d tokens, activation_checkpointing %s, %s, "
+      "activations per rank (%s x %d tokens%s, activation_checkpointing %s, %s, "
       "attention keeps %s%s): %zu B (%.1f MiB)\n",
-      batch.c_str(), cfg.model.seq_len, cfg.activation_checkpointing.c_str(),
+      batch.c_str(), cfg.model.seq_len / cfg.parallel.cp,
+      cfg.parallel.cp > 1 ? " (seq_len / cp; qkv gathered over cp)" : "",
+      cfg.activation_checkpointing.c_str(),
       fp8    ? "bf16 activations + fp8 GEMMs' fp32 sums"
       : bf16 ? "bf16 activations"
              : "fp32",
@@ -273,6 +275,8 @@ void register_plan(CLI::App& app) {
                        ? cfg.parallel.dp
                        : args->gpus / (cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.tp);
     const int64_t seqs = static_cast<int64_t>(cfg.train.micro_batch) * cfg.train.grad_accum * dp;
+    // the gradients' replicas: ZeRO shards over dp x cp (train::DataParallel)
+    const int replicas = dp * cfg.parallel.cp;
     std::printf("config %s is valid for %d %s device(s)\n", args->config.c_str(), args->gpus,
                 args->gpu.c_str());
     if (cmd->count("--gpu") == 0 && cfg.hardware.device == "cuda")
@@ -290,9 +294,17 @@ void register_plan(CLI::App& app) {
     // Under pipeline parallelism the numbers per rank are the heaviest stage's.
     const model::GptDims dims = model::GptDims::from_config(m);
     const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
+    if (cfg.parallel.cp > 1 && device.cuda)
+      throw config::ConfigError(
+          "config: parallel.cp = " + std::to_string(cfg.parallel.cp) +
+          " needs context-parallel attention, which the cuda backend does not have yet; plan it "
+          "for the cpu (no --gpu), or use parallel.cp = 1");
+    if (cfg.parallel.cp > 1 && args->search)
+      throw config::ConfigError("plan: --search ranks layouts with parallel.cp = 1; got " +
+                                std::string("parallel.cp = ") + std::to_string(cfg.parallel.cp));
     const bool flash = device.cuda && cuda_attention_uses_flash(attention, dims.head_dim());
     const int pp = cfg.parallel.pp;
-    const int stage = plan::heaviest_stage(cfg, cfg.parallel.zero, dp, device, flash);
+    const int stage = plan::heaviest_stage(cfg, cfg.parallel.zero, replicas, device, flash);
     if (pp > 1) {
       const int micros = cfg.parallel.pipeline.microbatches;
       const int v = config::virtual_stages_of(cfg.parallel);
@@ -313,8 +325,8 @@ void register_plan(CLI::App& app) {
         cfg,
         model::ParamLayout(dims, model::GptShard::stage(dims, stage, pp, 0, cfg.parallel.tp))
             .total_numel(),
-        dp);
-    const double held = print_held_state(cfg, dp, device, stage);
+        replicas);
+    const double held = print_held_state(cfg, replicas, device, stage);
     std::string why_probabilities;  // on a GPU, where the flash kernels would not keep them
     if (device.cuda && !flash)
       why_probabilities = attention == AttentionKernel::reference
@@ -330,6 +342,14 @@ void register_plan(CLI::App& app) {
           static_cast<long long>(t.collectives),
           cfg.parallel.sequence_parallel ? "all-gathers and reduce-scatters" : "all-reduces",
           t.sent_bytes, t.sent_bytes / (1024.0 * 1024.0));
+    if (const plan::CpTraffic t = plan::cp_traffic(cfg); t.collectives > 0)
+      std::printf(
+          "cp traffic per rank per step: %lld collectives (each block's qkv all-gathered in "
+          "forward%s and backward, its gradient reduce-scattered), %.0f B sent by ring algorithms "
+          "(%.1f MiB)\n",
+          static_cast<long long>(t.collectives),
+          cfg.activation_checkpointing == "none" ? "" : ", recompute", t.sent_bytes,
+          t.sent_bytes / (1024.0 * 1024.0));
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));

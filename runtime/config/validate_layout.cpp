@@ -115,11 +115,9 @@ void validate_layout(RunConfig& cfg, int world_size) {
 
 void check_runnable(const RunConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.cp > 1 || p.ep > 1)
-    fail(
-        "this build trains data-, tensor- and pipeline-parallel layouts only (parallel.cp and ep = "
-        "1); got " +
-        kv("parallel.cp", p.cp) + ", " + kv("parallel.ep", p.ep));
+  if (p.ep > 1)
+    fail("this build trains dense models, without expert parallelism (parallel.ep = 1); got " +
+         kv("parallel.ep", p.ep));
   // ZeRO 2 and 3 reduce (and free) each micro-batch's gradients as backward makes them, but a
   // stage's gradients are final only after its last micro-batch, and the tied embedding's only
   // after the sum over the end stages (DeepSpeed refuses the same pairing).

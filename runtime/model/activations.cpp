@@ -96,6 +96,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
       a.grad = scratch_of->grad;
       a.sp = scratch_of->sp;
       a.fp8_sums = scratch_of->fp8_sums;
+      a.cp = scratch_of->cp;
     }
     return;
   }
@@ -117,6 +118,11 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     a.sp.dln_rows = c.take(stream);
   }
   if (fp8_sums) a.fp8_sums = c.take({B, T, FC});
+  if (s.cp_size > 1) {
+    a.cp.qkv_all = c.take({s.cp_size, B, T, 3 * CL}, mm);
+    a.cp.dqkv_all = c.take({s.cp_size, B, T, 3 * CL});
+    if (mm == DType::bf16) a.cp.dqkv_rows = c.take({B, T, 3 * CL});
+  }
 }
 
 }  // namespace
@@ -130,14 +136,20 @@ Recompute parse_recompute(const std::string& name) {
   return Recompute::none;
 }
 
+Shape Activations::attention_state(const Backend& be, const ParamLayout& layout, int B, int T) {
+  const GptShard& s = layout.shard();
+  const int64_t heads = layout.dims().n_head / s.tp_size;
+  if (s.cp_size > 1) return be.attention_cp_state_shape(B, heads, T, int64_t{T} * s.cp_size);
+  return be.attention_state_shape(B, heads, T, layout.dims().head_dim());
+}
+
 Activations::Activations(Backend& be, const ParamLayout& layout, int b, int t, Recompute r,
                          DType matmul_input_dtype, bool fp8_sums, const Activations* scratch_of,
                          bool head)
     : B(b), T(t), recompute(r), matmul_input(matmul_input_dtype), with_head(head), be_(&be) {
   TRAINER_CHECK(matmul_input == DType::f32 || matmul_input == DType::bf16,
                 "activations: matmul inputs must be f32 or bf16");
-  const Shape att_state = be.attention_state_shape(B, layout.dims().n_head / layout.shard().tp_size,
-                                                   T, layout.dims().head_dim());
+  const Shape att_state = attention_state(be, layout, B, T);
   TRAINER_CHECK(scratch_of == nullptr || (scratch_of->B == B && scratch_of->T == T &&
                                           scratch_of->matmul_input == matmul_input),
                 "activations share the scratch of a set of another shape");

@@ -44,7 +44,9 @@ struct BlockActivations {
   Tensor ln1, ln1_mean, ln1_rstd;  // [B,T,C], [B,T], [B,T] (sequence parallel: [RL,C], [RL])
   Tensor qkv;                      // [B,T,3C/tp], in matmul_input (attention reads it)
   Tensor atty;                     // [B,T,C/tp] attention output before projection
-  Tensor att;  // Backend::attention_state_shape: [B,NH/tp,T,T] probabilities or [B,NH/tp,T] lse
+  // Backend::attention_state_shape: [B,NH/tp,T,T] probabilities or [B,NH/tp,T] lse (context
+  // parallelism: attention_cp_state_shape)
+  Tensor att;
   Tensor residual_mid;  // [B,T,C] x + attn(x)
   Tensor ln2, ln2_mean, ln2_rstd;
   Tensor fch, fch_gelu;  // [B,T,4C/tp]
@@ -74,6 +76,15 @@ struct SequenceParallelScratch {
   Tensor dln_rows;      // [RL, C] this rank's rows of a layernorm's input gradient
 };
 
+// Context parallelism's buffers (empty without it; cp = GptShard::cp_size): every cp rank's qkv
+// rows gathered, and attention's gradient of them before its reduce-scatter.
+struct ContextParallelScratch {
+  Tensor qkv_all;    // [cp, B, T, 3C/tp] in matmul_input (T: this rank's tokens)
+  Tensor dqkv_all;   // [cp, B, T, 3C/tp] fp32 (Backend::attention_backward_cp)
+  Tensor dqkv_rows;  // [B, T, 3C/tp] fp32 under bf16 compute: the reduce-scatter's sum, which
+                     // grad.dqkv receives rounded (empty in fp32, where grad.dqkv receives it)
+};
+
 class Activations {
  public:
   // matmul_input: the dtype of the tensors only matmuls read (ln1, atty, ln2, fch, fch_gelu,
@@ -97,7 +108,6 @@ class Activations {
   bool with_head = true;
   int chunk = 0;           // the model chunk using the set now (Gpt::use_activation_slot)
   Tensor inputs, targets;  // [B,T] int32
-  int64_t pos_offset = 0;  // the forward's (its backward reads it; a pipeline interleaves slots)
   Tensor encoded;          // [B,T,C] embedding output
   std::vector<BlockActivations> blocks;  // the chunk's, in order
   Tensor lnf, lnf_mean, lnf_rstd;
@@ -105,11 +115,14 @@ class Activations {
   Tensor losses;  // [B,T]
   GradScratch grad;
   SequenceParallelScratch sp;
+  ContextParallelScratch cp;
   // fp8 compute: the fc layer's fp8 GEMM's fp32 sums before they pass through the GELU,
   // [B,T,4C/tp]; empty otherwise. (The other fp8 GEMMs write their outputs themselves.)
   Tensor fp8_sums;
   size_t bytes() const { return bytes_; }
 
+  // What attention keeps per layer for B sequences of this rank's T tokens.
+  static Shape attention_state(const Backend& be, const ParamLayout& layout, int B, int T);
   // The bytes the constructor allocates for these arguments when attention keeps
   // `attention_state` per layer (Backend::attention_state_shape), without allocating: the
   // estimate of `trainer plan`.

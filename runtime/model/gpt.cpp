@@ -28,10 +28,14 @@ double matmul_flops(const Tensor& out, const Tensor& inp) {
 
 // Causal attention over qkv [B, T, 3C]: QK^T and PV over each sequence's T(T+1)/2 (query, key)
 // pairs, whatever the kernel computes besides; backward is twice this.
-double attention_flops(const Tensor& qkv) {
+// Context parallelism: this rank's queries, L = T / 2 in each of chunks r and 2cp - 1 - r, see
+// every key up to theirs: L^2 (2cp - 1) + L (L + 1) pairs per sequence.
+double attention_flops(const Tensor& qkv, const GptShard& s) {
   const double B = static_cast<double>(qkv.shape[0]), T = static_cast<double>(qkv.shape[1]),
                C = static_cast<double>(qkv.shape[2]) / 3;
-  return 2.0 * B * C * T * (T + 1);
+  if (s.cp_size == 1) return 2.0 * B * C * T * (T + 1);
+  const double L = T / 2, pairs = L * L * (2 * s.cp_size - 1) + L * (L + 1);
+  return 4.0 * B * C * pairs;
 }
 
 uint64_t name_hash(const std::string& s) {
@@ -333,13 +337,11 @@ void Gpt::call_ready(int unit) {
   hooks_.unit_grads_ready(unit);
 }
 
-double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
-                    int64_t pos_offset) {
+double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_scale) {
   TRAINER_CHECK(acts_, "allocate_activations() before forward()");
   const GptShard& s = layout_.shard();
   Activations& a = *acts_;
   dloss_scale_ = dloss_scale;
-  a.pos_offset = pos_offset;
   pass_ = "fwd";
   const bool embed = runs_embedding(), head = runs_head();
   if (embed || head) {  // (a middle pipeline stage reads neither)
@@ -351,8 +353,7 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   if (embed) {  // (a later pipeline stage's input was received into stage_input())
     call_before(0, false);
     auto p = phase("embedding");
-    be_.embedding_forward(a.encoded, a.inputs, weight_view("wte.weight", false),
-                          weight_view("wpe.weight", false), pos_offset);
+    embedding_forward();
   }
   const int first = chunk_first_layer();
   for (int l = first; l < first + s.layers_per_chunk(); ++l) {
@@ -447,12 +448,95 @@ Tensor Gpt::sp_gather_dresidual() {
   return rows(acts_->sp.dresidual_mm);
 }
 
+void Gpt::embedding_forward() {
+  Activations& a = *acts_;
+  const GptShard& s = layout_.shard();
+  const Tensor wte = weight_view("wte.weight", false), wpe = weight_view("wpe.weight", false);
+  if (s.cp_size == 1) {
+    be_.embedding_forward(a.encoded, a.inputs, wte, wpe, 0);
+    return;
+  }
+  const int64_t C = layout_.dims().d_model, L = a.T / 2;
+  for (int64_t b = 0; b < a.B; ++b)
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = b * a.T + half * L;
+      be_.embedding_forward(a.encoded.slice(row * C, L * C).view({1, L, C}),
+                            a.inputs.slice(row, L).view({1, L}), wte, wpe,
+                            s.context_chunk(half) * L);
+    }
+}
+
+void Gpt::embedding_backward(const Tensor& dout) {
+  Activations& a = *acts_;
+  const GptShard& s = layout_.shard();
+  const Tensor dwte = weight_view("wte.weight", true), dwpe = weight_view("wpe.weight", true);
+  if (s.cp_size == 1) {
+    be_.embedding_backward(dwte, dwpe, dout, a.inputs, 0);
+    return;
+  }
+  const int64_t C = layout_.dims().d_model, L = a.T / 2;
+  for (int64_t b = 0; b < a.B; ++b)
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = b * a.T + half * L;
+      be_.embedding_backward(dwte, dwpe, dout.slice(row * C, L * C).view({1, L, C}),
+                             a.inputs.slice(row, L).view({1, L}), s.context_chunk(half) * L);
+    }
+}
+
+void Gpt::cp_all_gather(const Tensor& rows_in, Tensor whole) {
+  TRAINER_CHECK(hooks_.cp_all_gather, "context parallelism without a cp all-gather hook");
+  auto p = phase("cp_all_gather");
+  hooks_.cp_all_gather(rows_in, whole);
+}
+
+void Gpt::attention_forward(BlockActivations& a) {
+  const GptShard& s = layout_.shard();
+  const int heads = layout_.dims().n_head / s.tp_size;
+  if (s.cp_size == 1) {
+    auto p = phase("attention", attention_flops(a.qkv, s));
+    be_.attention_forward(a.atty, a.att, a.qkv, heads);
+    return;
+  }
+  const Tensor all = acts_->cp.qkv_all;
+  cp_all_gather(a.qkv, all);
+  auto p = phase("attention", attention_flops(a.qkv, s));
+  be_.attention_forward_cp(a.atty, a.att, all, {s.cp_rank, s.cp_size}, heads);
+}
+
+void Gpt::attention_backward(BlockActivations& a) {
+  const GptShard& s = layout_.shard();
+  GradScratch& g = acts_->grad;
+  const int heads = layout_.dims().n_head / s.tp_size;
+  if (s.cp_size == 1) {
+    auto p = phase("attention", 2 * attention_flops(a.qkv, s));
+    be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, heads);
+    return;
+  }
+  // The gathered keys and values are one buffer for every block: gathered again (Megatron's
+  // ring attention passes them around again in backward too).
+  const ContextParallelScratch& cp = acts_->cp;
+  cp_all_gather(a.qkv, cp.qkv_all);
+  {
+    auto p = phase("attention", 2 * attention_flops(a.qkv, s));
+    be_.attention_backward_cp(cp.dqkv_all, g.datty, cp.qkv_all, a.atty, a.att,
+                              {s.cp_rank, s.cp_size}, heads);
+  }
+  {
+    TRAINER_CHECK(hooks_.cp_reduce_scatter, "context parallelism without a cp reduce-scatter hook");
+    auto p = phase("cp_reduce_scatter");
+    hooks_.cp_reduce_scatter(cp.dqkv_all, cp.dqkv_rows.empty() ? g.dqkv : cp.dqkv_rows);
+  }
+  if (!cp.dqkv_rows.empty()) {  // bf16 compute: the qkv GEMMs read dqkv rounded
+    auto p = phase("round_dqkv");
+    be_.round_to_bf16(g.dqkv, cp.dqkv_rows);
+  }
+}
+
 void Gpt::block_forward(int l) {
   Activations& acts = *acts_;
   BlockActivations& a = block_acts(l);
   const BlockWeights w = block_weights(l, false);
   const GptShard& s = layout_.shard();
-  const int nh_local = layout_.dims().n_head / s.tp_size;
   // Row-parallel layers add their bias and the residual once (tp rank 0) before the partial sums
   // are reduced; the residual add rides in the GEMM (Backend::matmul_forward).
   const bool rank0 = s.tp_rank == 0;
@@ -473,10 +557,7 @@ void Gpt::block_forward(int l) {
     auto p = phase("qkv", matmul_flops(a.qkv, ln1));
     linear_forward(rows(a.qkv), rows(ln1), w.qkvw, w.qkvb, l, 0);
   }
-  {
-    auto p = phase("attention", attention_flops(a.qkv));
-    be_.attention_forward(a.atty, a.att, a.qkv, nh_local);
-  }
+  attention_forward(a);
   if (sp) {
     sp_row_parallel(a.residual_mid, a.atty, w.projw, w.projb, l, 1, a.residual_in);
   } else {
@@ -540,9 +621,7 @@ void Gpt::backward(bool grads_final) {
     call_before(0, true);
     if (s.sequence_parallel) tp_all_gather(g.dresidual, a.sp.dresidual);
     auto p = phase("embedding");
-    be_.embedding_backward(weight_view("wte.weight", true), weight_view("wpe.weight", true),
-                           s.sequence_parallel ? a.sp.dresidual : g.dresidual, a.inputs,
-                           a.pos_offset);
+    embedding_backward(s.sequence_parallel ? a.sp.dresidual : g.dresidual);
   }
   if (embed || head) call_ready(0);  // wte (the last stage's is the head's)
   // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
@@ -593,11 +672,7 @@ void Gpt::recompute_block(int l) {
     case Recompute::selective: {  // att and atty are shared: rebuild them from this block's qkv
       BlockActivations& a = block_acts(l);
       pass_ = "recompute";
-      {
-        auto p = phase("attention", attention_flops(a.qkv));
-        be_.attention_forward(a.atty, a.att, a.qkv,
-                              layout_.dims().n_head / layout_.shard().tp_size);
-      }
+      attention_forward(a);
       pass_ = "bwd";
       return;
     }
@@ -610,7 +685,6 @@ void Gpt::block_backward(int l) {
   GradScratch& g = acts.grad;
   const BlockWeights w = block_weights(l, false);
   const BlockWeights dw = block_weights(l, true);
-  const int nh_local = layout_.dims().n_head / layout_.shard().tp_size;
   const Tensor dres = rows(g.dresidual);  // holds d(residual_out) on entry, d(residual_in) on exit
   // dres as the GEMMs read it: its bf16 rounding, which each layernorm backward writes along with
   // dres under bf16 compute; dres itself in fp32
@@ -642,10 +716,7 @@ void Gpt::block_backward(int l) {
     auto p = phase("proj", 2 * matmul_flops(full, a.atty));
     be_.matmul_backward(rows(g.datty), dw.projw, dw.projb, dres_mm, rows(a.atty), w.projw);
   }
-  {
-    auto p = phase("attention", 2 * attention_flops(a.qkv));
-    be_.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, a.att, nh_local);
-  }
+  attention_backward(a);
   column_parallel_backward("qkv", a.ln1, g.dqkv, dw.qkvw, dw.qkvb, w.qkvw);
   {
     auto p = phase("ln1");

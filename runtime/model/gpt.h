@@ -22,6 +22,11 @@ struct Hooks {
   // and the sum over the tp group of `whole` (fp32), of which this rank keeps its rows.
   std::function<void(const Tensor& rows, Tensor whole)> tp_all_gather;
   std::function<void(const Tensor& whole, Tensor rows)> tp_reduce_scatter;
+  // Context parallelism (GptShard::cp_size > 1): every cp rank's `rows` (any dtype) into `whole`
+  // ([cp, ...], rank order); and the sum over the cp group of `whole` (fp32), of which this rank
+  // keeps its block in `rows`.
+  std::function<void(const Tensor& rows, Tensor whole)> cp_all_gather;
+  std::function<void(const Tensor& whole, Tensor rows)> cp_reduce_scatter;
   // Called when every gradient of `unit` (see ParamLayout) is final for this micro-batch.
   std::function<void(int unit)> unit_grads_ready;
   // Called before a unit's parameters are read (forward or backward): ZeRO-3 gathers them here.
@@ -60,11 +65,11 @@ class Gpt {
 
   // Forward over inputs/targets [B*T] (host ints). Returns the mean loss over the B*T tokens.
   // When dloss_scale != 0 (training) the loss gradient (softmax - onehot) * dloss_scale is
-  // prepared for backward(). pos_offset shifts positions (context-parallel chunks).
-  // A pipeline stage without the embedding reads stage_input() instead of the inputs, and one
-  // without the head stops at stage_output() and returns 0 (it has no loss).
-  double forward(const int32_t* inputs, const int32_t* targets, float dloss_scale,
-                 int64_t pos_offset = 0);
+  // prepared for backward(). A pipeline stage without the embedding reads stage_input() instead
+  // of the inputs, and one without the head stops at stage_output() and returns 0 (it has no
+  // loss). Context parallelism: T is this rank's tokens of each sequence, its two chunks
+  // (GptShard::context_chunk) one after the other.
+  double forward(const int32_t* inputs, const int32_t* targets, float dloss_scale);
   // Accumulates parameter gradients of the last forward into grads(). In fp8 compute the scaling
   // states then move on by that forward's amaxes (an evaluation forward, with no backward,
   // leaves them). A stage without the head starts from stage_output_grad(); one without the
@@ -142,6 +147,13 @@ class Gpt {
   void block_backward(int local_layer);
   void recompute_block(int local_layer);  // what activation checkpointing dropped
   void head_backward();  // the loss's gradient through the head and ln_f into grad.dresidual
+  // The embedding (forward: into encoded; backward: from the running gradient `dout`), at each
+  // token's place in the sequence (context parallelism: chunk by chunk).
+  void embedding_forward();
+  void embedding_backward(const Tensor& dout);
+  // A block's attention (context parallelism: over every cp rank's keys and values, gathered).
+  void attention_forward(BlockActivations& a);
+  void attention_backward(BlockActivations& a);
   Tensor weight_view(const std::string& name, bool grad) const;  // fp32 master or gradient
   Tensor matmul_weight(const std::string& name) const;           // the compute copy
   // matmul_forward, or in fp8 compute matmul_forward_fp8 with linear `which` (0-3: qkv, attn
@@ -160,6 +172,7 @@ class Gpt {
   // tp_reduce_scatter, timed;
   void tp_all_gather(const Tensor& rows, Tensor whole);
   void tp_reduce_scatter(const Tensor& whole, Tensor rows);
+  void cp_all_gather(const Tensor& rows, Tensor whole);  // Hooks::cp_all_gather, timed
   // a row-parallel layer's output: its partial sums (the bias on tp rank 0) plus `residual` on
   // this rank's rows, reduce-scattered into `out` (this rank's rows);
   void sp_row_parallel(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,

@@ -40,6 +40,11 @@ struct GptShard {
   // the row-parallel layers' partial sums reduce-scattered (instead of all-reduced).
   bool sequence_parallel = false;
   int chunks = 1, chunk_stride = 0;
+  // Context parallelism: each sequence is cut into 2 * cp_size chunks, and this rank runs chunks
+  // cp_rank and 2 * cp_size - 1 - cp_rank of it (Megatron's load balance). It holds every
+  // parameter of its stage and tp slice: the cp ranks are replicas, as the dp ranks are, except
+  // for the attention's keys and values, which they gather from each other.
+  int cp_rank = 0, cp_size = 1;
 
   int layers_per_chunk() const { return num_layers / chunks; }
   // The global index of local block `local` (0 <= local < num_layers; ascending).
@@ -49,6 +54,9 @@ struct GptShard {
     return first_layer + local / per * chunk_stride + local % per;
   }
   int last_global_layer() const { return global_layer(num_layers - 1); }
+  // Context parallelism: which of the sequence's 2 * cp_size chunks is this rank's first (half 0)
+  // or second (half 1).
+  int context_chunk(int half) const { return half == 0 ? cp_rank : 2 * cp_size - 1 - cp_rank; }
 
   static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true, false}; }
   // Every layer, tp slice `tp_rank` of `tp_size` (no pipeline stages).

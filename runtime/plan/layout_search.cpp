@@ -26,10 +26,11 @@ constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 // size).
 model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
-  return model::ParamLayout(dims,
-                            model::GptShard::stage(dims, stage, cfg.parallel.pp, 0, cfg.parallel.tp,
-                                                   cfg.parallel.sequence_parallel,
-                                                   config::virtual_stages_of(cfg.parallel)));
+  model::GptShard shard = model::GptShard::stage(dims, stage, cfg.parallel.pp, 0, cfg.parallel.tp,
+                                                 cfg.parallel.sequence_parallel,
+                                                 config::virtual_stages_of(cfg.parallel));
+  shard.cp_size = cfg.parallel.cp;  // (every cp rank holds the same tensors)
+  return model::ParamLayout(dims, shard);
 }
 
 // Ranking key: smaller is better (see layout_search.h).
@@ -71,11 +72,16 @@ std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
 size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunConfig& cfg,
                            int micro_batch, const std::string& activation_checkpointing,
                            bool flash_attention) {
-  const int T = cfg.model.seq_len;
+  const model::GptShard& shard = layout.shard();
+  const int T = cfg.model.seq_len / shard.cp_size;  // this rank's tokens of each sequence
   const bool bf16 = cfg.precision.compute != "fp32", fp8 = cfg.precision.compute == "fp8";
   const int pp = cfg.parallel.pp, micros = pp > 1 ? cfg.parallel.pipeline.microbatches : 1;
   const int rows = micro_batch / micros;
-  const model::GptShard& shard = layout.shard();
+  const int64_t heads = layout.dims().n_head / shard.tp_size;
+  // (context parallelism: the cpu backend's probabilities over the whole sequence)
+  const Shape attention_state = shard.cp_size > 1
+                                    ? Shape{rows, heads, T, cfg.model.seq_len}
+                                    : attention_state_shape_of(flash_attention, rows, heads, T);
   const int stage = shard.first_layer / std::max(1, shard.layers_per_chunk());
   const parallel::PipeSchedule schedule =
       parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule);
@@ -89,9 +95,7 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
   auto bytes = [&](bool own_scratch, bool with_head) {
     return model::Activations::bytes_needed(
         layout, rows, T, model::parse_recompute(activation_checkpointing),
-        bf16 ? DType::bf16 : DType::f32,
-        attention_state_shape_of(flash_attention, rows, layout.dims().n_head / shard.tp_size, T),
-        fp8, own_scratch, with_head);
+        bf16 ? DType::bf16 : DType::f32, attention_state, fp8, own_scratch, with_head);
   };
   // the later slots share the first one's scratch (model::Gpt::allocate_activations)
   size_t sum = 0;
@@ -251,8 +255,24 @@ double pp_sent_bytes(const config::RunConfig& cfg) {
   if (cfg.parallel.pp <= 1) return 0;
   const int rows_of = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
   // (the interleaved schedule sends each piece on from every chunk)
-  return 2.0 * cfg.train.grad_accum * cfg.train.micro_batch * cfg.model.seq_len *
+  return 2.0 * cfg.train.grad_accum * cfg.train.micro_batch * cfg.model.seq_len / cfg.parallel.cp *
          cfg.model.d_model * 4 / rows_of * config::virtual_stages_of(cfg.parallel);
+}
+
+CpTraffic cp_traffic(const config::RunConfig& cfg) {
+  CpTraffic t;
+  const int cp = cfg.parallel.cp;
+  if (cp <= 1) return t;
+  // per micro-batch and block: qkv gathered in forward, in a recompute and again in backward,
+  // and its gradient reduce-scattered (fp32); a ring sends (cp - 1) ranks' parts of each
+  const std::string& ac = cfg.activation_checkpointing;
+  const double gathers = ac == "none" ? 2 : 3, L = cfg.model.n_layer / cfg.parallel.pp,
+               part = double(cfg.train.micro_batch) * (cfg.model.seq_len / cp) * 3 *
+                      cfg.model.d_model / cfg.parallel.tp,
+               mm = cfg.precision.compute == "fp32" ? 4 : 2;
+  t.collectives = static_cast<int64_t>((gathers + 1) * L) * cfg.train.grad_accum;
+  t.sent_bytes = cfg.train.grad_accum * L * (cp - 1) * part * (gathers * mm + 4);
+  return t;
 }
 
 TpTraffic tp_traffic(const config::RunConfig& cfg) {
@@ -264,7 +284,8 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
   // output gathered) or the embedding (its gradient gathered)
   const int pp = cfg.parallel.pp, ends = pp > 1 ? 1 : 2;
   const double share = static_cast<double>(tp - 1) / tp, L = cfg.model.n_layer / pp,
-               elements = double(cfg.train.micro_batch) * cfg.model.seq_len * cfg.model.d_model,
+               elements = double(cfg.train.micro_batch) * (cfg.model.seq_len / cfg.parallel.cp) *
+                          cfg.model.d_model,
                mm = cfg.precision.compute == "fp32" ? 4 : 2;  // the matmul inputs' bytes
   const int64_t accum = cfg.train.grad_accum;
   if (!cfg.parallel.sequence_parallel) {

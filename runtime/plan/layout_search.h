@@ -129,6 +129,14 @@ struct TpTraffic {
 };
 TpTraffic tp_traffic(const config::RunConfig& cfg);
 
+// Context parallelism's collectives per rank per step: each block's qkv all-gathered in forward
+// (and in a recompute) and again in backward, and its gradient reduce-scattered in fp32.
+struct CpTraffic {
+  int64_t collectives = 0;
+  double sent_bytes = 0;  // by ring algorithms
+};
+CpTraffic cp_traffic(const config::RunConfig& cfg);
+
 // Model state and ZeRO staging per rank as this runtime holds them on `device`
 // (parallel::predict_held_state, parallel::zero_staging_floats). At dp 1 every stage trains as
 // stage 0 (parallel::zero_shards_state).

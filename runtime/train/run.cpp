@@ -156,11 +156,17 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
             "config: precision.compute = fp8 needs a Hopper (sm_90) GPU or "
             "later; this rank's device is " +
             backend->name() + "; use bf16");
+      if (shape.cp > 1 && !backend->supports_context_parallel())
+        throw config::ConfigError(
+            "config: parallel.cp = " + std::to_string(shape.cp) + " needs context-parallel " +
+            "attention, which the " + backend->name() +
+            " backend does not have yet (hardware.device = cpu has it); use parallel.cp = 1");
       if (env.world_size > 1) {
         mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
         if (lead)
-          spdlog::info("collectives: dp{}{} over {}, world over gloo", shape.tp > 1 ? ", tp" : "",
-                       shape.pp > 1 ? ", pp" : "", dp_transport(*backend));
+          spdlog::info("collectives: dp{}{}{} over {}, world over gloo", shape.tp > 1 ? ", tp" : "",
+                       shape.pp > 1 ? ", pp" : "", shape.cp > 1 ? ", cp" : "",
+                       dp_transport(*backend));
       }
       // Ranks are numbered node by node and tp fastest, so a tp group stays on one node exactly
       // when tp divides the ranks per node.
@@ -174,17 +180,22 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
       TensorParallel tp{shape.tp > 1 ? &mesh.comm(dist::Axis::tp) : nullptr};
       PipelineParallel pp{shape.pp > 1 ? &mesh.comm(dist::Axis::pp) : nullptr};
+      ContextParallel cp{shape.cp > 1 ? &mesh.comm(dist::Axis::cp) : nullptr};
+      // The gradients' replicas: the cp ranks too (each reads its chunks of the dp rank's data).
+      const DataParallel replicas{shape.cp > 1 ? &mesh.comm(dist::Axis::dp_cp) : dp.comm};
 
       // 3. The model: this rank's tp slice of its pipeline stage's layers.
       const model::GptDims dims = model::GptDims::from_config(cfg.model);
-      model::Gpt gpt(*backend, dims,
-                     model::GptShard::stage(dims, mesh.coord().pp, shape.pp, mesh.coord().tp,
-                                            shape.tp, cfg.parallel.sequence_parallel,
-                                            config::virtual_stages_of(cfg.parallel)));
+      model::GptShard shard = model::GptShard::stage(
+          dims, mesh.coord().pp, shape.pp, mesh.coord().tp, shape.tp,
+          cfg.parallel.sequence_parallel, config::virtual_stages_of(cfg.parallel));
+      shard.cp_rank = mesh.coord().cp;
+      shard.cp_size = shape.cp;
+      model::Gpt gpt(*backend, dims, shard);
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
-      TrainStep trainer(cfg, *backend, gpt, dp, tp, pp);
+      TrainStep trainer(cfg, *backend, gpt, replicas, tp, pp, cp);
 
       // 4. Data: each dp rank reads its own slice of the stream.
       auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);

@@ -12,11 +12,15 @@
 namespace trainer::train {
 
 TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
-                     TensorParallel tp, PipelineParallel pp)
-    : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp), pp_(pp) {
-  TRAINER_CHECK(tp_.size() == model_.layout().shard().tp_size,
-                "the tp group has " << tp_.size() << " ranks; the model is cut in "
-                                    << model_.layout().shard().tp_size);
+                     TensorParallel tp, PipelineParallel pp, ContextParallel cp)
+    : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp), pp_(pp), cp_(cp) {
+  const model::GptShard& shard = model_.layout().shard();
+  TRAINER_CHECK(tp_.size() == shard.tp_size, "the tp group has " << tp_.size()
+                                                                 << " ranks; the model is cut in "
+                                                                 << shard.tp_size);
+  TRAINER_CHECK(cp_.size() == shard.cp_size && cp_.rank() == shard.cp_rank,
+                "cp rank " << cp_.rank() << " of " << cp_.size() << "; the model runs chunks of "
+                           << "cp rank " << shard.cp_rank << " of " << shard.cp_size);
   const int64_t n = model_.layout().total_numel();
   if (parallel::zero_shards_state(cfg.parallel.zero, dp_.size())) {
     zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm);
@@ -52,8 +56,23 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
                                dist::CommDType::f32, dist::ReduceOp::sum);
     };
   }
-  // fp8's amax group is dp x tp (Megatron's, without cp): the max over the tp slices is the
-  // whole tensor's amax, so every rank scales as one process would.
+  if (cp_.size() > 1) {  // the attention's keys and values (as bytes: bf16 or fp32)
+    model_.hooks().cp_all_gather = [this](const Tensor& rows, Tensor whole) {
+      TRAINER_CHECK(whole.nbytes() == rows.nbytes() * static_cast<size_t>(cp_.size()) &&
+                        whole.dtype == rows.dtype,
+                    "cp all-gather of " << rows.shape.str() << " into " << whole.shape.str());
+      cp_.comm->all_gather(rows.data, whole.data, rows.nbytes(), dist::CommDType::u8);
+    };
+    model_.hooks().cp_reduce_scatter = [this](const Tensor& whole, Tensor rows) {
+      TRAINER_CHECK(whole.dtype == DType::f32 && rows.dtype == DType::f32 &&
+                        whole.numel() == rows.numel() * cp_.size(),
+                    "cp reduce-scatter of " << whole.shape.str() << " into " << rows.shape.str());
+      cp_.comm->reduce_scatter(whole.data, rows.data, static_cast<size_t>(rows.numel()),
+                               dist::CommDType::f32, dist::ReduceOp::sum);
+    };
+  }
+  // fp8's amax group is dp (x cp) x tp, Megatron's: the max over the tp slices is the whole
+  // tensor's amax, so every rank scales as one process would.
   if (dp_.size() > 1 || tp_.size() > 1)
     model_.hooks().fp8_amax_all_reduce = [this](Tensor amaxes) {
       for (dist::Comm* c : {dp_.comm, tp_.comm})
@@ -61,17 +80,41 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
           c->all_reduce(amaxes.data, static_cast<size_t>(amaxes.numel()), dist::CommDType::f32,
                         dist::ReduceOp::max);
     };
-  const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * cfg.model.seq_len;
+  const int T = cfg.model.seq_len / cp_.size();  // this rank's tokens of each sequence
+  const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * static_cast<size_t>(T);
   inputs_.resize(bt);
   targets_.resize(bt);
+  if (cp_.size() > 1) {
+    sequence_inputs_.resize(bt * static_cast<size_t>(cp_.size()));
+    sequence_targets_.resize(sequence_inputs_.size());
+  }
   const model::Recompute recompute = model::parse_recompute(cfg.activation_checkpointing);
   if (pp_.size() == 1) {
-    model_.allocate_activations(cfg.train.micro_batch, cfg.model.seq_len, recompute);
+    model_.allocate_activations(cfg.train.micro_batch, T, recompute);
     return;
   }
   pipeline_ = std::make_unique<parallel::PipelineRunner>(
       model_, *pp_.comm, parallel::parse_pipe_schedule(cfg.parallel.pipeline.schedule),
-      cfg.parallel.pipeline.microbatches, cfg.train.micro_batch, cfg.model.seq_len, recompute);
+      cfg.parallel.pipeline.microbatches, cfg.train.micro_batch, T, recompute);
+}
+
+void TrainStep::next_micro_batch(const BatchSource& next_batch) {
+  if (cp_.size() == 1) {
+    next_batch(inputs_.data(), targets_.data());
+    return;
+  }
+  next_batch(sequence_inputs_.data(), sequence_targets_.data());
+  const model::GptShard& s = model_.layout().shard();
+  const size_t T = static_cast<size_t>(cfg_.model.seq_len), L = T / (2 * cp_.size());
+  for (size_t b = 0; b < static_cast<size_t>(cfg_.train.micro_batch); ++b)
+    for (int half = 0; half < 2; ++half) {
+      const size_t from = b * T + static_cast<size_t>(s.context_chunk(half)) * L,
+                   to = (2 * b + static_cast<size_t>(half)) * L;
+      std::copy_n(sequence_inputs_.begin() + static_cast<long>(from), L,
+                  inputs_.begin() + static_cast<long>(to));
+      std::copy_n(sequence_targets_.begin() + static_cast<long>(from), L,
+                  targets_.begin() + static_cast<long>(to));
+    }
 }
 
 double TrainStep::forward_backward(float dloss_scale, bool final_micro_batch) {
@@ -106,6 +149,7 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   const int accum = t.grad_accum;
   // The loss is a mean over all B*T*accum*dp tokens of the global batch; each micro-batch's
   // gradient is scaled so that the dp sum of the accumulated gradients is that mean's gradient.
+  // (Under context parallelism inputs_ holds T / cp tokens per sequence, and dp_ is dp x cp.)
   const double tokens_global = static_cast<double>(inputs_.size()) * accum * dp_.size();
   const float dloss_scale = static_cast<float>(1.0 / tokens_global);
 
@@ -120,7 +164,7 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
   for (int micro = 0; micro < accum; ++micro) {
     {
       PhaseProfiler::Scope p(profiler_, "data", 0);  // host work: device time only if it waits
-      next_batch(inputs_.data(), targets_.data());
+      next_micro_batch(next_batch);
     }
     loss_sum += forward_backward(dloss_scale, micro == accum - 1);
   }
@@ -286,7 +330,7 @@ double TrainStep::evaluate(int64_t global_batches, const BatchSource& next_batch
   const int64_t batches = global_batches * cfg_.train.grad_accum;
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
-    next_batch(inputs_.data(), targets_.data());
+    next_micro_batch(next_batch);
     sum += pipeline_ ? pipeline_->evaluate(inputs_.data(), targets_.data())
                      : model_.forward(inputs_.data(), targets_.data(), 0.0f);
   }

@@ -32,6 +32,8 @@ struct StepResult {
   double comm_wait_s = 0;  // time blocked on gradient reduction after backward
 };
 
+// The replicas of the gradients: the dp group, or under context parallelism the dp x cp group
+// (each cp rank's gradient is that of its chunks' tokens: their sum is the sequences').
 struct DataParallel {
   dist::Comm* comm = nullptr;  // null or size 1: single replica
   int rank() const { return comm ? comm->rank() : 0; }
@@ -52,6 +54,14 @@ struct PipelineParallel {
   int size() const { return comm ? comm->size() : 1; }
 };
 
+// The context-parallel group: the ranks that split each sequence (GptShard::cp_size; the
+// attention's keys and values gathered over it).
+struct ContextParallel {
+  dist::Comm* comm = nullptr;  // null or size 1: whole sequences on this rank
+  int rank() const { return comm ? comm->rank() : 0; }
+  int size() const { return comm ? comm->size() : 1; }
+};
+
 // The training state this rank owns: master weights and Adam moments of the flat elements
 // [begin, end) of the model's parameter buffer (its optimizer shard: everything on dp rank 0 and
 // nothing elsewhere without ZeRO; a 1/dp slice with ZeRO) of its tp slice of the model. Checkpoints
@@ -68,7 +78,7 @@ struct OwnedState {
 class TrainStep {
  public:
   TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
-            TensorParallel tp = {}, PipelineParallel pp = {});
+            TensorParallel tp = {}, PipelineParallel pp = {}, ContextParallel cp = {});
 
   StepResult run(int step, const BatchSource& next_batch);
   // Mean loss over `global_batches` global batches (grad_accum micro-batches of every dp rank
@@ -104,6 +114,7 @@ class TrainStep {
   DataParallel dp_;
   TensorParallel tp_;
   PipelineParallel pp_;
+  ContextParallel cp_;
   std::unique_ptr<parallel::PipelineRunner> pipeline_;  // pp > 1
   // Forward and backward of one micro-batch, through the pipeline when there is one; returns its
   // mean loss (0 on a pipeline stage without the head).
@@ -113,7 +124,11 @@ class TrainStep {
   std::unique_ptr<parallel::ZeroOptimizer> zero_;   // zero 1-3 with dp > 1 (owns the AdamW)
   double reduce_and_norm();                         // grads -> global norm, per zero stage
   void clip_and_update(double grad_norm, double lr, StepResult& r);
+  // The model's micro-batch: B sequences of this rank's tokens (under context parallelism its
+  // two chunks of each, taken from the whole sequences the data gives, sequence_*).
   std::vector<int32_t> inputs_, targets_;
+  std::vector<int32_t> sequence_inputs_, sequence_targets_;
+  void next_micro_batch(const BatchSource& next_batch);
   PhaseProfiler* profiler_ = nullptr;
 };
 

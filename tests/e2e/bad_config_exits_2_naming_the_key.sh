@@ -64,9 +64,10 @@ expect_exit_2 "--nproc-per-node is a launch option but comes after RUN.yaml" out
 expect_exit_2 "--grace-s is a launch option but comes after RUN.yaml" out launch \
   --nproc-per-node 1 run.yaml --out out --grace-s=5
 expect_exit_2 "--nproc-per-node N is required" out launch run.yaml --out out
-expect_exit_2 "pipeline-parallel layouts only (parallel.cp and ep = 1); got parallel.cp = 2" \
-  out plan run.yaml --gpus 2 --set parallel.cp=2
-expect_exit_2 "pipeline-parallel layouts only" out train run.yaml --set parallel.ep=2 --out out
+expect_exit_2 "model.seq_len = 6 is not divisible by 2 * parallel.cp = 4 (context parallelism" \
+  out plan run.yaml --gpus 2 --set parallel.cp=2 --set model.seq_len=6
+expect_exit_2 "without expert parallelism (parallel.ep = 1); got parallel.ep = 2" out train \
+  run.yaml --set parallel.ep=2 --out out
 expect_exit_2 "parallel.zero = 2 with parallel.pp = 2: pipeline parallelism runs with zero 0 or 1" \
   out train run.yaml --set parallel.pp=2 --set parallel.zero=2 --out out
 expect_exit_2 "parallel.pipeline.microbatches = 3 is not divisible by parallel.pp = 2 (the interleaved" \

@@ -1,10 +1,10 @@
 # Every config in configs/ is valid for the layout it documents (trainer plan), and the
 # multi-rank examples train as their header says: `trainer launch --nproc-per-node 4` on
-# dp4.yaml, zero3_dp4.yaml, tp2_dp2.yaml, pp2_dp2.yaml and pp2_dp2_interleaved.yaml (a few
-# steps), with the grid and batch they state in the report.
+# dp4.yaml, zero3_dp4.yaml, tp2_dp2.yaml, pp2_dp2.yaml, pp2_dp2_interleaved.yaml and
+# cp2_dp2.yaml (a few steps), with the grid and batch they state in the report.
 source "$2/tests/lib/common.sh"
 declare -A ranks=([tiny]=1 [dp4]=4 [zero3_dp4]=4 [tp2_dp2]=4 [pp2_dp2]=4 [pp2_dp2_interleaved]=4
-                  [gpt2_small_cuda]=1)
+                  [cp2_dp2]=4 [gpt2_small_cuda]=1)
 for cfg in "$src"/configs/*.yaml; do
   name=$(basename "$cfg" .yaml)
   [ -n "${ranks[$name]:-}" ] || fail "configs/$name.yaml: add it to this test's table of layouts"
@@ -35,3 +35,6 @@ run_example pp2_dp2 2 1 16 1 2
 run_example pp2_dp2_interleaved 2 1 16 1 2
 [ "$(json_get pp2_dp2_interleaved/report.json 'd["parallel"]["pipeline_schedule"], d["parallel"]["virtual_stages"]')" = "interleaved 2" ] \
   || fail "pp2_dp2_interleaved: $(json_get pp2_dp2_interleaved/report.json 'd["parallel"]')"
+run_example cp2_dp2 2 1 8
+[ "$(json_get cp2_dp2/report.json 'd["parallel"]["cp"], d["batch"]["seq_len"], d["batch"]["tokens_per_step"]')" = "2 512 4096" ] \
+  || fail "cp2_dp2: $(json_get cp2_dp2/report.json 'd["parallel"], d["batch"]')"
