@@ -41,20 +41,19 @@ Grid parse_grid(const std::string& spec) {
     else
       bad("unknown key '" + k + "' (dp, zero, tp, pp, cp)");
   }
-  if (g.cp != 1)
-    bad("this build reshards to data-, tensor- and pipeline-parallel layouts only (cp = 1)");
   if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.pp < 1 || g.pp > 1024 ||
-      g.zero < 0 || g.zero > 3)
-    bad("need dp in [1, 65536], tp and pp in [1, 1024] and zero in 0..3");
+      g.cp < 1 || g.cp > 1024 || g.zero < 0 || g.zero > 3)
+    bad("need dp in [1, 65536], tp, pp and cp in [1, 1024] and zero in 0..3");
   if (g.pp > 1 && g.zero > 1) bad("pipeline parallelism runs with zero 0 or 1");
-  g.world = g.dp * g.pp * g.tp;
+  g.world = g.dp * g.pp * g.cp * g.tp;
   return g;
 }
 
 std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid) {
   if (grid.zero == 0)
     return rank == 0 ? std::pair<int64_t, int64_t>{0, total} : std::pair<int64_t, int64_t>{0, 0};
-  const int64_t chunk = (total + grid.dp - 1) / grid.dp;
+  const int64_t replicas = int64_t{grid.dp} * grid.cp;  // ZeRO shards over dp x cp
+  const int64_t chunk = (total + replicas - 1) / replicas;
   const int64_t b = std::min(total, chunk * rank), e = std::min(total, chunk * (rank + 1));
   return {b, e};
 }
@@ -76,12 +75,14 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
   const std::string tmp = begin_checkpoint(out_root, m.step);
   std::vector<ShardFile> shards;
   for (int r = 0; r < grid.world; ++r) {
-    // The runtime's rank order (dist/mesh.h): tp fastest, then pp, then dp.
-    const int tp_rank = r % grid.tp, pp_rank = r / grid.tp % grid.pp,
-              dp_rank = r / (grid.tp * grid.pp);
+    // The runtime's rank order (dist/mesh.h): tp fastest, then cp, pp, dp; the cp ranks are
+    // replicas, numbered dp * cp + cp among them (the dp x cp group ZeRO shards over).
+    const int tp_rank = r % grid.tp, cp_rank = r / grid.tp % grid.cp,
+              pp_rank = r / (grid.tp * grid.cp) % grid.pp,
+              dp_rank = r / (grid.tp * grid.cp * grid.pp);
     const model::ParamLayout layout(d,
                                     model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp));
-    const auto [b, e] = owned_range(layout.total_numel(), dp_rank, grid);
+    const auto [b, e] = owned_range(layout.total_numel(), dp_rank * grid.cp + cp_rank, grid);
     std::vector<float> p(static_cast<size_t>(e - b)), mo(p.size()), v(p.size());
     const OwnedShard owned{b, e, p.data(), mo.data(), v.data()};
     reader.read_owned(layout, owned);

@@ -8,10 +8,10 @@
 
 namespace trainer::ckpt {
 
-// "dp=4,tp=2,zero=1" -> Grid (keys dp, zero, tp, pp, cp; pp and cp must be 1 for now).
+// "dp=4,tp=2,zero=1" -> Grid (keys dp, zero, tp, pp, cp).
 Grid parse_grid(const std::string& spec);
-// Elements [begin, end) of `total` (one tp slice's buffer) owned by dp rank r: all on rank 0 for
-// zero 0, 1/dp each else.
+// Elements [begin, end) of `total` (one tp slice's buffer) owned by replica r (the dp x cp
+// group's rank, dp index * cp + cp index): all on replica 0 for zero 0, 1/(dp * cp) each else.
 std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid);
 // Writes <out_root>/step_N/ from step_dir for `grid`; returns the new step dir.
 std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,

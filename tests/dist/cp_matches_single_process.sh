@@ -10,7 +10,8 @@
 #  - cp 2 x tp 2 with sequence parallelism, and cp 2 x pp 2 (1f1b);
 #  - bf16 (the cpu emulation): step 1 within 1e-5, the loss within 1e-3 over 20 steps.
 # A cp 2 checkpoint resumes bit-identically as cp 2, and as one process within 1e-5 (the cp ranks
-# are replicas: the checkpoint holds the same global tensors). `trainer plan` predicts the
+# are replicas: the checkpoint holds the same global tensors); `ckpt reshard --to
+# dp=2,cp=2,zero=1` writes it as that grid's 4 ranks own it, and it resumes so within 1e-5. `trainer plan` predicts the
 # activation bytes a cp rank allocates (its T / cp tokens, the probabilities over the whole
 # sequence, the gathered qkv); the report says cp.
 source "$2/tests/lib/dist_common.sh"
@@ -61,6 +62,13 @@ check_resumed cp2_from_cp2 cp2_tail.jsonl --exact
   --set train.grad_accum=2 "${ck[@]}" "${dst[@]}" --resume ck_cp2/step_00000020 --out one_from_cp2 \
   >one_from_cp2.log 2>&1 || { cat one_from_cp2.log; fail "one process from the cp 2 checkpoint failed"; }
 check_resumed one_from_cp2 cp2_tail.jsonl --rtol 1e-5
+# resharded for dp 2 x cp 2 at ZeRO 1 (the optimizer in 4 shards over the dp x cp replicas)
+"$bin" ckpt reshard ck_cp2/step_00000020 --to dp=2,cp=2,zero=1 --out rs >rs.txt \
+  || { cat rs.txt; fail "reshard to dp=2,cp=2,zero=1 failed"; }
+check_saved_once rs/step_00000020/manifest.json
+run_launch dp2cp2_from_rs 4 2 2 25 "${ck[@]}" --set parallel.cp=2 --set parallel.zero=1 \
+  "${dst[@]}" --resume rs/step_00000020
+check_resumed dp2cp2_from_rs cp2_tail.jsonl --rtol 1e-5
 
 # plan: a cp rank's activations as allocated (the cp2 run's rank 0), and its cp traffic
 "$bin" plan "$src/configs/tiny.yaml" --gpus 2 "${small[@]}" "${s[@]}" --set parallel.cp=2 \

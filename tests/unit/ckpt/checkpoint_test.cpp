@@ -305,7 +305,8 @@ TEST_CASE("reshard_grid_spec_errors_are_config_errors_naming_the_item") {
   CHECK(parse_grid("dp=4,zero=1").dp == 4);
   CHECK(parse_grid("dp=2,tp=2,zero=1").world == 4);
   CHECK(parse_grid("dp=2,pp=2,tp=2,zero=1").world == 8);
-  for (const char* bad : {"dp=abc", "dp=4x", "dp=", "dp", "mp=2", "dp=0", "zero=4", "cp=2", "tp=0",
+  CHECK(parse_grid("dp=2,cp=2,tp=2,zero=1").world == 8);
+  for (const char* bad : {"dp=abc", "dp=4x", "dp=", "dp", "mp=2", "dp=0", "zero=4", "cp=0", "tp=0",
                           "pp=0", "pp=2,zero=2", "dp=2,dp=3", "dp=200000"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_grid(bad), trainer::config::ConfigError);
