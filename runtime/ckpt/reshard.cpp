@@ -41,8 +41,8 @@ Grid parse_grid(const std::string& spec) {
     else
       bad("unknown key '" + k + "' (dp, zero, tp, pp, cp)");
   }
-  if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.pp < 1 || g.pp > 1024 ||
-      g.cp < 1 || g.cp > 1024 || g.zero < 0 || g.zero > 3)
+  if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.pp < 1 || g.pp > 1024 || g.cp < 1 ||
+      g.cp > 1024 || g.zero < 0 || g.zero > 3)
     bad("need dp in [1, 65536], tp, pp and cp in [1, 1024] and zero in 0..3");
   if (g.pp > 1 && g.zero > 1) bad("pipeline parallelism runs with zero 0 or 1");
   g.world = g.dp * g.pp * g.cp * g.tp;

@@ -28,26 +28,32 @@ struct DpTrace {
 
 // What the ranks of a run split: the batch (dp), every layer (tp, and tp with sequence
 // parallelism) or the layers (pp: pipeline stages, cfg.parallel.pipeline's schedule and pieces);
-// tp and pp ranks see the same data.
-enum class Split { dp, tp, tp_sp, pp };
+// tp and pp ranks see the same data; so do cp ranks (context parallelism: each its chunks of
+// the sequences), which are also the gradients' replicas (over a second communicator).
+enum class Split { dp, tp, tp_sp, pp, cp };
 
+// cp_comm: the cp group's communicator (Split::cp; `comm` is then the replicas' group).
 inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank, dist::Comm& comm,
-                             int steps, Split split = Split::dp) {
+                             int steps, Split split = Split::dp, dist::Comm* cp_comm = nullptr) {
   const auto dims = model::GptDims::from_config(cfg.model);
-  const bool tp = split == Split::tp || split == Split::tp_sp, pp = split == Split::pp;
-  model::Gpt gpt(be, dims,
-                 pp ? model::GptShard::stage(dims, rank, comm.size(), 0, 1, false,
-                                             config::virtual_stages_of(cfg.parallel))
-                    : model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1,
-                                                split == Split::tp_sp));
+  const bool tp = split == Split::tp || split == Split::tp_sp, pp = split == Split::pp,
+             cp = split == Split::cp;
+  model::GptShard model_shard =
+      pp ? model::GptShard::stage(dims, rank, comm.size(), 0, 1, false,
+                                  config::virtual_stages_of(cfg.parallel))
+         : model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1,
+                                     split == Split::tp_sp);
+  if (cp) model_shard.cp_rank = rank, model_shard.cp_size = comm.size();
+  model::Gpt gpt(be, dims, model_shard);
   gpt.init_weights(cfg.run.seed);
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
-  train::TrainStep step(cfg, be, gpt, train::DataParallel{split == Split::dp ? &comm : nullptr},
-                        train::TensorParallel{tp ? &comm : nullptr},
-                        train::PipelineParallel{pp ? &comm : nullptr});
+  train::TrainStep step(
+      cfg, be, gpt, train::DataParallel{split == Split::dp || cp ? &comm : nullptr},
+      train::TensorParallel{tp ? &comm : nullptr}, train::PipelineParallel{pp ? &comm : nullptr},
+      train::ContextParallel{cp ? cp_comm : nullptr});
   if (gpt.fp8_states_new()) step.seed_fp8_weight_scales();  // as a run does
-  if (tp || pp) rank = 0;                                   // the data of dp rank 0
+  if (tp || pp || cp) rank = 0;                             // the data of dp rank 0
   const int n = cfg.train.micro_batch * cfg.model.seq_len;
   int call = 0;
   const train::BatchSource batches = [&](int32_t* x, int32_t* y) {
@@ -76,20 +82,34 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
 
 // A rank's backend, made on its own thread; it may wrap the rank's Gloo "dp" communicator.
 using RankBackend = std::function<std::unique_ptr<Backend>(std::unique_ptr<dist::Comm>& comm)>;
+// What the backend needs of a further communicator of the rank (Split::cp's cp group), made
+// after its backend: the same wrapping as RankBackend gives the first.
+using RankComm = std::function<std::unique_ptr<dist::Comm>(std::unique_ptr<dist::Comm> comm)>;
 
 // train_dp_rank on `ranks` threads (dp or tp ranks), each with the backend `make` gives it; every
 // rank must finish without an error (`what` names the run in the failure message).
 inline std::vector<DpTrace> run_dp_ranks(const config::RunConfig& cfg, int ranks, int steps,
                                          const RankBackend& make, const std::string& what,
-                                         Split split = Split::dp) {
+                                         Split split = Split::dp, const RankComm& wrap = nullptr) {
   std::vector<DpTrace> traces(static_cast<size_t>(ranks));
   const auto errors = dist::testing::run_ranks(ranks, [&](dist::testing::RankContext& ctx) {
-    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(ctx, 60,
-                                                                split == Split::dp   ? "dp"
-                                                                : split == Split::pp ? "pp"
-                                                                                     : "tp");
+    std::unique_ptr<dist::Comm> comm =
+        dist::testing::make_comm(ctx, 60,
+                                 split == Split::dp || split == Split::cp ? "dp"
+                                 : split == Split::pp                     ? "pp"
+                                                                          : "tp");
     std::unique_ptr<Backend> be = make(comm);
-    traces[static_cast<size_t>(ctx.rank)] = train_dp_rank(cfg, *be, ctx.rank, *comm, steps, split);
+    std::unique_ptr<dist::Comm> cp_comm;
+    if (split == Split::cp) {
+      dist::CommOptions opts;
+      opts.name = "cp";
+      opts.timeout_s = 60;
+      cp_comm =
+          dist::make_gloo_comm(dist::make_prefix_store(ctx.group, "cp"), ctx.rank, ctx.size, opts);
+      if (wrap) cp_comm = wrap(std::move(cp_comm));
+    }
+    traces[static_cast<size_t>(ctx.rank)] =
+        train_dp_rank(cfg, *be, ctx.rank, *comm, steps, split, cp_comm.get());
   });
   for (size_t r = 0; r < errors.size(); ++r) {
     INFO("rank " << r << " (" << what << "): " << errors[r]);

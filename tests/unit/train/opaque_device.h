@@ -96,6 +96,20 @@ class OpaqueBackend : public Backend {
                           const Tensor& att, int n_head) override {
     cpu_.attention_backward(in(dqkv), in(dout), in(qkv), in(out), in(att), n_head);
   }
+  bool supports_context_parallel() const override { return cpu_.supports_context_parallel(); }
+  Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T) const override {
+    return cpu_.attention_cp_state_shape(B, NH, Tl, T);
+  }
+  void attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all, ContextSplit split,
+                            int n_head) override {
+    cpu_.attention_forward_cp(in(out), in(att), in(qkv_all), split, n_head);
+  }
+  void attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
+                             const Tensor& out, const Tensor& att, ContextSplit split,
+                             int n_head) override {
+    cpu_.attention_backward_cp(in(dqkv_all), in(dout), in(qkv_all), in(out), in(att), split,
+                               n_head);
+  }
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                          int64_t pos_offset) override {
     cpu_.embedding_forward(in(out), in(tokens), in(wte), in(wpe), pos_offset);
