@@ -59,6 +59,25 @@ void attention_backward(DqkvT* dqkv, const float* dout, const QkvT* qkv, const f
                         float* dpre_scratch, int64_t B, int64_t T, int64_t C, int64_t NH,
                         cudaStream_t stream);
 
+// --- context-parallel attention (context_attention.cu; Backend::attention_forward_cp): the
+// reference kernels over the sequence, att[B,NH,Tl,T] materialised ---
+// all [cp,B,Tl,width] (every cp rank's rows, rank order) -> seq [B,T,width] in sequence order.
+template <class T>
+void context_to_sequence(T* seq, const T* all, int64_t cp, int64_t B, int64_t Tl, int64_t width,
+                         cudaStream_t stream);
+// out[B,Tl,C] of cp rank `rank`'s queries over seq [B,T,3C] (T = cp * Tl; QkvT float, or
+// uint16_t with a bf16 out).
+template <class OutT, class QkvT>
+void context_attention_forward(OutT* out, float* att, const QkvT* seq, int64_t rank, int64_t cp,
+                               int64_t B, int64_t Tl, int64_t C, int64_t NH, cudaStream_t stream);
+// dqkv_all [cp,B,Tl,3C] (overwritten): this rank's share of every rank's dqkv. Scratch: dseq
+// B*T*3C floats, dpre B*NH*Tl*T floats.
+template <class QkvT>
+void context_attention_backward(float* dqkv_all, float* dseq_scratch, float* dpre_scratch,
+                                const float* dout, const QkvT* seq, const float* att, int64_t rank,
+                                int64_t cp, int64_t B, int64_t Tl, int64_t C, int64_t NH,
+                                cudaStream_t stream);
+
 // --- attention (flash_attention.cu): FlashAttention-style, T x T never materialised ---
 // lse[B,NH,T] is each row's log-sum-exp, all backward needs besides qkv, out and dout.
 // Head sizes kFlashHeadSizes (runtime/core/attention_state.h): 16, 32, 64, 80, 96, 128.

@@ -86,14 +86,14 @@ rm -rf "$out" && mkdir -p "$out"
 # figures (above all GPT-2 small's MFU); the exit status says whether everything passed.
 failed=()
 echo "== cuda op tests"
-# The dp/ZeRO and tp tests (two ranks as threads on the GPU) run in their own process: a crash
+# The dp/ZeRO, tp, pp and cp tests (two ranks as threads on the GPU) run in their own process: a crash
 # there must not take the op tests with it.
 # The op tests synchronise after every launch (TRAINER_CUDA_SYNC=1), so that a fault is reported
 # at the kernel that caused it; the dp/ZeRO and tp tests run their streams as they are.
-TRAINER_CUDA_SYNC=1 timeout "$(cap 180)" "$tests/unit_cuda" "~[zero]~[tp]~[pp]~[cudnn]" -s -r compact \
-  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]~[pp]~[cudnn]")
-timeout "$(cap 90)" "$tests/unit_cuda" "[zero],[tp],[pp]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
-  failed+=("cuda tests [zero],[tp],[pp]")
+TRAINER_CUDA_SYNC=1 timeout "$(cap 180)" "$tests/unit_cuda" "~[zero]~[tp]~[pp]~[cp]~[cudnn]" -s -r compact \
+  >>"$out/unit_cuda.txt" 2>&1 || failed+=("cuda tests ~[zero]~[tp]~[pp]~[cp]~[cudnn]")
+timeout "$(cap 90)" "$tests/unit_cuda" "[zero],[tp],[pp],[cp]" -s -r compact >>"$out/unit_cuda.txt" 2>&1 ||
+  failed+=("cuda tests [zero],[tp],[pp],[cp]")
 # cuDNN's attention in a process of its own, with cuDNN's log of its errors and warnings
 # (cudnn-tests.log): a fault inside cuDNN must not take the other tests with it.
 TRAINER_CUDA_SYNC=1 CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn-tests.log" \

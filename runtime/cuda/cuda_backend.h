@@ -98,6 +98,15 @@ class CudaBackend : public Backend {
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& att, int n_head) override;
+  // Context parallelism: the reference kernels (kernels/context_attention.cu) over the gathered
+  // qkv put in sequence order, whatever TRAINER_ATTENTION says; att keeps the probabilities
+  // [B,NH,Tl,T] (the default attention_cp_state_shape).
+  bool supports_context_parallel() const override { return true; }
+  void attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all, ContextSplit split,
+                            int n_head) override;
+  void attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
+                             const Tensor& out, const Tensor& att, ContextSplit split,
+                             int n_head) override;
   void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                          int64_t pos_offset) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout, const Tensor& tokens,
@@ -156,6 +165,8 @@ class CudaBackend : public Backend {
   double* reduce_buf_ = nullptr;  // [0] result, [1..] partials
   void* attn_scratch_ = nullptr;
   size_t attn_scratch_bytes_ = 0;
+  void* cp_seq_scratch_ = nullptr;  // context parallelism: the gathered qkv in sequence order
+  size_t cp_seq_scratch_bytes_ = 0;
   std::unique_ptr<CudnnAttention> cudnn_attention_;
   void* cudnn_workspace_ = nullptr;
   size_t cudnn_workspace_bytes_ = 0;

@@ -1,6 +1,8 @@
 // CudaBackend: the layer ops. Each checks its arguments like the cpu backend, then launches.
 #include <spdlog/spdlog.h>
 
+#include <type_traits>
+
 #include "kernels/kernels.h"
 #include "runtime/core/op_shapes.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -321,6 +323,52 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
     with_float_in(out, op, "out", [&](const auto* y) {
       run(need_f32(dqkv, op, "dqkv"), y, need_f32(qkv, op, "qkv"));
     });
+}
+
+void CudaBackend::attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all,
+                                       ContextSplit split, int n_head) {
+  const char* op = "attention_forward_cp";
+  const ContextAttentionDims d = attention_forward_cp_dims(out, att, qkv_all, split, n_head, *this);
+  float* pa = need_f32(att, op, "att");
+  const auto run = [&](auto* y, const auto* pq) {
+    using QkvT = std::remove_cv_t<std::remove_pointer_t<decltype(pq)>>;
+    auto* seq = static_cast<QkvT*>(scratch(cp_seq_scratch_, cp_seq_scratch_bytes_,
+                                           static_cast<size_t>(qkv_all.numel()) * sizeof(QkvT)));
+    kernels::context_to_sequence(seq, pq, d.cp, d.B, d.Tl, 3 * d.C, stream_);
+    kernels::context_attention_forward(y, pa, static_cast<const QkvT*>(seq), int64_t{split.rank},
+                                       d.cp, d.B, d.Tl, d.C, int64_t{n_head}, stream_);
+  };
+  if (qkv_all.dtype == DType::bf16)  // (and so is out)
+    run(static_cast<uint16_t*>(need_operand_out(out, op, "out")),
+        static_cast<const uint16_t*>(need_operand(qkv_all, op, "qkv_all")));
+  else
+    with_float_out(out, op, "out", [&](auto* y) { run(y, need_f32(qkv_all, op, "qkv_all")); });
+}
+
+void CudaBackend::attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
+                                        const Tensor& out, const Tensor& att, ContextSplit split,
+                                        int n_head) {
+  const char* op = "attention_backward_cp";
+  const ContextAttentionDims d =
+      attention_backward_cp_dims(dqkv_all, dout, qkv_all, out, att, split, n_head, *this);
+  // scratch: the sequence-order gradient [B,T,3C], then the pre-softmax gradient (att's shape)
+  const size_t seq_floats = static_cast<size_t>(qkv_all.numel());
+  auto* work = static_cast<float*>(
+      scratch(attn_scratch_, attn_scratch_bytes_, (seq_floats + att.numel()) * 4));
+  const auto run = [&](const auto* pq) {
+    using QkvT = std::remove_cv_t<std::remove_pointer_t<decltype(pq)>>;
+    auto* seq = static_cast<QkvT*>(
+        scratch(cp_seq_scratch_, cp_seq_scratch_bytes_, seq_floats * sizeof(QkvT)));
+    kernels::context_to_sequence(seq, pq, d.cp, d.B, d.Tl, 3 * d.C, stream_);
+    kernels::context_attention_backward(need_f32(dqkv_all, op, "dqkv_all"), work, work + seq_floats,
+                                        need_f32(dout, op, "dout"), static_cast<const QkvT*>(seq),
+                                        need_f32(att, op, "att"), int64_t{split.rank}, d.cp, d.B,
+                                        d.Tl, d.C, int64_t{n_head}, stream_);
+  };
+  if (qkv_all.dtype == DType::bf16)
+    run(static_cast<const uint16_t*>(need_operand(qkv_all, op, "qkv_all")));
+  else
+    run(need_f32(qkv_all, op, "qkv_all"));
 }
 
 void CudaBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,

@@ -10,7 +10,8 @@
 
 namespace trainer::train {
 
-dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend) {
+dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend,
+                                    bool context_parallel) {
   dist::CommFactory gloo = [store](const std::string& prefix, int rank, int size,
                                    const dist::CommOptions& opts) {
     return dist::make_gloo_comm(dist::make_prefix_store(store, prefix), rank, size, opts);
@@ -18,11 +19,15 @@ dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend&
 #ifdef TRAINER_HAVE_CUDA
   if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) {
     cudaStream_t compute = cuda->stream();
-    return [store, gloo, compute](const std::string& prefix, int rank, int size,
-                                  const dist::CommOptions& opts) -> std::unique_ptr<dist::Comm> {
+    return [store, gloo, compute, context_parallel](
+               const std::string& prefix, int rank, int size,
+               const dist::CommOptions& opts) -> std::unique_ptr<dist::Comm> {
+      // (the cp groups only when there is context parallelism: dp x cp is dp's twin otherwise)
+      const bool cp_group = context_parallel && (opts.name == dist::axis_name(dist::Axis::cp) ||
+                                                 opts.name == dist::axis_name(dist::Axis::dp_cp));
       const bool device_group = opts.name == dist::axis_name(dist::Axis::dp) ||
                                 opts.name == dist::axis_name(dist::Axis::tp) ||
-                                opts.name == dist::axis_name(dist::Axis::pp);
+                                opts.name == dist::axis_name(dist::Axis::pp) || cp_group;
       if (device_group && size > 1)
         return dist::make_nccl_comm(dist::make_prefix_store(store, prefix), rank, size, opts,
                                     compute);
@@ -31,6 +36,7 @@ dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend&
   }
 #else
   (void)backend;
+  (void)context_parallel;
 #endif
   return gloo;
 }

@@ -1,9 +1,10 @@
 #pragma once
 // The communicators of a run, by backend: Gloo over TCP for every group, except that on the cuda
 // backend the data-parallel group (gradient buckets and parameter broadcasts on device memory),
-// the tensor-parallel group (activations) and the pipeline group (the stages' activations and
-// gradients) are NCCL, ordered after the backend's compute stream. The world group stays on Gloo:
-// it carries host values only (step times, stop flags, checkpoint commits).
+// the tensor-parallel group (activations), the pipeline group (the stages' activations and
+// gradients) and under context parallelism the cp and dp x cp groups are NCCL, ordered after the
+// backend's compute stream. The world group stays on Gloo: it carries host values only (step times,
+// stop flags, checkpoint commits).
 #include <memory>
 
 #include "runtime/core/backend.h"
@@ -12,7 +13,9 @@
 
 namespace trainer::train {
 
-dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend);
+// context_parallel: the cp and dp x cp groups (activations, gradients) are NCCL on cuda too.
+dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend,
+                                    bool context_parallel = false);
 
 // "nccl" when make_comm_factory gives this backend's dp, tp and pp groups NCCL, else "gloo".
 const char* dp_transport(const Backend& backend);

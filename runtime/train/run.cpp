@@ -157,12 +157,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
             "later; this rank's device is " +
             backend->name() + "; use bf16");
       if (shape.cp > 1 && !backend->supports_context_parallel())
-        throw config::ConfigError(
-            "config: parallel.cp = " + std::to_string(shape.cp) + " needs context-parallel " +
-            "attention, which the " + backend->name() +
-            " backend does not have yet (hardware.device = cpu has it); use parallel.cp = 1");
+        throw config::ConfigError("config: parallel.cp = " + std::to_string(shape.cp) +
+                                  " needs context-parallel attention, which the " +
+                                  backend->name() + " backend does not have; use parallel.cp = 1");
       if (env.world_size > 1) {
-        mesh.create_comms(make_comm_factory(store, *backend), cfg.distributed.timeout_s);
+        mesh.create_comms(make_comm_factory(store, *backend, shape.cp > 1),
+                          cfg.distributed.timeout_s);
         if (lead)
           spdlog::info("collectives: dp{}{}{} over {}, world over gloo", shape.tp > 1 ? ", tp" : "",
                        shape.pp > 1 ? ", pp" : "", shape.cp > 1 ? ", cp" : "",

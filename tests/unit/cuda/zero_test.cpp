@@ -1,5 +1,6 @@
 // Data parallelism and ZeRO 1-3 on the cuda backend, with two dp ranks as threads on one GPU
-// (and tensor parallelism with two tp ranks, pipeline parallelism with two stages):
+// (and tensor parallelism with two tp ranks, pipeline parallelism with two stages, context
+// parallelism with two cp ranks):
 // their communicator is Gloo on host copies of the device buffers (DeviceStagingComm; NCCL takes
 // one rank per device), so what runs on the device is everything above the Comm: gradient
 // buckets, ZeRO's staging copies, adds, releases (fills) and gathers, the bf16 copy's refresh,
@@ -35,15 +36,22 @@ double rel(double a, double b) {
 
 std::vector<testing::DpTrace> run(const config::RunConfig& cfg, bool on_gpu,
                                   testing::Split split = testing::Split::dp) {
+  // each rank's thread: its backend's stream, for its further communicator (Split::cp)
+  thread_local cudaStream_t stream = nullptr;
   return testing::run_dp_ranks(
       cfg, kDp, kSteps,
       [&](std::unique_ptr<dist::Comm>& comm) -> std::unique_ptr<Backend> {
         if (!on_gpu) return std::make_unique<cpu::CpuBackend>();
         auto gpu = std::make_unique<cuda::CudaBackend>(0);
+        stream = gpu->stream();
         comm = std::make_unique<DeviceStagingComm>(std::move(comm), gpu->stream());
         return gpu;
       },
-      on_gpu ? "cuda" : "cpu", split);
+      on_gpu ? "cuda" : "cpu", split,
+      [&](std::unique_ptr<dist::Comm> comm) -> std::unique_ptr<dist::Comm> {
+        if (!on_gpu) return comm;
+        return std::make_unique<DeviceStagingComm>(std::move(comm), stream);
+      });
 }
 
 // One rank's cuda trace `b` against the cpu's `a`: losses and the resumed eval within tol, norms
@@ -166,5 +174,27 @@ TEST_CASE("cuda_pipeline_parallel_matches_cpu_with_two_stages_on_one_gpu", "[cud
         check_against_cpu(ref[size_t(r)], gpu[size_t(r)], tol,
                           "pp 2, " + schedule + ", " + precision + ", stage " + std::to_string(r));
     }
+#endif
+}
+
+// Two context-parallel ranks as threads on one GPU (their "cp" and replica communicators staged
+// through host copies): each its two chunks of every sequence, qkv gathered and its gradient
+// reduce-scattered on device buffers, the reference cp attention kernels
+// (kernels/context_attention.cu); against the cpu cp run, in fp32 and bf16.
+TEST_CASE("cuda_context_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda][cp]") {
+  auto probe = cuda_or_skip();
+  if (!probe) return;
+#ifdef TRAINER_HAVE_CUDA
+  probe.reset();
+  for (const std::string precision : {"fp32", "bf16"}) {
+    config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
+    cfg.precision.compute = precision;
+    cfg.parallel.cp = kDp;
+    cfg.train.grad_clip = 0.05;
+    const auto ref = run(cfg, false, testing::Split::cp), gpu = run(cfg, true, testing::Split::cp);
+    for (int r = 0; r < kDp; ++r)
+      check_against_cpu(ref[size_t(r)], gpu[size_t(r)], precision == "fp32" ? 1e-4 : 2e-2,
+                        "cp 2, " + precision + ", rank " + std::to_string(r));
+  }
 #endif
 }
