@@ -143,26 +143,30 @@ inline int64_t context_chunk(int64_t rank, int64_t cp, int64_t half) {
   return half == 0 ? rank : 2 * cp - 1 - rank;
 }
 
-template <class Real>
-void context_to_sequence(Real* seq, const Real* all, int64_t cp, int64_t B, int64_t Tl,
-                         int64_t width) {
+// Calls f(all_index, seq_index, n) for each run of n consecutive elements that sit at all_index
+// in `all` and at seq_index in `seq`: each rank's chunk of each sequence.
+template <class F>
+void for_each_context_run(int64_t cp, int64_t B, int64_t Tl, int64_t width, F&& f) {
   const int64_t L = Tl / 2, T = cp * Tl;
   for (int64_t r = 0; r < cp; ++r)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t half = 0; half < 2; ++half)
-        std::copy_n(all + ((r * B + b) * Tl + half * L) * width, L * width,
-                    seq + (b * T + context_chunk(r, cp, half) * L) * width);
+        f(((r * B + b) * Tl + half * L) * width, (b * T + context_chunk(r, cp, half) * L) * width,
+          L * width);
+}
+
+template <class Real>
+void context_to_sequence(Real* seq, const Real* all, int64_t cp, int64_t B, int64_t Tl,
+                         int64_t width) {
+  for_each_context_run(cp, B, Tl, width,
+                       [&](int64_t a, int64_t s, int64_t n) { std::copy_n(all + a, n, seq + s); });
 }
 
 template <class Real>
 void sequence_to_context(Real* all, const Real* seq, int64_t cp, int64_t B, int64_t Tl,
                          int64_t width) {
-  const int64_t L = Tl / 2, T = cp * Tl;
-  for (int64_t r = 0; r < cp; ++r)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t half = 0; half < 2; ++half)
-        std::copy_n(seq + (b * T + context_chunk(r, cp, half) * L) * width, L * width,
-                    all + ((r * B + b) * Tl + half * L) * width);
+  for_each_context_run(cp, B, Tl, width,
+                       [&](int64_t a, int64_t s, int64_t n) { std::copy_n(seq + s, n, all + a); });
 }
 
 // out[B,Tl,C]: rank `rank`'s queries over the keys of the whole sequence up to each one;

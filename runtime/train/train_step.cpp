@@ -11,6 +11,33 @@
 
 namespace trainer::train {
 
+namespace {
+
+// Every rank's `rows` (any dtype: gathered as bytes) into `whole`, in rank order.
+std::function<void(const Tensor&, Tensor)> all_gather_hook(dist::Comm& comm) {
+  return [&comm](const Tensor& rows, Tensor whole) {
+    TRAINER_CHECK(
+        whole.nbytes() == rows.nbytes() * static_cast<size_t>(comm.size()) &&
+            whole.dtype == rows.dtype,
+        comm.name() << " all-gather of " << rows.shape.str() << " into " << whole.shape.str());
+    comm.all_gather(rows.data, whole.data, rows.nbytes(), dist::CommDType::u8);
+  };
+}
+
+// The sum over the group of `whole` (fp32), of which this rank keeps its block in `rows`.
+std::function<void(const Tensor&, Tensor)> reduce_scatter_hook(dist::Comm& comm) {
+  return [&comm](const Tensor& whole, Tensor rows) {
+    TRAINER_CHECK(
+        whole.dtype == DType::f32 && rows.dtype == DType::f32 &&
+            whole.numel() == rows.numel() * comm.size(),
+        comm.name() << " reduce-scatter of " << whole.shape.str() << " into " << rows.shape.str());
+    comm.reduce_scatter(whole.data, rows.data, static_cast<size_t>(rows.numel()),
+                        dist::CommDType::f32, dist::ReduceOp::sum);
+  };
+}
+
+}  // namespace
+
 TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
                      TensorParallel tp, PipelineParallel pp, ContextParallel cp)
     : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp), pp_(pp), cp_(cp) {
@@ -41,35 +68,13 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
       tp_.comm->all_reduce(t.data, static_cast<size_t>(t.numel()), dist::CommDType::f32,
                            dist::ReduceOp::sum);
     };
-    // sequence parallelism: rows gathered as bytes (bf16 or fp32), partial sums scattered
-    model_.hooks().tp_all_gather = [this](const Tensor& rows, Tensor whole) {
-      TRAINER_CHECK(whole.nbytes() == rows.nbytes() * static_cast<size_t>(tp_.size()) &&
-                        whole.dtype == rows.dtype,
-                    "tp all-gather of " << rows.shape.str() << " into " << whole.shape.str());
-      tp_.comm->all_gather(rows.data, whole.data, rows.nbytes(), dist::CommDType::u8);
-    };
-    model_.hooks().tp_reduce_scatter = [this](const Tensor& whole, Tensor rows) {
-      TRAINER_CHECK(whole.dtype == DType::f32 && rows.dtype == DType::f32 &&
-                        whole.numel() == rows.numel() * tp_.size(),
-                    "tp reduce-scatter of " << whole.shape.str() << " into " << rows.shape.str());
-      tp_.comm->reduce_scatter(whole.data, rows.data, static_cast<size_t>(rows.numel()),
-                               dist::CommDType::f32, dist::ReduceOp::sum);
-    };
+    // sequence parallelism: rows gathered, partial sums scattered
+    model_.hooks().tp_all_gather = all_gather_hook(*tp_.comm);
+    model_.hooks().tp_reduce_scatter = reduce_scatter_hook(*tp_.comm);
   }
-  if (cp_.size() > 1) {  // the attention's keys and values (as bytes: bf16 or fp32)
-    model_.hooks().cp_all_gather = [this](const Tensor& rows, Tensor whole) {
-      TRAINER_CHECK(whole.nbytes() == rows.nbytes() * static_cast<size_t>(cp_.size()) &&
-                        whole.dtype == rows.dtype,
-                    "cp all-gather of " << rows.shape.str() << " into " << whole.shape.str());
-      cp_.comm->all_gather(rows.data, whole.data, rows.nbytes(), dist::CommDType::u8);
-    };
-    model_.hooks().cp_reduce_scatter = [this](const Tensor& whole, Tensor rows) {
-      TRAINER_CHECK(whole.dtype == DType::f32 && rows.dtype == DType::f32 &&
-                        whole.numel() == rows.numel() * cp_.size(),
-                    "cp reduce-scatter of " << whole.shape.str() << " into " << rows.shape.str());
-      cp_.comm->reduce_scatter(whole.data, rows.data, static_cast<size_t>(rows.numel()),
-                               dist::CommDType::f32, dist::ReduceOp::sum);
-    };
+  if (cp_.size() > 1) {  // the attention's qkv gathered, its gradient scattered
+    model_.hooks().cp_all_gather = all_gather_hook(*cp_.comm);
+    model_.hooks().cp_reduce_scatter = reduce_scatter_hook(*cp_.comm);
   }
   // fp8's amax group is dp (x cp) x tp, Megatron's: the max over the tp slices is the whole
   // tensor's amax, so every rank scales as one process would.
