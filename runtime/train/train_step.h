@@ -1,11 +1,12 @@
 #pragma once
 // TrainStep: one optimizer step over the global batch: grad_accum micro-batches of forward and
-// backward (the tp collectives inside the model, through its hooks; under pipeline parallelism
-// each micro-batch cut into pieces that flow through the stages, PipelineRunner), gradient
-// reduction over data-parallel ranks (buckets overlapped with the last backward), the global norm
-// over the dp shards, tp slices and pipeline stages, clipping, AdamW. Also evaluation. Every
-// layout that has the same micro_batch x grad_accum x dp sees the same tokens and computes the
-// same update, whatever tp and pp.
+// backward (the tp and cp collectives inside the model, through its hooks; under pipeline
+// parallelism each micro-batch cut into pieces that flow through the stages, PipelineRunner;
+// under context parallelism each sequence cut into this rank's chunks), gradient reduction over
+// the replicas (dp, or dp x cp; buckets overlapped with the last backward), the global norm over
+// the dp shards, tp slices and pipeline stages, clipping, AdamW. Also evaluation. Every layout
+// that has the same micro_batch x grad_accum x dp sees the same tokens and computes the same
+// update, whatever tp, pp and cp.
 #include <functional>
 #include <memory>
 
