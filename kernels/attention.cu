@@ -3,7 +3,7 @@
 // One block per query row (b, h, t); no atomics, so results are deterministic.
 #include <cmath>
 
-#include "kernels/common.cuh"
+#include "kernels/attention_common.cuh"
 #include "kernels/kernels.h"
 #include "runtime/core/attention_state.h"
 
@@ -27,13 +27,6 @@ struct Row {
   __device__ int64_t v(const Dims& d, int64_t tt) const { return q(d, tt) + 2 * d.C; }
   __device__ int64_t o(const Dims& d, int64_t tt) const { return (b * d.T + tt) * d.C + h * d.HS; }
 };
-
-template <class A, class B>
-__device__ float dot(const A* a, const B* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += load_in(a + i) * load_in(b + i);
-  return s;
-}
 
 template <class OutT, class QkvT>
 __global__ void attention_forward_kernel(OutT* out, float* att, const QkvT* qkv, Dims d) {
@@ -105,11 +98,6 @@ __global__ void attention_backward_key_kernel(DqkvT* dqkv, const float* dpre, co
 Dims dims(int64_t T, int64_t C, int64_t NH) {
   const int64_t HS = C / NH;
   return Dims{T, C, NH, HS, attention_scale(HS)};
-}
-
-int threads_for(int64_t n) {
-  const int64_t w = (n + 31) / 32 * 32;
-  return static_cast<int>(w < 64 ? 64 : (w > 256 ? 256 : w));
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 // so results are deterministic.
 #include <cmath>
 
-#include "kernels/common.cuh"
+#include "kernels/attention_common.cuh"
 #include "kernels/kernels.h"
 #include "runtime/core/attention_state.h"
 
@@ -19,7 +19,7 @@ struct CpDims {
   float scale;
   // Sequence position of local row t of cp rank r.
   __device__ int64_t position(int64_t r, int64_t t) const {
-    return t < L ? r * L + t : (2 * cp - 1 - r) * L + (t - L);
+    return context_chunk(r, cp, t / L) * L + t % L;
   }
   // qkv of sequence position p of batch b, head h, in sequence order; out and dout of local row t.
   __device__ int64_t q(int64_t b, int64_t h, int64_t p) const {
@@ -31,13 +31,6 @@ struct CpDims {
 CpDims cp_dims(int64_t rank, int64_t cp, int64_t B, int64_t Tl, int64_t C, int64_t NH) {
   const int64_t HS = C / NH;
   return CpDims{B, cp * Tl, Tl, Tl / 2, C, NH, HS, rank, cp, attention_scale(HS)};
-}
-
-template <class A, class B>
-__device__ float dot(const A* a, const B* b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += load_in(a + i) * load_in(b + i);
-  return s;
 }
 
 // Element i of all [cp,B,Tl,width] is element `sequence_index` of seq [B,T,width].
@@ -138,11 +131,6 @@ __global__ void context_attention_backward_key_kernel(float* dseq, const float* 
     dseq[d.q(b, h, t2) + d.C + i] = gk;
     dseq[d.q(b, h, t2) + 2 * d.C + i] = gv;
   }
-}
-
-int threads_for(int64_t n) {
-  const int64_t w = (n + 31) / 32 * 32;
-  return static_cast<int>(w < 64 ? 64 : (w > 256 ? 256 : w));
 }
 
 }  // namespace

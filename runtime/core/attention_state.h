@@ -62,6 +62,13 @@ struct ContextSplit {
   int rank = 0, size = 1;
 };
 
+// Which of a sequence's 2 * cp chunks cp rank `rank` runs as its first (half 0) or second (half
+// 1) part: `rank` and 2 * cp - 1 - rank (Megatron's load balance). The one definition of the
+// layout for the model, the cpu ops and the cuda kernels (constexpr: device code calls it too).
+constexpr int64_t context_chunk(int64_t rank, int64_t cp, int64_t half) {
+  return half == 0 ? rank : 2 * cp - 1 - rank;
+}
+
 inline Shape attention_state_shape_of(bool flash, int64_t B, int64_t NH, int64_t T) {
   return flash ? Shape{B, NH, T} : Shape{B, NH, T, T};
 }

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/core/attention_state.h"
 #include "runtime/cpu/ops_common.h"
 #include "runtime/cpu/ops_gemm.h"
 
@@ -139,10 +140,6 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
 // cut into 2cp chunks of L, and rank r holds chunks r and 2cp - 1 - r, in that order, as its
 // Tl = 2L rows. qkv_all [cp,B,Tl,3C] holds every rank's rows (an all-gather, rank order);
 // `seq` [B,T,3C] receives them in sequence order.
-inline int64_t context_chunk(int64_t rank, int64_t cp, int64_t half) {
-  return half == 0 ? rank : 2 * cp - 1 - rank;
-}
-
 // Calls f(all_index, seq_index, n) for each run of n consecutive elements that sit at all_index
 // in `all` and at seq_index in `seq`: each rank's chunk of each sequence.
 template <class F>

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "runtime/config/run_config.h"
+#include "runtime/core/attention_state.h"
 
 namespace trainer::model {
 
@@ -56,7 +57,9 @@ struct GptShard {
   int last_global_layer() const { return global_layer(num_layers - 1); }
   // Context parallelism: which of the sequence's 2 * cp_size chunks is this rank's first (half 0)
   // or second (half 1).
-  int context_chunk(int half) const { return half == 0 ? cp_rank : 2 * cp_size - 1 - cp_rank; }
+  int context_chunk(int half) const {
+    return static_cast<int>(trainer::context_chunk(cp_rank, cp_size, half));
+  }
 
   static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true, false}; }
   // Every layer, tp slice `tp_rank` of `tp_size` (no pipeline stages).
