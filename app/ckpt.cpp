@@ -62,8 +62,9 @@ void inspect(const std::string& path) {
                 static_cast<long long>(n));
   }
   // The model's parameters, as the run reports them: without the vocabulary's padding rows.
-  const report::ParamCounts counts = report::count_params(report::ModelDims{
-      m.model.vocab, m.model.seq_len, m.model.n_layer, m.model.d_model, m.model.ffn_mult});
+  const report::ParamCounts counts = report::count_params(
+      report::ModelDims{m.model.vocab, m.model.seq_len, m.model.n_layer, m.model.d_model,
+                        m.model.ffn_mult, m.model.num_experts, m.model.moe() ? m.model.top_k : 0});
   std::printf("%zu tensors, %lld parameters", m.tensors.size(),
               static_cast<long long>(counts.total));
   if (params != counts.total)

@@ -288,6 +288,10 @@ void register_plan(CLI::App& app) {
     std::printf("model: %lld params (%lld non-embedding), %.4g flops/token\n",
                 static_cast<long long>(pc.total), static_cast<long long>(pc.non_embedding),
                 report::flops_per_token(md));
+    if (md.num_experts > 0)
+      std::printf("experts: %lld per block, top %lld per token: %lld non-embedding params active\n",
+                  static_cast<long long>(md.num_experts), static_cast<long long>(md.top_k),
+                  static_cast<long long>(pc.active_non_embedding));
     std::printf("batch: %lld sequences x %d tokens = %lld tokens/step\n",
                 static_cast<long long>(seqs), m.seq_len, static_cast<long long>(seqs * m.seq_len));
     // Model state is allocated for the padded vocabulary (model.make_vocab_size_divisible_by).

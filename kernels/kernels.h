@@ -152,6 +152,16 @@ void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, const floa
 // Part i of states ([parts, kFp8TensorFloats]) pushes amaxes[i] into its history.
 void fp8_push_amaxes(float* states, const float* amaxes, int64_t parts, cudaStream_t stream);
 
+// --- mixture of experts (moe.cu): Backend::moe_gather_rows, moe_combine_rows, moe_gate_grad.
+// OutT/InT: float, or uint16_t for bf16 bits (out rounded once); scale and weight may be null. ---
+template <class OutT, class InT>
+void moe_gather_rows(OutT* out, const InT* inp, const int32_t* token_of_slot, const float* scale,
+                     int64_t S, int64_t C, cudaStream_t stream);
+void moe_combine_rows(float* out, const float* inp, const int32_t* slot, const float* weight,
+                      int64_t N, int64_t K, int64_t C, cudaStream_t stream);
+void moe_gate_grad(float* dweight, const float* dout, const float* inp, const int32_t* slot,
+                   int64_t N, int64_t K, int64_t C, cudaStream_t stream);
+
 // --- optimizer and utilities (optim_util.cu) ---
 // bias_correction1/2 = 1 - beta^step, computed by the caller in double like the cpu reference.
 // The gradients are read times grad_scale (global-norm clipping's coefficient). params_bf16 (may

@@ -35,9 +35,10 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
   std::vector<uint8_t> hashes(64 * static_cast<size_t>(n));
   req.world->all_gather(mine.sha256.data(), hashes.data(), 64, dist::CommDType::u8);
   const model::GptShard& shard = req.layout->shard();
-  constexpr size_t kInfo = 8;
-  int64_t info[kInfo] = {mine.bytes,        req.owned.begin,  req.owned.end, shard.tp_rank,
-                         shard.first_layer, shard.num_layers, shard.chunks,  shard.chunk_stride};
+  constexpr size_t kInfo = 9;
+  int64_t info[kInfo] = {mine.bytes,    req.owned.begin,    req.owned.end,
+                         shard.tp_rank, shard.first_layer,  shard.num_layers,
+                         shard.chunks,  shard.chunk_stride, shard.ep_rank};
   std::vector<int64_t> infos(kInfo * static_cast<size_t>(n));
   req.world->all_gather(info, infos.data(), kInfo, dist::CommDType::i64);
   std::vector<ShardFile> out;
@@ -51,6 +52,7 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
     theirs.num_layers = static_cast<int>(theirs_info[5]);
     theirs.chunks = static_cast<int>(theirs_info[6]);
     theirs.chunk_stride = static_cast<int>(theirs_info[7]);
+    theirs.ep_rank = static_cast<int>(theirs_info[8]);
     theirs.has_embedding = theirs.first_layer == 0;
     theirs.has_head = theirs.last_global_layer() == d.n_layer - 1;
     const model::ParamLayout layout(d, theirs);
@@ -218,7 +220,8 @@ void check_consistent(const std::string& step_dir, const Manifest& m) {
   };
   const model::GptDims& d = m.model;
   if (d.vocab < 1 || d.seq_len < 1 || d.n_layer < 1 || d.n_layer > 100000 || d.d_model < 1 ||
-      d.n_head < 1 || d.d_model % d.n_head != 0 || d.ffn_mult < 1 || d.vocab_multiple < 1)
+      d.n_head < 1 || d.d_model % d.n_head != 0 || d.ffn_mult < 1 || d.vocab_multiple < 1 ||
+      d.num_experts < 0 || (d.moe() && (d.top_k < 1 || d.top_k > d.num_experts)))
     bad("the model's sizes are not a model (n_layer " + std::to_string(d.n_layer) + ", d_model " +
         std::to_string(d.d_model) + ", n_head " + std::to_string(d.n_head) + ")");
   const model::ParamLayout layout(d, model::GptShard::whole(d));

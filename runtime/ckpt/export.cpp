@@ -66,6 +66,10 @@ GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
       throw CheckpointError(path + ": model." + names[i] + " is " + std::to_string(h[2 + i]) +
                             " in the file, " + std::to_string(want[i]) + " in the config");
   if (d.ffn_mult != 4) throw CheckpointError(path + ": llm.c files need model.ffn_mult 4");
+  if (d.moe())
+    throw CheckpointError(path +
+                          ": llm.c files hold dense GPT-2 weights; model.moe.num_experts "
+                          "must be 0 to start from one");
   const int64_t Vp = h[7], C = d.d_model;
   const auto layout = whole_layout(d);
   GlobalWeights w;
@@ -146,6 +150,10 @@ void write_hf_safetensors(const std::string& path, const model::GptDims& dims,
 
 void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWeights& w) {
   if (d.ffn_mult != 4) throw CheckpointError("llm.c export needs model.ffn_mult 4");
+  if (d.moe())
+    throw CheckpointError(
+        "llm.c export needs a dense model (llm.c's GPT-2 has no experts); "
+        "export to safetensors instead");
   int32_t h[256] = {};
   const int64_t Vp = llmc_padded_vocab(d.vocab);
   h[0] = kLlmcMagic;

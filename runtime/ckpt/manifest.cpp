@@ -17,10 +17,16 @@ std::string Grid::describe() const {
 namespace {
 
 nlohmann::json dims_json(const model::GptDims& d) {
-  return {{"vocab_size", d.vocab}, {"make_vocab_size_divisible_by", d.vocab_multiple},
-          {"seq_len", d.seq_len},  {"n_layer", d.n_layer},
-          {"d_model", d.d_model},  {"n_head", d.n_head},
-          {"ffn_mult", d.ffn_mult}};
+  nlohmann::json j = {{"vocab_size", d.vocab}, {"make_vocab_size_divisible_by", d.vocab_multiple},
+                      {"seq_len", d.seq_len},  {"n_layer", d.n_layer},
+                      {"d_model", d.d_model},  {"n_head", d.n_head},
+                      {"ffn_mult", d.ffn_mult}};
+  if (d.moe())  // (dense manifests keep their keys: a mixture of experts adds its own)
+    j["moe"] = {{"num_experts", d.num_experts},
+                {"top_k", d.top_k},
+                {"capacity_factor", d.capacity_factor},
+                {"aux_loss_coef", d.aux_loss_coef}};
+  return j;
 }
 
 model::GptDims dims_from(const nlohmann::json& j) {
@@ -32,6 +38,13 @@ model::GptDims dims_from(const nlohmann::json& j) {
   d.n_head = j.at("n_head");
   d.ffn_mult = j.at("ffn_mult");
   d.vocab_multiple = j.value("make_vocab_size_divisible_by", 1);  // older manifests: no padding
+  if (j.contains("moe")) {
+    const nlohmann::json& m = j.at("moe");
+    d.num_experts = m.at("num_experts");
+    d.top_k = m.at("top_k");
+    d.capacity_factor = m.at("capacity_factor");
+    d.aux_loss_coef = m.at("aux_loss_coef");
+  }
   return d;
 }
 
@@ -149,10 +162,10 @@ std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t beg
 
 std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end) {
   std::vector<Piece> out = pieces_of_range(layout, begin, end);
-  const bool tp_rank0 = layout.shard().tp_rank == 0;
+  const bool tp_rank0 = layout.shard().tp_rank == 0, ep_rank0 = layout.shard().ep_rank == 0;
   std::erase_if(out, [&](const Piece& p) {
     const model::ParamSpec& spec = layout.find(p.tensor);
-    return spec.tied_copy || (!tp_rank0 && spec.tp_replicated);
+    return spec.tied_copy || (!tp_rank0 && spec.tp_replicated) || (!ep_rank0 && !spec.expert);
   });
   return out;
 }

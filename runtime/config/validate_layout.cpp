@@ -77,6 +77,28 @@ void check_experts(const RunConfig& c) {
                     kv("parallel.ep", p.ep), "expert groups reuse the dp x cp ranks");
 }
 
+// What the mixture-of-experts blocks run with (runtime/model/gpt_moe.cpp).
+void check_experts_runnable(const RunConfig& c) {
+  const ParallelConfig& p = c.parallel;
+  const std::string experts = kv("model.moe.num_experts", c.model.moe.num_experts);
+  if (p.tp > 1)
+    fail(experts + " with " + kv("parallel.tp", p.tp) +
+         ": mixture-of-experts blocks run with tp 1 (their experts are not split over tp; use "
+         "dp, ep and pp)");
+  if (p.cp > 1)
+    fail(experts + " with " + kv("parallel.cp", p.cp) +
+         ": mixture-of-experts blocks run with cp 1 (an expert's capacity counts each sequence's "
+         "tokens, which cp splits over ranks)");
+  if (c.precision.compute == "fp8")
+    fail(experts +
+         " with precision.compute = fp8: the experts' GEMMs run in bf16 or fp32; use "
+         "precision.compute bf16");
+  if (p.ep > 1 && p.zero > 0)
+    fail(kv("parallel.zero", p.zero) + " with " + kv("parallel.ep", p.ep) +
+         ": expert parallelism runs with zero 0 (ZeRO shards the optimizer over dp, and the ep "
+         "ranks hold different experts); use parallel.ep = 1 with ZeRO");
+}
+
 void check_pipeline(const RunConfig& c) {
   const ParallelConfig& p = c.parallel;
   if (p.pipeline.virtual_stages > 1 && p.pipeline.schedule != "interleaved")
@@ -115,9 +137,6 @@ void validate_layout(RunConfig& cfg, int world_size) {
 
 void check_runnable(const RunConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.ep > 1)
-    fail("this build trains dense models, without expert parallelism (parallel.ep = 1); got " +
-         kv("parallel.ep", p.ep));
   // ZeRO 2 and 3 reduce (and free) each micro-batch's gradients as backward makes them, but a
   // stage's gradients are final only after its last micro-batch, and the tied embedding's only
   // after the sum over the end stages (DeepSpeed refuses the same pairing).
@@ -129,9 +148,7 @@ void check_runnable(const RunConfig& cfg) {
     fail("precision.compute = fp8 with " + kv("parallel.pp", p.pp) +
          ": fp8's delayed scaling moves on after every micro-batch's backward, which a pipeline "
          "schedule reorders; use bf16 with pipeline parallelism");
-  if (cfg.model.moe.num_experts > 0)
-    fail(kv("model.moe.num_experts", cfg.model.moe.num_experts) +
-         ": this build trains dense models only (0: every block's MLP is dense)");
+  if (cfg.model.moe.num_experts > 0) check_experts_runnable(cfg);
 }
 
 }  // namespace trainer::config

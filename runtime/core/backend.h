@@ -198,6 +198,22 @@ class Backend {
   virtual void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
                                      float dloss_scale, int64_t vocab) = 0;
 
+  // --- mixture of experts: moving token rows to and from the experts' slots (the routing itself
+  // runs on the host: runtime/model/moe_router.h) ---
+  // Dispatch: out[s] = scale[s] * inp[token_of_slot[s]], and 0 where token_of_slot[s] < 0 (an
+  // empty slot). out [S,C] fp32, or bf16 (rounded once); inp [N,C] fp32 or bf16; token_of_slot
+  // [S] int32; scale [S] fp32, or empty (1).
+  virtual void moe_gather_rows(Tensor out, const Tensor& inp, const Tensor& token_of_slot,
+                               const Tensor& scale) = 0;
+  // Combine: out[n] += sum over k with slot[n,k] >= 0 of weight[n,k] * inp[slot[n,k]], in k
+  // order. out [N,C] and inp [S,C] fp32; slot [N,K] int32; weight [N,K] fp32, or empty (1).
+  virtual void moe_combine_rows(Tensor out, const Tensor& inp, const Tensor& slot,
+                                const Tensor& weight) = 0;
+  // The combine's weight gradient: dweight[n,k] = dot(dout[n], inp[slot[n,k]]), 0 where
+  // slot[n,k] < 0, OVERWRITTEN. dweight [N,K], dout [N,C], inp [S,C], all fp32.
+  virtual void moe_gate_grad(Tensor dweight, const Tensor& dout, const Tensor& inp,
+                             const Tensor& slot) = 0;
+
   // --- optimizer and utilities ---
   // AdamW with decoupled weight decay on fp32 params/grads/moments (all same numel). When
   // `params_bf16` is given (bf16, same numel) the updated params are also written there, rounded

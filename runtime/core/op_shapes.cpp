@@ -198,4 +198,50 @@ CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& 
   return {N, vocab, Vp};
 }
 
+MoeRowDims moe_gather_rows_dims(const Tensor& out, const Tensor& inp, const Tensor& token_of_slot,
+                                const Tensor& scale) {
+  const char* op = "moe_gather_rows";
+  MoeRowDims d{};
+  d.C = last_dim(inp);
+  d.N = rows_of(inp, d.C, op, "inp");
+  d.S = rows_of(out, d.C, op, "out");
+  check_numel(token_of_slot, d.S, op, "token_of_slot");
+  if (!scale.empty()) check_numel(scale, d.S, op, "scale");
+  return d;
+}
+
+namespace {
+
+// out [N,C] (or dout), inp [S,C], slot [N,K]
+MoeRowDims moe_token_side_dims(const char* op, const Tensor& tokens, const char* tokens_name,
+                               const Tensor& inp, const Tensor& slot) {
+  MoeRowDims d{};
+  d.C = last_dim(tokens);
+  d.N = rows_of(tokens, d.C, op, tokens_name);
+  d.S = rows_of(inp, d.C, op, "inp");
+  TRAINER_CHECK(d.N > 0 && slot.numel() % d.N == 0, op << ": slot holds " << slot.numel()
+                                                       << " elements, not a multiple of the " << d.N
+                                                       << " token rows");
+  d.K = slot.numel() / d.N;
+  return d;
+}
+
+}  // namespace
+
+MoeRowDims moe_combine_rows_dims(const Tensor& out, const Tensor& inp, const Tensor& slot,
+                                 const Tensor& weight) {
+  const char* op = "moe_combine_rows";
+  const MoeRowDims d = moe_token_side_dims(op, out, "out", inp, slot);
+  if (!weight.empty()) check_numel(weight, d.N * d.K, op, "weight");
+  return d;
+}
+
+MoeRowDims moe_gate_grad_dims(const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                              const Tensor& slot) {
+  const char* op = "moe_gate_grad";
+  const MoeRowDims d = moe_token_side_dims(op, dout, "dout", inp, slot);
+  check_numel(dweight, d.N * d.K, op, "dweight");
+  return d;
+}
+
 }  // namespace trainer

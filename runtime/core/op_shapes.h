@@ -75,5 +75,16 @@ EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, co
                                       const Tensor& tokens, int64_t pos_offset);
 CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
                                             const Tensor& targets, int64_t vocab);
+// The mixture of experts' row moves (Backend::moe_*): S slots and N tokens of C values, K
+// choices per token (0 for the gather). Indices are checked against S and N by each backend.
+struct MoeRowDims {
+  int64_t S, N, C, K;
+};
+MoeRowDims moe_gather_rows_dims(const Tensor& out, const Tensor& inp, const Tensor& token_of_slot,
+                                const Tensor& scale);
+MoeRowDims moe_combine_rows_dims(const Tensor& out, const Tensor& inp, const Tensor& slot,
+                                 const Tensor& weight);
+MoeRowDims moe_gate_grad_dims(const Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                              const Tensor& slot);
 
 }  // namespace trainer

@@ -6,4 +6,5 @@
 #include "runtime/cpu/ops_gemm.h"
 #include "runtime/cpu/ops_layers.h"
 #include "runtime/cpu/ops_loss.h"
+#include "runtime/cpu/ops_moe.h"
 #include "runtime/cpu/ops_optim.h"

@@ -113,6 +113,14 @@ class CudaBackend : public Backend {
                           int64_t pos_offset) override;
   void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets, float dloss_scale,
                              int64_t vocab) override;
+  // kernels/moe.cu; slot and token indices are not range-checked on the device (the router
+  // writes them on the host)
+  void moe_gather_rows(Tensor out, const Tensor& inp, const Tensor& token_of_slot,
+                       const Tensor& scale) override;
+  void moe_combine_rows(Tensor out, const Tensor& inp, const Tensor& slot,
+                        const Tensor& weight) override;
+  void moe_gate_grad(Tensor dweight, const Tensor& dout, const Tensor& inp,
+                     const Tensor& slot) override;
 
   void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v, const AdamWParams& p,
                   Tensor params_bf16 = Tensor()) override;

@@ -26,6 +26,41 @@ class Carver {
   size_t used_ = 0;
 };
 
+// A mixture-of-experts block's tensors (BlockActivations).
+void carve_experts(Carver& c, BlockActivations& b, const ParamLayout& layout, int64_t B, int64_t T,
+                   DType mm) {
+  const GptDims& d = layout.dims();
+  const int64_t N = B * T, E = d.num_experts, K = d.top_k, C = d.d_model, FC = d.ffn_hidden();
+  const int64_t S = E * B * d.expert_capacity(static_cast<int>(T));
+  b.router_logits = c.take({N, E});
+  b.moe_slot = c.take({N, K}, DType::i32);
+  b.moe_gate = c.take({N, K});
+  b.moe_token = c.take({S}, DType::i32);
+  b.moe_slot_gate = c.take({S});
+  b.moe_in = c.take({S, C}, mm);
+  b.moe_pre = c.take({S, FC}, mm);
+  b.moe_act = c.take({S, FC}, mm);
+  b.moe_out = c.take({S, C});
+  b.moe_back = layout.shard().ep_size > 1 ? c.take({S, C}) : b.moe_out;
+  b.routing = std::make_shared<MoeRouting>();
+}
+
+void carve_expert_scratch(Carver& c, MoeScratch& m, const ParamLayout& layout, int64_t B, int64_t T,
+                          DType mm) {
+  const GptDims& d = layout.dims();
+  const int64_t N = B * T, E = d.num_experts, K = d.top_k, C = d.d_model, FC = d.ffn_hidden();
+  const int64_t S = E * B * d.expert_capacity(static_cast<int>(T));
+  const bool ep = layout.shard().ep_size > 1;
+  if (ep) m.dispatch = c.take({S, C}, mm);
+  m.dy = c.take({S, C}, mm);
+  m.dy_experts = ep ? c.take({S, C}, mm) : m.dy;
+  m.dpre = c.take({S, FC}, mm);
+  m.dx = c.take({S, C});
+  m.dx_tokens = ep ? c.take({S, C}) : m.dx;
+  m.dgate = c.take({N, K});
+  m.dlogits = c.take({N, E});
+}
+
 // att_state: what attention keeps per layer (Backend::attention_state_shape).
 // fp8_sums: carve Activations::fp8_sums too. scratch_of: take grad, sp and fp8_sums from there
 // (with own_scratch false and no scratch_of: measure without them).
@@ -69,8 +104,12 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     b.ln2 = c.take(stream, mm);
     b.ln2_mean = c.take(stats);
     b.ln2_rstd = c.take(stats);
-    b.fch = c.take({B, T, FC}, mm);
-    b.fch_gelu = c.take({B, T, FC}, mm);
+    if (d.moe()) {
+      carve_experts(c, b, layout, B, T, mm);
+    } else {
+      b.fch = c.take({B, T, FC}, mm);
+      b.fch_gelu = c.take({B, T, FC}, mm);
+    }
     b.residual_out = c.take(stream);
     if (l == 0) shared = b;
   }
@@ -97,6 +136,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
       a.sp = scratch_of->sp;
       a.fp8_sums = scratch_of->fp8_sums;
       a.cp = scratch_of->cp;
+      a.moe = scratch_of->moe;
     }
     return;
   }
@@ -105,7 +145,10 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   a.grad.dln = c.take({B, T, C});
   a.grad.dqkv = c.take({B, T, 3 * CL}, mm);  // qkv's dtype: the qkv GEMMs read it with no cast
   a.grad.datty = c.take({B, T, CL});
-  a.grad.dfch = c.take({B, T, FC}, mm);
+  if (d.moe())
+    carve_expert_scratch(c, a.moe, layout, B, T, mm);
+  else
+    a.grad.dfch = c.take({B, T, FC}, mm);
   if (sp) {
     a.sp.ln_rows = c.take(stream, mm);
     a.sp.ln_whole = c.take({B, T, C}, mm);

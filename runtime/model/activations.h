@@ -14,10 +14,12 @@
 // Recomputation repeats the same ops on the same inputs, so gradients are bit-identical.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/core/backend.h"
+#include "runtime/model/moe_router.h"
 #include "runtime/model/param_layout.h"
 
 namespace trainer::model {
@@ -49,8 +51,37 @@ struct BlockActivations {
   Tensor att;
   Tensor residual_mid;  // [B,T,C] x + attn(x)
   Tensor ln2, ln2_mean, ln2_rstd;
-  Tensor fch, fch_gelu;  // [B,T,4C/tp]
+  Tensor fch, fch_gelu;  // [B,T,4C/tp] (empty in a mixture-of-experts block)
   Tensor residual_out;   // [B,T,C]
+  // Mixture of experts (GptDims::moe(); empty otherwise). N = B*T tokens, K = top_k, S = E * B *
+  // capacity slots (MoeRouting's layout). Under expert parallelism the experts' side holds this
+  // rank's experts' slots of every ep rank, [ep, E/ep, B * capacity] rows: S rows too.
+  Tensor router_logits;  // [N, E] fp32
+  Tensor moe_slot;       // [N, K] int32: each choice's slot, -1 dropped
+  Tensor moe_gate;       // [N, K] fp32
+  Tensor moe_token;      // [S] int32: each slot's token, -1 empty
+  Tensor moe_slot_gate;  // [S] fp32: each slot's gate
+  Tensor moe_in;         // [S, C] matmul_input: the experts' input rows
+  Tensor moe_pre,
+      moe_act;      // [S, 4C] matmul_input: the experts' hidden layer, before and after GELU
+  Tensor moe_out;   // [S, C] fp32: the experts' outputs
+  Tensor moe_back;  // [S, C] fp32: the same, back on the tokens' side (moe_out when ep = 1)
+  std::shared_ptr<MoeRouting> routing;  // the host's record of the routing, for backward
+};
+
+// The mixture of experts' buffers that live within one forward or backward (empty without it),
+// [S, ...] as in BlockActivations. "Token side": in MoeRouting's slot order, on the rank that
+// holds the tokens; "expert side": after the all-to-all, on the rank that holds the experts
+// (one buffer serves both when ep = 1).
+struct MoeScratch {
+  Tensor dispatch;    // [S, C] matmul_input: the token side's rows before the all-to-all (ep > 1)
+  Tensor dy;          // [S, C] matmul_input: the experts' output gradient, token side
+  Tensor dy_experts;  // [S, C] matmul_input: the same, expert side (dy when ep = 1)
+  Tensor dpre;        // [S, 4C] matmul_input
+  Tensor dx;          // [S, C] fp32: the experts' input gradient, expert side
+  Tensor dx_tokens;   // [S, C] fp32: the same, token side (dx when ep = 1)
+  Tensor dgate;       // [N, K] fp32
+  Tensor dlogits;     // [N, E] fp32
 };
 
 struct GradScratch {
@@ -116,6 +147,7 @@ class Activations {
   GradScratch grad;
   SequenceParallelScratch sp;
   ContextParallelScratch cp;
+  MoeScratch moe;
   // fp8 compute: the fc layer's fp8 GEMM's fp32 sums before they pass through the GELU,
   // [B,T,4C/tp]; empty otherwise. (The other fp8 GEMMs write their outputs themselves.)
   Tensor fp8_sums;

@@ -6,25 +6,10 @@
 #include "runtime/core/check.h"
 #include "runtime/core/fp8_recipe.h"
 #include "runtime/core/rng.h"
+#include "runtime/model/tensor_views.h"
 
 namespace trainer::model {
 namespace {
-
-// [.., C] -> [N, C]: the backend's row-wise ops take 2-D views.
-Tensor rows(const Tensor& t) {
-  const int64_t last = t.shape[t.shape.rank - 1];
-  return t.view({t.numel() / last, last});
-}
-
-Tensor flat(const Tensor& t) {
-  return t.view({t.numel()});
-}
-
-// Math FLOPs (2 per multiply-add) of out = inp W^T, for the profile; backward is twice this.
-double matmul_flops(const Tensor& out, const Tensor& inp) {
-  return 2.0 * static_cast<double>(out.numel()) *
-         static_cast<double>(inp.shape[inp.shape.rank - 1]);
-}
 
 // Causal attention over qkv [B, T, 3C]: QK^T and PV over each sequence's T(T+1)/2 (query, key)
 // pairs, whatever the kernel computes besides; backward is twice this.
@@ -314,10 +299,24 @@ Gpt::BlockWeights Gpt::block_weights(int local_layer, bool g) const {
   auto w = [&](const char* n) { return weight_view(h + n, g); };
   // The matmuls read the compute copy (bf16 under precision.compute bf16); gradients are fp32.
   auto mm = [&](const char* n) { return g ? weight_view(h + n, true) : matmul_weight(h + n); };
-  return BlockWeights{w("ln_1.weight"),      w("ln_1.bias"),           mm("attn.c_attn.weight"),
-                      w("attn.c_attn.bias"), mm("attn.c_proj.weight"), w("attn.c_proj.bias"),
-                      w("ln_2.weight"),      w("ln_2.bias"),           mm("mlp.c_fc.weight"),
-                      w("mlp.c_fc.bias"),    mm("mlp.c_proj.weight"),  w("mlp.c_proj.bias")};
+  BlockWeights b{w("ln_1.weight"),
+                 w("ln_1.bias"),
+                 mm("attn.c_attn.weight"),
+                 w("attn.c_attn.bias"),
+                 mm("attn.c_proj.weight"),
+                 w("attn.c_proj.bias"),
+                 w("ln_2.weight"),
+                 w("ln_2.bias"),
+                 {},
+                 {},
+                 {},
+                 {}};
+  if (layout_.dims().moe()) return b;  // (the experts' weights: gpt_moe.cpp)
+  b.fcw = mm("mlp.c_fc.weight");
+  b.fcb = w("mlp.c_fc.bias");
+  b.fcprojw = mm("mlp.c_proj.weight");
+  b.fcprojb = w("mlp.c_proj.bias");
+  return b;
 }
 
 PhaseProfiler::Scope Gpt::phase(const char* op, double flops) const {
@@ -574,6 +573,10 @@ void Gpt::block_forward(int l) {
     be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
                           w.ln2w, w.ln2b);
   }
+  if (layout_.dims().moe()) {  // (tp 1: no sequence parallelism)
+    moe_forward(a, l);
+    return;
+  }
   if (sp) tp_all_gather(a.ln2, acts.sp.ln_whole);
   const Tensor ln2 = sp ? acts.sp.ln_whole : a.ln2;
   {
@@ -698,12 +701,16 @@ void Gpt::block_backward(int l) {
 
   // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
   // (dfch is overwritten, in the activations' dtype: Backend::matmul_gelu_backward)
-  {
-    auto p = phase("fc_proj", 2 * matmul_flops(full, a.fch_gelu));
-    be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres_mm, rows(a.fch_gelu),
-                             w.fcprojw, rows(a.fch));
+  if (layout_.dims().moe()) {
+    moe_backward(a, l);
+  } else {
+    {
+      auto p = phase("fc_proj", 2 * matmul_flops(full, a.fch_gelu));
+      be_.matmul_gelu_backward(rows(g.dfch), dw.fcprojw, dw.fcprojb, dres_mm, rows(a.fch_gelu),
+                               w.fcprojw, rows(a.fch));
+    }
+    column_parallel_backward("fc", a.ln2, g.dfch, dw.fcw, dw.fcb, w.fcw);
   }
-  column_parallel_backward("fc", a.ln2, g.dfch, dw.fcw, dw.fcb, w.fcw);
   {
     auto p = phase("ln2");
     be_.layernorm_backward(dres, dw.ln2w, dw.ln2b, dln_rows, rows(a.residual_mid), w.ln2w,

@@ -27,6 +27,9 @@ struct Hooks {
   // keeps its block in `rows`.
   std::function<void(const Tensor& rows, Tensor whole)> cp_all_gather;
   std::function<void(const Tensor& whole, Tensor rows)> cp_reduce_scatter;
+  // Expert parallelism (GptShard::ep_size > 1): `send` (any dtype, [ep, ...]) cut into ep equal
+  // blocks, block j to ep rank j; `recv` receives block i from ep rank i. Null: ep = 1.
+  std::function<void(const Tensor& send, Tensor recv)> ep_all_to_all;
   // Called when every gradient of `unit` (see ParamLayout) is final for this micro-batch.
   std::function<void(int unit)> unit_grads_ready;
   // Called before a unit's parameters are read (forward or backward): ZeRO-3 gathers them here.
@@ -125,6 +128,12 @@ class Gpt {
   // its bytes. An optimizer may write it directly (AdamW::step) instead of a refresh.
   Tensor bf16_copy() const { return bf16_ ? compute_params_ : Tensor(); }
   size_t compute_copy_bytes() const { return bf16_ ? compute_params_.nbytes() : 0; }
+  // Mixture of experts: the load-balancing loss (aux_loss_coef times the mean over sequences,
+  // summed over this rank's blocks; moe_router.h) of the training and evaluation forwards since
+  // the last call, summed, and back to 0. (The loss forward() returns is the language model's.)
+  double take_moe_balance_loss();
+  // Choices past an expert's capacity since the last call, over this rank's blocks; back to 0.
+  int64_t take_moe_dropped();
   Activations& activations() { return *acts_; }
   size_t activation_bytes() const;  // every slot's
   Hooks& hooks() { return hooks_; }
@@ -163,6 +172,15 @@ class Gpt {
   // The MLP's hidden layer of local layer l: fch = fc(ln2), fch_gelu = gelu(fch).
   void mlp_hidden_forward(BlockActivations& a, const Tensor& ln2, const Tensor& weight,
                           const Tensor& bias, int l);
+  // A mixture-of-experts block's MLP: residual_out = residual_mid + sum over the token's kept
+  // choices of gate * expert(ln2); backward from d(residual_out) in grad.dresidual, leaving
+  // d(ln2) in grad.dln.
+  void moe_forward(BlockActivations& a, int local_layer);
+  void moe_backward(BlockActivations& a, int local_layer);
+  // The experts' MLPs over the expert side's slot rows (one GEMM pair per (ep rank, expert)).
+  void experts_forward(BlockActivations& a, int local_layer);
+  void experts_backward(BlockActivations& a, int local_layer);
+  void ep_all_to_all(const Tensor& send, Tensor recv);  // Hooks::ep_all_to_all, timed
   void reallocate_activations();  // at the same size, for a change of compute precision
   // A phase named "<pass>.<op>" (pass: fwd, bwd or recompute), or nothing when not profiling.
   PhaseProfiler::Scope phase(const char* op, double flops = 0) const;
@@ -207,6 +225,8 @@ class Gpt {
   PhaseProfiler* profiler_ = nullptr;
   const char* pass_ = "fwd";
   float dloss_scale_ = 0;
+  double moe_balance_loss_ = 0;  // take_moe_balance_loss
+  int64_t moe_dropped_ = 0;
 };
 
 }  // namespace trainer::model

@@ -1,5 +1,8 @@
 #include "runtime/model/gpt_shape.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace trainer::model {
 
 GptDims GptDims::from_config(const config::ModelConfig& m) {
@@ -9,7 +12,18 @@ GptDims GptDims::from_config(const config::ModelConfig& m) {
                  m.d_model,
                  m.n_head,
                  m.ffn_mult,
-                 m.make_vocab_size_divisible_by};
+                 m.make_vocab_size_divisible_by,
+                 m.moe.num_experts,
+                 m.moe.top_k,
+                 m.moe.capacity_factor,
+                 m.moe.aux_loss_coef};
+}
+
+int GptDims::expert_capacity(int T) const {
+  if (num_experts == 0) return 0;
+  // (the small epsilon keeps an exact product such as 1.25 * 8 * 2 / 4 = 5 from rounding up)
+  const double slots = capacity_factor * T * top_k / num_experts;
+  return std::clamp(static_cast<int>(std::ceil(slots - 1e-9)), 1, T);
 }
 
 }  // namespace trainer::model

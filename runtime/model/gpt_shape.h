@@ -16,6 +16,13 @@ struct GptDims {
   int n_head = 4;          // NH
   int ffn_mult = 4;        // F: hidden = F*C
   int vocab_multiple = 1;  // wte and the logits have padded_vocab() rows / columns
+  // Mixture of experts (model.moe): every block's MLP is `num_experts` expert MLPs behind a
+  // router (0: dense). Each token goes to its top_k experts; each expert takes at most
+  // expert_capacity(T) tokens of each sequence (the rest are dropped: the residual carries them).
+  int num_experts = 0;
+  int top_k = 2;
+  double capacity_factor = 1.25;
+  double aux_loss_coef = 0.01;
 
   int head_dim() const { return d_model / n_head; }
   // V rounded up to vocab_multiple (model.make_vocab_size_divisible_by): the rows past V are
@@ -24,6 +31,11 @@ struct GptDims {
     return config::ModelConfig::padded_vocab_size_of(vocab, vocab_multiple);
   }
   int ffn_hidden() const { return ffn_mult * d_model; }
+  bool moe() const { return num_experts > 0; }
+  // Slots per expert per sequence of T tokens: ceil(capacity_factor * T * top_k / num_experts),
+  // at most T (a token picks an expert once). Per sequence, so that which tokens an expert drops
+  // does not depend on how sequences are split over ranks or micro-batches.
+  int expert_capacity(int T) const;
   static GptDims from_config(const config::ModelConfig& m);
 };
 
@@ -46,6 +58,9 @@ struct GptShard {
   // parameter of its stage and tp slice: the cp ranks are replicas, as the dp ranks are, except
   // for the attention's keys and values, which they gather from each other.
   int cp_rank = 0, cp_size = 1;
+  // Expert parallelism (GptDims::num_experts > 0): this rank holds experts [ep_rank * E / ep_size,
+  // (ep_rank + 1) * E / ep_size) of every block; tokens reach the others' experts by all-to-all.
+  int ep_rank = 0, ep_size = 1;
 
   int layers_per_chunk() const { return num_layers / chunks; }
   // The global index of local block `local` (0 <= local < num_layers; ascending).

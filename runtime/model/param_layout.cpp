@@ -72,6 +72,9 @@ ParamSpec row_parallel(std::string name, std::vector<int64_t> global, const GptS
 ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_(s) {
   TRAINER_CHECK(d.n_head % s.tp_size == 0 && d.ffn_hidden() % s.tp_size == 0,
                 "tp " << s.tp_size << " must divide n_head and the FFN width");
+  TRAINER_CHECK(!d.moe() || s.tp_size == 1, "mixture-of-experts blocks run with tp 1");
+  TRAINER_CHECK(s.ep_size >= 1 && (s.ep_size == 1 || d.num_experts % s.ep_size == 0),
+                "ep " << s.ep_size << " must divide the " << d.num_experts << " experts");
   TRAINER_CHECK(s.chunks >= 1 && s.num_layers % s.chunks == 0,
                 s.num_layers << " blocks do not make " << s.chunks << " equal chunks");
   const int64_t C = d.d_model, V = d.padded_vocab(), T = d.seq_len, FC = d.ffn_hidden();
@@ -106,6 +109,10 @@ ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_
     add(zero_bias(h + "attn.c_proj.bias", C), unit);
     add(norm_weight(h + "ln_2.weight", C), unit);
     add(zero_bias(h + "ln_2.bias", C), unit);
+    if (d.moe()) {
+      add_experts(h, unit);
+      continue;
+    }
     ParamSpec fc = column_parallel(h + "mlp.c_fc.weight", {FC, C}, 1, s);
     fc.weight_decay = true;
     add(fc, unit);
@@ -122,6 +129,39 @@ ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_
     add(norm_weight("ln_f.weight", C), d.n_layer + 1);
     add(zero_bias("ln_f.bias", C), d.n_layer + 1);
   }
+}
+
+void ParamLayout::add_experts(const std::string& h, int unit) {
+  const int64_t C = dims_.d_model, FC = dims_.ffn_hidden(), E = dims_.num_experts;
+  ParamSpec router = replicated(h + "mlp.router.weight", {E, C});
+  router.weight_decay = true;
+  add(router, unit);
+  // Stacked [E, ...] tensors; expert parallelism cuts them along the experts.
+  const int64_t local = E / shard_.ep_size;
+  auto expert = [&](const char* name, std::vector<int64_t> per_expert) {
+    ParamSpec p;
+    p.name = h + "mlp.experts." + name;
+    p.global_shape = {E};
+    p.global_shape.insert(p.global_shape.end(), per_expert.begin(), per_expert.end());
+    p.local_shape = p.global_shape;
+    p.local_shape[0] = local;
+    p.local_ranges = {{shard_.ep_rank * local, local}};
+    p.expert = true;
+    return p;
+  };
+  ParamSpec fc = expert("c_fc.weight", {FC, C});
+  fc.weight_decay = true;
+  add(fc, unit);
+  ParamSpec fc_b = expert("c_fc.bias", {FC});
+  fc_b.is_bias_or_norm_bias = true;
+  add(fc_b, unit);
+  ParamSpec proj = expert("c_proj.weight", {C, FC});
+  proj.weight_decay = true;
+  proj.residual_proj = true;
+  add(proj, unit);
+  ParamSpec proj_b = expert("c_proj.bias", {C});
+  proj_b.is_bias_or_norm_bias = true;
+  add(proj_b, unit);
 }
 
 void ParamLayout::add(ParamSpec spec, int unit) {

@@ -40,6 +40,10 @@ struct ParamSpec {
   // stage's embedding). Its gradient is summed with the first stage's, so both copies stay equal;
   // the first stage's counts in the norm and goes into checkpoints.
   bool tied_copy = false;
+  // Mixture of experts: a stacked [num_experts, ...] tensor of which this rank holds its expert
+  // parallel rank's experts (local_ranges along dim 0). Its gradient replicas are the ranks that
+  // hold the same experts (the expert-data-parallel group), not the dp group.
+  bool expert = false;
 };
 
 struct UnitRange {
@@ -60,6 +64,7 @@ class ParamLayout {
 
  private:
   void add(ParamSpec spec, int unit);
+  void add_experts(const std::string& block_prefix, int unit);  // a MoE block's MLP
   GptDims dims_;
   GptShard shard_;
   std::vector<ParamSpec> params_;

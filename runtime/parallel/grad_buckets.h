@@ -17,13 +17,24 @@ struct Bucket {
   int64_t offset = 0, numel = 0;  // range of the flat gradient buffer
   std::vector<int> units;         // units whose gradients it holds
   int pending = 0;                // units not ready yet in this step
-  std::shared_ptr<dist::Work> work;
+  // Its runs of dense and of expert tensors (expert parallelism: each run is reduced over its own
+  // group); one run of all of it otherwise.
+  struct Run {
+    int64_t offset = 0, numel = 0;
+    bool expert = false;
+  };
+  std::vector<Run> runs;
+  std::vector<std::shared_ptr<dist::Work>> work;
+  bool launched = false;  // in this step
 };
 
 class GradBuckets {
  public:
+  // expert_comm: under expert parallelism, the group that holds the same experts (edp), over
+  // which the expert tensors' gradients (ParamSpec::expert) are summed instead of `comm`; null:
+  // every gradient over `comm`.
   GradBuckets(const model::ParamLayout& layout, Tensor grads, dist::Comm* comm, double bucket_mb,
-              bool overlap);
+              bool overlap, dist::Comm* expert_comm = nullptr);
 
   // Arms the buckets for the micro-batch whose backward will produce final gradients.
   void begin_final_backward();
@@ -39,8 +50,10 @@ class GradBuckets {
 
  private:
   void launch(Bucket& b);
+  bool reduces() const;  // whether any group has more than one rank
   Tensor grads_;
   dist::Comm* comm_;
+  dist::Comm* expert_comm_;
   bool overlap_;
   bool armed_ = false;
   std::vector<Bucket> buckets_;

@@ -6,9 +6,9 @@ namespace trainer::parallel {
 
 double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, const Tensor& grads,
                                int64_t begin) {
-  const int tp = layout.shard().tp_size;
+  const int tp = layout.shard().tp_size, ep = layout.shard().ep_size;
   const bool tied_copy = layout.shard().has_head && !layout.shard().has_embedding;
-  if (tp == 1 && !tied_copy) return be.sum_squares(grads);
+  if (tp == 1 && ep == 1 && !tied_copy) return be.sum_squares(grads);
   const int64_t end = begin + grads.numel();
   enum Kind { split, replicated, uncounted };
   double sums[3] = {0, 0, 0};
@@ -22,7 +22,10 @@ double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, co
   for (const model::ParamSpec& p : layout.params()) {
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
     if (lo >= hi) continue;
-    const Kind kind = p.tied_copy ? uncounted : p.tp_replicated && tp > 1 ? replicated : split;
+    // (mixture-of-experts blocks run at tp 1: a tensor is replicated over tp or over ep, not both)
+    const Kind kind = p.tied_copy                                            ? uncounted
+                      : (p.tp_replicated && tp > 1) || (!p.expert && ep > 1) ? replicated
+                                                                             : split;
     if (kind != run_kind) {
       flush(lo);
       run_begin = lo;
@@ -30,7 +33,7 @@ double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, co
     }
   }
   flush(end);
-  return sums[split] + sums[replicated] / tp;
+  return sums[split] + sums[replicated] / (tp * ep);
 }
 
 void sum_row_partial_grads(const model::ParamLayout& layout, Tensor grads, int64_t begin,

@@ -4,7 +4,7 @@
 
 namespace trainer::report {
 
-int64_t count_block_params(const ModelDims& d) {
+int64_t count_block_params(const ModelDims& d, bool active) {
   const int64_t C = d.d_model, F = d.ffn_mult;
   const int64_t ln1 = 2 * C;
   const int64_t qkv = 3 * C * C + 3 * C;
@@ -12,7 +12,10 @@ int64_t count_block_params(const ModelDims& d) {
   const int64_t ln2 = 2 * C;
   const int64_t fc = F * C * C + F * C;
   const int64_t fc_proj = F * C * C + C;
-  return ln1 + qkv + attn_proj + ln2 + fc + fc_proj;
+  const int64_t attention = ln1 + qkv + attn_proj + ln2;
+  if (d.num_experts == 0) return attention + fc + fc_proj;
+  const int64_t router = d.num_experts * C;
+  return attention + router + (active ? d.top_k : d.num_experts) * (fc + fc_proj);
 }
 
 ParamCounts count_params(const ModelDims& d) {
@@ -20,12 +23,13 @@ ParamCounts count_params(const ModelDims& d) {
   p.embedding = d.vocab_size * d.d_model + d.seq_len * d.d_model;
   const int64_t final_ln = 2 * d.d_model;
   p.non_embedding = d.n_layer * count_block_params(d) + final_ln;
+  p.active_non_embedding = d.n_layer * count_block_params(d, true) + final_ln;
   p.total = p.embedding + p.non_embedding;
   return p;
 }
 
 double flops_per_token(const ModelDims& d) {
-  const double n = static_cast<double>(count_params(d).non_embedding);
+  const double n = static_cast<double>(count_params(d).active_non_embedding);
   const double attention = 12.0 * d.n_layer * d.d_model * d.seq_len;
   return 6.0 * n + attention;
 }
@@ -34,7 +38,7 @@ double recompute_flops_per_token(const ModelDims& d, const std::string& activati
   const double attention_forward = 4.0 * d.n_layer * d.d_model * d.seq_len;
   if (activation_checkpointing == "selective") return attention_forward;
   if (activation_checkpointing == "full")
-    return 2.0 * static_cast<double>(d.n_layer * count_block_params(d)) + attention_forward;
+    return 2.0 * static_cast<double>(d.n_layer * count_block_params(d, true)) + attention_forward;
   return 0;
 }
 

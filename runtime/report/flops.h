@@ -13,16 +13,24 @@ struct ModelDims {
   int64_t n_layer = 0;     // L
   int64_t d_model = 0;     // C
   int64_t ffn_mult = 4;    // F: the MLP's hidden width is F*C
+  // Mixture of experts: each block's MLP is num_experts expert MLPs and a router [E, C]; a token
+  // runs top_k of them. 0: dense.
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
 };
 
 struct ParamCounts {
   int64_t total = 0;          // every parameter once (the output layer is tied to wte)
   int64_t embedding = 0;      // wte (V*C) + wpe (T*C)
-  int64_t non_embedding = 0;  // total - embedding: the N of 6*N
+  int64_t non_embedding = 0;  // total - embedding
+  // The non-embedding parameters a token runs through, the N of 6*N: non_embedding, but in a
+  // mixture of experts only top_k of each block's experts (Megatron's and DeepSeek's "active").
+  int64_t active_non_embedding = 0;
 };
 
-// Parameters of one transformer block: two layernorms, qkv, attention projection, MLP.
-int64_t count_block_params(const ModelDims& d);
+// Parameters of one transformer block: two layernorms, qkv, attention projection, MLP (a mixture
+// of experts: the router and every expert); active: the experts a token runs only.
+int64_t count_block_params(const ModelDims& d, bool active = false);
 ParamCounts count_params(const ModelDims& d);
 
 // Training FLOPs per token (forward + backward), DESIGN.md's formula.

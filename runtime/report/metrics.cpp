@@ -32,6 +32,8 @@ std::string metrics_line(const StepRecord& rec, const StepRates& rates,
   j["step_time_s"] = rec.step_time_s;
   j["tokens_per_second"] = rates.tokens_per_second;
   j["mfu"] = rates.mfu;
+  if (rec.moe_aux_loss) j["moe_aux_loss"] = *rec.moe_aux_loss;
+  if (rec.moe_dropped_fraction) j["moe_dropped_fraction"] = *rec.moe_dropped_fraction;
   if (val_loss) j["val_loss"] = *val_loss;
   return j.dump();
 }

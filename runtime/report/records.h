@@ -2,6 +2,7 @@
 // Raw observations the training loop records on rank 0 (global values), one per step or eval.
 // Everything in report.json's throughput/loss/stability sections is derived from these.
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct StepRecord {
   double step_time_s = 0;
   bool clipped = false;    // grad_norm exceeded train.grad_clip
   bool nonfinite = false;  // loss or grad_norm was NaN/inf (the step was skipped)
+  // Mixture of experts only: the load-balancing loss (already in the gradients, not in `loss`)
+  // and the share of the top_k choices that went past an expert's capacity.
+  std::optional<double> moe_aux_loss, moe_dropped_fraction;
 };
 
 struct EvalRecord {

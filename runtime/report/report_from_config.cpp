@@ -5,7 +5,9 @@
 namespace trainer::report {
 
 ModelDims model_dims(const config::ModelConfig& m) {
-  return {m.vocab_size, m.seq_len, m.n_layer, m.d_model, m.ffn_mult};
+  const bool moe = m.moe.num_experts > 0;
+  return {m.vocab_size,         m.seq_len, m.n_layer, m.d_model, m.ffn_mult, m.moe.num_experts,
+          moe ? m.moe.top_k : 0};
 }
 
 namespace {
@@ -61,6 +63,9 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   r.model.arch = cfg.model.arch;
   r.model.params = params.total;
   r.model.non_embedding_params = params.non_embedding;
+  r.model.active_non_embedding_params = params.active_non_embedding;
+  r.model.num_experts = cfg.model.moe.num_experts;
+  r.model.top_k = dims.top_k;
   r.model.n_layer = cfg.model.n_layer;
   r.model.d_model = cfg.model.d_model;
   r.model.n_head = cfg.model.n_head;

@@ -74,15 +74,21 @@ ojson batch_json(const BatchInfo& b) {
 }
 
 ojson model_json(const ModelInfo& m) {
-  return {{"arch", m.arch},
-          {"params", m.params},
-          {"non_embedding_params", m.non_embedding_params},
-          {"n_layer", m.n_layer},
-          {"d_model", m.d_model},
-          {"n_head", m.n_head},
-          {"vocab_size", m.vocab_size},
-          {"padded_vocab_size", m.padded_vocab_size},
-          {"flops_per_token", m.flops_per_token}};
+  ojson j = {{"arch", m.arch},
+             {"params", m.params},
+             {"non_embedding_params", m.non_embedding_params},
+             {"n_layer", m.n_layer},
+             {"d_model", m.d_model},
+             {"n_head", m.n_head},
+             {"vocab_size", m.vocab_size},
+             {"padded_vocab_size", m.padded_vocab_size},
+             {"flops_per_token", m.flops_per_token}};
+  if (m.num_experts > 0) {
+    j["num_experts"] = m.num_experts;
+    j["top_k"] = m.top_k;
+    j["active_non_embedding_params"] = m.active_non_embedding_params;
+  }
+  return j;
 }
 
 ojson throughput_json(const ThroughputInfo& t) {

@@ -11,7 +11,7 @@
 namespace trainer::train {
 
 dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend,
-                                    bool context_parallel) {
+                                    bool context_parallel, bool expert_parallel) {
   dist::CommFactory gloo = [store](const std::string& prefix, int rank, int size,
                                    const dist::CommOptions& opts) {
     return dist::make_gloo_comm(dist::make_prefix_store(store, prefix), rank, size, opts);
@@ -19,15 +19,18 @@ dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend&
 #ifdef TRAINER_HAVE_CUDA
   if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend)) {
     cudaStream_t compute = cuda->stream();
-    return [store, gloo, compute, context_parallel](
+    return [store, gloo, compute, context_parallel, expert_parallel](
                const std::string& prefix, int rank, int size,
                const dist::CommOptions& opts) -> std::unique_ptr<dist::Comm> {
       // (the cp groups only when there is context parallelism: dp x cp is dp's twin otherwise)
       const bool cp_group = context_parallel && (opts.name == dist::axis_name(dist::Axis::cp) ||
                                                  opts.name == dist::axis_name(dist::Axis::dp_cp));
+      const bool ep_group = expert_parallel && (opts.name == dist::axis_name(dist::Axis::ep) ||
+                                                opts.name == dist::axis_name(dist::Axis::edp));
       const bool device_group = opts.name == dist::axis_name(dist::Axis::dp) ||
                                 opts.name == dist::axis_name(dist::Axis::tp) ||
-                                opts.name == dist::axis_name(dist::Axis::pp) || cp_group;
+                                opts.name == dist::axis_name(dist::Axis::pp) || cp_group ||
+                                ep_group;
       if (device_group && size > 1)
         return dist::make_nccl_comm(dist::make_prefix_store(store, prefix), rank, size, opts,
                                     compute);
@@ -37,6 +40,7 @@ dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend&
 #else
   (void)backend;
   (void)context_parallel;
+  (void)expert_parallel;
 #endif
   return gloo;
 }

@@ -2,7 +2,8 @@
 // The communicators of a run, by backend: Gloo over TCP for every group, except that on the cuda
 // backend the data-parallel group (gradient buckets and parameter broadcasts on device memory),
 // the tensor-parallel group (activations), the pipeline group (the stages' activations and
-// gradients) and under context parallelism the cp and dp x cp groups are NCCL, ordered after the
+// gradients), under context parallelism the cp and dp x cp groups and under expert parallelism
+// the ep and edp groups are NCCL, ordered after the
 // backend's compute stream. The world group stays on Gloo: it carries host values only (step times,
 // stop flags, checkpoint commits).
 #include <memory>
@@ -13,9 +14,10 @@
 
 namespace trainer::train {
 
-// context_parallel: the cp and dp x cp groups (activations, gradients) are NCCL on cuda too.
+// context_parallel: the cp and dp x cp groups (activations, gradients) are NCCL on cuda too;
+// expert_parallel: the ep and edp groups (tokens to the experts, the experts' gradients).
 dist::CommFactory make_comm_factory(std::shared_ptr<dist::Store> store, Backend& backend,
-                                    bool context_parallel = false);
+                                    bool context_parallel = false, bool expert_parallel = false);
 
 // "nccl" when make_comm_factory gives this backend's dp, tp and pp groups NCCL, else "gloo".
 const char* dp_transport(const Backend& backend);

@@ -107,6 +107,9 @@ void log_banner(const report::RunReport& base, const report::RunContext& ctx,
                 const dist::MeshShape& shape, const data::DataLoader& loader) {
   spdlog::info("model: {} params ({} non-embedding), {:.3g} flops/token", base.model.params,
                base.model.non_embedding_params, base.model.flops_per_token);
+  if (base.model.num_experts > 0)
+    spdlog::info("experts: {} per block, top {} per token: {} non-embedding params active",
+                 base.model.num_experts, base.model.top_k, base.model.active_non_embedding_params);
   spdlog::info(
       "grid: world {} = dp {} x pp {} x cp {} x tp {}, zero {}; global batch {} sequences "
       "({} tokens/step); data {}",
@@ -161,11 +164,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                                   " needs context-parallel attention, which the " +
                                   backend->name() + " backend does not have; use parallel.cp = 1");
       if (env.world_size > 1) {
-        mesh.create_comms(make_comm_factory(store, *backend, shape.cp > 1),
+        mesh.create_comms(make_comm_factory(store, *backend, shape.cp > 1, shape.ep > 1),
                           cfg.distributed.timeout_s);
         if (lead)
-          spdlog::info("collectives: dp{}{}{} over {}, world over gloo", shape.tp > 1 ? ", tp" : "",
-                       shape.pp > 1 ? ", pp" : "", shape.cp > 1 ? ", cp" : "",
+          spdlog::info("collectives: dp{}{}{}{} over {}, world over gloo",
+                       shape.tp > 1 ? ", tp" : "", shape.pp > 1 ? ", pp" : "",
+                       shape.cp > 1 ? ", cp" : "", shape.ep > 1 ? ", ep, edp" : "",
                        dp_transport(*backend));
       }
       // Ranks are numbered node by node and tp fastest, so a tp group stays on one node exactly
@@ -191,11 +195,15 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           cfg.parallel.sequence_parallel, config::virtual_stages_of(cfg.parallel));
       shard.cp_rank = mesh.coord().cp;
       shard.cp_size = shape.cp;
+      shard.ep_rank = shape.ep > 1 ? mesh.index(dist::Axis::ep) : 0;
+      shard.ep_size = shape.ep;
+      const ExpertParallel ep{shape.ep > 1 ? &mesh.comm(dist::Axis::ep) : nullptr,
+                              shape.ep > 1 ? &mesh.comm(dist::Axis::edp) : nullptr};
       model::Gpt gpt(*backend, dims, shard);
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
-      TrainStep trainer(cfg, *backend, gpt, replicas, tp, pp, cp);
+      TrainStep trainer(cfg, *backend, gpt, replicas, tp, pp, cp, ep);
 
       // 4. Data: each dp rank reads its own slice of the stream.
       auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);
@@ -310,7 +318,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         report::StepRecord rec{step + 1,  checkpoints.tokens_after(step + 1),
                                r.loss,    r.grad_norm,
                                r.lr,      dt,
-                               r.clipped, r.nonfinite};
+                               r.clipped, r.nonfinite,
+                               {},        {}};
+        if (cfg.model.moe.num_experts > 0) {
+          rec.moe_aux_loss = r.moe_aux_loss;
+          rec.moe_dropped_fraction = r.moe_dropped_fraction;
+        }
         std::optional<double> val;
         // Evals at eval_every and at the schedule's last step, not where stop_after_steps stops
         // early: a stopped and resumed pair evaluates where the uninterrupted run does.

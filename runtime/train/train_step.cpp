@@ -39,8 +39,8 @@ std::function<void(const Tensor&, Tensor)> reduce_scatter_hook(dist::Comm& comm)
 }  // namespace
 
 TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
-                     TensorParallel tp, PipelineParallel pp, ContextParallel cp)
-    : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp), pp_(pp), cp_(cp) {
+                     TensorParallel tp, PipelineParallel pp, ContextParallel cp, ExpertParallel ep)
+    : cfg_(cfg), be_(be), model_(model), dp_(dp), tp_(tp), pp_(pp), cp_(cp), ep_(ep) {
   const model::GptShard& shard = model_.layout().shard();
   TRAINER_CHECK(tp_.size() == shard.tp_size, "the tp group has " << tp_.size()
                                                                  << " ranks; the model is cut in "
@@ -48,14 +48,21 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
   TRAINER_CHECK(cp_.size() == shard.cp_size && cp_.rank() == shard.cp_rank,
                 "cp rank " << cp_.rank() << " of " << cp_.size() << "; the model runs chunks of "
                            << "cp rank " << shard.cp_rank << " of " << shard.cp_size);
+  TRAINER_CHECK(ep_.size() == shard.ep_size && ep_.rank() == shard.ep_rank,
+                "ep rank " << ep_.rank() << " of " << ep_.size()
+                           << "; the model holds the experts of "
+                           << "ep rank " << shard.ep_rank << " of " << shard.ep_size);
   const int64_t n = model_.layout().total_numel();
-  if (parallel::zero_shards_state(cfg.parallel.zero, dp_.size())) {
+  const bool zero_shards = parallel::zero_shards_state(cfg.parallel.zero, dp_.size());
+  TRAINER_CHECK(ep_.size() == 1 || !zero_shards,
+                "parallel.zero = " << cfg.parallel.zero << " with expert parallelism");
+  if (zero_shards) {
     zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm);
   } else {  // zero 0, or a single replica (nothing to shard)
     opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), 0, n);
-    buckets_ = std::make_unique<parallel::GradBuckets>(model_.layout(), model_.grads(), dp_.comm,
-                                                       cfg.parallel.bucket_mb,
-                                                       cfg.parallel.overlap_grad_reduce);
+    buckets_ = std::make_unique<parallel::GradBuckets>(
+        model_.layout(), model_.grads(), dp_.comm, cfg.parallel.bucket_mb,
+        cfg.parallel.overlap_grad_reduce, ep_.size() > 1 ? ep_.replicas : nullptr);
     model_.hooks().unit_grads_ready = [this](int unit) { buckets_->unit_ready(unit); };
   }
   TRAINER_CHECK(pp_.size() == 1 || !zero_ || cfg.parallel.zero == 1,
@@ -72,6 +79,14 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
     model_.hooks().tp_all_gather = all_gather_hook(*tp_.comm);
     model_.hooks().tp_reduce_scatter = reduce_scatter_hook(*tp_.comm);
   }
+  if (ep_.size() > 1)  // tokens to their experts and back
+    model_.hooks().ep_all_to_all = [this](const Tensor& send, Tensor recv) {
+      TRAINER_CHECK(send.nbytes() == recv.nbytes() && send.dtype == recv.dtype &&
+                        send.nbytes() % static_cast<size_t>(ep_.size()) == 0,
+                    "ep all-to-all of " << send.shape.str() << " into " << recv.shape.str());
+      ep_.comm->all_to_all(send.data, recv.data, send.nbytes() / static_cast<size_t>(ep_.size()),
+                           dist::CommDType::u8);
+    };
   if (cp_.size() > 1) {  // the attention's qkv gathered, its gradient scattered
     model_.hooks().cp_all_gather = all_gather_hook(*cp_.comm);
     model_.hooks().cp_reduce_scatter = reduce_scatter_hook(*cp_.comm);
@@ -122,6 +137,21 @@ void TrainStep::next_micro_batch(const BatchSource& next_batch) {
     }
 }
 
+void TrainStep::reduce_moe_stats(double tokens_global, StepResult& r) {
+  const int accum = cfg_.train.grad_accum;
+  // [balance loss, dropped choices]: summed over the stages' blocks, then over the replicas
+  std::vector<double> v = {model_.take_moe_balance_loss() / accum,
+                           static_cast<double>(model_.take_moe_dropped())};
+  PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
+  for (dist::Comm* comm : {pp_.comm, dp_.comm}) {
+    if (comm == nullptr || comm->size() == 1) continue;
+    for (double& x : v) x = comm->all_reduce_scalar(x, dist::ReduceOp::sum);
+  }
+  r.moe_aux_loss = v[0] / dp_.size();
+  const double choices = tokens_global * cfg_.model.moe.top_k * cfg_.model.n_layer;
+  r.moe_dropped_fraction = v[1] / choices;
+}
+
 double TrainStep::forward_backward(float dloss_scale, bool final_micro_batch) {
   // the buckets reduce during the backward that makes the gradients final
   auto arm = [&] {
@@ -165,6 +195,8 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
     else
       be_.zero(model_.grads());
   }
+  model_.take_moe_balance_loss();  // (drops what evaluations added)
+  model_.take_moe_dropped();
   double loss_sum = 0;
   for (int micro = 0; micro < accum; ++micro) {
     {
@@ -190,6 +222,7 @@ StepResult TrainStep::run(int step, const BatchSource& next_batch) {
     PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
     r.loss = dp_.comm->all_reduce_scalar(r.loss, dist::ReduceOp::avg);
   }
+  if (cfg_.model.moe.num_experts > 0) reduce_moe_stats(tokens_global, r);
   r.lr = optim::learning_rate(t, step);
   r.nonfinite = !std::isfinite(r.grad_norm) || !std::isfinite(r.loss);
   if (r.nonfinite) return r;  // skip the update: the weights stay finite
@@ -224,8 +257,9 @@ double TrainStep::reduce_and_norm() {
   if (sp) parallel::sum_row_partial_grads(model_.layout(), model_.grads(), 0, *tp_.comm);
   // Gradients are replicated over dp after the all-reduce; over tp each rank holds its slice,
   // over pp its stage's layers.
+  // (under expert parallelism each rank holds its experts, and a copy of the rest)
   double sum = parallel::tp_weighted_sum_squares(be_, model_.layout(), model_.grads(), 0);
-  for (dist::Comm* c : {tp_.comm, pp_.comm})
+  for (dist::Comm* c : {tp_.comm, pp_.comm, ep_.comm})
     if (c != nullptr && c->size() > 1) sum = c->all_reduce_scalar(sum, dist::ReduceOp::sum);
   return std::sqrt(sum);
 }
@@ -274,9 +308,12 @@ OwnedState TrainStep::owned_state() {
                       static_cast<float*>(a.v().data),
                       a.step_count()};
   }
-  // Without ZeRO every replica updates all elements; dp rank 0 is the one that owns them.
+  // Without ZeRO every replica updates all elements; dp rank 0 is the one that owns them (under
+  // expert parallelism the ranks of ep group 0: checkpoints take only their experts from all but
+  // the first, ckpt::saved_pieces).
   OwnedState s;
-  if (dp_.rank() != 0) return s;
+  const dist::Comm* owners = owner_group();
+  if (owners != nullptr && owners->rank() != 0) return s;
   s.begin = opt_->begin();
   s.end = opt_->end();
   s.params = static_cast<float*>(model_.params().data) + s.begin;
@@ -291,19 +328,23 @@ void TrainStep::sync_params_from_owners() {
     zero_->publish_params();
     return;
   }
-  if (dp_.size() > 1) {
+  if (dist::Comm* owners = owner_group(); owners != nullptr && owners->size() > 1) {
     Tensor p = model_.params();
-    dp_.comm->broadcast(p.data, static_cast<size_t>(p.numel()), dist::CommDType::f32, 0);
+    owners->broadcast(p.data, static_cast<size_t>(p.numel()), dist::CommDType::f32, 0);
     // Replicas keep their own moments in zero 0: give them the owner's too.
-    dp_.comm->broadcast(opt_->m().data, static_cast<size_t>(opt_->m().numel()),
-                        dist::CommDType::f32, 0);
-    dp_.comm->broadcast(opt_->v().data, static_cast<size_t>(opt_->v().numel()),
-                        dist::CommDType::f32, 0);
+    owners->broadcast(opt_->m().data, static_cast<size_t>(opt_->m().numel()), dist::CommDType::f32,
+                      0);
+    owners->broadcast(opt_->v().data, static_cast<size_t>(opt_->v().numel()), dist::CommDType::f32,
+                      0);
     int64_t t = opt_->step_count();
-    dp_.comm->broadcast(&t, 1, dist::CommDType::i64, 0);
+    owners->broadcast(&t, 1, dist::CommDType::i64, 0);
     opt_->set_step_count(t);
   }
   model_.refresh_compute_weights();
+}
+
+dist::Comm* TrainStep::owner_group() const {
+  return ep_.size() > 1 ? ep_.replicas : dp_.comm;
 }
 
 void TrainStep::seed_fp8_weight_scales() {

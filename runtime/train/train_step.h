@@ -31,6 +31,11 @@ struct StepResult {
   bool clipped = false;
   bool nonfinite = false;  // the update was skipped
   double comm_wait_s = 0;  // time blocked on gradient reduction after backward
+  // Mixture of experts (0 for a dense model): the load-balancing loss, a mean over the global
+  // batch like `loss` (which it is not part of), summed over the blocks; and the share of the
+  // global batch's top_k choices dropped past an expert's capacity.
+  double moe_aux_loss = 0;
+  double moe_dropped_fraction = 0;
 };
 
 // The replicas of the gradients: the dp group, or under context parallelism the dp x cp group
@@ -63,6 +68,16 @@ struct ContextParallel {
   int size() const { return comm ? comm->size() : 1; }
 };
 
+// Expert parallelism (mixture of experts, parallel.ep > 1): the ep group exchanges tokens with
+// its experts (all-to-all); the edp group holds the same experts, over which their gradients are
+// summed (the dp x cp group sums the other tensors').
+struct ExpertParallel {
+  dist::Comm* comm = nullptr;      // ep; null or size 1: every expert on this rank
+  dist::Comm* replicas = nullptr;  // edp
+  int rank() const { return comm ? comm->rank() : 0; }
+  int size() const { return comm ? comm->size() : 1; }
+};
+
 // The training state this rank owns: master weights and Adam moments of the flat elements
 // [begin, end) of the model's parameter buffer (its optimizer shard: everything on dp rank 0 and
 // nothing elsewhere without ZeRO; a 1/dp slice with ZeRO) of its tp slice of the model. Checkpoints
@@ -79,7 +94,8 @@ struct OwnedState {
 class TrainStep {
  public:
   TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& model, DataParallel dp,
-            TensorParallel tp = {}, PipelineParallel pp = {}, ContextParallel cp = {});
+            TensorParallel tp = {}, PipelineParallel pp = {}, ContextParallel cp = {},
+            ExpertParallel ep = {});
 
   StepResult run(int step, const BatchSource& next_batch);
   // Mean loss over `global_batches` global batches (grad_accum micro-batches of every dp rank
@@ -116,10 +132,16 @@ class TrainStep {
   TensorParallel tp_;
   PipelineParallel pp_;
   ContextParallel cp_;
+  ExpertParallel ep_;
+  // The group whose rank 0 owns (checkpoints, broadcasts) the state without ZeRO: dp x cp, or
+  // under expert parallelism edp (ep group 0 holds every expert once).
+  dist::Comm* owner_group() const;
   std::unique_ptr<parallel::PipelineRunner> pipeline_;  // pp > 1
   // Forward and backward of one micro-batch, through the pipeline when there is one; returns its
   // mean loss (0 on a pipeline stage without the head).
   double forward_backward(float dloss_scale, bool final_micro_batch);
+  // The step's mixture-of-experts statistics (StepResult), reduced over the stages and replicas.
+  void reduce_moe_stats(double tokens_global, StepResult& r);
   std::unique_ptr<optim::AdamW> opt_;
   std::unique_ptr<parallel::GradBuckets> buckets_;  // zero 0
   std::unique_ptr<parallel::ZeroOptimizer> zero_;   // zero 1-3 with dp > 1 (owns the AdamW)

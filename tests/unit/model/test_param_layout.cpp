@@ -17,6 +17,25 @@ TEST_CASE("layout_param_count_matches_report_formula", "[model]") {
   }
 }
 
+TEST_CASE("moe_layout_param_count_matches_report_formula_and_active_counts_top_k", "[model][moe]") {
+  model::GptDims d{256, 128, 4, 128, 4, 4};
+  d.num_experts = 8;
+  d.top_k = 2;
+  model::ParamLayout layout(d, model::GptShard::whole(d));
+  const auto counts = report::count_params(
+      {d.vocab, d.seq_len, d.n_layer, d.d_model, d.ffn_mult, d.num_experts, d.top_k});
+  REQUIRE(layout.total_numel() == counts.total);
+  // the active count: the same model with top_k experts and its router
+  int64_t active = 0;
+  for (const auto& p : layout.params()) {
+    if (p.name.find("wte") != std::string::npos || p.name.find("wpe") != std::string::npos)
+      continue;
+    active += p.expert ? p.numel / d.num_experts * d.top_k : p.numel;
+  }
+  CHECK(counts.active_non_embedding == active);
+  CHECK(counts.non_embedding > counts.active_non_embedding);
+}
+
 TEST_CASE("layout_units_are_contiguous_and_cover_the_buffer", "[model]") {
   model::GptDims d{64, 16, 3, 32, 4, 4};
   model::ParamLayout layout(d, model::GptShard::whole(d));

@@ -22,8 +22,8 @@ TEST_CASE("metrics_jsonl_lines_parse_back", "[metrics]") {
   {
     MetricsWriter w(dir.string(), 0);
     for (int step = 1; step <= 5; ++step) {
-      StepRecord rec{step,  step * 512, 5.0 - step * 0.5, 1.0 / step, 3e-4, 0.01 * step,
-                     false, false};
+      StepRecord rec{
+          step, step * 512, 5.0 - step * 0.5, 1.0 / step, 3e-4, 0.01 * step, false, false, {}, {}};
       const StepRates rates = step_rates(512, rec.step_time_s, 1e6, 1.0, 2);
       w.write(rec, rates, step == 5 ? std::optional<double>(2.75) : std::nullopt);
       written.push_back(rec);
@@ -60,7 +60,7 @@ TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
   auto write_steps = [&](int first_step, int last) {
     MetricsWriter w(dir.string(), first_step);
     for (int step = first_step + 1; step <= last; ++step)
-      w.write(StepRecord{step, step * 10, 1.0, 1.0, 1e-3, 0.1, false, false},
+      w.write(StepRecord{step, step * 10, 1.0, 1.0, 1e-3, 0.1, false, false, {}, {}},
               step_rates(10, 0.1, 1e6, 1.0, 1));
   };
   auto steps_in_file = [&] {
@@ -96,15 +96,15 @@ TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
     CHECK(e.evals[0].val_loss == 2.5);
     // The report's loss: the earlier points, then this run's; val_loss the earlier eval's while
     // this run has none.
-    const LossInfo l =
-        summarize_loss({StepRecord{4, 40, 0.5, 1.0, 1e-3, 0.1, false, false}}, {}, 1, 30, e);
+    const LossInfo l = summarize_loss(
+        {StepRecord{4, 40, 0.5, 1.0, 1e-3, 0.1, false, false, {}, {}}}, {}, 1, 30, e);
     CHECK(l.curve == std::vector<std::pair<int64_t, double>>{{10, 1.0}, {30, 1.0}, {40, 0.5}});
     CHECK(l.val_loss == 2.5);
     CHECK(l.val_at_tokens == 25);
     // Logged every 2 steps: the earlier points at steps 1 and 2 only (not 3, where the earlier run
     // stopped), then this run's 4 and its last, 5, as an uninterrupted run's curve.
-    const std::vector<StepRecord> resumed = {{4, 40, 0.5, 1.0, 1e-3, 0.1, false, false},
-                                             {5, 50, 0.4, 1.0, 1e-3, 0.1, false, false}};
+    const std::vector<StepRecord> resumed = {{4, 40, 0.5, 1.0, 1e-3, 0.1, false, false, {}, {}},
+                                             {5, 50, 0.4, 1.0, 1e-3, 0.1, false, false, {}, {}}};
     CHECK(summarize_loss(resumed, {}, 2, 30, e).curve ==
           std::vector<std::pair<int64_t, double>>{{10, 1.0}, {40, 0.5}, {50, 0.4}});
     // A non-finite earlier val loss stays the last one (null in report.json), not an older one.
@@ -120,7 +120,7 @@ TEST_CASE("metrics_jsonl_restarts_at_the_resumed_step", "[metrics]") {
 }
 
 TEST_CASE("nonfinite_values_are_written_as_null", "[metrics]") {
-  StepRecord rec{1, 10, std::nan(""), INFINITY, 1e-3, 0.1, false, true};
+  StepRecord rec{1, 10, std::nan(""), INFINITY, 1e-3, 0.1, false, true, {}, {}};
   const auto j = nlohmann::json::parse(metrics_line(rec, step_rates(10, 0.1, 1e6, 0, 1)));
   CHECK(j["loss"].is_null());
   CHECK(j["grad_norm"].is_null());
@@ -128,7 +128,7 @@ TEST_CASE("nonfinite_values_are_written_as_null", "[metrics]") {
 }
 
 TEST_CASE("progress_line_shows_each_quantity", "[metrics]") {
-  StepRecord rec{10, 40960, 4.1234, 1.23, 3e-4, 0.045, false, false};
+  StepRecord rec{10, 40960, 4.1234, 1.23, 3e-4, 0.045, false, false, {}, {}};
   StepRates rates{12300, 0.012};
   const std::string line = progress_line(rec, 300, rates);
   INFO(line);

@@ -141,7 +141,7 @@ TEST_CASE("derived_fields_follow_from_the_observations", "[report]") {
 TEST_CASE("nonfinite_steps_and_spikes_are_counted", "[report]") {
   ReportBuilder b(testing::sample_base({}), 3.0);
   for (int step = 1; step <= 30; ++step) {
-    StepRecord rec{step, step * 100, 2.0, 1.0, 1e-3, 0.1, false, false};
+    StepRecord rec{step, step * 100, 2.0, 1.0, 1e-3, 0.1, false, false, {}, {}};
     if (step == 20) rec.loss = 9.0;
     if (step == 25) rec.loss = std::nan(""), rec.nonfinite = true;
     const auto spike = b.record_step(rec);

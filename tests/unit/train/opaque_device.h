@@ -122,6 +122,18 @@ class OpaqueBackend : public Backend {
                              int64_t vocab) override {
     cpu_.softmax_cross_entropy(in(logits), in(losses), in(targets), dloss_scale, vocab);
   }
+  void moe_gather_rows(Tensor out, const Tensor& inp, const Tensor& token_of_slot,
+                       const Tensor& scale) override {
+    cpu_.moe_gather_rows(in(out), in(inp), in(token_of_slot), in(scale));
+  }
+  void moe_combine_rows(Tensor out, const Tensor& inp, const Tensor& slot,
+                        const Tensor& weight) override {
+    cpu_.moe_combine_rows(in(out), in(inp), in(slot), in(weight));
+  }
+  void moe_gate_grad(Tensor dweight, const Tensor& dout, const Tensor& inp,
+                     const Tensor& slot) override {
+    cpu_.moe_gate_grad(in(dweight), in(dout), in(inp), in(slot));
+  }
   void adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v, const AdamWParams& p,
                   Tensor params_bf16) override {
     cpu_.adamw_step(in(params), in(grads), in(m), in(v), p, in(params_bf16));

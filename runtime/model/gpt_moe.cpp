@@ -1,0 +1,169 @@
+// Gpt: the mixture-of-experts MLP of a block (GptDims::moe()). The router's GEMM runs on the
+// backend, its token choice on the host (moe_router.h), the token rows move to the experts'
+// slots and back through Backend::moe_*, and, under expert parallelism, between ranks through
+// Hooks::ep_all_to_all. Each expert's MLP is the dense block's: fc, GELU, proj.
+#include <vector>
+
+#include "runtime/core/check.h"
+#include "runtime/model/gpt.h"
+#include "runtime/model/moe_router.h"
+#include "runtime/model/tensor_views.h"
+
+namespace trainer::model {
+namespace {
+
+std::string block_prefix(const GptShard& s, int local_layer) {
+  return "h." + std::to_string(s.global_layer(local_layer)) + ".mlp.";
+}
+
+// Expert `e` (local index) of a stacked [E/ep, ...] tensor, as a [rows, cols] matrix or a
+// [rows] vector.
+Tensor expert_part(const Tensor& stacked, int e) {
+  const int64_t per = stacked.numel() / stacked.shape[0];
+  Shape s;
+  for (int i = 1; i < stacked.shape.rank; ++i)
+    s.dims[static_cast<size_t>(s.rank++)] = stacked.shape[i];
+  return stacked.slice(e * per, per).view(s);
+}
+
+// Rows [first, first + n) of a [S, width] tensor.
+Tensor slot_rows(const Tensor& t, int64_t first, int64_t n) {
+  const int64_t width = t.shape[1];
+  return t.slice(first * width, n * width).view({n, width});
+}
+
+}  // namespace
+
+double Gpt::take_moe_balance_loss() {
+  const double v = moe_balance_loss_;
+  moe_balance_loss_ = 0;
+  return v;
+}
+
+int64_t Gpt::take_moe_dropped() {
+  const int64_t v = moe_dropped_;
+  moe_dropped_ = 0;
+  return v;
+}
+
+void Gpt::ep_all_to_all(const Tensor& send, Tensor recv) {
+  TRAINER_CHECK(hooks_.ep_all_to_all, "expert parallelism without an ep all-to-all hook");
+  auto p = phase("ep_all_to_all");
+  hooks_.ep_all_to_all(send, recv);
+}
+
+void Gpt::moe_forward(BlockActivations& a, int l) {
+  const GptDims& d = layout_.dims();
+  const std::string h = block_prefix(layout_.shard(), l);
+  Activations& acts = *acts_;
+  {
+    auto p = phase("router", matmul_flops(a.router_logits, a.ln2));
+    be_.matmul_forward(a.router_logits, rows(a.ln2), matmul_weight(h + "router.weight"), Tensor());
+  }
+  {
+    auto p = phase("routing");  // waits for the router: the host reads its logits
+    std::vector<float> logits(static_cast<size_t>(a.router_logits.numel()));
+    be_.to_host(logits.data(), a.router_logits);
+    MoeRouting& r = *a.routing;
+    r = route_tokens(logits.data(), d, acts.B, acts.T);
+    be_.from_host(a.moe_slot, r.slot.data());
+    be_.from_host(a.moe_gate, r.gate.data());
+    be_.from_host(a.moe_token, r.token_of_slot.data());
+    be_.from_host(a.moe_slot_gate, r.slot_gate.data());
+    if (std::string(pass_) == "fwd") {  // (not again in a full recompute)
+      moe_balance_loss_ += d.aux_loss_coef * r.balance_loss_sum / r.sequences;
+      moe_dropped_ += r.dropped;
+    }
+  }
+  const bool ep = layout_.shard().ep_size > 1;
+  {
+    auto p = phase("moe_dispatch");
+    be_.moe_gather_rows(ep ? acts.moe.dispatch : a.moe_in, rows(a.ln2), a.moe_token, Tensor());
+  }
+  if (ep) ep_all_to_all(acts.moe.dispatch, a.moe_in);
+  experts_forward(a, l);
+  if (ep) ep_all_to_all(a.moe_out, a.moe_back);
+  auto p = phase("moe_combine");
+  be_.copy(a.residual_out, a.residual_mid);
+  be_.moe_combine_rows(rows(a.residual_out), a.moe_back, a.moe_slot, a.moe_gate);
+}
+
+void Gpt::experts_forward(BlockActivations& a, int l) {
+  const std::string h = block_prefix(layout_.shard(), l) + "experts.";
+  const Tensor fcw = matmul_weight(h + "c_fc.weight"), fcb = weight_view(h + "c_fc.bias", false);
+  const Tensor pw = matmul_weight(h + "c_proj.weight"), pb = weight_view(h + "c_proj.bias", false);
+  const int local_experts = static_cast<int>(fcw.shape[0]), ranks = layout_.shard().ep_size;
+  const int64_t per = a.moe_in.shape[0] / (int64_t{ranks} * local_experts);  // B * capacity
+  auto p = phase("experts", 2 * matmul_flops(a.moe_pre, a.moe_in));
+  // expert side: [ep rank, local expert, B * capacity] rows
+  for (int src = 0; src < ranks; ++src)
+    for (int e = 0; e < local_experts; ++e) {
+      const int64_t first = (int64_t{src} * local_experts + e) * per;
+      auto part = [&](const Tensor& t) { return slot_rows(t, first, per); };
+      be_.matmul_gelu_forward(part(a.moe_act), part(a.moe_pre), part(a.moe_in), expert_part(fcw, e),
+                              expert_part(fcb, e));
+      be_.matmul_forward(part(a.moe_out), part(a.moe_act), expert_part(pw, e), expert_part(pb, e));
+    }
+}
+
+void Gpt::moe_backward(BlockActivations& a, int l) {
+  const GptDims& d = layout_.dims();
+  Activations& acts = *acts_;
+  GradScratch& g = acts.grad;
+  MoeScratch& m = acts.moe;
+  const bool ep = layout_.shard().ep_size > 1;
+  const Tensor dres = rows(g.dresidual);  // d(residual_out); the residual passes it on as it is
+  {
+    auto p = phase("moe_combine");
+    be_.moe_gate_grad(m.dgate, dres, a.moe_back, a.moe_slot);
+    be_.moe_gather_rows(m.dy, dres, a.moe_token, a.moe_slot_gate);  // gate * d(residual_out)
+  }
+  if (ep) ep_all_to_all(m.dy, m.dy_experts);
+  experts_backward(a, l);
+  if (ep) ep_all_to_all(m.dx, m.dx_tokens);
+  const std::string h = block_prefix(layout_.shard(), l);
+  {
+    auto p = phase("routing");
+    const MoeRouting& r = *a.routing;
+    std::vector<float> dgate(static_cast<size_t>(m.dgate.numel()));
+    std::vector<float> dlogits(static_cast<size_t>(m.dlogits.numel()));
+    be_.to_host(dgate.data(), m.dgate);
+    // the balance loss of each sequence weighs 1 / (sequences in the global batch) = dloss_scale
+    // times its tokens
+    router_backward(r, dgate.data(), d.aux_loss_coef * double{dloss_scale_} * acts.T,
+                    dlogits.data());
+    be_.from_host(m.dlogits, dlogits.data());
+  }
+  {
+    auto p = phase("router", 2 * matmul_flops(a.router_logits, a.ln2));
+    be_.matmul_backward(rows(g.dln), weight_view(h + "router.weight", true), Tensor(), m.dlogits,
+                        rows(a.ln2), matmul_weight(h + "router.weight"));
+  }
+  auto p = phase("moe_dispatch");
+  be_.moe_combine_rows(rows(g.dln), m.dx_tokens, a.moe_slot, Tensor());
+}
+
+void Gpt::experts_backward(BlockActivations& a, int l) {
+  MoeScratch& m = acts_->moe;
+  const std::string h = block_prefix(layout_.shard(), l) + "experts.";
+  const Tensor fcw = matmul_weight(h + "c_fc.weight"), pw = matmul_weight(h + "c_proj.weight");
+  const Tensor dfcw = weight_view(h + "c_fc.weight", true),
+               dfcb = weight_view(h + "c_fc.bias", true);
+  const Tensor dpw = weight_view(h + "c_proj.weight", true),
+               dpb = weight_view(h + "c_proj.bias", true);
+  const int local_experts = static_cast<int>(fcw.shape[0]), ranks = layout_.shard().ep_size;
+  const int64_t per = a.moe_in.shape[0] / (int64_t{ranks} * local_experts);
+  auto p = phase("experts", 4 * matmul_flops(a.moe_pre, a.moe_in));
+  for (int src = 0; src < ranks; ++src)
+    for (int e = 0; e < local_experts; ++e) {
+      const int64_t first = (int64_t{src} * local_experts + e) * per;
+      auto part = [&](const Tensor& t) { return slot_rows(t, first, per); };
+      be_.matmul_gelu_backward(part(m.dpre), expert_part(dpw, e), expert_part(dpb, e),
+                               part(m.dy_experts), part(a.moe_act), expert_part(pw, e),
+                               part(a.moe_pre));
+      be_.matmul_backward(part(m.dx), expert_part(dfcw, e), expert_part(dfcb, e), part(m.dpre),
+                          part(a.moe_in), expert_part(fcw, e));
+    }
+}
+
+}  // namespace trainer::model

@@ -1,0 +1,53 @@
+#pragma once
+// The mixture-of-experts router's token choice, on the host: from the router logits [N, E] of a
+// micro-batch (N = sequences * T tokens) to each token's experts, their gates and the dispatch
+// slots, and back (the logits' gradient). The arithmetic is O(N * E), small next to the experts'
+// GEMMs, and written once for every backend; the backends move the token rows (Backend::moe_*).
+//
+// Rules (Switch Transformer / GShard / Mixtral):
+//  - probs = softmax(logits); each token picks its top_k experts (ties: the lower index).
+//  - gate: top_k 1: the probability itself (Switch: the router learns from the loss through it);
+//    top_k > 1: the top_k probabilities renormalized to sum to one (Mixtral, Megatron's default).
+//  - capacity: expert e takes at most GptDims::expert_capacity(T) tokens of each sequence, in
+//    GShard's priority order (every token's first choice, in token order, then every second
+//    choice, ...); a choice past capacity is dropped: it adds nothing and gets no gradient, and
+//    the residual stream carries the token on.
+//  - load-balancing loss (Switch), per sequence s: E * sum_e f_e * P_e, where f_e is the share of
+//    the sequence's T * top_k choices that picked e (before dropping) and P_e the mean
+//    probability of e; the model adds aux_loss_coef times its mean over sequences to the loss.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/model/gpt_shape.h"
+
+namespace trainer::model {
+
+struct MoeRouting {
+  int sequences = 0, T = 0, experts = 0, top_k = 0;
+  int capacity = 0;                    // slots per expert per sequence
+  std::vector<float> probs;            // [N, E]
+  std::vector<int32_t> expert;         // [N, K] the chosen experts, best first
+  std::vector<float> gate;             // [N, K]
+  std::vector<int32_t> slot;           // [N, K] the dispatch slot, or -1: dropped
+  std::vector<int32_t> token_of_slot;  // [slots()] the token (row) in each slot, or -1: empty
+  std::vector<float> slot_gate;        // [slots()] the gate of the choice in each slot (0: empty)
+  std::vector<float> chosen_share;     // [sequences, E] f_e
+  double balance_loss_sum = 0;         // sum over sequences of E * sum_e f_e * P_e
+  int64_t dropped = 0;                 // choices past capacity
+
+  int64_t tokens() const { return int64_t{sequences} * T; }
+  // Slot ((e * sequences) + s) * capacity + i is expert e's i-th of sequence s: an expert's
+  // slots are one contiguous run, and the experts' runs follow in expert order.
+  int64_t slots_per_expert() const { return int64_t{sequences} * capacity; }
+  int64_t slots() const { return slots_per_expert() * experts; }
+};
+
+// Routes `sequences` sequences of T tokens from their router logits [sequences * T, E] (fp32).
+MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences, int T);
+
+// dlogits [N, E] (OVERWRITTEN): the gradient through the softmax of the gates' gradient dgate
+// [N, K] (the loss's derivative by each choice's gate; dropped choices' are ignored), plus
+// balance_scale times the derivative of balance_loss_sum.
+void router_backward(const MoeRouting& r, const float* dgate, double balance_scale, float* dlogits);
+
+}  // namespace trainer::model

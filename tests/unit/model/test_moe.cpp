@@ -1,0 +1,160 @@
+// The mixture-of-experts blocks: the router's rules on a hand-made case, and the whole model's
+// loss and backward (router, capacity drops, gates, experts, load-balancing loss) against a
+// float64 reference written token by token (reference_gpt.h) and its finite differences.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "runtime/core/rng.h"
+#include "runtime/cpu/cpu_backend.h"
+#include "runtime/model/gpt.h"
+#include "runtime/model/moe_router.h"
+#include "tests/unit/model/reference_gpt.h"
+
+using namespace trainer;
+
+namespace {
+
+model::GptDims moe_dims(int top_k, double capacity_factor) {
+  model::GptDims d{11, 5, 2, 8, 2, 4};  // V, T, L, C, NH, F
+  d.num_experts = 4;
+  d.top_k = top_k;
+  d.capacity_factor = capacity_factor;
+  d.aux_loss_coef = 0.3;  // large, so that its gradient shows next to the loss's
+  return d;
+}
+
+struct Batch {
+  int B = 2, T = 5;
+  std::vector<int32_t> inputs, targets;
+  Batch() {
+    SplitMix64 rng(99);
+    for (int i = 0; i < B * T; ++i) {
+      inputs.push_back(static_cast<int32_t>(rng.next() % 11));
+      targets.push_back(static_cast<int32_t>(rng.next() % 11));
+    }
+  }
+};
+
+std::vector<float> random_params(int64_t n) {
+  SplitMix64 rng(5);
+  std::vector<float> p(static_cast<size_t>(n));
+  for (float& v : p) v = static_cast<float>(0.3 * rng.normal());
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("moe_router_takes_first_choices_first_and_drops_past_capacity", "[model][moe]") {
+  model::GptDims d = moe_dims(2, 0.5);  // capacity ceil(0.5 * 4 * 2 / 4) = 1 per sequence
+  d.num_experts = 4;
+  const int T = 4;
+  REQUIRE(d.expert_capacity(T) == 1);
+  // tokens 0..3 of one sequence; first choices 0, 0, 1, 2; second choices 1, 2, 0, 3
+  const std::vector<float> logits = {3,  2,  0, -1,  //
+                                     3,  -1, 2, 0,   //
+                                     2,  3,  0, -1,  //
+                                     -1, 0,  3, 2};
+  const model::MoeRouting r = model::route_tokens(logits.data(), d, 1, T);
+  CHECK(r.expert == std::vector<int32_t>{0, 1, 0, 2, 1, 0, 2, 3});
+  // first choices in token order: token 0 takes expert 0's slot, token 1's first choice (0) is
+  // dropped, token 2 takes expert 1, token 3 expert 2; then second choices: token 0's (1) and
+  // token 1's (2) and token 2's (0) are full, token 3's (3) is kept
+  CHECK(r.slot == std::vector<int32_t>{0, -1, -1, -1, 1, -1, 2, 3});
+  CHECK(r.token_of_slot == std::vector<int32_t>{0, 2, 3, 3});
+  CHECK(r.dropped == 4);
+  // gates: the top two probabilities renormalized
+  const double p0 = 1 / (1 + std::exp(-1.0));  // token 0: logits 3 and 2
+  CHECK(r.gate[0] == Approx(p0));
+  CHECK(r.gate[1] == Approx(1 - p0));
+  CHECK(r.slot_gate[0] == r.gate[0]);
+  // f_e counts every choice: expert 0 three of eight, 1 two, 2 two, 3 one
+  CHECK(r.chosen_share == std::vector<float>{3 / 8.0f, 2 / 8.0f, 2 / 8.0f, 1 / 8.0f});
+}
+
+TEST_CASE("moe_router_gradient_matches_finite_differences", "[model][moe]") {
+  for (int top_k : {1, 2}) {
+    const model::GptDims d = moe_dims(top_k, 0.75);
+    const int S = 2, T = 5, E = d.num_experts;
+    std::vector<float> logits(static_cast<size_t>(S * T * E)),
+        dgate(static_cast<size_t>(S * T * top_k));
+    SplitMix64 rng(3);
+    for (float& v : logits) v = static_cast<float>(rng.normal());
+    for (float& v : dgate) v = static_cast<float>(rng.normal());
+    const model::MoeRouting r = model::route_tokens(logits.data(), d, S, T);
+    REQUIRE(r.dropped > 0);
+    const double balance_scale = 0.7;
+    std::vector<float> analytic(logits.size());
+    model::router_backward(r, dgate.data(), balance_scale, analytic.data());
+    // the objective: sum of dgate * gate over the kept choices, plus balance_scale times the
+    // balance loss, with the choices (a discrete function of the logits) held
+    auto objective = [&](const std::vector<float>& z) {
+      const model::MoeRouting q = model::route_tokens(z.data(), d, S, T);
+      REQUIRE(q.slot == r.slot);
+      double v = balance_scale * q.balance_loss_sum;
+      for (size_t i = 0; i < dgate.size(); ++i)
+        if (q.slot[i] >= 0) v += double{dgate[i]} * q.gate[i];
+      return v;
+    };
+    for (size_t i = 0; i < logits.size(); ++i) {
+      std::vector<float> up = logits, down = logits;
+      const float h = 1e-2f;
+      up[i] += h;
+      down[i] -= h;
+      const double fd = (objective(up) - objective(down)) / (2.0 * h);
+      INFO("top_k " << top_k << ", logit " << i);
+      CHECK(analytic[i] == Approx(fd).margin(2e-4).epsilon(2e-2));
+    }
+  }
+}
+
+TEST_CASE("moe_gpt_loss_and_backward_match_float64_finite_differences", "[model][moe]") {
+  // capacity factor 0.75: some choices are dropped; top_k 1 and 2 take different gate rules
+  for (int top_k : {1, 2}) {
+    const model::GptDims dims = moe_dims(top_k, 0.75);
+    Batch f;
+    cpu::CpuBackend be;
+    model::Gpt gpt(be, dims, model::GptShard::whole(dims));
+    const int64_t n = gpt.layout().total_numel();
+    const auto p32 = random_params(n);
+    be.from_host(gpt.params(), p32.data());
+    gpt.allocate_activations(f.B, f.T);
+    be.zero(gpt.grads());
+    const double lm = gpt.forward(f.inputs.data(), f.targets.data(), 1.0f / float(f.B * f.T));
+    const double aux = gpt.take_moe_balance_loss();
+    const int64_t dropped = gpt.take_moe_dropped();
+    gpt.backward();
+    std::vector<float> analytic(static_cast<size_t>(n));
+    be.to_host(analytic.data(), gpt.grads());
+
+    std::vector<double> p64(p32.begin(), p32.end());
+    auto loss64 = [&] {
+      return testing::reference_gpt_loss<double>(gpt.layout(), p64, f.inputs, f.targets, f.B, f.T);
+    };
+    const double ref = loss64();
+    INFO("top_k " << top_k << ": fp32 model " << lm << " + " << aux << " vs float64 " << ref << "; "
+                  << dropped << " choices dropped");
+    REQUIRE(dropped > 0);
+    REQUIRE(aux > 0);
+    REQUIRE(std::abs(lm + aux - ref) <= 1e-5 * std::abs(ref));
+
+    const double h = 1e-6;
+    for (const auto& spec : gpt.layout().params()) {
+      double num = 0, den = 0;
+      for (int64_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
+        const double keep = p64[static_cast<size_t>(i)];
+        p64[static_cast<size_t>(i)] = keep + h;
+        const double up = loss64();
+        p64[static_cast<size_t>(i)] = keep - h;
+        const double down = loss64();
+        p64[static_cast<size_t>(i)] = keep;
+        const double diff = analytic[static_cast<size_t>(i)] - (up - down) / (2 * h);
+        num += diff * diff;
+        den += (up - down) / (2 * h) * (up - down) / (2 * h);
+      }
+      const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-12);
+      INFO(spec.name << ": relative error " << rel << " (|fd| " << std::sqrt(den) << ")");
+      CHECK(rel < 1e-4);
+    }
+  }
+}
