@@ -301,6 +301,11 @@ void register_plan(CLI::App& app) {
     if (cfg.parallel.cp > 1 && args->search)
       throw config::ConfigError("plan: --search ranks layouts with parallel.cp = 1; got " +
                                 std::string("parallel.cp = ") + std::to_string(cfg.parallel.cp));
+    if (m.moe.num_experts > 0 && args->search)
+      throw config::ConfigError(
+          "plan: --search ranks dense layouts (its tp splits would cut experts); got "
+          "model.moe.num_experts = " +
+          std::to_string(m.moe.num_experts));
     // (context parallelism runs the reference kernels on cuda: CudaBackend::attention_forward_cp)
     const bool flash = device.cuda && cfg.parallel.cp == 1 &&
                        cuda_attention_uses_flash(attention, dims.head_dim());
@@ -322,11 +327,7 @@ void register_plan(CLI::App& app) {
           cfg.train.micro_batch / micros, 100 * parallel::bubble_fraction(pp, micros, v),
           plan::pp_sent_bytes(cfg), plan::pp_sent_bytes(cfg) / (1024.0 * 1024.0), stage);
     }
-    print_zero_memory(
-        cfg,
-        model::ParamLayout(dims, model::GptShard::stage(dims, stage, pp, 0, cfg.parallel.tp))
-            .total_numel(),
-        replicas);
+    print_zero_memory(cfg, plan::rank_layout(cfg, stage).total_numel(), replicas);
     const double held = print_held_state(cfg, replicas, device, stage);
     std::string why_probabilities;  // on a GPU, where the flash kernels would not keep them
     if (device.cuda && !flash)
@@ -351,6 +352,13 @@ void register_plan(CLI::App& app) {
           "(%.1f MiB)\n",
           static_cast<long long>(t.collectives),
           cfg.activation_checkpointing == "none" ? "" : ", recompute", t.sent_bytes,
+          t.sent_bytes / (1024.0 * 1024.0));
+    if (const plan::EpTraffic t = plan::ep_traffic(cfg); t.collectives > 0)
+      std::printf(
+          "ep traffic per rank per step: %lld all-to-alls (each block's tokens to their experts "
+          "and back in forward%s and backward), %.0f B sent (%.1f MiB)\n",
+          static_cast<long long>(t.collectives),
+          cfg.activation_checkpointing == "full" ? ", recompute" : "", t.sent_bytes,
           t.sent_bytes / (1024.0 * 1024.0));
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),

@@ -128,9 +128,10 @@ class Gpt {
   // its bytes. An optimizer may write it directly (AdamW::step) instead of a refresh.
   Tensor bf16_copy() const { return bf16_ ? compute_params_ : Tensor(); }
   size_t compute_copy_bytes() const { return bf16_ ? compute_params_.nbytes() : 0; }
-  // Mixture of experts: the load-balancing loss (aux_loss_coef times the mean over sequences,
-  // summed over this rank's blocks; moe_router.h) of the training and evaluation forwards since
-  // the last call, summed, and back to 0. (The loss forward() returns is the language model's.)
+  // Mixture of experts: the load-balancing loss (moe_router.h) of every sequence the training
+  // and evaluation forwards since the last call ran, times aux_loss_coef, summed over the
+  // sequences and this rank's blocks; and back to 0. (Divided by the sequences, it is the mean
+  // the gradient follows; the loss forward() returns is the language model's.)
   double take_moe_balance_loss();
   // Choices past an expert's capacity since the last call, over this rank's blocks; back to 0.
   int64_t take_moe_dropped();

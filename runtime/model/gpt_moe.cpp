@@ -71,7 +71,7 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     be_.from_host(a.moe_token, r.token_of_slot.data());
     be_.from_host(a.moe_slot_gate, r.slot_gate.data());
     if (std::string(pass_) == "fwd") {  // (not again in a full recompute)
-      moe_balance_loss_ += d.aux_loss_coef * r.balance_loss_sum / r.sequences;
+      moe_balance_loss_ += d.aux_loss_coef * r.balance_loss_sum;
       moe_dropped_ += r.dropped;
     }
   }

@@ -22,16 +22,19 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 
-// What one rank of pipeline stage `stage` holds: tp rank 0's slice (every tp rank's is the same
-// size).
-model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0) {
+}  // namespace
+
+model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
   model::GptShard shard = model::GptShard::stage(dims, stage, cfg.parallel.pp, 0, cfg.parallel.tp,
                                                  cfg.parallel.sequence_parallel,
                                                  config::virtual_stages_of(cfg.parallel));
   shard.cp_size = cfg.parallel.cp;  // (every cp rank holds the same tensors)
+  shard.ep_size = cfg.parallel.ep;  // (and every ep rank as many experts)
   return model::ParamLayout(dims, shard);
 }
+
+namespace {
 
 // Ranking key: smaller is better (see layout_search.h).
 auto rank_key(const Layout& l) {
@@ -272,6 +275,22 @@ CpTraffic cp_traffic(const config::RunConfig& cfg) {
                mm = cfg.precision.compute == "fp32" ? 4 : 2;
   t.collectives = static_cast<int64_t>((gathers + 1) * L) * cfg.train.grad_accum;
   t.sent_bytes = cfg.train.grad_accum * L * (cp - 1) * part * (gathers * mm + 4);
+  return t;
+}
+
+EpTraffic ep_traffic(const config::RunConfig& cfg) {
+  EpTraffic t;
+  const int ep = cfg.parallel.ep;
+  if (ep <= 1 || cfg.model.moe.num_experts == 0) return t;
+  const model::GptDims dims = model::GptDims::from_config(cfg.model);
+  const double forwards = cfg.activation_checkpointing == "full" ? 2 : 1,
+               L = cfg.model.n_layer / cfg.parallel.pp,
+               rows = double(dims.num_experts) * cfg.train.micro_batch *
+                      dims.expert_capacity(cfg.model.seq_len),
+               mm = cfg.precision.compute == "fp32" ? 4 : 2;
+  t.collectives = static_cast<int64_t>((2 * forwards + 2) * L) * cfg.train.grad_accum;
+  t.sent_bytes = cfg.train.grad_accum * L * rows * dims.d_model * (ep - 1) / ep *
+                 (forwards * (mm + 4) + mm + 4);
   return t;
 }
 

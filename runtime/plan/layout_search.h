@@ -35,9 +35,14 @@
 #include <vector>
 
 #include "runtime/config/run_config.h"
+#include "runtime/model/param_layout.h"
 #include "runtime/parallel/zero_memory.h"
 
 namespace trainer::plan {
+
+// What one rank of pipeline stage `stage` holds: tp rank 0's slice (every tp rank's is the same
+// size), ep rank 0's experts (every ep rank holds as many).
+model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0);
 
 // The device kinds of `trainer plan --gpu`.
 struct DeviceKind {
@@ -136,6 +141,16 @@ struct CpTraffic {
   double sent_bytes = 0;  // by ring algorithms
 };
 CpTraffic cp_traffic(const config::RunConfig& cfg);
+
+// Expert parallelism's all-to-alls per rank per step: in each mixture-of-experts block, the
+// tokens' rows to their experts (matmul dtype) and the experts' outputs back (fp32) in forward
+// (and in a full recompute), the outputs' gradient (matmul dtype) and the inputs' (fp32) in
+// backward; E * B * capacity rows of d_model each, of which (ep - 1) / ep leave the rank.
+struct EpTraffic {
+  int64_t collectives = 0;
+  double sent_bytes = 0;
+};
+EpTraffic ep_traffic(const config::RunConfig& cfg);
 
 // Model state and ZeRO staging per rank as this runtime holds them on `device`
 // (parallel::predict_held_state, parallel::zero_staging_floats). At dp 1 every stage trains as

@@ -140,7 +140,7 @@ void TrainStep::next_micro_batch(const BatchSource& next_batch) {
 void TrainStep::reduce_moe_stats(double tokens_global, StepResult& r) {
   const int accum = cfg_.train.grad_accum;
   // [balance loss, dropped choices]: summed over the stages' blocks, then over the replicas
-  std::vector<double> v = {model_.take_moe_balance_loss() / accum,
+  std::vector<double> v = {model_.take_moe_balance_loss() / (accum * cfg_.train.micro_batch),
                            static_cast<double>(model_.take_moe_dropped())};
   PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
   for (dist::Comm* comm : {pp_.comm, dp_.comm}) {

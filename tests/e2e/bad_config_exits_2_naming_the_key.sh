@@ -28,8 +28,10 @@ expect_error "logging.profile_steps" --set logging.profile_steps=-1
 expect_error "distributed.timeout_s" --set distributed.timeout_s=0
 expect_error "checkpoint.keep = 0" --set checkpoint.keep=0
 expect_error "expected key.path=value" --set train.lr
-expect_error "model.moe.num_experts = 8: this build trains dense models only" \
-  --set model.moe.num_experts=8
+expect_error "model.moe.num_experts = 8 with parallel.tp = 2: mixture-of-experts blocks run with tp 1" \
+  --set model.moe.num_experts=8 --set parallel.tp=2
+expect_error "model.moe.top_k = 3 exceeds model.moe.num_experts = 2" \
+  --set model.moe.num_experts=2 --set model.moe.top_k=3
 expect_error "distributed.backend = gloo needs hardware.device = cpu" --set hardware.device=cuda \
   --set distributed.backend=gloo
 expect_error "make_vocab_size_divisible_by = 2147483647: must be in [1, 65536]" \
@@ -66,8 +68,10 @@ expect_exit_2 "--grace-s is a launch option but comes after RUN.yaml" out launch
 expect_exit_2 "--nproc-per-node N is required" out launch run.yaml --out out
 expect_exit_2 "model.seq_len = 6 is not divisible by 2 * parallel.cp = 4 (context parallelism" \
   out plan run.yaml --gpus 2 --set parallel.cp=2 --set model.seq_len=6
-expect_exit_2 "without expert parallelism (parallel.ep = 1); got parallel.ep = 2" out train \
+expect_exit_2 "parallel.ep = 2 needs experts, but model.moe.num_experts = 0" out train \
   run.yaml --set parallel.ep=2 --out out
+expect_exit_2 "parallel.zero = 1 with parallel.ep = 2: expert parallelism runs with zero 0" out \
+  train run.yaml --set model.moe.num_experts=4 --set parallel.ep=2 --set parallel.zero=1 --out out
 expect_exit_2 "parallel.zero = 2 with parallel.pp = 2: pipeline parallelism runs with zero 0 or 1" \
   out train run.yaml --set parallel.pp=2 --set parallel.zero=2 --out out
 expect_exit_2 "parallel.pipeline.microbatches = 3 is not divisible by parallel.pp = 2 (the interleaved" \

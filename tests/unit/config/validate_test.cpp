@@ -186,3 +186,26 @@ TEST_CASE("validation_creates_no_files", "[config][validate]") {
   validate(c, 1);
   CHECK_FALSE(fs::exists(out));
 }
+
+TEST_CASE("mixture_of_experts_runs_on_dp_ep_and_pp_and_names_what_it_refuses", "[config][moe]") {
+  const std::vector<std::string> moe = {"model.moe.num_experts=4"};
+  auto runnable = [&](std::vector<std::string> more, int world) {
+    more.insert(more.begin(), moe.begin(), moe.end());
+    RunConfig c = with(more);
+    validate(c, world);
+    check_runnable(c);
+  };
+  REQUIRE_NOTHROW(runnable({}, 1));
+  REQUIRE_NOTHROW(runnable({"parallel.ep=2"}, 2));
+  REQUIRE_NOTHROW(runnable({"parallel.ep=2", "parallel.pp=2"}, 4));
+  REQUIRE_NOTHROW(runnable({"parallel.zero=3"}, 2));  // ep 1: the experts are plain replicas
+  REQUIRE_THROWS_WITH(
+      runnable({"parallel.tp=2"}, 2),
+      Contains("model.moe.num_experts = 4 with parallel.tp = 2") && Contains("run with tp 1"));
+  REQUIRE_THROWS_WITH(runnable({"parallel.cp=2"}, 2),
+                      Contains("with parallel.cp = 2: mixture-of-experts blocks run with cp 1"));
+  REQUIRE_THROWS_WITH(runnable({"precision.compute=fp8", "hardware.device=cuda"}, 1),
+                      Contains("with precision.compute = fp8"));
+  REQUIRE_THROWS_WITH(runnable({"parallel.ep=2", "parallel.zero=1"}, 2),
+                      Contains("parallel.zero = 1 with parallel.ep = 2"));
+}

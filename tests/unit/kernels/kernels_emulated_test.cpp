@@ -518,3 +518,43 @@ TEST_CASE("emulated_fp8_push_amaxes_matches_cpu_bit_for_bit", "[kernels][fp8]") 
     }
   }
 }
+
+TEST_CASE("emulated_moe_row_kernels_match_cpu_with_empty_slots_and_dropped_choices",
+          "[kernels][moe]") {
+  cpu::CpuBackend ref;
+  const int64_t N = 37, K = 2, S = 50, C = 24;
+  std::mt19937 gen(5);
+  // each slot holds a token or nothing (-1); each choice a slot or nothing (dropped)
+  std::vector<int32_t> token(sz(S)), slot(sz(N * K));
+  for (auto& t : token) t = gen() % 4 == 0 ? -1 : static_cast<int32_t>(gen() % N);
+  for (auto& s : slot) s = gen() % 5 == 0 ? -1 : static_cast<int32_t>(gen() % S);
+  auto x = randoms(N * C, 1), scale = randoms(S, 2), y = randoms(S * C, 3),
+       weight = randoms(N * K, 4), dout = randoms(N * C, 5);
+
+  auto gathered = nans(S * C);
+  std::vector<float> rgathered(gathered.size());
+  emu::moe_gather_rows(gathered.data(), x.data(), token.data(), scale.data(), S, C, kStream);
+  ref.moe_gather_rows(host(rgathered, {S, C}), host(x, {N, C}), host(token, {S}), host(scale, {S}));
+  check_close(gathered, rgathered, kTol, "moe gather");
+  // bf16 out from fp32 rows, without a scale: the cpu's rounding, bit for bit
+  std::vector<uint16_t> g16(sz(S * C), 0x7fc0);
+  emu::moe_gather_rows(g16.data(), x.data(), token.data(), static_cast<const float*>(nullptr), S, C,
+                       kStream);
+  std::vector<float> runscaled(sz(S * C));
+  ref.moe_gather_rows(host(runscaled, {S, C}), host(x, {N, C}), host(token, {S}), Tensor());
+  CHECK(g16 == bf16_bits_of(runscaled));
+
+  auto combined = randoms(N * C, 6), rcombined = combined;
+  emu::moe_combine_rows(combined.data(), y.data(), slot.data(), weight.data(), N, K, C, kStream);
+  ref.moe_combine_rows(host(rcombined, {N, C}), host(y, {S, C}), host(slot, {N, K}),
+                       host(weight, {N, K}));
+  check_close(combined, rcombined, kTol, "moe combine");
+
+  auto dgate = nans(N * K);
+  std::vector<float> rdgate(dgate.size());
+  emu::moe_gate_grad(dgate.data(), dout.data(), y.data(), slot.data(), N, K, C, kStream);
+  ref.moe_gate_grad(host(rdgate, {N, K}), host(dout, {N, C}), host(y, {S, C}), host(slot, {N, K}));
+  check_close(dgate, rdgate, kTol, "moe gate grad");
+  for (size_t i = 0; i < slot.size(); ++i)
+    if (slot[i] < 0) CHECK(dgate[i] == 0.0f);  // a dropped choice's weight gets no gradient
+}

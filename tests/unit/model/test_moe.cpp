@@ -121,7 +121,7 @@ TEST_CASE("moe_gpt_loss_and_backward_match_float64_finite_differences", "[model]
     gpt.allocate_activations(f.B, f.T);
     be.zero(gpt.grads());
     const double lm = gpt.forward(f.inputs.data(), f.targets.data(), 1.0f / float(f.B * f.T));
-    const double aux = gpt.take_moe_balance_loss();
+    const double aux = gpt.take_moe_balance_loss() / f.B;  // (a sum over the sequences)
     const int64_t dropped = gpt.take_moe_dropped();
     gpt.backward();
     std::vector<float> analytic(static_cast<size_t>(n));
