@@ -1,10 +1,11 @@
 # Every config in configs/ is valid for the layout it documents (trainer plan), and the
 # multi-rank examples train as their header says: `trainer launch --nproc-per-node 4` on
 # dp4.yaml, zero3_dp4.yaml, tp2_dp2.yaml, pp2_dp2.yaml, pp2_dp2_interleaved.yaml and
-# cp2_dp2.yaml (a few steps), with the grid and batch they state in the report.
+# cp2_dp2.yaml, and `--nproc-per-node 2` on moe_ep2.yaml (a few steps), with the grid and batch
+# they state in the report.
 source "$2/tests/lib/common.sh"
 declare -A ranks=([tiny]=1 [dp4]=4 [zero3_dp4]=4 [tp2_dp2]=4 [pp2_dp2]=4 [pp2_dp2_interleaved]=4
-                  [cp2_dp2]=4 [gpt2_small_cuda]=1)
+                  [cp2_dp2]=4 [moe_ep2]=2 [gpt2_small_cuda]=1)
 for cfg in "$src"/configs/*.yaml; do
   name=$(basename "$cfg" .yaml)
   [ -n "${ranks[$name]:-}" ] || fail "configs/$name.yaml: add it to this test's table of layouts"
@@ -18,9 +19,9 @@ grep -q "124439808 params" plan_gpt2_small_cuda.txt \
 
 run_example() {  # run_example NAME DP ZERO GLOBAL_BATCH [TP [PP]]
   local name=$1
-  "$bin" launch --nproc-per-node 4 "$src/configs/$name.yaml" --set train.steps=3 \
+  "$bin" launch --nproc-per-node "${ranks[$name]}" "$src/configs/$name.yaml" --set train.steps=3 \
     --set train.eval_every=0 --set checkpoint.every_steps=0 --out $name >$name.log 2>&1 \
-    || { cat $name.log; fail "trainer launch --nproc-per-node 4 configs/$name.yaml failed"; }
+    || { cat $name.log; fail "trainer launch --nproc-per-node ${ranks[$name]} configs/$name.yaml failed"; }
   local got
   got=$(json_get $name/report.json \
     "'%d %d %d %d %d' % (d['parallel']['dp'], d['parallel']['zero_stage'], d['batch']['global_batch_sequences'], d['parallel']['tp'], d['parallel']['pp'])")
@@ -38,3 +39,6 @@ run_example pp2_dp2_interleaved 2 1 16 1 2
 run_example cp2_dp2 2 1 8
 [ "$(json_get cp2_dp2/report.json 'd["parallel"]["cp"], d["batch"]["seq_len"], d["batch"]["tokens_per_step"]')" = "2 512 4096" ] \
   || fail "cp2_dp2: $(json_get cp2_dp2/report.json 'd["parallel"], d["batch"]')"
+run_example moe_ep2 2 0 16
+[ "$(json_get moe_ep2/report.json 'd["parallel"]["ep"], d["model"]["num_experts"], d["model"]["top_k"]')" = "2 8 2" ] \
+  || fail "moe_ep2: $(json_get moe_ep2/report.json 'd["parallel"], d["model"]')"
