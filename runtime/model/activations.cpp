@@ -41,7 +41,12 @@ void carve_experts(Carver& c, BlockActivations& b, const ParamLayout& layout, in
   b.moe_pre = c.take({S, FC}, mm);
   b.moe_act = c.take({S, FC}, mm);
   b.moe_out = c.take({S, C});
-  b.moe_back = layout.shard().ep_size > 1 ? c.take({S, C}) : b.moe_out;
+  const bool ep = layout.shard().ep_size > 1;
+  b.moe_back = ep ? c.take({S, C}) : b.moe_out;
+  if (ep) {
+    b.moe_rows = c.take({E}, DType::i32);
+    b.moe_rows_in = c.take({E}, DType::i32);
+  }
   b.routing = std::make_shared<MoeRouting>();
 }
 

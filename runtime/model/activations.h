@@ -66,6 +66,9 @@ struct BlockActivations {
       moe_act;      // [S, 4C] matmul_input: the experts' hidden layer, before and after GELU
   Tensor moe_out;   // [S, C] fp32: the experts' outputs
   Tensor moe_back;  // [S, C] fp32: the same, back on the tokens' side (moe_out when ep = 1)
+  // ep > 1: the slots in use of each expert ([E] int32, MoeRouting::expert_rows), and of this
+  // rank's experts in every ep rank's run ([ep, E / ep]) after their all-to-all
+  Tensor moe_rows, moe_rows_in;
   std::shared_ptr<MoeRouting> routing;  // the host's record of the routing, for backward
 };
 

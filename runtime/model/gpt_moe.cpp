@@ -32,6 +32,14 @@ Tensor slot_rows(const Tensor& t, int64_t first, int64_t n) {
   return t.slice(first * width, n * width).view({n, width});
 }
 
+// The forward FLOPs of the experts' two GEMMs over the slots in use (backward: twice).
+double expert_flops(const BlockActivations& a, const std::vector<int32_t>& used) {
+  int64_t rows = 0;
+  for (int32_t n : used) rows += n;
+  return 4.0 * static_cast<double>(rows) * static_cast<double>(a.moe_in.shape[1]) *
+         static_cast<double>(a.moe_pre.shape[1]);
+}
+
 }  // namespace
 
 double Gpt::take_moe_balance_loss() {
@@ -76,6 +84,12 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     }
   }
   const bool ep = layout_.shard().ep_size > 1;
+  if (ep) {  // how many slots of each of this rank's experts every ep rank fills
+    MoeRouting& r = *a.routing;
+    be_.from_host(a.moe_rows, r.expert_rows.data());
+    ep_all_to_all(a.moe_rows, a.moe_rows_in);
+    be_.to_host(r.expert_rows_in.data(), a.moe_rows_in);
+  }
   {
     auto p = phase("moe_dispatch");
     be_.moe_gather_rows(ep ? acts.moe.dispatch : a.moe_in, rows(a.ln2), a.moe_token, Tensor());
@@ -94,12 +108,16 @@ void Gpt::experts_forward(BlockActivations& a, int l) {
   const Tensor pw = matmul_weight(h + "c_proj.weight"), pb = weight_view(h + "c_proj.bias", false);
   const int local_experts = static_cast<int>(fcw.shape[0]), ranks = layout_.shard().ep_size;
   const int64_t per = a.moe_in.shape[0] / (int64_t{ranks} * local_experts);  // B * capacity
-  auto p = phase("experts", 2 * matmul_flops(a.moe_pre, a.moe_in));
-  // expert side: [ep rank, local expert, B * capacity] rows
+  const std::vector<int32_t>& used = a.routing->expert_rows_in;
+  auto p = phase("experts", expert_flops(a, used));
+  // expert side: [ep rank, local expert, B * capacity] rows, of which the first `used` hold
+  // tokens (the GEMMs skip the empty rest)
   for (int src = 0; src < ranks; ++src)
     for (int e = 0; e < local_experts; ++e) {
       const int64_t first = (int64_t{src} * local_experts + e) * per;
-      auto part = [&](const Tensor& t) { return slot_rows(t, first, per); };
+      const int64_t rows_used = used[static_cast<size_t>(src * local_experts + e)];
+      if (rows_used == 0) continue;
+      auto part = [&](const Tensor& t) { return slot_rows(t, first, rows_used); };
       be_.matmul_gelu_forward(part(a.moe_act), part(a.moe_pre), part(a.moe_in), expert_part(fcw, e),
                               expert_part(fcb, e));
       be_.matmul_forward(part(a.moe_out), part(a.moe_act), expert_part(pw, e), expert_part(pb, e));
@@ -153,11 +171,14 @@ void Gpt::experts_backward(BlockActivations& a, int l) {
                dpb = weight_view(h + "c_proj.bias", true);
   const int local_experts = static_cast<int>(fcw.shape[0]), ranks = layout_.shard().ep_size;
   const int64_t per = a.moe_in.shape[0] / (int64_t{ranks} * local_experts);
-  auto p = phase("experts", 4 * matmul_flops(a.moe_pre, a.moe_in));
+  const std::vector<int32_t>& used = a.routing->expert_rows_in;
+  auto p = phase("experts", 2 * expert_flops(a, used));
   for (int src = 0; src < ranks; ++src)
     for (int e = 0; e < local_experts; ++e) {
       const int64_t first = (int64_t{src} * local_experts + e) * per;
-      auto part = [&](const Tensor& t) { return slot_rows(t, first, per); };
+      const int64_t rows_used = used[static_cast<size_t>(src * local_experts + e)];
+      if (rows_used == 0) continue;
+      auto part = [&](const Tensor& t) { return slot_rows(t, first, rows_used); };
       be_.matmul_gelu_backward(part(m.dpre), expert_part(dpw, e), expert_part(dpb, e),
                                part(m.dy_experts), part(a.moe_act), expert_part(pw, e),
                                part(a.moe_pre));

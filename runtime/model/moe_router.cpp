@@ -46,7 +46,8 @@ MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences,
     }
   }
 
-  std::vector<int> used(static_cast<size_t>(E));
+  r.expert_rows.assign(static_cast<size_t>(E), 0);
+  std::vector<int> used(static_cast<size_t>(E));  // of the sequence
   for (int s = 0; s < sequences; ++s) {
     std::fill(used.begin(), used.end(), 0);
     float* share = r.chosen_share.data() + int64_t{s} * E;
@@ -61,7 +62,8 @@ MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences,
           ++r.dropped;
           continue;
         }
-        const int64_t slot = (int64_t{e} * sequences + s) * r.capacity + count++;
+        ++count;
+        const int64_t slot = e * r.slots_per_expert() + r.expert_rows[static_cast<size_t>(e)]++;
         r.slot[choice] = static_cast<int32_t>(slot);
         r.token_of_slot[static_cast<size_t>(slot)] = static_cast<int32_t>(n);
         r.slot_gate[static_cast<size_t>(slot)] = r.gate[choice];
@@ -74,6 +76,7 @@ MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences,
       r.balance_loss_sum += E * static_cast<double>(share[e]) * mean_prob / T;
     }
   }
+  r.expert_rows_in = r.expert_rows;
   return r;
 }
 

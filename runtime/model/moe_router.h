@@ -31,13 +31,18 @@ struct MoeRouting {
   std::vector<int32_t> slot;           // [N, K] the dispatch slot, or -1: dropped
   std::vector<int32_t> token_of_slot;  // [slots()] the token (row) in each slot, or -1: empty
   std::vector<float> slot_gate;        // [slots()] the gate of the choice in each slot (0: empty)
-  std::vector<float> chosen_share;     // [sequences, E] f_e
-  double balance_loss_sum = 0;         // sum over sequences of E * sum_e f_e * P_e
-  int64_t dropped = 0;                 // choices past capacity
+  std::vector<int32_t> expert_rows;    // [E] slots in use: each expert's first ones
+  // Expert parallelism: the slots in use of this rank's experts in every ep rank's run,
+  // [ep, E / ep] (Gpt fills it from an all-to-all of expert_rows); expert_rows when ep = 1.
+  std::vector<int32_t> expert_rows_in;
+  std::vector<float> chosen_share;  // [sequences, E] f_e
+  double balance_loss_sum = 0;      // sum over sequences of E * sum_e f_e * P_e
+  int64_t dropped = 0;              // choices past capacity
 
   int64_t tokens() const { return int64_t{sequences} * T; }
-  // Slot ((e * sequences) + s) * capacity + i is expert e's i-th of sequence s: an expert's
-  // slots are one contiguous run, and the experts' runs follow in expert order.
+  // Expert e's slots are the run [e * slots_per_expert(), (e + 1) * slots_per_expert()), in
+  // expert order; the choices it keeps fill its first expert_rows[e] of them, sequence after
+  // sequence, so that its GEMMs skip the rest.
   int64_t slots_per_expert() const { return int64_t{sequences} * capacity; }
   int64_t slots() const { return slots_per_expert() * experts; }
 };

@@ -63,6 +63,14 @@ TEST_CASE("moe_router_takes_first_choices_first_and_drops_past_capacity", "[mode
   CHECK(r.slot == std::vector<int32_t>{0, -1, -1, -1, 1, -1, 2, 3});
   CHECK(r.token_of_slot == std::vector<int32_t>{0, 2, 3, 3});
   CHECK(r.dropped == 4);
+  CHECK(r.expert_rows == std::vector<int32_t>{1, 1, 1, 1});
+  // two such sequences: each expert's kept choices fill its first slots, sequence 0's first
+  std::vector<float> twice = logits;
+  twice.insert(twice.end(), logits.begin(), logits.end());
+  const model::MoeRouting r2 = model::route_tokens(twice.data(), d, 2, T);
+  CHECK(r2.expert_rows == std::vector<int32_t>{2, 2, 2, 2});
+  CHECK(r2.token_of_slot == std::vector<int32_t>{0, 4, 2, 6, 3, 7, 3, 7});
+  CHECK(r2.dropped == 8);
   // gates: the top two probabilities renormalized
   const double p0 = 1 / (1 + std::exp(-1.0));  // token 0: logits 3 and 2
   CHECK(r.gate[0] == Approx(p0));
