@@ -108,7 +108,8 @@ void register_ckpt(CLI::App& app) {
 
   CLI::App* rs = cmd->add_subcommand("reshard", "Rewrite a checkpoint for another grid.");
   rs->add_option("dir", args->dir, "Step directory or checkpoint root")->required();
-  rs->add_option("--to", args->to, "Target grid, e.g. dp=4,zero=1 or dp=2,tp=2 or dp=2,pp=2,zero=1")
+  rs->add_option("--to", args->to,
+                 "Target grid, e.g. dp=4,zero=1 or dp=2,tp=2 or dp=2,pp=2,zero=1 or dp=4,ep=2")
       ->required();
   rs->add_option("--out", args->out, "Output checkpoint root (gets step_N/)")->required();
   rs->callback([args] {

@@ -9,8 +9,9 @@ namespace trainer::ckpt {
 
 std::string Grid::describe() const {
   std::ostringstream s;
-  s << "world " << world << " (dp " << dp << " tp " << tp << " pp " << pp << " cp " << cp
-    << ", zero " << zero << ")";
+  s << "world " << world << " (dp " << dp << " tp " << tp << " pp " << pp << " cp " << cp;
+  if (ep > 1) s << " ep " << ep;
+  s << ", zero " << zero << ")";
   return s.str();
 }
 
@@ -79,6 +80,7 @@ nlohmann::json to_json(const Manifest& m) {
   j["model"] = dims_json(m.model);
   j["grid"] = {{"world", m.grid.world}, {"dp", m.grid.dp}, {"tp", m.grid.tp},
                {"pp", m.grid.pp},       {"cp", m.grid.cp}, {"zero", m.grid.zero}};
+  if (m.grid.ep > 1) j["grid"]["ep"] = m.grid.ep;
   j["loader"] = {{"shard", m.loader.shard},
                  {"offset", m.loader.offset},
                  {"epoch", m.loader.epoch},
@@ -110,7 +112,8 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     if (j.contains("config")) m.config_yaml = j.at("config");  // written since 2026-12-03
     m.model = dims_from(j.at("model"));
     const auto& g = j.at("grid");
-    m.grid = {g.at("world"), g.at("dp"), g.at("tp"), g.at("pp"), g.at("cp"), g.at("zero")};
+    m.grid = {g.at("world"), g.at("dp"),   g.at("tp"),      g.at("pp"),
+              g.at("cp"),    g.at("zero"), g.value("ep", 1)};
     const auto& l = j.at("loader");
     m.loader = {l.at("shard"), l.at("offset"), l.at("epoch")};
     if (l.contains("global_batch_tokens"))

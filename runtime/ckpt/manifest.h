@@ -20,6 +20,7 @@ inline constexpr const char* kKinds[] = {"param", "m", "v"};
 
 struct Grid {
   int world = 1, dp = 1, tp = 1, pp = 1, cp = 1, zero = 0;
+  int ep = 1;  // expert parallelism: within dp x cp (mixture-of-experts models)
   std::string describe() const;
 };
 

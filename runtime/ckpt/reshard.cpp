@@ -38,20 +38,27 @@ Grid parse_grid(const std::string& spec) {
       g.pp = v;
     else if (k == "cp")
       g.cp = v;
+    else if (k == "ep")
+      g.ep = v;
     else
-      bad("unknown key '" + k + "' (dp, zero, tp, pp, cp)");
+      bad("unknown key '" + k + "' (dp, zero, tp, pp, cp, ep)");
   }
   if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.pp < 1 || g.pp > 1024 || g.cp < 1 ||
-      g.cp > 1024 || g.zero < 0 || g.zero > 3)
-    bad("need dp in [1, 65536], tp, pp and cp in [1, 1024] and zero in 0..3");
+      g.cp > 1024 || g.ep < 1 || g.ep > 1024 || g.zero < 0 || g.zero > 3)
+    bad("need dp in [1, 65536], tp, pp, cp and ep in [1, 1024] and zero in 0..3");
   if (g.pp > 1 && g.zero > 1) bad("pipeline parallelism runs with zero 0 or 1");
+  if ((g.dp * g.cp) % g.ep != 0) bad("ep must divide dp * cp (expert groups reuse those ranks)");
+  if (g.ep > 1 && g.zero > 0) bad("expert parallelism runs with zero 0");
   g.world = g.dp * g.pp * g.cp * g.tp;
   return g;
 }
 
 std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid) {
+  // (under expert parallelism the first ep replicas, ep group 0, own their whole buffers; all
+  // but the first save their experts only: saved_pieces)
   if (grid.zero == 0)
-    return rank == 0 ? std::pair<int64_t, int64_t>{0, total} : std::pair<int64_t, int64_t>{0, 0};
+    return rank < grid.ep ? std::pair<int64_t, int64_t>{0, total}
+                          : std::pair<int64_t, int64_t>{0, 0};
   const int64_t replicas = int64_t{grid.dp} * grid.cp;  // ZeRO shards over dp x cp
   const int64_t chunk = (total + replicas - 1) / replicas;
   const int64_t b = std::min(total, chunk * rank), e = std::min(total, chunk * (rank + 1));
@@ -67,6 +74,13 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
     throw config::ConfigError("--to tp=" + std::to_string(grid.tp) +
                               ": tp must divide the model's n_head (" + std::to_string(d.n_head) +
                               ") and MLP width (" + std::to_string(d.ffn_hidden()) + ")");
+  if (grid.ep > 1 && (d.num_experts == 0 || d.num_experts % grid.ep != 0))
+    throw config::ConfigError("--to ep=" + std::to_string(grid.ep) +
+                              ": ep must divide the model's experts (" +
+                              std::to_string(d.num_experts) + ")");
+  if (d.moe() && grid.tp > 1)
+    throw config::ConfigError("--to tp=" + std::to_string(grid.tp) +
+                              ": mixture-of-experts models run with tp 1");
   if (d.n_layer % grid.pp != 0)
     throw config::ConfigError("--to pp=" + std::to_string(grid.pp) +
                               ": pp must divide the model's n_layer (" + std::to_string(d.n_layer) +
@@ -80,9 +94,12 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
     const int tp_rank = r % grid.tp, cp_rank = r / grid.tp % grid.cp,
               pp_rank = r / (grid.tp * grid.cp) % grid.pp,
               dp_rank = r / (grid.tp * grid.cp * grid.pp);
-    const model::ParamLayout layout(d,
-                                    model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp));
-    const auto [b, e] = owned_range(layout.total_numel(), dp_rank * grid.cp + cp_rank, grid);
+    const int replica = dp_rank * grid.cp + cp_rank;
+    model::GptShard shard = model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp);
+    shard.ep_rank = replica % grid.ep;  // (dist/mesh.h: ep groups are blocks of the replicas)
+    shard.ep_size = grid.ep;
+    const model::ParamLayout layout(d, shard);
+    const auto [b, e] = owned_range(layout.total_numel(), replica, grid);
     std::vector<float> p(static_cast<size_t>(e - b)), mo(p.size()), v(p.size());
     const OwnedShard owned{b, e, p.data(), mo.data(), v.data()};
     reader.read_owned(layout, owned);

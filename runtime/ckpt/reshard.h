@@ -1,17 +1,18 @@
 #pragma once
-// Offline resharding: rewrite a checkpoint for another grid (dp, tp and zero stage). Online
-// loads do not need it (each rank reads the global elements it owns); it makes a checkpoint whose
-// files match the new grid one to one.
+// Offline resharding: rewrite a checkpoint for another grid (dp, tp, pp, cp, ep and zero stage).
+// Online loads do not need it (each rank reads the global elements it owns); it makes a checkpoint
+// whose files match the new grid one to one.
 #include <string>
 
 #include "runtime/ckpt/manifest.h"
 
 namespace trainer::ckpt {
 
-// "dp=4,tp=2,zero=1" -> Grid (keys dp, zero, tp, pp, cp).
+// "dp=4,tp=2,zero=1" -> Grid (keys dp, zero, tp, pp, cp, ep).
 Grid parse_grid(const std::string& spec);
 // Elements [begin, end) of `total` (one tp slice's buffer) owned by replica r (the dp x cp
-// group's rank, dp index * cp + cp index): all on replica 0 for zero 0, 1/(dp * cp) each else.
+// group's rank, dp index * cp + cp index): all on replica 0 for zero 0 (on replicas 0 .. ep - 1
+// under expert parallelism), 1/(dp * cp) each else.
 std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid);
 // Writes <out_root>/step_N/ from step_dir for `grid`; returns the new step dir.
 std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,

@@ -242,9 +242,13 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& 
   m.config_sha256 = config::config_sha256(cfg_);
   m.config_yaml = config::to_yaml(cfg_);
   m.model = model::GptDims::from_config(cfg_.model);
-  m.grid = {
-      world_ ? world_->size() : 1, dp_size_, cfg_.parallel.tp, cfg_.parallel.pp, cfg_.parallel.cp,
-      cfg_.parallel.zero};
+  m.grid = {world_ ? world_->size() : 1,
+            dp_size_,
+            cfg_.parallel.tp,
+            cfg_.parallel.pp,
+            cfg_.parallel.cp,
+            cfg_.parallel.zero,
+            cfg_.parallel.ep};
   m.loader = loader_.state();
   m.loader_global_batch_tokens = loader_.tokens_per_sample();
   if (rank_ == 0) m.fp8_scaling = model_.fp8_scaling_state();  // empty unless fp8 compute

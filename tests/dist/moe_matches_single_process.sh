@@ -10,7 +10,8 @@
 #  - bf16 (the cpu emulation) at ep 2: step 1 within 1e-5 of one process, and every step equal
 #    to dp 2 with the experts replicated (see below).
 # An ep 2 checkpoint holds every tensor once (ep rank 1 saves its experts only) and resumes
-# bit-identically as ep 2, and as one process and as ep 4 within 1e-5. `trainer plan` predicts
+# bit-identically as ep 2, and as one process and as ep 4 within 1e-5; `ckpt reshard --to
+# dp=4,ep=2` writes it as that grid's ranks own it, and it resumes so. `trainer plan` predicts
 # the model state and the activations an ep rank allocates, and counts the all-to-alls.
 source "$2/tests/lib/dist_common.sh"
 moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.moe.capacity_factor=1.0)
@@ -83,6 +84,14 @@ check_resumed ep2_from_ep2 ep2_tail.jsonl --exact
 check_resumed one_from_ep2 ep2_tail.jsonl --rtol 1e-5
 run_launch ep4_from_ep2 4 1 2 25 "${ck[@]}" --set parallel.ep=4 "${dst[@]}" --resume ck_ep2/step_00000020
 check_resumed ep4_from_ep2 ep2_tail.jsonl --rtol 1e-5
+# resharded for dp 4 x ep 2 (ranks 0 and 1 own the two halves of the experts, rank 0 the rest)
+"$bin" ckpt reshard ck_ep2/step_00000020 --to dp=4,ep=2 --out rs >rs.txt \
+  || { cat rs.txt; fail "reshard to dp=4,ep=2 failed"; }
+check_saved_once rs/step_00000020/manifest.json
+"$bin" ckpt inspect rs/step_00000020 >inspect.txt || { cat inspect.txt; fail "inspect of rs failed"; }
+grep -q "ep 2, zero 0" inspect.txt || { cat inspect.txt; fail "the resharded grid does not say ep 2"; }
+run_launch dp4ep2_from_rs 4 1 2 25 "${ck[@]}" --set parallel.ep=2 "${dst[@]}" --resume rs/step_00000020
+check_resumed dp4ep2_from_rs ep2_tail.jsonl --rtol 1e-5
 
 # plan: an ep rank's model state and activations as allocated (the ep2 run's rank 0), and its
 # all-to-alls (2 blocks x 4)
