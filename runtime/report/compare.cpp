@@ -64,6 +64,9 @@ std::vector<NumericRow> numeric_rows() {
   };
   return {
       {"params", at("/model/params"), count("/model/params")},
+      // (mixture of experts: what a token runs, "-" for a dense model)
+      {"active params (non-emb.)", at("/model/active_non_embedding_params"),
+       count("/model/active_non_embedding_params")},
       {"tokens/step", at("/batch/tokens_per_step"), count("/batch/tokens_per_step")},
       {"tokens/s", at("/throughput/tokens_per_second"), count("/throughput/tokens_per_second")},
       {"tokens/s/device", at("/throughput/tokens_per_second_per_device"),
