@@ -32,10 +32,26 @@ Tensor slot_rows(const Tensor& t, int64_t first, int64_t n) {
   return t.slice(first * width, n * width).view({n, width});
 }
 
+// Calls f(local expert e, part) for each run of the expert side's rows that holds tokens, where
+// part(t) is the run's rows of a [S, width] tensor t. The expert side is [ep rank, local expert,
+// B * capacity] rows, of which each run's first MoeRouting::expert_rows_in hold tokens: the
+// GEMMs skip the empty rest.
+template <class F>
+void for_each_expert_run(const BlockActivations& a, int local_experts, F&& f) {
+  const std::vector<int32_t>& used = a.routing->expert_rows_in;               // [ep, local experts]
+  const int64_t per = a.moe_in.shape[0] / static_cast<int64_t>(used.size());  // B * capacity
+  for (size_t run = 0; run < used.size(); ++run) {
+    const int64_t first = static_cast<int64_t>(run) * per, rows_used = used[run];
+    if (rows_used == 0) continue;
+    f(static_cast<int>(run) % local_experts,
+      [&](const Tensor& t) { return slot_rows(t, first, rows_used); });
+  }
+}
+
 // The forward FLOPs of the experts' two GEMMs over the slots in use (backward: twice).
-double expert_flops(const BlockActivations& a, const std::vector<int32_t>& used) {
+double expert_flops(const BlockActivations& a) {
   int64_t rows = 0;
-  for (int32_t n : used) rows += n;
+  for (int32_t n : a.routing->expert_rows_in) rows += n;
   return 4.0 * static_cast<double>(rows) * static_cast<double>(a.moe_in.shape[1]) *
          static_cast<double>(a.moe_pre.shape[1]);
 }
@@ -106,22 +122,12 @@ void Gpt::experts_forward(BlockActivations& a, int l) {
   const std::string h = block_prefix(layout_.shard(), l) + "experts.";
   const Tensor fcw = matmul_weight(h + "c_fc.weight"), fcb = weight_view(h + "c_fc.bias", false);
   const Tensor pw = matmul_weight(h + "c_proj.weight"), pb = weight_view(h + "c_proj.bias", false);
-  const int local_experts = static_cast<int>(fcw.shape[0]), ranks = layout_.shard().ep_size;
-  const int64_t per = a.moe_in.shape[0] / (int64_t{ranks} * local_experts);  // B * capacity
-  const std::vector<int32_t>& used = a.routing->expert_rows_in;
-  auto p = phase("experts", expert_flops(a, used));
-  // expert side: [ep rank, local expert, B * capacity] rows, of which the first `used` hold
-  // tokens (the GEMMs skip the empty rest)
-  for (int src = 0; src < ranks; ++src)
-    for (int e = 0; e < local_experts; ++e) {
-      const int64_t first = (int64_t{src} * local_experts + e) * per;
-      const int64_t rows_used = used[static_cast<size_t>(src * local_experts + e)];
-      if (rows_used == 0) continue;
-      auto part = [&](const Tensor& t) { return slot_rows(t, first, rows_used); };
-      be_.matmul_gelu_forward(part(a.moe_act), part(a.moe_pre), part(a.moe_in), expert_part(fcw, e),
-                              expert_part(fcb, e));
-      be_.matmul_forward(part(a.moe_out), part(a.moe_act), expert_part(pw, e), expert_part(pb, e));
-    }
+  auto p = phase("experts", expert_flops(a));
+  for_each_expert_run(a, static_cast<int>(fcw.shape[0]), [&](int e, auto part) {
+    be_.matmul_gelu_forward(part(a.moe_act), part(a.moe_pre), part(a.moe_in), expert_part(fcw, e),
+                            expert_part(fcb, e));
+    be_.matmul_forward(part(a.moe_out), part(a.moe_act), expert_part(pw, e), expert_part(pb, e));
+  });
 }
 
 void Gpt::moe_backward(BlockActivations& a, int l) {
@@ -169,22 +175,14 @@ void Gpt::experts_backward(BlockActivations& a, int l) {
                dfcb = weight_view(h + "c_fc.bias", true);
   const Tensor dpw = weight_view(h + "c_proj.weight", true),
                dpb = weight_view(h + "c_proj.bias", true);
-  const int local_experts = static_cast<int>(fcw.shape[0]), ranks = layout_.shard().ep_size;
-  const int64_t per = a.moe_in.shape[0] / (int64_t{ranks} * local_experts);
-  const std::vector<int32_t>& used = a.routing->expert_rows_in;
-  auto p = phase("experts", 2 * expert_flops(a, used));
-  for (int src = 0; src < ranks; ++src)
-    for (int e = 0; e < local_experts; ++e) {
-      const int64_t first = (int64_t{src} * local_experts + e) * per;
-      const int64_t rows_used = used[static_cast<size_t>(src * local_experts + e)];
-      if (rows_used == 0) continue;
-      auto part = [&](const Tensor& t) { return slot_rows(t, first, rows_used); };
-      be_.matmul_gelu_backward(part(m.dpre), expert_part(dpw, e), expert_part(dpb, e),
-                               part(m.dy_experts), part(a.moe_act), expert_part(pw, e),
-                               part(a.moe_pre));
-      be_.matmul_backward(part(m.dx), expert_part(dfcw, e), expert_part(dfcb, e), part(m.dpre),
-                          part(a.moe_in), expert_part(fcw, e));
-    }
+  auto p = phase("experts", 2 * expert_flops(a));
+  for_each_expert_run(a, static_cast<int>(fcw.shape[0]), [&](int e, auto part) {
+    be_.matmul_gelu_backward(part(m.dpre), expert_part(dpw, e), expert_part(dpb, e),
+                             part(m.dy_experts), part(a.moe_act), expert_part(pw, e),
+                             part(a.moe_pre));
+    be_.matmul_backward(part(m.dx), expert_part(dfcw, e), expert_part(dfcb, e), part(m.dpre),
+                        part(a.moe_in), expert_part(fcw, e));
+  });
 }
 
 }  // namespace trainer::model
