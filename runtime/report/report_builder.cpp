@@ -110,6 +110,17 @@ StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
           std::isnan(s.grad_norm_max) ? r.grad_norm : std::max(s.grad_norm_max, r.grad_norm);
   }
   if (!steps.empty()) s.grad_norm_last = steps.back().grad_norm;
+  double dropped_sum = 0;
+  int64_t moe_steps = 0;
+  for (const StepRecord& r : steps) {
+    if (!r.moe_aux_loss || !r.moe_dropped_fraction) continue;
+    s.moe_aux_loss_last = r.moe_aux_loss;
+    dropped_sum += *r.moe_dropped_fraction;
+    ++moe_steps;
+    s.moe_dropped_fraction_max =
+        std::max(s.moe_dropped_fraction_max.value_or(0.0), *r.moe_dropped_fraction);
+  }
+  if (moe_steps > 0) s.moe_dropped_fraction_mean = dropped_sum / static_cast<double>(moe_steps);
   return s;
 }
 

@@ -130,10 +130,16 @@ ojson stability_json(const StabilityInfo& s) {
   ojson spikes = ojson::array();
   for (const LossSpike& sp : s.loss_spikes)
     spikes.push_back({{"step", sp.step}, {"loss", sp.loss}, {"ratio", sp.ratio}});
-  return {{"grad_norm", {{"last", s.grad_norm_last}, {"max", s.grad_norm_max}}},
-          {"clipped_steps", s.clipped_steps},
-          {"loss_spikes", spikes},
-          {"nonfinite_steps", s.nonfinite_steps}};
+  ojson j = {{"grad_norm", {{"last", s.grad_norm_last}, {"max", s.grad_norm_max}}},
+             {"clipped_steps", s.clipped_steps},
+             {"loss_spikes", spikes},
+             {"nonfinite_steps", s.nonfinite_steps}};
+  if (s.moe_aux_loss_last)
+    j["moe"] = {{"aux_loss_last", *s.moe_aux_loss_last},
+                {"dropped_fraction",
+                 {{"mean", s.moe_dropped_fraction_mean.value_or(kUnknown)},
+                  {"max", s.moe_dropped_fraction_max.value_or(kUnknown)}}}};
+  return j;
 }
 
 ojson profile_json(const ProfileInfo& p) {

@@ -117,6 +117,9 @@ struct StabilityInfo {
   int64_t clipped_steps = 0;
   std::vector<LossSpike> loss_spikes;
   int64_t nonfinite_steps = 0;
+  // Mixture of experts (absent for a dense model): the last step's load-balancing loss, and the
+  // mean and max over the steps of the share of choices dropped past an expert's capacity.
+  std::optional<double> moe_aux_loss_last, moe_dropped_fraction_mean, moe_dropped_fraction_max;
 };
 
 struct StragglerInfo {  // both null when the ranks' step times were not gathered (a failed run)

@@ -48,6 +48,8 @@ dropped = [r["moe_dropped_fraction"] for r in rows]
 assert all(0.02 <= a < 0.04 for a in aux), aux
 assert max(dropped) > 0 and all(0 <= d < 0.5 for d in dropped), dropped
 PY
+[ "$(json_get ep2/report.json 'd["stability"]["moe"]["dropped_fraction"]["max"] > 0')" = True ] \
+  || fail "ep 2 report: $(json_get ep2/report.json 'd["stability"]')"
 [ "$(json_get ep2/report.json 'd["parallel"]["ep"], d["model"]["num_experts"], d["model"]["top_k"]')" = "2 4 2" ] \
   || fail "ep 2 report: $(json_get ep2/report.json 'd["parallel"], d["model"]')"
 grep -q "experts: 4 per block, top 2 per token" ep2.log || { cat ep2.log; fail "no experts line"; }

@@ -156,6 +156,22 @@ TEST_CASE("nonfinite_steps_and_spikes_are_counted", "[report]") {
   CHECK(j["run"]["error"] == "loss diverged");
 }
 
+TEST_CASE("mixture_of_experts_statistics_are_summarized_only_for_moe_runs", "[report][moe]") {
+  ReportBuilder dense(testing::sample_base({}), 3.0), moe(testing::sample_base({}), 3.0);
+  for (int step = 1; step <= 4; ++step) {
+    StepRecord rec{step, step * 100, 2.0, 1.0, 1e-3, 0.1, false, false, {}, {}};
+    dense.record_step(rec);
+    rec.moe_aux_loss = 0.02 + 0.001 * step;
+    rec.moe_dropped_fraction = 0.1 * step;  // 0.1, 0.2, 0.3, 0.4
+    moe.record_step(rec);
+  }
+  CHECK_FALSE(to_json(dense.finish("completed", ""))["stability"].contains("moe"));
+  const auto j = to_json(moe.finish("completed", ""))["stability"]["moe"];
+  CHECK(j["aux_loss_last"].get<double>() == Approx(0.024));
+  CHECK(j["dropped_fraction"]["mean"].get<double>() == Approx(0.25));
+  CHECK(j["dropped_fraction"]["max"].get<double>() == Approx(0.4));
+}
+
 TEST_CASE("a_resumed_run_that_ran_no_step_reports_the_checkpoint_tokens", "[report]") {
   SampleRun s;
   s.world = 2;
