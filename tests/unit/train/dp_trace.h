@@ -30,11 +30,15 @@ struct DpTrace {
 // parallelism) or the layers (pp: pipeline stages, cfg.parallel.pipeline's schedule and pieces);
 // tp and pp ranks see the same data; so do cp ranks (context parallelism: each its chunks of
 // the sequences), which are also the gradients' replicas (over a second communicator).
-enum class Split { dp, tp, tp_sp, pp, cp };
+// ep: dp ranks that are one expert-parallel group too (a mixture-of-experts config; each rank
+// holds its experts, and none shares them: the edp groups have one rank each).
+enum class Split { dp, tp, tp_sp, pp, cp, ep };
 
-// cp_comm: the cp group's communicator (Split::cp; `comm` is then the replicas' group).
+// cp_comm: the cp group's communicator (Split::cp; `comm` is then the replicas' group), or the ep
+// group's (Split::ep, with edp_comm the rank's edp group).
 inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank, dist::Comm& comm,
-                             int steps, Split split = Split::dp, dist::Comm* cp_comm = nullptr) {
+                             int steps, Split split = Split::dp, dist::Comm* cp_comm = nullptr,
+                             dist::Comm* edp_comm = nullptr) {
   const auto dims = model::GptDims::from_config(cfg.model);
   const bool tp = split == Split::tp || split == Split::tp_sp, pp = split == Split::pp,
              cp = split == Split::cp;
@@ -43,15 +47,18 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
                                   config::virtual_stages_of(cfg.parallel))
          : model::GptShard::tp_slice(dims, tp ? rank : 0, tp ? comm.size() : 1,
                                      split == Split::tp_sp);
+  const bool ep = split == Split::ep;
   if (cp) model_shard.cp_rank = rank, model_shard.cp_size = comm.size();
+  if (ep) model_shard.ep_rank = rank, model_shard.ep_size = comm.size();
   model::Gpt gpt(be, dims, model_shard);
   gpt.init_weights(cfg.run.seed);
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
   train::TrainStep step(
-      cfg, be, gpt, train::DataParallel{split == Split::dp || cp ? &comm : nullptr},
+      cfg, be, gpt, train::DataParallel{split == Split::dp || cp || ep ? &comm : nullptr},
       train::TensorParallel{tp ? &comm : nullptr}, train::PipelineParallel{pp ? &comm : nullptr},
-      train::ContextParallel{cp ? cp_comm : nullptr});
+      train::ContextParallel{cp ? cp_comm : nullptr},
+      train::ExpertParallel{ep ? cp_comm : nullptr, ep ? edp_comm : nullptr});
   if (gpt.fp8_states_new()) step.seed_fp8_weight_scales();  // as a run does
   if (tp || pp || cp) rank = 0;                             // the data of dp rank 0
   const int n = cfg.train.micro_batch * cfg.model.seq_len;
@@ -93,23 +100,30 @@ inline std::vector<DpTrace> run_dp_ranks(const config::RunConfig& cfg, int ranks
                                          Split split = Split::dp, const RankComm& wrap = nullptr) {
   std::vector<DpTrace> traces(static_cast<size_t>(ranks));
   const auto errors = dist::testing::run_ranks(ranks, [&](dist::testing::RankContext& ctx) {
-    std::unique_ptr<dist::Comm> comm =
-        dist::testing::make_comm(ctx, 60,
-                                 split == Split::dp || split == Split::cp ? "dp"
-                                 : split == Split::pp                     ? "pp"
-                                                                          : "tp");
+    std::unique_ptr<dist::Comm> comm = dist::testing::make_comm(
+        ctx, 60,
+        split == Split::dp || split == Split::cp || split == Split::ep ? "dp"
+        : split == Split::pp                                           ? "pp"
+                                                                       : "tp");
     std::unique_ptr<Backend> be = make(comm);
-    std::unique_ptr<dist::Comm> cp_comm;
-    if (split == Split::cp) {
+    // Split::cp's cp group, or Split::ep's ep group and this rank's own edp group
+    auto group = [&](const std::string& name, int rank, int size) {
       dist::CommOptions opts;
-      opts.name = "cp";
+      opts.name = name;
       opts.timeout_s = 60;
-      cp_comm =
-          dist::make_gloo_comm(dist::make_prefix_store(ctx.group, "cp"), ctx.rank, ctx.size, opts);
-      if (wrap) cp_comm = wrap(std::move(cp_comm));
+      std::unique_ptr<dist::Comm> c = dist::make_gloo_comm(
+          dist::make_prefix_store(ctx.group, name + (size == 1 ? std::to_string(ctx.rank) : "")),
+          rank, size, opts);
+      return wrap ? wrap(std::move(c)) : std::move(c);
+    };
+    std::unique_ptr<dist::Comm> cp_comm, edp_comm;
+    if (split == Split::cp) cp_comm = group("cp", ctx.rank, ctx.size);
+    if (split == Split::ep) {
+      cp_comm = group("ep", ctx.rank, ctx.size);
+      edp_comm = group("edp", 0, 1);
     }
     traces[static_cast<size_t>(ctx.rank)] =
-        train_dp_rank(cfg, *be, ctx.rank, *comm, steps, split, cp_comm.get());
+        train_dp_rank(cfg, *be, ctx.rank, *comm, steps, split, cp_comm.get(), edp_comm.get());
   });
   for (size_t r = 0; r < errors.size(); ++r) {
     INFO("rank " << r << " (" << what << "): " << errors[r]);
