@@ -153,10 +153,15 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
       "the devices, the heads and the MLP width%s, with and without sequence parallelism; pp "
       "each that divides the layers and the devices over tp (a stage's micro_batch all of its "
       "dp rank's sequences, cut into pieces of each size that divides them; ZeRO 0 and 1; not "
-      "with fp8); dp the rest; cp and ep stay 1\n",
+      "with fp8); dp the rest; cp stays 1%s\n",
       static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * request.dp),
       cfg.precision.compute.c_str(),
-      request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "");
+      request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "",
+      cfg.model.moe.num_experts > 0
+          ? ("; a mixture of experts keeps tp 1 and ep " + std::to_string(cfg.parallel.ep) +
+             (cfg.parallel.ep > 1 ? " (dp a multiple of it, ZeRO 0)" : ""))
+                .c_str()
+          : ", ep 1");
   std::printf(
       "search: %zu layouts, %td fit; ranked by FLOPs per token (recompute) over the pipeline's "
       "busy share (1 - bubble), then smaller tp, then smaller pp, then dp traffic per step, then "
@@ -301,11 +306,6 @@ void register_plan(CLI::App& app) {
     if (cfg.parallel.cp > 1 && args->search)
       throw config::ConfigError("plan: --search ranks layouts with parallel.cp = 1; got " +
                                 std::string("parallel.cp = ") + std::to_string(cfg.parallel.cp));
-    if (m.moe.num_experts > 0 && args->search)
-      throw config::ConfigError(
-          "plan: --search ranks dense layouts (its tp splits would cut experts); got "
-          "model.moe.num_experts = " +
-          std::to_string(m.moe.num_experts));
     // (context parallelism runs the reference kernels on cuda: CudaBackend::attention_forward_cp)
     const bool flash = device.cuda && cfg.parallel.cp == 1 &&
                        cuda_attention_uses_flash(attention, dims.head_dim());

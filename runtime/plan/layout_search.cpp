@@ -64,6 +64,8 @@ std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
       if (cfg.model.n_head % t != 0 || (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 ||
           global % dp != 0 || (r.device.cuda && t > 8) || (p > 1 && cfg.precision.compute == "fp8"))
         continue;
+      // a mixture of experts runs at tp 1, its ep groups within dp (config::check_runnable)
+      if (cfg.model.moe.num_experts > 0 && (t > 1 || dp % cfg.parallel.ep != 0)) continue;
       out.push_back({t, false, p});
       if (t > 1 && cfg.model.seq_len % t == 0) out.push_back({t, true, p});
     }
@@ -159,7 +161,7 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
   const config::RunConfig& asked = request.cfg;
   const bool config_sp = asked.parallel.tp > 1 && asked.parallel.sequence_parallel;
   std::vector<int> stages = {0, 1};
-  if (dp == 1) stages = {0};
+  if (dp == 1 || cfg.parallel.ep > 1) stages = {0};  // (expert parallelism runs with zero 0)
   for (const int zero : stages) {
     // the end stages' model state and dp traffic (the pieces do not change them); the middle
     // stages hold less than the first
@@ -362,6 +364,7 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     if (dp == 1)
       stages =
           cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
+    if (cfg.parallel.ep > 1) stages = {0};  // (expert parallelism runs with zero 0)
     for (const int zero : stages) {
       const parallel::ZeroUnits units(layout, dp);
       const HeldState held = held_state_of(units, cfg, zero, dp, request.device);

@@ -328,3 +328,34 @@ TEST_CASE("search: pipeline layouts run one schedule per step, ranked by their b
        plan::search_layouts({cfg, devices, plan::device_kind("h100", devices), 0.9, true, devices}))
     CHECK(l.pp == 1);
 }
+
+TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 when ep > 1", "[moe]") {
+  config::RunConfig cfg = search_config();
+  cfg.model.moe.num_experts = 4;
+  const int devices = 4;
+  auto layouts = [&] {
+    return plan::search_layouts(
+        {cfg, devices, plan::device_kind("a100", devices), 0.9, true, devices});
+  };
+  std::set<int> zeros;
+  for (const plan::Layout& l : layouts()) {
+    CHECK(l.tp == 1);
+    zeros.insert(l.zero);
+  }
+  CHECK(zeros == std::set<int>{0, 1, 2, 3});  // ep 1: the experts are plain replicas
+  cfg.parallel.ep = 2;
+  const auto ep = layouts();
+  REQUIRE(!ep.empty());
+  for (const plan::Layout& l : ep) {
+    CHECK(l.tp == 1);
+    CHECK(l.zero == 0);
+    CHECK(l.dp % 2 == 0);
+  }
+  // each rank holds half of the experts: less model state than at ep 1, same activations
+  config::RunConfig one = cfg;
+  one.parallel.ep = 1;
+  const auto rank_state = [](const config::RunConfig& c) {
+    return plan::rank_layout(c).total_numel();
+  };
+  CHECK(rank_state(cfg) < rank_state(one));
+}
