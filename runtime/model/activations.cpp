@@ -33,10 +33,16 @@ void carve_experts(Carver& c, BlockActivations& b, const ParamLayout& layout, in
   const int64_t N = B * T, E = d.num_experts, K = d.top_k, C = d.d_model, FC = d.ffn_hidden();
   const int64_t S = E * B * d.expert_capacity(static_cast<int>(T));
   b.router_logits = c.take({N, E});
-  b.moe_slot = c.take({N, K}, DType::i32);
-  b.moe_gate = c.take({N, K});
-  b.moe_token = c.take({S}, DType::i32);
-  b.moe_slot_gate = c.take({S});
+  b.moe_tables = c.take({2 * (N * K + S)}, DType::i32);
+  // (the measuring pass has no memory: its views stay null)
+  auto* words = static_cast<int32_t*>(b.moe_tables.data);
+  auto view = [&](int64_t at, Shape shape, DType t) {
+    return Tensor(words ? words + at : nullptr, shape, t, b.moe_tables.device);
+  };
+  b.moe_slot = view(0, {N, K}, DType::i32);
+  b.moe_gate = view(N * K, {N, K}, DType::f32);
+  b.moe_token = view(2 * N * K, {S}, DType::i32);
+  b.moe_slot_gate = view(2 * N * K + S, {S}, DType::f32);
   b.moe_in = c.take({S, C}, mm);
   b.moe_pre = c.take({S, FC}, mm);
   b.moe_act = c.take({S, FC}, mm);

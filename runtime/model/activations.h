@@ -57,6 +57,8 @@ struct BlockActivations {
   // capacity slots (MoeRouting's layout). Under expert parallelism the experts' side holds this
   // rank's experts' slots of every ep rank, [ep, E/ep, B * capacity] rows: S rows too.
   Tensor router_logits;  // [N, E] fp32
+  // The routing's tables, views of one buffer (moe_tables, 32-bit words) that one upload fills:
+  Tensor moe_tables;
   Tensor moe_slot;       // [N, K] int32: each choice's slot, -1 dropped
   Tensor moe_gate;       // [N, K] fp32
   Tensor moe_token;      // [S] int32: each slot's token, -1 empty

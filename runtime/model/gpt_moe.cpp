@@ -2,6 +2,8 @@
 // backend, its token choice on the host (moe_router.h), the token rows move to the experts'
 // slots and back through Backend::moe_*, and, under expert parallelism, between ranks through
 // Hooks::ep_all_to_all. Each expert's MLP is the dense block's: fc, GELU, proj.
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/check.h"
@@ -90,10 +92,17 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     be_.to_host(logits.data(), a.router_logits);
     MoeRouting& r = *a.routing;
     r = route_tokens(logits.data(), d, acts.B, acts.T);
-    be_.from_host(a.moe_slot, r.slot.data());
-    be_.from_host(a.moe_gate, r.gate.data());
-    be_.from_host(a.moe_token, r.token_of_slot.data());
-    be_.from_host(a.moe_slot_gate, r.slot_gate.data());
+    // the four tables in one upload (a device waits for each): slot, gate, token, slot gate
+    std::vector<int32_t> tables(static_cast<size_t>(a.moe_tables.numel()));
+    int32_t* at = tables.data();
+    for (const auto& [data, n] : {std::pair<const void*, size_t>{r.slot.data(), r.slot.size()},
+                                  {r.gate.data(), r.gate.size()},
+                                  {r.token_of_slot.data(), r.token_of_slot.size()},
+                                  {r.slot_gate.data(), r.slot_gate.size()}}) {
+      std::memcpy(at, data, n * 4);
+      at += n;
+    }
+    be_.from_host(a.moe_tables, tables.data());
     if (std::string(pass_) == "fwd") {  // (not again in a full recompute)
       moe_balance_loss_ += d.aux_loss_coef * r.balance_loss_sum;
       moe_dropped_ += r.dropped;
