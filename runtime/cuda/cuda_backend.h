@@ -176,6 +176,9 @@ class CudaBackend : public Backend {
   void* cp_seq_scratch_ = nullptr;  // context parallelism: the gathered qkv in sequence order
   size_t cp_seq_scratch_bytes_ = 0;
   std::unique_ptr<CudnnAttention> cudnn_attention_;
+  // Context-parallel attention calls (the reference cp kernels, whatever attention_kernel_
+  // says): kernels() reports them.
+  int64_t cp_attention_calls_ = 0;
   void* cudnn_workspace_ = nullptr;
   size_t cudnn_workspace_bytes_ = 0;
   void* emb_scratch_ = nullptr;

@@ -328,6 +328,7 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
 void CudaBackend::attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all,
                                        ContextSplit split, int n_head) {
   const char* op = "attention_forward_cp";
+  ++cp_attention_calls_;
   const ContextAttentionDims d = attention_forward_cp_dims(out, att, qkv_all, split, n_head, *this);
   float* pa = need_f32(att, op, "att");
   const auto run = [&](auto* y, const auto* pq) {
@@ -349,6 +350,7 @@ void CudaBackend::attention_backward_cp(Tensor dqkv_all, const Tensor& dout, con
                                         const Tensor& out, const Tensor& att, ContextSplit split,
                                         int n_head) {
   const char* op = "attention_backward_cp";
+  ++cp_attention_calls_;
   const ContextAttentionDims d =
       attention_backward_cp_dims(dqkv_all, dout, qkv_all, out, att, split, n_head, *this);
   // scratch: the sequence-order gradient [B,T,3C], then the pre-softmax gradient (att's shape)
