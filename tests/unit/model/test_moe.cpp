@@ -9,6 +9,7 @@
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/moe_router.h"
+#include "tests/unit/model/finite_differences.h"
 #include "tests/unit/model/reference_gpt.h"
 
 using namespace trainer;
@@ -24,24 +25,8 @@ model::GptDims moe_dims(int top_k, double capacity_factor) {
   return d;
 }
 
-struct Batch {
-  int B = 2, T = 5;
-  std::vector<int32_t> inputs, targets;
-  Batch() {
-    SplitMix64 rng(99);
-    for (int i = 0; i < B * T; ++i) {
-      inputs.push_back(static_cast<int32_t>(rng.next() % 11));
-      targets.push_back(static_cast<int32_t>(rng.next() % 11));
-    }
-  }
-};
-
-std::vector<float> random_params(int64_t n) {
-  SplitMix64 rng(5);
-  std::vector<float> p(static_cast<size_t>(n));
-  for (float& v : p) v = static_cast<float>(0.3 * rng.normal());
-  return p;
-}
+using Batch = testing::TokenBatch;
+using testing::random_params;
 
 }  // namespace
 
@@ -146,23 +131,6 @@ TEST_CASE("moe_gpt_loss_and_backward_match_float64_finite_differences", "[model]
     REQUIRE(aux > 0);
     REQUIRE(std::abs(lm + aux - ref) <= 1e-5 * std::abs(ref));
 
-    const double h = 1e-6;
-    for (const auto& spec : gpt.layout().params()) {
-      double num = 0, den = 0;
-      for (int64_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
-        const double keep = p64[static_cast<size_t>(i)];
-        p64[static_cast<size_t>(i)] = keep + h;
-        const double up = loss64();
-        p64[static_cast<size_t>(i)] = keep - h;
-        const double down = loss64();
-        p64[static_cast<size_t>(i)] = keep;
-        const double diff = analytic[static_cast<size_t>(i)] - (up - down) / (2 * h);
-        num += diff * diff;
-        den += (up - down) / (2 * h) * (up - down) / (2 * h);
-      }
-      const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-12);
-      INFO(spec.name << ": relative error " << rel << " (|fd| " << std::sqrt(den) << ")");
-      CHECK(rel < 1e-4);
-    }
+    testing::check_gradient_against_finite_differences(gpt.layout(), p64, analytic, loss64);
   }
 }
