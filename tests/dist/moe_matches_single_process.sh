@@ -2,7 +2,8 @@
 # dropped) reproduces the single-process run with the same global batch (8 sequences of 32 tokens):
 # losses, grad norms, the load-balancing loss and the dropped share within 1e-5 relative over 20
 # steps, for
-#  - the experts replicated (ep 1) on dp 2 at ZeRO 0, 1 and 3, and on pp 2 (1f1b);
+#  - the experts replicated (ep 1) on dp 2 at ZeRO 0, 1 and 3, and on pp 2 (1f1b, and
+#    interleaved with 2 chunks a stage: 4 layers against a 4-layer run);
 #  - expert parallelism: ep 2 (each rank holds 2 experts; tokens reach the others' by
 #    all-to-all), dp 4 x ep 2 (the expert gradients summed over the edp pairs), ep 4, ep 2 with
 #    grad_accum 2 and selective recompute, with full recompute, and ep 2 on each of 2 pipeline
@@ -31,6 +32,13 @@ for z in 0 1 3; do
   check_moe dp2_z$z 2 4 1 --set parallel.zero=$z
 done
 check_moe pp2 2 8 1 --set parallel.pp=2 --set parallel.pipeline.microbatches=2
+run_single ref4 8 1 20 "${s[@]}" --set model.n_layer=4
+run_launch pp2_interleaved 2 8 1 20 "${s[@]}" --set model.n_layer=4 --set parallel.pp=2 \
+  --set parallel.pipeline.schedule=interleaved --set parallel.pipeline.virtual_stages=2 \
+  --set parallel.pipeline.microbatches=2
+echo "pp2_interleaved:"
+compare_metrics ref4/metrics.jsonl pp2_interleaved/metrics.jsonl "${fields[@]}" \
+  || fail "pp2_interleaved differs from one process"
 check_moe ep2 2 4 1 --set parallel.ep=2
 check_moe dp4ep2 4 2 1 --set parallel.ep=2
 check_moe ep4 4 2 1 --set parallel.ep=4
