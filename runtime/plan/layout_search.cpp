@@ -24,6 +24,21 @@ constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 
 }  // namespace
 
+double dp_traffic_bytes(const config::RunConfig& cfg, const model::ParamLayout& layout, int zero,
+                        int dp, int grad_accum) {
+  if (dp <= 1) return 0;
+  const int ep = cfg.parallel.ep;
+  if (ep <= 1)
+    return parallel::zero_traffic_bytes(parallel::zero_shards_state(zero, dp) ? zero : 0,
+                                        parallel::ZeroUnits(layout, dp), grad_accum);
+  // ZeRO 0 under expert parallelism: the buckets all-reduce the experts' gradients over the
+  // dp / ep ranks that hold the same experts, the rest over dp
+  int64_t experts = 0;
+  for (const model::ParamSpec& p : layout.params()) experts += p.expert ? p.numel : 0;
+  const double dense = static_cast<double>(layout.total_numel() - experts), edp = dp / ep;
+  return 2.0 * 4 * ((dp - 1.0) / dp * dense + (edp - 1) / edp * static_cast<double>(experts));
+}
+
 model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage) {
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
   model::GptShard shard = model::GptShard::stage(dims, stage, cfg.parallel.pp, 0, cfg.parallel.tp,
@@ -173,10 +188,7 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
     std::vector<End> ends;
     for (const int stage : {0, pp - 1}) {
       End e{stage, held_state_bytes(cfg, zero, dp, request.device, stage)};
-      if (dp > 1)
-        e.dp_traffic =
-            parallel::zero_traffic_bytes(parallel::zero_shards_state(zero, dp) ? zero : 0,
-                                         parallel::ZeroUnits(rank_layout(cfg, stage), dp), 1);
+      if (dp > 1) e.dp_traffic = dp_traffic_bytes(cfg, rank_layout(cfg, stage), zero, dp, 1);
       ends.push_back(e);
     }
     for (const int64_t rows : divisors(per_rank)) {
@@ -387,10 +399,7 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
           l.fits = l.total() <= usable;
           l.flops_ratio =
               (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
-          l.dp_traffic_bytes =
-              dp > 1 ? parallel::zero_traffic_bytes(
-                           parallel::zero_shards_state(zero, dp) ? zero : 0, units, l.grad_accum)
-                     : 0.0;
+          l.dp_traffic_bytes = dp_traffic_bytes(cfg, layout, zero, dp, l.grad_accum);
           l.is_config = tp == request.cfg.parallel.tp && sp == config_sp &&
                         request.cfg.parallel.pp == 1 && zero == cfg.parallel.zero &&
                         mb == cfg.train.micro_batch &&

@@ -44,6 +44,12 @@ namespace trainer::plan {
 // size), ep rank 0's experts (every ep rank holds as many).
 model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0);
 
+// Bytes a rank of `layout` sends per step over its gradient groups (ring collectives): ZeRO's
+// (parallel::zero_traffic_bytes) over the dp replicas, or under expert parallelism (ZeRO 0) the
+// experts' all-reduce over their dp / ep replicas beside the rest's over dp. 0 at dp 1.
+double dp_traffic_bytes(const config::RunConfig& cfg, const model::ParamLayout& layout, int zero,
+                        int dp, int grad_accum);
+
 // The device kinds of `trainer plan --gpu`.
 struct DeviceKind {
   std::string name;         // h100 | h200 | a100 | cpu

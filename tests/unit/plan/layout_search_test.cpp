@@ -358,4 +358,15 @@ TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 when ep
     return plan::rank_layout(c).total_numel();
   };
   CHECK(rank_state(cfg) < rank_state(one));
+  // dp traffic: the experts' gradients over the 2 ranks that hold them, the rest over dp 4
+  const model::ParamLayout layout = plan::rank_layout(cfg);
+  int64_t experts = 0;
+  for (const auto& p : layout.params()) experts += p.expert ? p.numel : 0;
+  REQUIRE(experts > 0);
+  const double dense = static_cast<double>(layout.total_numel() - experts);
+  CHECK(plan::dp_traffic_bytes(cfg, layout, 0, 4, 1) ==
+        Approx(2 * 4 * (0.75 * dense + 0.5 * static_cast<double>(experts))));
+  for (const plan::Layout& l : ep)
+    if (l.pp == 1 && l.dp == 4)
+      CHECK(l.dp_traffic_bytes == plan::dp_traffic_bytes(cfg, layout, 0, 4, l.grad_accum));
 }
