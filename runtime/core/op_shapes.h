@@ -76,7 +76,8 @@ EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, co
 CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
                                             const Tensor& targets, int64_t vocab);
 // The mixture of experts' row moves (Backend::moe_*): S slots and N tokens of C values, K
-// choices per token (0 for the gather). Indices are checked against S and N by each backend.
+// choices per token (0 for the gather). The cpu backend checks the indices against S and N;
+// the cuda one takes them as the host router wrote them.
 struct MoeRowDims {
   int64_t S, N, C, K;
 };

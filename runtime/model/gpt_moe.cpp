@@ -103,7 +103,7 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
       at += n;
     }
     be_.from_host(a.moe_tables, tables.data());
-    if (std::string(pass_) == "fwd") {  // (not again in a full recompute)
+    if (std::strcmp(pass_, "fwd") == 0) {  // (not again in a full recompute)
       moe_balance_loss_ += d.aux_loss_coef * r.balance_loss_sum;
       moe_dropped_ += r.dropped;
     }

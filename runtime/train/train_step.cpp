@@ -140,13 +140,12 @@ void TrainStep::next_micro_batch(const BatchSource& next_batch) {
 void TrainStep::reduce_moe_stats(double tokens_global, StepResult& r) {
   const int accum = cfg_.train.grad_accum;
   // [balance loss, dropped choices]: summed over the stages' blocks, then over the replicas
-  std::vector<double> v = {model_.take_moe_balance_loss() / (accum * cfg_.train.micro_batch),
-                           static_cast<double>(model_.take_moe_dropped())};
+  double v[2] = {model_.take_moe_balance_loss() / (accum * cfg_.train.micro_batch),
+                 static_cast<double>(model_.take_moe_dropped())};
   PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
-  for (dist::Comm* comm : {pp_.comm, dp_.comm}) {
-    if (comm == nullptr || comm->size() == 1) continue;
-    for (double& x : v) x = comm->all_reduce_scalar(x, dist::ReduceOp::sum);
-  }
+  for (dist::Comm* comm : {pp_.comm, dp_.comm})  // (both in one collective per group)
+    if (comm != nullptr && comm->size() > 1)
+      comm->all_reduce(v, 2, dist::CommDType::f64, dist::ReduceOp::sum);
   r.moe_aux_loss = v[0] / dp_.size();
   const double choices = tokens_global * cfg_.model.moe.top_k * cfg_.model.n_layer;
   r.moe_dropped_fraction = v[1] / choices;

@@ -9,6 +9,7 @@
 
 #include "runtime/core/rng.h"
 #include "runtime/model/param_layout.h"
+#include "tests/unit/cpu/op_test_util.h"
 
 namespace trainer::testing {
 
@@ -35,26 +36,21 @@ inline std::vector<float> random_params(int64_t n) {
 }
 
 // For each tensor of `layout`: the relative L2 error of `analytic` (the flat fp32 gradient)
-// against central differences (step h) of loss64(), which reads the float64 parameters `p64`
-// (moved and restored here), must stay below `tol`.
+// against central differences (step h, cpu::test::fd_gradient) of loss64(), which reads the
+// float64 parameters `p64` (moved and restored there), must stay below `tol`.
 template <class Loss>
 void check_gradient_against_finite_differences(const model::ParamLayout& layout,
                                                std::vector<double>& p64,
                                                const std::vector<float>& analytic, Loss loss64,
                                                double tol = 1e-4, double h = 1e-6) {
+  const std::vector<double> fd = cpu::test::fd_gradient(p64, loss64, h);
   for (const auto& spec : layout.params()) {
     double num = 0, den = 0, max_abs = 0;
     for (int64_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
       const size_t k = static_cast<size_t>(i);
-      const double keep = p64[k];
-      p64[k] = keep + h;
-      const double up = loss64();
-      p64[k] = keep - h;
-      const double down = loss64();
-      p64[k] = keep;
-      const double fd = (up - down) / (2 * h), diff = analytic[k] - fd;
+      const double diff = analytic[k] - fd[k];
       num += diff * diff;
-      den += fd * fd;
+      den += fd[k] * fd[k];
       max_abs = std::max(max_abs, std::abs(diff));
     }
     const double rel = std::sqrt(num) / std::max(std::sqrt(den), 1e-12);
