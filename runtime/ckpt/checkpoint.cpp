@@ -27,7 +27,25 @@ void barrier(dist::Comm* world) {
   if (world != nullptr && world->size() > 1) world->barrier();
 }
 
-// Every rank's ShardFile on rank 0 (pieces are recomputed from the owned ranges and the layers
+// The pieces a rank saves of its runs, in order.
+std::vector<Piece> saved_pieces_of_runs(const model::ParamLayout& layout,
+                                        const std::vector<std::pair<int64_t, int64_t>>& runs,
+                                        int zero) {
+  std::vector<Piece> out;
+  for (const auto& [begin, end] : runs) {
+    std::vector<Piece> p = saved_pieces(layout, begin, end, zero);
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> ranges_of(const OwnedRuns& owned) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const OwnedShard& r : owned) out.emplace_back(r.begin, r.end);
+  return out;
+}
+
+// Every rank's ShardFile on rank 0 (pieces are recomputed from the owned runs and the layers
 // each rank holds).
 std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mine) {
   if (req.world == nullptr || req.world->size() == 1) return {mine};
@@ -35,31 +53,47 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
   std::vector<uint8_t> hashes(64 * static_cast<size_t>(n));
   req.world->all_gather(mine.sha256.data(), hashes.data(), 64, dist::CommDType::u8);
   const model::GptShard& shard = req.layout->shard();
-  constexpr size_t kInfo = 9;
-  int64_t info[kInfo] = {mine.bytes,    req.owned.begin,    req.owned.end,
-                         shard.tp_rank, shard.first_layer,  shard.num_layers,
-                         shard.chunks,  shard.chunk_stride, shard.ep_rank};
+  constexpr size_t kInfo = 8;
+  const int64_t runs = static_cast<int64_t>(req.owned.size());
+  int64_t info[kInfo] = {mine.bytes,   shard.tp_rank,      shard.first_layer, shard.num_layers,
+                         shard.chunks, shard.chunk_stride, shard.ep_rank,     runs};
   std::vector<int64_t> infos(kInfo * static_cast<size_t>(n));
   req.world->all_gather(info, infos.data(), kInfo, dist::CommDType::i64);
+  // the owned runs, [begin, end) pairs padded to the most any rank has
+  int64_t most = 0;
+  for (int r = 0; r < n; ++r) most = std::max(most, infos[kInfo * static_cast<size_t>(r) + 7]);
+  const size_t width = 2 * static_cast<size_t>(most);
+  std::vector<int64_t> my_ranges(width, 0), all_ranges(width * static_cast<size_t>(n));
+  for (size_t i = 0; i < req.owned.size(); ++i) {
+    my_ranges[2 * i] = req.owned[i].begin;
+    my_ranges[2 * i + 1] = req.owned[i].end;
+  }
+  if (width > 0)
+    req.world->all_gather(my_ranges.data(), all_ranges.data(), width, dist::CommDType::i64);
   std::vector<ShardFile> out;
   for (int r = 0; r < n; ++r) {
-    const int64_t* theirs_info = infos.data() + kInfo * static_cast<size_t>(r);
+    const size_t i = static_cast<size_t>(r);
+    const int64_t* theirs_info = infos.data() + kInfo * i;
     // That rank's layout: this one's, but for its own tp slice and pipeline stage.
     const model::GptDims& d = req.layout->dims();
     model::GptShard theirs = shard;
-    theirs.tp_rank = static_cast<int>(theirs_info[3]);
-    theirs.first_layer = static_cast<int>(theirs_info[4]);
-    theirs.num_layers = static_cast<int>(theirs_info[5]);
-    theirs.chunks = static_cast<int>(theirs_info[6]);
-    theirs.chunk_stride = static_cast<int>(theirs_info[7]);
-    theirs.ep_rank = static_cast<int>(theirs_info[8]);
+    theirs.tp_rank = static_cast<int>(theirs_info[1]);
+    theirs.first_layer = static_cast<int>(theirs_info[2]);
+    theirs.num_layers = static_cast<int>(theirs_info[3]);
+    theirs.chunks = static_cast<int>(theirs_info[4]);
+    theirs.chunk_stride = static_cast<int>(theirs_info[5]);
+    theirs.ep_rank = static_cast<int>(theirs_info[6]);
     theirs.has_embedding = theirs.first_layer == 0;
     theirs.has_head = theirs.last_global_layer() == d.n_layer - 1;
     const model::ParamLayout layout(d, theirs);
-    const size_t i = static_cast<size_t>(r);
+    std::vector<std::pair<int64_t, int64_t>> theirs_runs;
+    for (int64_t k = 0; k < theirs_info[7]; ++k)
+      theirs_runs.emplace_back(all_ranges[width * i + 2 * static_cast<size_t>(k)],
+                               all_ranges[width * i + 2 * static_cast<size_t>(k) + 1]);
     ShardFile f{r, rank_file_name(r),
-                std::string(hashes.begin() + 64 * i, hashes.begin() + 64 * (i + 1)), theirs_info[0],
-                saved_pieces(layout, theirs_info[1], theirs_info[2])};
+                std::string(hashes.begin() + 64 * static_cast<long>(i),
+                            hashes.begin() + 64 * static_cast<long>(i + 1)),
+                theirs_info[0], saved_pieces_of_runs(layout, theirs_runs, req.manifest.grid.zero)};
     out.push_back(std::move(f));
   }
   return out;
@@ -74,24 +108,31 @@ void prune(const std::string& root, int keep) {
 }  // namespace
 
 ShardFile write_shard_file(const std::string& tmp_dir, int rank, const model::ParamLayout& layout,
-                           const OwnedShard& owned, const Manifest& manifest) {
-  ShardFile f{rank, rank_file_name(rank), "", 0, saved_pieces(layout, owned.begin, owned.end)};
+                           const OwnedRuns& owned, const Manifest& manifest) {
+  ShardFile f{rank, rank_file_name(rank), "", 0,
+              saved_pieces_of_runs(layout, ranges_of(owned), manifest.grid.zero)};
   std::vector<TensorToWrite> tensors;
-  const float* base[3] = {owned.params, owned.m, owned.v};
   for (int k = 0; k < 3; ++k)
     for (const auto& p : f.pieces) {
-      const int64_t flat = layout.find(p.tensor).offset + p.a - owned.begin;
+      const int64_t flat = layout.find(p.tensor).offset + p.a;
+      const auto run = std::find_if(owned.begin(), owned.end(), [&](const OwnedShard& r) {
+        return flat >= r.begin && flat < r.end;
+      });
+      const float* base[3] = {run->params, run->m, run->v};
       tensors.push_back({std::string(kKinds[k]) + "/" + p.tensor,
                          "F32",
                          {p.b - p.a},
-                         base[k] + flat,
+                         base[k] + flat - run->begin,
                          (p.b - p.a) * 4});
     }
+  std::string ranges;
+  for (const OwnedShard& r : owned)
+    ranges += (ranges.empty() ? "" : ";") + std::to_string(r.begin) + "," + std::to_string(r.end);
   const auto& l = manifest.loader;
   const std::map<std::string, std::string> meta = {
       {"step", std::to_string(manifest.step)},
       {"rank", std::to_string(rank)},
-      {"owned_range", std::to_string(owned.begin) + "," + std::to_string(owned.end)},
+      {"owned_range", ranges},
       {"loader",
        std::to_string(l.shard) + "," + std::to_string(l.offset) + "," + std::to_string(l.epoch)},
       {"seed", std::to_string(manifest.seed)}};

@@ -9,24 +9,17 @@
 #include <vector>
 
 #include "runtime/ckpt/manifest.h"
+#include "runtime/ckpt/owned_shard.h"
 #include "runtime/ckpt/safetensors.h"
 #include "runtime/dist/comm.h"
 
 namespace trainer::ckpt {
 
-// The optimizer shard of one rank: flat elements [begin, end) of the parameter buffer.
-struct OwnedShard {
-  int64_t begin = 0, end = 0;
-  float* params = nullptr;
-  float* m = nullptr;
-  float* v = nullptr;
-};
-
 struct SaveRequest {
   std::string root;   // checkpoint.dir
   Manifest manifest;  // everything but shards (filled in by save_checkpoint)
   const model::ParamLayout* layout = nullptr;
-  OwnedShard owned;
+  OwnedRuns owned;
   int rank = 0;
   dist::Comm* world = nullptr;  // null: a single process
   int keep = 2;                 // newest complete checkpoints kept; <= 0 keeps all
@@ -48,7 +41,7 @@ void test_delay_before_commit();
 // begin (a fresh step_N.tmp), one file per rank, commit (manifest, rename, prune old ones).
 std::string begin_checkpoint(const std::string& root, int64_t step);  // returns the tmp dir
 ShardFile write_shard_file(const std::string& tmp_dir, int rank, const model::ParamLayout& layout,
-                           const OwnedShard& owned, const Manifest& manifest);
+                           const OwnedRuns& owned, const Manifest& manifest);
 std::string commit_checkpoint(const std::string& root, Manifest m, const model::ParamLayout& layout,
                               std::vector<ShardFile> shards, int keep);
 
@@ -78,6 +71,9 @@ class CheckpointReader {
                    float* out);
   // Fills an owned shard of `layout`, of any tp slice, whatever grid saved the checkpoint.
   void read_owned(const model::ParamLayout& layout, const OwnedShard& owned);
+  void read_owned(const model::ParamLayout& layout, const OwnedRuns& owned) {
+    for (const OwnedShard& run : owned) read_owned(layout, run);
+  }
 
  private:
   SafetensorsReader& file(size_t shard);

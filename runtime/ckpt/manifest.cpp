@@ -163,9 +163,11 @@ std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t beg
   return out;
 }
 
-std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end) {
+std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end,
+                                int zero) {
   std::vector<Piece> out = pieces_of_range(layout, begin, end);
-  const bool tp_rank0 = layout.shard().tp_rank == 0, ep_rank0 = layout.shard().ep_rank == 0;
+  const bool tp_rank0 = layout.shard().tp_rank == 0,
+             ep_rank0 = layout.shard().ep_rank == 0 || zero > 0;
   std::erase_if(out, [&](const Piece& p) {
     const model::ParamSpec& spec = layout.find(p.tensor);
     return spec.tied_copy || (!tp_rank0 && spec.tp_replicated) || (!ep_rank0 && !spec.expert);

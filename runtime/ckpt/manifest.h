@@ -72,7 +72,9 @@ std::vector<Piece> pieces_of_range(const model::ParamLayout& layout, int64_t beg
 // The pieces a rank saves of its range: all of them on tp rank 0; elsewhere only the tensors the
 // tp ranks slice (tp rank 0 saves the ones every tp rank holds whole: norms, biases, embeddings).
 // Never the last pipeline stage's copy of wte (ParamSpec::tied_copy): the first stage saves it.
-// Under expert parallelism the same for ep ranks: all but ep rank 0 save their experts only.
-std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end);
+// Under expert parallelism without ZeRO (zero = the saving grid's stage) the same for ep ranks:
+// all but ep rank 0 save their experts only (with ZeRO the dp ranks own disjoint dense shards).
+std::vector<Piece> saved_pieces(const model::ParamLayout& layout, int64_t begin, int64_t end,
+                                int zero);
 
 }  // namespace trainer::ckpt

@@ -6,6 +6,7 @@
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/config/run_config.h"
+#include "runtime/parallel/zero_layout.h"
 
 namespace trainer::ckpt {
 
@@ -48,7 +49,7 @@ Grid parse_grid(const std::string& spec) {
     bad("need dp in [1, 65536], tp, pp, cp and ep in [1, 1024] and zero in 0..3");
   if (g.pp > 1 && g.zero > 1) bad("pipeline parallelism runs with zero 0 or 1");
   if ((g.dp * g.cp) % g.ep != 0) bad("ep must divide dp * cp (expert groups reuse those ranks)");
-  if (g.ep > 1 && g.zero > 0) bad("expert parallelism runs with zero 0");
+  if (g.ep > 1 && g.zero > 1) bad("expert parallelism runs with zero 0 or 1");
   g.world = g.dp * g.pp * g.cp * g.tp;
   return g;
 }
@@ -63,6 +64,21 @@ std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& gri
   const int64_t chunk = (total + replicas - 1) / replicas;
   const int64_t b = std::min(total, chunk * rank), e = std::min(total, chunk * (rank + 1));
   return {b, e};
+}
+
+std::vector<std::pair<int64_t, int64_t>> owned_runs(const model::ParamLayout& layout, int rank,
+                                                    const Grid& grid) {
+  if (grid.ep == 1 || grid.zero == 0) return {owned_range(layout.total_numel(), rank, grid)};
+  // ZeRO 1 under expert parallelism: the dense runs sharded over the dp x cp replicas, the expert
+  // runs over the edp replicas (dist/mesh.h: the ep groups are blocks of `ep` replicas)
+  const int replicas = grid.dp * grid.cp;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const parallel::ZeroSegment& s :
+       parallel::zero_segments(layout, replicas, replicas / grid.ep)) {
+    const parallel::Range r = s.owned(s.expert ? rank / grid.ep : rank);
+    out.emplace_back(r.begin, r.end);
+  }
+  return out;
 }
 
 std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
@@ -99,9 +115,16 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
     shard.ep_rank = replica % grid.ep;  // (dist/mesh.h: ep groups are blocks of the replicas)
     shard.ep_size = grid.ep;
     const model::ParamLayout layout(d, shard);
-    const auto [b, e] = owned_range(layout.total_numel(), replica, grid);
-    std::vector<float> p(static_cast<size_t>(e - b)), mo(p.size()), v(p.size());
-    const OwnedShard owned{b, e, p.data(), mo.data(), v.data()};
+    const auto runs = owned_runs(layout, replica, grid);
+    int64_t n = 0;
+    for (const auto& [b, e] : runs) n += e - b;
+    std::vector<float> p(static_cast<size_t>(n)), mo(p.size()), v(p.size());
+    OwnedRuns owned;
+    int64_t at = 0;
+    for (const auto& [b, e] : runs) {
+      owned.push_back({b, e, p.data() + at, mo.data() + at, v.data() + at});
+      at += e - b;
+    }
     reader.read_owned(layout, owned);
     shards.push_back(write_shard_file(tmp, r, layout, owned, m));
   }

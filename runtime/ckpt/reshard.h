@@ -3,6 +3,8 @@
 // Online loads do not need it (each rank reads the global elements it owns); it makes a checkpoint
 // whose files match the new grid one to one.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/ckpt/manifest.h"
 
@@ -12,8 +14,13 @@ namespace trainer::ckpt {
 Grid parse_grid(const std::string& spec);
 // Elements [begin, end) of `total` (one tp slice's buffer) owned by replica r (the dp x cp
 // group's rank, dp index * cp + cp index): all on replica 0 for zero 0 (on replicas 0 .. ep - 1
-// under expert parallelism), 1/(dp * cp) each else.
+// under expert parallelism), 1/(dp * cp) each else. (With ZeRO under expert parallelism a
+// replica owns a run of each ZeRO segment instead: owned_runs.)
 std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid);
+// The runs replica r owns of `layout` (its ep rank's buffer), [begin, end) each: owned_range's
+// one, or with ZeRO under expert parallelism what the runtime owns (parallel::zero_segments).
+std::vector<std::pair<int64_t, int64_t>> owned_runs(const model::ParamLayout& layout, int rank,
+                                                    const Grid& grid);
 // Writes <out_root>/step_N/ from step_dir for `grid`; returns the new step dir.
 std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
                                const std::string& out_root);

@@ -93,10 +93,11 @@ void check_experts_runnable(const RunConfig& c) {
     fail(experts +
          " with precision.compute = fp8: the experts' GEMMs run in bf16 or fp32; use "
          "precision.compute bf16");
-  if (p.ep > 1 && p.zero > 0)
+  if (p.ep > 1 && p.zero > 1)
     fail(kv("parallel.zero", p.zero) + " with " + kv("parallel.ep", p.ep) +
-         ": expert parallelism runs with zero 0 (ZeRO shards the optimizer over dp, and the ep "
-         "ranks hold different experts); use parallel.ep = 1 with ZeRO");
+         ": expert parallelism runs with zero 0 or 1 (ZeRO 1 shards the dense tensors' optimizer "
+         "state over dp and the experts' over the ranks holding the same experts; stages 2 and 3 "
+         "are not built for expert groups)");
 }
 
 void check_pipeline(const RunConfig& c) {

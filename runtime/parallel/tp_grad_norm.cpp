@@ -5,8 +5,8 @@
 namespace trainer::parallel {
 
 double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, const Tensor& grads,
-                               int64_t begin) {
-  const int tp = layout.shard().tp_size, ep = layout.shard().ep_size;
+                               int64_t begin, bool dense_sharded) {
+  const int tp = layout.shard().tp_size, ep = dense_sharded ? 1 : layout.shard().ep_size;
   const bool tied_copy = layout.shard().has_head && !layout.shard().has_embedding;
   if (tp == 1 && ep == 1 && !tied_copy) return be.sum_squares(grads);
   const int64_t end = begin + grads.numel();

@@ -15,9 +15,10 @@
 namespace trainer::parallel {
 
 // Sum of squares of `grads`, which holds the flat gradient elements [begin, begin + numel) of
-// `layout`'s buffer, weighted as above (plain Backend::sum_squares at tp 1).
+// `layout`'s buffer, weighted as above (plain Backend::sum_squares at tp 1). dense_sharded: the
+// ep ranks hold disjoint shards of the dense tensors' gradients (ZeRO), which count whole.
 double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, const Tensor& grads,
-                               int64_t begin);
+                               int64_t begin, bool dense_sharded = false);
 
 // Sequence parallelism: sums over the tp group the gradients each tp rank holds for its rows only
 // (ParamSpec::grad_sums_over_tp: the layernorms'), among the flat elements `grads` holds (from

@@ -1,6 +1,9 @@
 #include "runtime/parallel/zero_layout.h"
 
 #include <algorithm>
+#include <utility>
+
+#include "runtime/core/check.h"
 
 namespace trainer::parallel {
 namespace {
@@ -23,6 +26,40 @@ ZeroUnits::ZeroUnits(const model::ParamLayout& layout, int dp)
     : shards(layout.total_numel(), dp), unit_range(ranges_by_unit(layout)) {
   for (const Range& r : unit_range)
     max_unit_piece = std::max(max_unit_piece, shards.max_piece(r.begin, r.end));
+}
+
+std::vector<ZeroSegment> zero_segments(const model::ParamLayout& layout, int dp, int edp) {
+  const int64_t n = layout.total_numel();
+  if (edp == 0) return {ZeroSegment{{0, n}, false, ZeroShards(n, dp)}};
+  std::vector<std::pair<Range, bool>> runs;  // (flat range, expert), in layout order
+  for (const model::ParamSpec& p : layout.params()) {
+    if (!runs.empty() && runs.back().second == p.expert && runs.back().first.end == p.offset) {
+      runs.back().first.end += p.numel;
+    } else {
+      runs.push_back({{p.offset, p.offset + p.numel}, p.expert});
+    }
+  }
+  std::vector<ZeroSegment> out;
+  for (const auto& [r, expert] : runs) {
+    const int group = expert ? edp : dp;
+    TRAINER_CHECK(r.size() >= group,
+                  "a ZeRO segment of " << r.size() << " elements over " << group << " ranks");
+    out.push_back({r, expert, ZeroShards(r.size(), group)});
+  }
+  return out;
+}
+
+int64_t zero1_staging_floats(const std::vector<ZeroSegment>& segments) {
+  int64_t floats = 0;
+  for (const ZeroSegment& s : segments) floats = std::max(floats, s.shards.chunk());
+  return floats;
+}
+
+double zero1_traffic_bytes(const std::vector<ZeroSegment>& segments) {
+  double bytes = 0;
+  for (const ZeroSegment& s : segments)
+    bytes += 2.0 * (s.shards.dp() - 1) * 4 * static_cast<double>(s.shards.chunk());
+  return bytes;
 }
 
 int64_t zero_staging_floats(int stage, const ZeroUnits& u) {

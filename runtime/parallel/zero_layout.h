@@ -26,6 +26,31 @@ struct ZeroUnits {
   int64_t max_unit_piece = 0;     // the largest piece of any unit on any rank
 };
 
+// A piece of the flat buffer that ZeRO shards over one group. Without expert parallelism the
+// whole buffer is one segment over dp. Under expert parallelism (ZeRO 1, Megatron's distributed
+// optimizer with expert groups) the buffer alternates runs of dense tensors, replicated over dp,
+// and of expert tensors (ParamSpec::expert), replicated only over the edp ranks that hold the same
+// experts: each run is a segment sharded over its own group, so a rank owns 1/dp of every dense
+// run and 1/edp of every expert run.
+struct ZeroSegment {
+  Range flat;                          // its elements of the flat buffer
+  bool expert = false;                 // sharded over edp (else over dp)
+  ZeroShards shards;                   // its cut (element 0 = flat.begin) over that group
+  Range owned(int group_rank) const {  // in flat elements
+    const Range s = shards.shard(group_rank);
+    return {flat.begin + s.begin, flat.begin + s.end};
+  }
+};
+
+// edp 0: no expert parallelism (one segment of the whole buffer over dp).
+std::vector<ZeroSegment> zero_segments(const model::ParamLayout& layout, int dp, int edp);
+
+// ZeRO 1 over segments (zero_segments): the fp32 staging of the whole-buffer all-gathers (the
+// largest chunk), and the bytes one rank sends per step (a reduce-scatter and an all-gather of
+// each segment over its group).
+int64_t zero1_staging_floats(const std::vector<ZeroSegment>& segments);
+double zero1_traffic_bytes(const std::vector<ZeroSegment>& segments);
+
 // fp32 elements of communication staging ZeroOptimizer holds: stage 1 and 2 one chunk (the
 // whole-buffer all-gather); stage >= 2 kScattersInFlight range reduce-scatters of (dp + 1) * k;
 // stage 3 two range gathers (the synchronous one and the prefetch) of (dp + 1) * k.

@@ -10,21 +10,29 @@
 
 namespace trainer::parallel {
 
-ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm)
+ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm,
+                             dist::Comm* expert_comm)
     : stage_(stage),
       be_(be),
       model_(model),
       comm_(comm),
+      expert_comm_(expert_comm),
+      segments_(zero_segments(model.layout(), comm.size(),
+                              expert_comm != nullptr ? expert_comm->size() : 0)),
       units_(model.layout(), comm.size()),
       shards_(units_.shards),
       unit_range_(units_.unit_range),
       max_unit_piece_(units_.max_unit_piece) {
   TRAINER_CHECK(stage >= 1 && stage <= 3, "zero stage " << stage);
-  const Range s = shard();
-  opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), s.begin, s.end);
-  if (stage_ <= 2) gather_staging_ = BackendBuffer(be_, shards_.chunk());
-  if (stage_ >= 2) {
-    grad_acc_ = BackendBuffer(be_, s.size());
+  TRAINER_CHECK(expert_comm == nullptr || stage == 1,
+                "zero stage " << stage << " with expert parallelism");
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const Range s = owned(i);
+    opts_.push_back(std::make_unique<optim::AdamW>(be_, model_.layout(), s.begin, s.end));
+  }
+  if (stage_ <= 2) gather_staging_ = BackendBuffer(be_, zero1_staging_floats(segments_));
+  if (stage_ >= 2) {  // (one segment: the whole buffer over dp, cut as units_.shards)
+    grad_acc_ = BackendBuffer(be_, owned(0).size());
     model_.hooks().unit_grads_ready = [this](int unit) { on_unit_grads_ready(unit); };
   }
   if (stage_ == 3) {
@@ -40,8 +48,19 @@ ZeroOptimizer::~ZeroOptimizer() {
   if (prefetch_) prefetch_->finish();
 }
 
-Tensor ZeroOptimizer::shard_grads() const {
-  return stage_ >= 2 ? grad_acc_.tensor() : model_.grads().slice(shard().begin, shard().size());
+Range ZeroOptimizer::owned(size_t i) const {
+  const ZeroSegment& s = segments_.at(i);
+  return s.owned(group(s).rank());
+}
+
+Tensor ZeroOptimizer::owned_grads(size_t i) const {
+  if (stage_ >= 2) return grad_acc_.tensor();
+  const Range r = owned(i);
+  return model_.grads().slice(r.begin, r.size());
+}
+
+void ZeroOptimizer::set_adam_step(int64_t t) {
+  for (auto& opt : opts_) opt->set_step_count(t);
 }
 
 void ZeroOptimizer::begin_step() {
@@ -93,12 +112,20 @@ void ZeroOptimizer::finish_oldest_scatter() {
 }
 
 void ZeroOptimizer::reduce_gradients() {
-  if (stage_ == 1) reduce_scatter_in_place(comm_, shards_, model_.grads());
+  if (stage_ == 1)
+    for (const ZeroSegment& s : segments_)
+      reduce_scatter_in_place(group(s), s.shards,
+                              model_.grads().slice(s.flat.begin, s.flat.size()));
   while (!scatters_.empty()) finish_oldest_scatter();
 }
 
 double ZeroOptimizer::grad_norm(dist::Comm* tp, dist::Comm* pp) {
-  const double local = tp_weighted_sum_squares(be_, model_.layout(), shard_grads(), shard().begin);
+  // Under expert parallelism each dense element's shard is on one rank of the dp group too, so
+  // it counts whole (not 1/ep as where every ep rank holds a reduced copy).
+  const bool sharded = expert_comm_ != nullptr;
+  double local = 0;
+  for (size_t i = 0; i < segments_.size(); ++i)
+    local += tp_weighted_sum_squares(be_, model_.layout(), owned_grads(i), owned(i).begin, sharded);
   double sum = comm_.all_reduce_scalar(local, dist::ReduceOp::sum);
   for (dist::Comm* c : {tp, pp})
     if (c != nullptr && c->size() > 1) sum = c->all_reduce_scalar(sum, dist::ReduceOp::sum);
@@ -107,15 +134,20 @@ double ZeroOptimizer::grad_norm(dist::Comm* tp, dist::Comm* pp) {
 
 void ZeroOptimizer::step(float lr, float beta1, float beta2, float eps, float weight_decay,
                          float grad_scale) {
-  const Range s = shard();
-  opt_->step(model_.params().slice(s.begin, s.size()), shard_grads(), lr, beta1, beta2, eps,
-             weight_decay, Tensor(), grad_scale);
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    const Range s = owned(i);
+    opts_[i]->step(model_.params().slice(s.begin, s.size()), owned_grads(i), lr, beta1, beta2, eps,
+                   weight_decay, Tensor(), grad_scale);
+  }
   publish_params();
 }
 
 void ZeroOptimizer::publish_params() {
   if (stage_ < 3) {
-    all_gather_in_place(be_, comm_, shards_, model_.params(), gather_staging_.tensor());
+    for (const ZeroSegment& s : segments_)
+      all_gather_in_place(be_, group(s), s.shards,
+                          model_.params().slice(s.flat.begin, s.flat.size()),
+                          gather_staging_.tensor());
   } else {
     prefetch_->finish();
     prefetch_unit_ = -1;
@@ -187,7 +219,7 @@ ZeroMemory ZeroOptimizer::memory() const {
   // params: the fp32 buffer and, in bf16 compute, its bf16 copy (released with it in stage 3).
   m.params = stage_ == 3 ? peak_params_ : full + static_cast<int64_t>(model_.compute_copy_bytes());
   m.grads = stage_ >= 2 ? peak_grads_ + grad_acc_.nbytes() : full;
-  m.optimizer = static_cast<int64_t>(opt_->bytes());
+  for (const auto& opt : opts_) m.optimizer += static_cast<int64_t>(opt->bytes());
   m.scratch = std::max(peak_scratch_, scratch_bytes());
   return m;
 }

@@ -14,6 +14,9 @@
 //            head's backward. After the update only the shard is valid. In bf16 compute a
 //            gathered unit's bf16 copy is rounded from its fp32 params (FSDP's mixed precision,
 //            gathering fp32), and released with it.
+// Under expert parallelism (stage 1 only) the buffer is cut into segments (zero_segments): its
+// dense runs sharded over dp, its expert runs over edp; every step above runs per segment, and a
+// rank owns one range of each (owned()), with an AdamW each.
 // The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
 // (1-3) and the gradient accumulator (2-3). Released ranges go through Backend::release: the cpu
 // backend hands their pages back to the kernel, so that grads (2-3) and params (3) outside live
@@ -45,15 +48,19 @@ struct ZeroMemory {
 
 class ZeroOptimizer {
  public:
-  // comm: the dp group (non-null, any size). Installs the model hooks it needs (stage 2, 3).
-  ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm);
+  // comm: the dp group (non-null, any size). expert_comm: under expert parallelism the edp group
+  // (stage 1 only), over which the expert tensors are sharded; null otherwise. Installs the model
+  // hooks it needs (stage 2, 3).
+  ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm,
+                dist::Comm* expert_comm = nullptr);
   ~ZeroOptimizer();
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
   void begin_step();        // zeroes the gradient accumulator
   void reduce_gradients();  // after the last backward: the shard holds the global sum
-  // Global L2 norm over all shards, and over the tp group and the pipeline stages when there are
+  // Global L2 norm over all shards (summed over the dp group, which holds every dense and every
+  // expert element's shard once), and over the tp group and the pipeline stages when there are
   // (tp_grad_norm.h).
   double grad_norm(dist::Comm* tp = nullptr, dist::Comm* pp = nullptr);
   // AdamW on the shard, its gradients read times grad_scale (clipping), then publish_params().
@@ -64,12 +71,15 @@ class ZeroOptimizer {
   void publish_params();
 
   int stage() const { return stage_; }
-  Range shard() const { return shards_.shard(comm_.rank()); }
-  optim::AdamW& adam() { return *opt_; }
+  // The flat ranges this rank owns, one per segment (one without expert parallelism); the AdamW
+  // of each, and its reduced gradients (after reduce_gradients()).
+  size_t owned_count() const { return segments_.size(); }
+  Range owned(size_t i) const;
+  optim::AdamW& adam(size_t i) { return *opts_.at(i); }
+  Tensor owned_grads(size_t i) const;
+  int64_t adam_step() const { return opts_.front()->step_count(); }
+  void set_adam_step(int64_t t);
   ZeroMemory memory() const;
-  // The reduced gradients of this rank's shard (elements shard().begin ..), after
-  // reduce_gradients().
-  Tensor shard_grads() const;
 
  private:
   void on_unit_grads_ready(int unit);
@@ -83,17 +93,21 @@ class ZeroOptimizer {
   void sample_residency();
   int64_t scratch_bytes() const;
 
+  dist::Comm& group(const ZeroSegment& s) const { return s.expert ? *expert_comm_ : comm_; }
+
   int stage_;
   Backend& be_;
   model::Gpt& model_;
   dist::Comm& comm_;
+  dist::Comm* expert_comm_;
+  std::vector<ZeroSegment> segments_;
+  std::vector<std::unique_ptr<optim::AdamW>> opts_;  // by segment
   ZeroUnits units_;  // the cut; the three below are its parts, named for the code that uses them
   const ZeroShards& shards_;
   const std::vector<Range>& unit_range_;  // by unit id
   const int64_t& max_unit_piece_;         // the largest piece of any unit: the range staging's size
-  std::unique_ptr<optim::AdamW> opt_;
-  BackendBuffer grad_acc_;        // stage >= 2: shard-sized gradient accumulator
-  BackendBuffer gather_staging_;  // stage <= 2: one chunk, for the whole-buffer all-gather
+  BackendBuffer grad_acc_;                // stage >= 2: shard-sized gradient accumulator
+  BackendBuffer gather_staging_;  // stage <= 2: the largest chunk, for the whole-buffer all-gather
   // stage >= 2: reduce-scatters of finished units in flight (oldest first), and spent ones kept
   // for reuse (their staging stays allocated).
   std::deque<std::unique_ptr<RangeReduceScatter>> scatters_;

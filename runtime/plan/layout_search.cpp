@@ -31,6 +31,8 @@ double dp_traffic_bytes(const config::RunConfig& cfg, const model::ParamLayout& 
   if (ep <= 1)
     return parallel::zero_traffic_bytes(parallel::zero_shards_state(zero, dp) ? zero : 0,
                                         parallel::ZeroUnits(layout, dp), grad_accum);
+  if (zero == 1)  // each dense run reduce-scattered and gathered over dp, each expert run over edp
+    return parallel::zero1_traffic_bytes(parallel::zero_segments(layout, dp, dp / ep));
   // ZeRO 0 under expert parallelism: the buckets all-reduce the experts' gradients over the
   // dp / ep ranks that hold the same experts, the rest over dp
   int64_t experts = 0;
@@ -127,10 +129,10 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
   return sum;
 }
 
-// `units`: ZeRO's cut of this layout over dp ranks.
-HeldState held_state_of(const parallel::ZeroUnits& units, const config::RunConfig& cfg, int zero,
+HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfig& cfg, int zero,
                         int dp, const DeviceKind& device) {
   if (!parallel::zero_shards_state(zero, dp)) zero = 0;
+  const parallel::ZeroUnits units(layout, dp);
   const std::vector<parallel::Range>& r = units.unit_range;
   parallel::LiveUnits live;
   live.embedding = r.front().size();
@@ -143,6 +145,16 @@ HeldState held_state_of(const parallel::ZeroUnits& units, const config::RunConfi
                                          /*releases_pages=*/!device.cuda, live);
   if (zero > 0)
     h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
+  if (zero == 1 && cfg.parallel.ep > 1) {
+    // ZeRO 1 under expert parallelism: the optimizer state of one shard of each segment (the
+    // dense runs' over dp, the expert runs' over edp), and staging for the largest segment's chunk
+    const std::vector<parallel::ZeroSegment> segments =
+        parallel::zero_segments(layout, dp, dp / cfg.parallel.ep);
+    double owned = 0;  // (the first rank's shards: the last ones also own a remainder < dp)
+    for (const parallel::ZeroSegment& s : segments) owned += static_cast<double>(s.shards.chunk());
+    h.state.optimizer = parallel::bytes_per_param(cfg.precision.compute).optimizer * owned;
+    h.zero_staging = 4.0 * static_cast<double>(parallel::zero1_staging_floats(segments));
+  }
   return h;
 }
 
@@ -176,7 +188,7 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
   const config::RunConfig& asked = request.cfg;
   const bool config_sp = asked.parallel.tp > 1 && asked.parallel.sequence_parallel;
   std::vector<int> stages = {0, 1};
-  if (dp == 1 || cfg.parallel.ep > 1) stages = {0};  // (expert parallelism runs with zero 0)
+  if (dp == 1) stages = {0};
   for (const int zero : stages) {
     // the end stages' model state and dp traffic (the pieces do not change them); the middle
     // stages hold less than the first
@@ -341,7 +353,7 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
 HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
                            int stage) {
   const model::ParamLayout layout = rank_layout(cfg, stage);
-  HeldState h = held_state_of(parallel::ZeroUnits(layout, dp), cfg, zero, dp, device);
+  HeldState h = held_state_of(layout, cfg, zero, dp, device);
   // a pipeline end stage receives the other end's wte gradient, a chunk at a time
   // (parallel::PipelineRunner; at pp 2 an all-reduce sums it in place)
   if (cfg.parallel.pp > 2 && (stage == 0 || stage == cfg.parallel.pp - 1))
@@ -376,10 +388,9 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     if (dp == 1)
       stages =
           cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
-    if (cfg.parallel.ep > 1) stages = {0};  // (expert parallelism runs with zero 0)
+    if (cfg.parallel.ep > 1) stages = {0, 1};  // (expert parallelism runs with zero 0 or 1)
     for (const int zero : stages) {
-      const parallel::ZeroUnits units(layout, dp);
-      const HeldState held = held_state_of(units, cfg, zero, dp, request.device);
+      const HeldState held = held_state_of(layout, cfg, zero, dp, request.device);
       for (const int64_t mb : divisors(per_rank)) {
         // config::validate bounds micro_batch and grad_accum to an int each; so must a layout.
         if (mb > std::numeric_limits<int>::max() || per_rank / mb > std::numeric_limits<int>::max())

@@ -150,7 +150,8 @@ int Checkpointing::restore() {
                                 "\": " + e.what());
     }
     HostShard host(step_.backend(), step_.owned_state());
-    ckpt::fill_owned_params(model_.layout(), w, host.shard());
+    for (const ckpt::OwnedShard& run : host.shard())
+      ckpt::fill_owned_params(model_.layout(), w, run);
     host.push();
     step_.sync_params_from_owners();
     if (rank_ == 0) spdlog::info("weights from {}", cfg_.model.init_from);
@@ -226,7 +227,7 @@ void Checkpointing::finish() {
   commit_pending(/*wait=*/true);
 }
 
-ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& owned) const {
+ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& owned) const {
   ckpt::SaveRequest req;
   req.root = cfg_.checkpoint_dir();
   req.layout = &model_.layout();
@@ -237,7 +238,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedShard& 
   ckpt::Manifest& m = req.manifest;
   m.step = done;
   m.tokens = tokens_after(done);
-  m.adam_step = step_.optimizer().step_count();
+  m.adam_step = step_.adam_step();
   m.seed = cfg_.run.seed;
   m.config_sha256 = config::config_sha256(cfg_);
   m.config_yaml = config::to_yaml(cfg_);

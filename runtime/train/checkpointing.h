@@ -52,7 +52,7 @@ class Checkpointing {
   };
   void save(int done, bool async);
   void commit_pending(bool wait);
-  ckpt::SaveRequest save_request(int done, const ckpt::OwnedShard& owned) const;
+  ckpt::SaveRequest save_request(int done, const ckpt::OwnedRuns& owned) const;
   void load(const std::string& step_dir);
   std::string pick_resume_dir();
 

@@ -1,43 +1,67 @@
 #include "runtime/train/host_shard.h"
 
 namespace trainer::train {
+namespace {
+
+Tensor run_tensor(Backend& be, float* p, const ckpt::OwnedShard& run) {
+  return Tensor(p, {run.end - run.begin}, DType::f32, be.device());
+}
+
+}  // namespace
 
 HostShard::HostShard(Backend& be, const OwnedState& owned, bool copy)
     : be_(be), owned_(owned), copy_(copy) {
-  if (!copy_) return;
-  const auto n = static_cast<size_t>(owned_.end - owned_.begin);
-  params_.reset(new float[n]);  // uninitialized: pull() or a load fills every element
+  if (!copy_) {
+    host_ = owned_.runs;
+    return;
+  }
+  size_t n = 0;
+  for (const ckpt::OwnedShard& run : owned_.runs) n += static_cast<size_t>(run.end - run.begin);
+  params_.reset(new float[n]);
   m_.reset(new float[n]);
   v_.reset(new float[n]);
-}
-
-Tensor HostShard::owned_tensor(float* p) const {
-  return Tensor(p, {owned_.end - owned_.begin}, DType::f32, be_.device());
+  size_t at = 0;
+  for (const ckpt::OwnedShard& run : owned_.runs) {
+    host_.push_back({run.begin, run.end, params_.get() + at, m_.get() + at, v_.get() + at});
+    at += static_cast<size_t>(run.end - run.begin);
+  }
 }
 
 bool HostShard::holds(const OwnedState& o, bool copy) const {
-  return copy == copy_ && o.begin == owned_.begin && o.end == owned_.end &&
-         o.params == owned_.params && o.m == owned_.m && o.v == owned_.v;
+  if (copy != copy_ || o.runs.size() != owned_.runs.size()) return false;
+  for (size_t i = 0; i < o.runs.size(); ++i) {
+    const ckpt::OwnedShard &a = o.runs[i], &b = owned_.runs[i];
+    if (a.begin != b.begin || a.end != b.end || a.params != b.params || a.m != b.m || a.v != b.v)
+      return false;
+  }
+  return true;
 }
 
-ckpt::OwnedShard HostShard::shard() {
-  if (!copy_) return {owned_.begin, owned_.end, owned_.params, owned_.m, owned_.v};
-  return {owned_.begin, owned_.end, params_.get(), m_.get(), v_.get()};
+ckpt::OwnedRuns HostShard::shard() {
+  return host_;
 }
 
 void HostShard::pull() {
-  if (!copy_ || owned_.end == owned_.begin) return;
+  if (!copy_ || owned_.runs.empty()) return;
   be_.synchronize();
-  be_.to_host(params_.get(), owned_tensor(owned_.params));
-  be_.to_host(m_.get(), owned_tensor(owned_.m));
-  be_.to_host(v_.get(), owned_tensor(owned_.v));
+  for (size_t i = 0; i < owned_.runs.size(); ++i) {
+    const ckpt::OwnedShard &run = owned_.runs[i], &host = host_[i];
+    if (run.end == run.begin) continue;
+    be_.to_host(host.params, run_tensor(be_, run.params, run));
+    be_.to_host(host.m, run_tensor(be_, run.m, run));
+    be_.to_host(host.v, run_tensor(be_, run.v, run));
+  }
 }
 
 void HostShard::push() {
-  if (!copy_ || owned_.end == owned_.begin) return;
-  be_.from_host(owned_tensor(owned_.params), params_.get());
-  be_.from_host(owned_tensor(owned_.m), m_.get());
-  be_.from_host(owned_tensor(owned_.v), v_.get());
+  if (!copy_ || owned_.runs.empty()) return;
+  for (size_t i = 0; i < owned_.runs.size(); ++i) {
+    const ckpt::OwnedShard &run = owned_.runs[i], &host = host_[i];
+    if (run.end == run.begin) continue;
+    be_.from_host(run_tensor(be_, run.params, run), host.params);
+    be_.from_host(run_tensor(be_, run.m, run), host.m);
+    be_.from_host(run_tensor(be_, run.v, run), host.v);
+  }
   be_.synchronize();
 }
 

@@ -54,10 +54,11 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
                            << "ep rank " << shard.ep_rank << " of " << shard.ep_size);
   const int64_t n = model_.layout().total_numel();
   const bool zero_shards = parallel::zero_shards_state(cfg.parallel.zero, dp_.size());
-  TRAINER_CHECK(ep_.size() == 1 || !zero_shards,
+  TRAINER_CHECK(ep_.size() == 1 || !zero_shards || cfg.parallel.zero == 1,
                 "parallel.zero = " << cfg.parallel.zero << " with expert parallelism");
   if (zero_shards) {
-    zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm);
+    zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm,
+                                                      ep_.size() > 1 ? ep_.replicas : nullptr);
   } else {  // zero 0, or a single replica (nothing to shard)
     opt_ = std::make_unique<optim::AdamW>(be_, model_.layout(), 0, n);
     buckets_ = std::make_unique<parallel::GradBuckets>(
@@ -242,8 +243,9 @@ double TrainStep::reduce_and_norm() {
   if (zero_) {  // the norm is summed over the shards, never taken on one rank's part
     zero_->reduce_gradients();
     if (sp)
-      parallel::sum_row_partial_grads(model_.layout(), zero_->shard_grads(), zero_->shard().begin,
-                                      *tp_.comm);
+      for (size_t i = 0; i < zero_->owned_count(); ++i)
+        parallel::sum_row_partial_grads(model_.layout(), zero_->owned_grads(i),
+                                        zero_->owned(i).begin, *tp_.comm);
     return zero_->grad_norm(tp_.comm, pp_.comm);
   }
   buckets_->finish();
@@ -298,14 +300,16 @@ size_t TrainStep::activation_bytes() const {
 }
 
 OwnedState TrainStep::owned_state() {
-  if (zero_) {  // every rank owns its contiguous shard
-    optim::AdamW& a = zero_->adam();
-    return OwnedState{a.begin(),
-                      a.end(),
-                      static_cast<float*>(model_.params().data) + a.begin(),
-                      static_cast<float*>(a.m().data),
-                      static_cast<float*>(a.v().data),
-                      a.step_count()};
+  float* params = static_cast<float*>(model_.params().data);
+  if (zero_) {  // every rank owns its shard of each segment
+    OwnedState s;
+    for (size_t i = 0; i < zero_->owned_count(); ++i) {
+      optim::AdamW& a = zero_->adam(i);
+      s.runs.push_back({a.begin(), a.end(), params + a.begin(), static_cast<float*>(a.m().data),
+                        static_cast<float*>(a.v().data)});
+    }
+    s.adam_step = zero_->adam_step();
+    return s;
   }
   // Without ZeRO every replica updates all elements; dp rank 0 is the one that owns them (under
   // expert parallelism the ranks of ep group 0: checkpoints take only their experts from all but
@@ -313,11 +317,8 @@ OwnedState TrainStep::owned_state() {
   OwnedState s;
   const dist::Comm* owners = owner_group();
   if (owners != nullptr && owners->rank() != 0) return s;
-  s.begin = opt_->begin();
-  s.end = opt_->end();
-  s.params = static_cast<float*>(model_.params().data) + s.begin;
-  s.m = static_cast<float*>(opt_->m().data);
-  s.v = static_cast<float*>(opt_->v().data);
+  s.runs.push_back({opt_->begin(), opt_->end(), params + opt_->begin(),
+                    static_cast<float*>(opt_->m().data), static_cast<float*>(opt_->v().data)});
   s.adam_step = opt_->step_count();
   return s;
 }
@@ -359,13 +360,15 @@ void TrainStep::seed_fp8_weight_scales() {
     for (int which = 0; which < 4; ++which) {
       const model::ParamSpec& p =
           layout.find("h." + std::to_string(layout.shard().global_layer(l)) + "." + linears[which]);
-      const int64_t lo = std::max(owned.begin, p.offset),
-                    hi = std::min(owned.end, p.offset + p.numel);
-      if (lo >= hi) continue;
-      host.resize(static_cast<size_t>(hi - lo));
-      be_.to_host(host.data(), model_.params().slice(lo, hi - lo));
       float amax = 0;
-      for (const float v : host) amax = std::max(amax, std::fabs(v));
+      for (const ckpt::OwnedShard& run : owned.runs) {
+        const int64_t lo = std::max(run.begin, p.offset),
+                      hi = std::min(run.end, p.offset + p.numel);
+        if (lo >= hi) continue;
+        host.resize(static_cast<size_t>(hi - lo));
+        be_.to_host(host.data(), model_.params().slice(lo, hi - lo));
+        for (const float v : host) amax = std::max(amax, std::fabs(v));
+      }
       amaxes[static_cast<size_t>(l) * 4 + static_cast<size_t>(which)] = amax;
     }
   model_.seed_fp8_weight_scales(amaxes);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 
+#include "runtime/ckpt/owned_shard.h"
 #include "runtime/config/run_config.h"
 #include "runtime/core/backend.h"
 #include "runtime/dist/comm.h"
@@ -78,16 +79,14 @@ struct ExpertParallel {
   int size() const { return comm ? comm->size() : 1; }
 };
 
-// The training state this rank owns: master weights and Adam moments of the flat elements
-// [begin, end) of the model's parameter buffer (its optimizer shard: everything on dp rank 0 and
-// nothing elsewhere without ZeRO; a 1/dp slice with ZeRO) of its tp slice of the model. Checkpoints
-// save and load exactly this; after loading, TrainStep::sync_params_from_owners() makes every
-// rank's working weights whole.
+// The training state this rank owns: master weights and Adam moments of runs of flat elements of
+// the model's parameter buffer (its optimizer shard: everything on dp rank 0 and nothing elsewhere
+// without ZeRO; a 1/dp slice with ZeRO; under expert parallelism with ZeRO a slice of each dense
+// run over dp and of each expert run over edp) of its tp slice of the model. Checkpoints save and
+// load exactly this; after loading, TrainStep::sync_params_from_owners() makes every rank's
+// working weights whole.
 struct OwnedState {
-  int64_t begin = 0, end = 0;
-  float* params = nullptr;  // master weights of element `begin` (host-visible on cpu)
-  float* m = nullptr;
-  float* v = nullptr;
+  ckpt::OwnedRuns runs;  // empty: nothing
   int64_t adam_step = 0;
 };
 
@@ -103,7 +102,6 @@ class TrainStep {
   double evaluate(int64_t global_batches, const BatchSource& next_batch);
 
   OwnedState owned_state();
-  void set_adam_step(int64_t t) { optimizer().set_step_count(t); }
   // Every rank's working weights from the owners' master weights (after a checkpoint load).
   void sync_params_from_owners();
   // fp8 compute with new scaling states (a fresh start): the whole weights' scales, from the
@@ -114,7 +112,13 @@ class TrainStep {
   // `profiler` is in a step; the caller begins and ends the steps it profiles. Null: off.
   void set_profiler(PhaseProfiler* profiler);
 
-  optim::AdamW& optimizer() { return zero_ ? zero_->adam() : *opt_; }
+  int64_t adam_step() const { return zero_ ? zero_->adam_step() : opt_->step_count(); }
+  void set_adam_step(int64_t t) {
+    if (zero_)
+      zero_->set_adam_step(t);
+    else
+      opt_->set_step_count(t);
+  }
   Backend& backend() { return be_; }
   size_t optimizer_bytes() const { return static_cast<size_t>(state_bytes().optimizer); }
   // Bytes of params (the bf16 copy included), grads and optimizer state allocated on this rank

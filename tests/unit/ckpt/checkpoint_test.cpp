@@ -64,7 +64,7 @@ std::string write_sharded(const std::string& root, const model::ParamLayout& lay
   for (int r = 0; r < ranks; ++r) {
     const auto [b, e] = owned_range(layout.total_numel(), r, m.grid);
     shards.push_back(write_shard_file(tmp, r, layout,
-                                      {b, e, s.p.data() + b, s.m.data() + b, s.v.data() + b}, m));
+                                      {{b, e, s.p.data() + b, s.m.data() + b, s.v.data() + b}}, m));
   }
   return commit_checkpoint(root, m, layout, shards, 2);
 }
@@ -180,7 +180,7 @@ TEST_CASE("tp_sliced_checkpoint_reads_back_on_any_tp_and_dp_split") {
     State local = tp_slice_of(whole, src, slice);
     const auto [b, e] = owned_range(slice.total_numel(), r / 2, m.grid);
     shards.push_back(write_shard_file(
-        tmp, r, slice, {b, e, local.p.data() + b, local.m.data() + b, local.v.data() + b}, m));
+        tmp, r, slice, {{b, e, local.p.data() + b, local.m.data() + b, local.v.data() + b}}, m));
   }
   const std::string dir = commit_checkpoint(root, m, whole, shards, 2);
   const Manifest saved = verify_checkpoint(dir);
@@ -306,8 +306,10 @@ TEST_CASE("reshard_grid_spec_errors_are_config_errors_naming_the_item") {
   CHECK(parse_grid("dp=2,tp=2,zero=1").world == 4);
   CHECK(parse_grid("dp=2,pp=2,tp=2,zero=1").world == 8);
   CHECK(parse_grid("dp=2,cp=2,tp=2,zero=1").world == 8);
-  for (const char* bad : {"dp=abc", "dp=4x", "dp=", "dp", "mp=2", "dp=0", "zero=4", "cp=0", "tp=0",
-                          "pp=0", "pp=2,zero=2", "dp=2,dp=3", "dp=200000"}) {
+  CHECK(parse_grid("dp=4,ep=2,zero=1").ep == 2);  // ZeRO 1 under expert parallelism
+  for (const char* bad :
+       {"dp=abc", "dp=4x", "dp=", "dp", "mp=2", "dp=0", "zero=4", "cp=0", "tp=0", "pp=0",
+        "pp=2,zero=2", "dp=2,dp=3", "dp=200000", "dp=4,ep=2,zero=2", "dp=3,ep=2"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_grid(bad), trainer::config::ConfigError);
     CHECK_THROWS_WITH(parse_grid(bad), Catch::Contains(std::string("--to ") + bad));

@@ -75,7 +75,9 @@ TEST_CASE("zero owned_state tiles the buffer and sync_params_from_owners restore
       step.run(0, batches);
       RankOutcome& o = out[static_cast<size_t>(ctx.rank)];
       o.loss_before = step.evaluate(1, batches);
-      const train::OwnedState s = step.owned_state();
+      const train::OwnedState state = step.owned_state();
+      REQUIRE(state.runs.size() == 1);  // one shard of the whole buffer
+      const ckpt::OwnedShard& s = state.runs[0];
       o.begin = s.begin;
       o.end = s.end;
       if (ctx.rank == 0) total = gpt.layout().total_numel();

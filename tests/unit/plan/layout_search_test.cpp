@@ -329,7 +329,8 @@ TEST_CASE("search: pipeline layouts run one schedule per step, ranked by their b
     CHECK(l.pp == 1);
 }
 
-TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 when ep > 1", "[moe]") {
+TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 or 1 when ep > 1",
+          "[moe]") {
   config::RunConfig cfg = search_config();
   cfg.model.moe.num_experts = 4;
   const int devices = 4;
@@ -346,11 +347,13 @@ TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 when ep
   cfg.parallel.ep = 2;
   const auto ep = layouts();
   REQUIRE(!ep.empty());
+  zeros.clear();
   for (const plan::Layout& l : ep) {
     CHECK(l.tp == 1);
-    CHECK(l.zero == 0);
+    zeros.insert(l.zero);
     CHECK(l.dp % 2 == 0);
   }
+  CHECK(zeros == std::set<int>{0, 1});
   // each rank holds half of the experts: less model state than at ep 1, same activations
   config::RunConfig one = cfg;
   one.parallel.ep = 1;
@@ -368,5 +371,15 @@ TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 when ep
         Approx(2 * 4 * (0.75 * dense + 0.5 * static_cast<double>(experts))));
   for (const plan::Layout& l : ep)
     if (l.pp == 1 && l.dp == 4)
-      CHECK(l.dp_traffic_bytes == plan::dp_traffic_bytes(cfg, layout, 0, 4, l.grad_accum));
+      CHECK(l.dp_traffic_bytes == plan::dp_traffic_bytes(cfg, layout, l.zero, 4, l.grad_accum));
+  // ZeRO 1: each dense run reduce-scattered and gathered over dp 4, each expert run over its 2
+  // replicas (a whole number of elements per rank: within the remainders of the cut); and the
+  // optimizer state of a quarter of the dense tensors and half of the experts
+  CHECK(plan::dp_traffic_bytes(cfg, layout, 1, 4, 1) ==
+        Approx(2 * 4 * (0.75 * dense + 0.5 * static_cast<double>(experts))).epsilon(1e-3));
+  const plan::HeldState z1 = plan::held_state_bytes(cfg, 1, 4, plan::device_kind("a100", 4));
+  CHECK(z1.state.optimizer ==
+        Approx(8 * (dense / 4 + static_cast<double>(experts) / 2)).epsilon(1e-3));
+  CHECK(z1.state.optimizer <
+        plan::held_state_bytes(cfg, 0, 4, plan::device_kind("a100", 4)).state.optimizer / 2);
 }

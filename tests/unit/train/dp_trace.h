@@ -79,8 +79,8 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
   const train::OwnedState owned = step.owned_state();
   train::HostShard host(be, owned, be.device() != DeviceType::cpu);  // as checkpointing does
   host.pull();
-  const ckpt::OwnedShard shard = host.shard();
-  if (shard.params) t.owned_params.assign(shard.params, shard.params + (shard.end - shard.begin));
+  for (const ckpt::OwnedShard& run : host.shard())
+    t.owned_params.insert(t.owned_params.end(), run.params, run.params + (run.end - run.begin));
   host.push();  // what a checkpoint load does, then every rank's weights from the owners
   step.sync_params_from_owners();
   t.resumed_eval = step.evaluate(1, batches);

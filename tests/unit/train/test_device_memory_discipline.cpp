@@ -187,11 +187,16 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
     cfg.parallel.ep = kDp;
     const std::vector<Trace> ep = run(cfg, false, testing::Split::ep),
                              ep_opaque = run(cfg, true, testing::Split::ep);
+    cfg.parallel.zero = 1;  // the dense runs sharded over dp, the experts over edp
+    const std::vector<Trace> z1 = run(cfg, false, testing::Split::ep),
+                             z1_opaque = run(cfg, true, testing::Split::ep);
+    cfg.parallel.zero = 0;
     for (int r = 0; r < kDp; ++r) {
       INFO(precision << ", rank " << r << ": dp losses " << dp[size_t(r)].losses[0] << " .. "
                      << dp[size_t(r)].losses.back() << ", ep " << ep[size_t(r)].losses[0] << " .. "
                      << ep[size_t(r)].losses.back());
-      for (const auto& [a, b] : {std::pair{&dp, &dp_opaque}, std::pair{&ep, &ep_opaque}}) {
+      for (const auto& [a, b] :
+           {std::pair{&dp, &dp_opaque}, std::pair{&ep, &ep_opaque}, std::pair{&z1, &z1_opaque}}) {
         const Trace &x = (*a)[size_t(r)], &y = (*b)[size_t(r)];
         CHECK(x.losses == y.losses);
         CHECK(x.norms == y.norms);
@@ -202,6 +207,8 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
       for (size_t s = 0; s < dp[size_t(r)].losses.size(); ++s) {
         CHECK(rel(ep[size_t(r)].losses[s], dp[size_t(r)].losses[s]) < 1e-6);
         CHECK(rel(ep[size_t(r)].norms[s], dp[size_t(r)].norms[s]) < 1e-6);
+        CHECK(rel(z1[size_t(r)].losses[s], dp[size_t(r)].losses[s]) < 1e-6);
+        CHECK(rel(z1[size_t(r)].norms[s], dp[size_t(r)].norms[s]) < 1e-6);
       }
       CHECK(ep[size_t(r)].losses.back() < ep[size_t(r)].losses.front());
     }
