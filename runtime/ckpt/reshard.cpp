@@ -94,9 +94,6 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
     throw config::ConfigError("--to ep=" + std::to_string(grid.ep) +
                               ": ep must divide the model's experts (" +
                               std::to_string(d.num_experts) + ")");
-  if (d.moe() && grid.tp > 1)
-    throw config::ConfigError("--to tp=" + std::to_string(grid.tp) +
-                              ": mixture-of-experts models run with tp 1");
   if (d.n_layer % grid.pp != 0)
     throw config::ConfigError("--to pp=" + std::to_string(grid.pp) +
                               ": pp must divide the model's n_layer (" + std::to_string(d.n_layer) +
@@ -111,7 +108,9 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
               pp_rank = r / (grid.tp * grid.cp) % grid.pp,
               dp_rank = r / (grid.tp * grid.cp * grid.pp);
     const int replica = dp_rank * grid.cp + cp_rank;
-    model::GptShard shard = model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp);
+    // (a mixture of experts at tp > 1 runs with sequence parallelism; it cuts no tensor)
+    model::GptShard shard =
+        model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp, d.moe() && grid.tp > 1);
     shard.ep_rank = replica % grid.ep;  // (dist/mesh.h: ep groups are blocks of the replicas)
     shard.ep_size = grid.ep;
     const model::ParamLayout layout(d, shard);

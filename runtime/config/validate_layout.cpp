@@ -1,4 +1,6 @@
 // Divisibility of the model and batch by the process grid (DESIGN.md "Process grid").
+#include <algorithm>
+
 #include "runtime/config/field_value.h"
 #include "runtime/config/validate_internal.h"
 
@@ -81,10 +83,22 @@ void check_experts(const RunConfig& c) {
 void check_experts_runnable(const RunConfig& c) {
   const ParallelConfig& p = c.parallel;
   const std::string experts = kv("model.moe.num_experts", c.model.moe.num_experts);
-  if (p.tp > 1)
+  if (p.tp > 1 && !p.sequence_parallel)
     fail(experts + " with " + kv("parallel.tp", p.tp) +
-         ": mixture-of-experts blocks run with tp 1 (their experts are not split over tp; use "
-         "dp, ep and pp)");
+         " needs parallel.sequence_parallel = true (each tp rank routes the tokens of its own "
+         "rows to experts it holds whole, as Megatron requires)");
+  if (p.tp > 1) {
+    // each tp rank routes whole sequences: an expert's capacity counts each sequence's tokens
+    const int pieces = p.pp > 1 ? p.pipeline.microbatches : 1;
+    const int sequences = c.train.micro_batch / std::max(1, pieces);
+    if (sequences % p.tp != 0)
+      fail(experts + " with " + kv("parallel.tp", p.tp) + ": the sequences of a forward (" +
+           (p.pp > 1 ? "train.micro_batch / parallel.pipeline.microbatches = "
+                     : "train.micro_batch = ") +
+           std::to_string(sequences) +
+           ") must be divisible by parallel.tp (each tp rank routes whole sequences: an "
+           "expert's capacity counts a sequence's tokens)");
+  }
   if (p.cp > 1)
     fail(experts + " with " + kv("parallel.cp", p.cp) +
          ": mixture-of-experts blocks run with cp 1 (an expert's capacity counts each sequence's "

@@ -573,7 +573,7 @@ void Gpt::block_forward(int l) {
     be_.layernorm_forward(rows(a.ln2), flat(a.ln2_mean), flat(a.ln2_rstd), rows(a.residual_mid),
                           w.ln2w, w.ln2b);
   }
-  if (layout_.dims().moe()) {  // (tp 1: no sequence parallelism)
+  if (layout_.dims().moe()) {  // (on this rank's rows under sequence parallelism)
     moe_forward(a, l);
     return;
   }
@@ -694,15 +694,16 @@ void Gpt::block_backward(int l) {
   const Tensor dres_bf16 = g.dresidual_mm.empty() ? Tensor() : rows(g.dresidual_mm);
   // Sequence parallelism: dres holds this rank's rows; the projections' backward read it
   // gathered, and the column-parallel layers' input gradients are reduce-scattered to rows.
-  const bool sp = layout_.shard().sequence_parallel;
-  Tensor dres_mm = sp ? sp_gather_dresidual() : dres_bf16.empty() ? dres : dres_bf16;
+  // (a mixture of experts reads this rank's rows only)
+  const bool sp = layout_.shard().sequence_parallel, moe = layout_.dims().moe();
+  Tensor dres_mm = sp && !moe ? sp_gather_dresidual() : dres_bf16.empty() ? dres : dres_bf16;
   const Tensor dln_rows = sp ? acts.sp.dln_rows : rows(g.dln);
   const Tensor full = g.dln;  // [B,T,C], for the FLOP counts
 
   // MLP: residual_out = residual_mid + fcproj(gelu(fc(ln2(residual_mid))))
   // (dfch is overwritten, in the activations' dtype: Backend::matmul_gelu_backward)
-  if (layout_.dims().moe()) {
-    moe_backward(a, l);
+  if (moe) {
+    moe_backward(a, l, dln_rows);
   } else {
     {
       auto p = phase("fc_proj", 2 * matmul_flops(full, a.fch_gelu));

@@ -176,8 +176,11 @@ class Gpt {
   // A mixture-of-experts block's MLP: residual_out = residual_mid + sum over the token's kept
   // choices of gate * expert(ln2); backward from d(residual_out) in grad.dresidual, leaving
   // d(ln2) in grad.dln.
+  // Under sequence parallelism each tp rank routes the whole sequences of its rows (B / tp of
+  // them), the experts whole on every tp rank (their gradients summed over tp, as the
+  // layernorms'); dln: where the block's MLP input gradient goes (this rank's rows).
   void moe_forward(BlockActivations& a, int local_layer);
-  void moe_backward(BlockActivations& a, int local_layer);
+  void moe_backward(BlockActivations& a, int local_layer, const Tensor& dln);
   // The experts' MLPs over the expert side's slot rows (one GEMM pair per (ep rank, expert)).
   void experts_forward(BlockActivations& a, int local_layer);
   void experts_backward(BlockActivations& a, int local_layer);

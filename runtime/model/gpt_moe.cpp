@@ -91,7 +91,9 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     std::vector<float> logits(static_cast<size_t>(a.router_logits.numel()));
     be_.to_host(logits.data(), a.router_logits);
     MoeRouting& r = *a.routing;
-    r = route_tokens(logits.data(), d, acts.B, acts.T);
+    const int sequences =
+        acts.B / (layout_.shard().sequence_parallel ? layout_.shard().tp_size : 1);
+    r = route_tokens(logits.data(), d, sequences, acts.T);
     // the four tables in one upload (a device waits for each): slot, gate, token, slot gate
     std::vector<int32_t> tables(static_cast<size_t>(a.moe_tables.numel()));
     int32_t* at = tables.data();
@@ -139,7 +141,7 @@ void Gpt::experts_forward(BlockActivations& a, int l) {
   });
 }
 
-void Gpt::moe_backward(BlockActivations& a, int l) {
+void Gpt::moe_backward(BlockActivations& a, int l, const Tensor& dln) {
   const GptDims& d = layout_.dims();
   Activations& acts = *acts_;
   GradScratch& g = acts.grad;
@@ -169,11 +171,11 @@ void Gpt::moe_backward(BlockActivations& a, int l) {
   }
   {
     auto p = phase("router", 2 * matmul_flops(a.router_logits, a.ln2));
-    be_.matmul_backward(rows(g.dln), weight_view(h + "router.weight", true), Tensor(), m.dlogits,
+    be_.matmul_backward(dln, weight_view(h + "router.weight", true), Tensor(), m.dlogits,
                         rows(a.ln2), matmul_weight(h + "router.weight"));
   }
   auto p = phase("moe_dispatch");
-  be_.moe_combine_rows(rows(g.dln), m.dx_tokens, a.moe_slot, Tensor());
+  be_.moe_combine_rows(dln, m.dx_tokens, a.moe_slot, Tensor());
 }
 
 void Gpt::experts_backward(BlockActivations& a, int l) {

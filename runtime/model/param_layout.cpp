@@ -72,7 +72,8 @@ ParamSpec row_parallel(std::string name, std::vector<int64_t> global, const GptS
 ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_(s) {
   TRAINER_CHECK(d.n_head % s.tp_size == 0 && d.ffn_hidden() % s.tp_size == 0,
                 "tp " << s.tp_size << " must divide n_head and the FFN width");
-  TRAINER_CHECK(!d.moe() || s.tp_size == 1, "mixture-of-experts blocks run with tp 1");
+  TRAINER_CHECK(!d.moe() || s.tp_size == 1 || s.sequence_parallel,
+                "mixture-of-experts blocks with tp > 1 run with sequence parallelism");
   TRAINER_CHECK(s.ep_size >= 1 && (s.ep_size == 1 || d.num_experts % s.ep_size == 0),
                 "ep " << s.ep_size << " must divide the " << d.num_experts << " experts");
   TRAINER_CHECK(s.chunks >= 1 && s.num_layers % s.chunks == 0,
@@ -133,8 +134,11 @@ ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_
 
 void ParamLayout::add_experts(const std::string& h, int unit) {
   const int64_t C = dims_.d_model, FC = dims_.ffn_hidden(), E = dims_.num_experts;
+  // (whole on every tp rank; under sequence parallelism each routes its own rows' tokens, so the
+  // router's and the experts' gradients sum over tp, as the layernorms')
   ParamSpec router = replicated(h + "mlp.router.weight", {E, C});
   router.weight_decay = true;
+  router.grad_sums_over_tp = shard_.sequence_parallel;
   add(router, unit);
   // Stacked [E, ...] tensors; expert parallelism cuts them along the experts.
   const int64_t local = E / shard_.ep_size;
@@ -147,6 +151,7 @@ void ParamLayout::add_experts(const std::string& h, int unit) {
     p.local_shape[0] = local;
     p.local_ranges = {{shard_.ep_rank * local, local}};
     p.expert = true;
+    p.grad_sums_over_tp = shard_.sequence_parallel;
     return p;
   };
   ParamSpec fc = expert("c_fc.weight", {FC, C});
@@ -166,7 +171,8 @@ void ParamLayout::add_experts(const std::string& h, int unit) {
 
 void ParamLayout::add(ParamSpec spec, int unit) {
   spec.unit = unit;
-  spec.grad_sums_over_tp = shard_.sequence_parallel && spec.name.find("ln_") != std::string::npos;
+  spec.grad_sums_over_tp = spec.grad_sums_over_tp ||
+                           (shard_.sequence_parallel && spec.name.find("ln_") != std::string::npos);
   spec.offset = total_;
   spec.numel = product(spec.local_shape);
   total_ += spec.numel;

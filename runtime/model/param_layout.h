@@ -33,8 +33,8 @@ struct ParamSpec {
   bool is_bias_or_norm_bias = false;     // init zero
   bool is_norm_weight = false;           // init one
   bool tp_replicated = true;             // same values on every tp rank (norms, row-parallel bias)
-  // Sequence parallelism: each tp rank's gradient covers its rows only (the layernorms'), and
-  // the tp ranks' gradients sum to the whole one.
+  // Sequence parallelism: each tp rank's gradient covers its rows only (the layernorms', and a
+  // mixture of experts' router and experts), and the tp ranks' gradients sum to the whole one.
   bool grad_sums_over_tp = false;
   // Pipeline parallelism: the last stage's copy of wte, which the head reads (tied to the first
   // stage's embedding). Its gradient is summed with the first stage's, so both copies stay equal;

@@ -10,30 +10,32 @@ double tp_weighted_sum_squares(Backend& be, const model::ParamLayout& layout, co
   const bool tied_copy = layout.shard().has_head && !layout.shard().has_embedding;
   if (tp == 1 && ep == 1 && !tied_copy) return be.sum_squares(grads);
   const int64_t end = begin + grads.numel();
-  enum Kind { split, replicated, uncounted };
-  double sums[3] = {0, 0, 0};
-  // Runs of consecutive tensors of one kind, one sum each (a block alternates a few times).
+  // A tensor's copies: tp when every tp rank holds it whole, times ep when every ep rank does (a
+  // mixture of experts' router and experts are whole on each tp rank, the experts split over ep);
+  // 0: not counted. Runs of consecutive tensors of one weight, one sum each.
+  auto copies = [&](const model::ParamSpec& p) {
+    if (p.tied_copy) return 0;
+    return (p.tp_replicated ? tp : 1) * (p.expert ? 1 : ep);
+  };
+  double sum = 0;
   int64_t run_begin = begin;
-  Kind run_kind = split;
+  int run_copies = 1;
   auto flush = [&](int64_t run_end) {
-    if (run_end <= run_begin || run_kind == uncounted) return;
-    sums[run_kind] += be.sum_squares(grads.slice(run_begin - begin, run_end - run_begin));
+    if (run_end <= run_begin || run_copies == 0) return;
+    sum += be.sum_squares(grads.slice(run_begin - begin, run_end - run_begin)) / run_copies;
   };
   for (const model::ParamSpec& p : layout.params()) {
     const int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
     if (lo >= hi) continue;
-    // (mixture-of-experts blocks run at tp 1: a tensor is replicated over tp or over ep, not both)
-    const Kind kind = p.tied_copy                                            ? uncounted
-                      : (p.tp_replicated && tp > 1) || (!p.expert && ep > 1) ? replicated
-                                                                             : split;
-    if (kind != run_kind) {
+    const int c = copies(p);
+    if (c != run_copies) {
       flush(lo);
       run_begin = lo;
-      run_kind = kind;
+      run_copies = c;
     }
   }
   flush(end);
-  return sums[split] + sums[replicated] / (tp * ep);
+  return sum;
 }
 
 void sum_row_partial_grads(const model::ParamLayout& layout, Tensor grads, int64_t begin,

@@ -4,8 +4,9 @@
 // gradients are the same on every tp rank. Each of those is counted 1/tp on every rank, so that
 // the sum over the tp group counts it once, as the single-process model does. Under pipeline
 // parallelism the last stage's copy of wte (ParamSpec::tied_copy) counts 0: the first stage's
-// counts. Under expert parallelism (tp 1) the same holds for the ep group: each rank holds its
-// experts, and a copy of every other tensor, counted 1/ep.
+// counts. Under expert parallelism the same holds for the ep group: each rank holds its experts,
+// and a copy of every other tensor, counted 1/ep (a tensor whole on every tp and ep rank: 1/(tp
+// ep)).
 #include <cstdint>
 
 #include "runtime/core/backend.h"

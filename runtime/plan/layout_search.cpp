@@ -81,9 +81,11 @@ std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
       if (cfg.model.n_head % t != 0 || (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 ||
           global % dp != 0 || (r.device.cuda && t > 8) || (p > 1 && cfg.precision.compute == "fp8"))
         continue;
-      // a mixture of experts runs at tp 1, its ep groups within dp (config::check_runnable)
-      if (cfg.model.moe.num_experts > 0 && (t > 1 || dp % cfg.parallel.ep != 0)) continue;
-      out.push_back({t, false, p});
+      // a mixture of experts keeps its ep groups within dp, and at tp > 1 runs with sequence
+      // parallelism (config::check_runnable)
+      const bool moe = cfg.model.moe.num_experts > 0;
+      if (moe && dp % cfg.parallel.ep != 0) continue;
+      if (!moe || t == 1) out.push_back({t, false, p});
       if (t > 1 && cfg.model.seq_len % t == 0) out.push_back({t, true, p});
     }
   return out;
@@ -180,6 +182,7 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
                      std::vector<Layout>& out) {
   if (per_rank > std::numeric_limits<int>::max()) return;
   const int pp = cfg.parallel.pp;
+  const bool moe_tp = cfg.model.moe.num_experts > 0 && cfg.parallel.tp > 1;
   // (1F1B for the interleaved schedule too: ranking its virtual stages would need the time of
   // their extra exchanges, which the search does not model)
   if (cfg.parallel.pipeline.schedule != "gpipe") cfg.parallel.pipeline.schedule = "1f1b";
@@ -204,6 +207,7 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
       ends.push_back(e);
     }
     for (const int64_t rows : divisors(per_rank)) {
+      if (moe_tp && rows % cfg.parallel.tp != 0) continue;  // each tp rank routes whole sequences
       cfg.parallel.pipeline.microbatches = static_cast<int>(per_rank / rows);
       for (const char* recompute : {"none", "selective", "full"}) {
         Layout l;
@@ -395,6 +399,8 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
         // config::validate bounds micro_batch and grad_accum to an int each; so must a layout.
         if (mb > std::numeric_limits<int>::max() || per_rank / mb > std::numeric_limits<int>::max())
           continue;
+        // a mixture of experts: each tp rank routes whole sequences
+        if (cfg.model.moe.num_experts > 0 && mb % tp != 0) continue;
         for (const char* recompute : {"none", "selective", "full"}) {
           Layout l;
           l.tp = tp;

@@ -144,7 +144,8 @@ void TrainStep::reduce_moe_stats(double tokens_global, StepResult& r) {
   double v[2] = {model_.take_moe_balance_loss() / (accum * cfg_.train.micro_batch),
                  static_cast<double>(model_.take_moe_dropped())};
   PhaseProfiler::Scope p(profiler_, "loss_all_reduce", 0);
-  for (dist::Comm* comm : {pp_.comm, dp_.comm})  // (both in one collective per group)
+  // (both in one collective per group; the tp ranks route different sequences)
+  for (dist::Comm* comm : {pp_.comm, dp_.comm, tp_.comm})
     if (comm != nullptr && comm->size() > 1)
       comm->all_reduce(v, 2, dist::CommDType::f64, dist::ReduceOp::sum);
   r.moe_aux_loss = v[0] / dp_.size();

@@ -199,9 +199,19 @@ TEST_CASE("mixture_of_experts_runs_on_dp_ep_and_pp_and_names_what_it_refuses", "
   REQUIRE_NOTHROW(runnable({"parallel.ep=2"}, 2));
   REQUIRE_NOTHROW(runnable({"parallel.ep=2", "parallel.pp=2"}, 4));
   REQUIRE_NOTHROW(runnable({"parallel.zero=3"}, 2));  // ep 1: the experts are plain replicas
+  REQUIRE_THROWS_WITH(runnable({"parallel.tp=2"}, 2),
+                      Contains("model.moe.num_experts = 4 with parallel.tp = 2 needs "
+                               "parallel.sequence_parallel = true"));
+  REQUIRE_NOTHROW(runnable({"parallel.tp=2", "parallel.sequence_parallel=true"}, 2));
   REQUIRE_THROWS_WITH(
-      runnable({"parallel.tp=2"}, 2),
-      Contains("model.moe.num_experts = 4 with parallel.tp = 2") && Contains("run with tp 1"));
+      runnable({"parallel.tp=2", "parallel.sequence_parallel=true", "train.micro_batch=3"}, 2),
+      Contains("the sequences of a forward (train.micro_batch = 3) must be "
+               "divisible by parallel.tp"));
+  REQUIRE_THROWS_WITH(
+      runnable({"parallel.tp=2", "parallel.sequence_parallel=true", "parallel.pp=2",
+                "train.micro_batch=4", "parallel.pipeline.microbatches=4"},
+               4),
+      Contains("(train.micro_batch / parallel.pipeline.microbatches = 1) must be divisible"));
   REQUIRE_THROWS_WITH(runnable({"parallel.cp=2"}, 2),
                       Contains("with parallel.cp = 2: mixture-of-experts blocks run with cp 1"));
   REQUIRE_THROWS_WITH(runnable({"precision.compute=fp8", "hardware.device=cuda"}, 1),

@@ -329,8 +329,10 @@ TEST_CASE("search: pipeline layouts run one schedule per step, ranked by their b
     CHECK(l.pp == 1);
 }
 
-TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 or 1 when ep > 1",
-          "[moe]") {
+TEST_CASE(
+    "search: a mixture of experts keeps its ep (ZeRO 0 or 1 when ep > 1), tp > 1 with "
+    "sequence parallelism and whole sequences per tp rank",
+    "[moe]") {
   config::RunConfig cfg = search_config();
   cfg.model.moe.num_experts = 4;
   const int devices = 4;
@@ -338,18 +340,27 @@ TEST_CASE("search: a mixture of experts keeps tp 1 and its ep, at ZeRO 0 or 1 wh
     return plan::search_layouts(
         {cfg, devices, plan::device_kind("a100", devices), 0.9, true, devices});
   };
-  std::set<int> zeros;
+  std::set<int> zeros, tps;
+  auto tp_rule = [](const plan::Layout& l) {
+    if (l.tp == 1) return true;
+    const int sequences = l.pp > 1 ? l.micro_batch / l.pieces : l.micro_batch;
+    return l.sequence_parallel && sequences % l.tp == 0;
+  };
   for (const plan::Layout& l : layouts()) {
-    CHECK(l.tp == 1);
+    INFO("tp " << l.tp << " sp " << l.sequence_parallel << " pp " << l.pp << " micro_batch "
+               << l.micro_batch << " pieces " << l.pieces);
+    CHECK(tp_rule(l));
     zeros.insert(l.zero);
+    tps.insert(l.tp);
   }
   CHECK(zeros == std::set<int>{0, 1, 2, 3});  // ep 1: the experts are plain replicas
+  CHECK(tps.count(2) == 1);
   cfg.parallel.ep = 2;
   const auto ep = layouts();
   REQUIRE(!ep.empty());
   zeros.clear();
   for (const plan::Layout& l : ep) {
-    CHECK(l.tp == 1);
+    CHECK(tp_rule(l));
     zeros.insert(l.zero);
     CHECK(l.dp % 2 == 0);
   }

@@ -173,8 +173,9 @@ TEST_CASE("context_parallel_touches_backend_memory_only_through_the_backend_and_
 // A mixture of experts (the routing on the host from the router's logits, the token rows moved
 // by the backend) on two dp ranks with the experts replicated, and on the same two ranks as an
 // ep group (each holds 2 of the 4 experts; tokens cross by all-to-all, the expert gradients are
-// not summed over dp), in fp32 and bf16: bit for bit the plain cpu run, and the ep run gives the
-// dp run's losses and norms (fp32 within 1e-6).
+// not summed over dp; and with ZeRO 1), and as a tp group with sequence parallelism (each rank
+// routes its own sequence), in fp32 and bf16: bit for bit the plain cpu run, and the ep runs give
+// the dp run's losses and norms (fp32 within 1e-6).
 TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_and_comm",
           "[train][moe]") {
   for (const char* precision : {"fp32", "bf16"}) {
@@ -191,12 +192,19 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
     const std::vector<Trace> z1 = run(cfg, false, testing::Split::ep),
                              z1_opaque = run(cfg, true, testing::Split::ep);
     cfg.parallel.zero = 0;
+    cfg.parallel.ep = 1;  // tp with sequence parallelism: each tp rank routes its own sequence
+    cfg.parallel.tp = kDp;
+    cfg.parallel.sequence_parallel = true;
+    const std::vector<Trace> tp = run(cfg, false, testing::Split::tp_sp),
+                             tp_opaque = run(cfg, true, testing::Split::tp_sp);
+    cfg.parallel.tp = 1;
+    cfg.parallel.sequence_parallel = false;
     for (int r = 0; r < kDp; ++r) {
       INFO(precision << ", rank " << r << ": dp losses " << dp[size_t(r)].losses[0] << " .. "
                      << dp[size_t(r)].losses.back() << ", ep " << ep[size_t(r)].losses[0] << " .. "
                      << ep[size_t(r)].losses.back());
-      for (const auto& [a, b] :
-           {std::pair{&dp, &dp_opaque}, std::pair{&ep, &ep_opaque}, std::pair{&z1, &z1_opaque}}) {
+      for (const auto& [a, b] : {std::pair{&dp, &dp_opaque}, std::pair{&ep, &ep_opaque},
+                                 std::pair{&z1, &z1_opaque}, std::pair{&tp, &tp_opaque}}) {
         const Trace &x = (*a)[size_t(r)], &y = (*b)[size_t(r)];
         CHECK(x.losses == y.losses);
         CHECK(x.norms == y.norms);
@@ -211,6 +219,7 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
         CHECK(rel(z1[size_t(r)].norms[s], dp[size_t(r)].norms[s]) < 1e-6);
       }
       CHECK(ep[size_t(r)].losses.back() < ep[size_t(r)].losses.front());
+      CHECK(tp[size_t(r)].losses.back() < tp[size_t(r)].losses.front());
     }
   }
 }
