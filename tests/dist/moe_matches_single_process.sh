@@ -14,20 +14,7 @@
 # bit-identically as ep 2, and as one process and as ep 4 within 1e-5; `ckpt reshard --to
 # dp=4,ep=2` writes it as that grid's ranks own it, and it resumes so. `trainer plan` predicts
 # the model state and the activations an ep rank allocates, and counts the all-to-alls.
-source "$2/tests/lib/dist_common.sh"
-moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.moe.capacity_factor=1.0)
-s=(--set model.seq_len=32 --set train.eval_every=10 --set train.eval_batches=2 "${moe[@]}")
-fields=(--fields loss,grad_norm,val_loss,moe_aux_loss,moe_dropped_fraction --rtol 1e-5
-        --min-steps 20)
-run_single ref 8 1 20 "${s[@]}"
-check_moe() {  # check_moe NAME NPROC MICRO_BATCH GRAD_ACCUM [args]: runs NAME and compares it
-  local name=$1 n=$2 mb=$3 ga=$4
-  shift 4
-  run_launch "$name" "$n" "$mb" "$ga" 20 "${s[@]}" "$@"
-  echo "$name:"
-  compare_metrics ref/metrics.jsonl "$name/metrics.jsonl" "${fields[@]}" \
-    || fail "$name differs from one process"
-}
+source "$2/tests/lib/moe_common.sh"  # moe, s, ref, check_moe
 for z in 0 1 3; do
   check_moe dp2_z$z 2 4 1 --set parallel.zero=$z
 done

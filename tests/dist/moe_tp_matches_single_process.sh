@@ -9,28 +9,16 @@
 # A tp 2 checkpoint holds every tensor once and resumes within 1e-5 as one process, as tp 2 x ep 2,
 # and resharded for dp 2 x tp 2 x ep 2 at ZeRO 1. `trainer plan` predicts a tp rank's model state
 # and activations; bad layouts are refused naming the key.
-source "$2/tests/lib/dist_common.sh"
-moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.moe.capacity_factor=1.0)
-s=(--set model.seq_len=32 --set train.eval_every=10 --set train.eval_batches=2 "${moe[@]}")
+source "$2/tests/lib/moe_common.sh"  # moe, s, ref, check_moe
 sp=(--set parallel.sequence_parallel=true)
-fields=(--fields loss,grad_norm,val_loss,moe_aux_loss,moe_dropped_fraction --rtol 1e-5
-        --min-steps 20)
-run_single ref 8 1 20 "${s[@]}"
-check_moe() {  # check_moe NAME NPROC MICRO_BATCH GRAD_ACCUM [args]: runs NAME and compares it
-  local name=$1 n=$2 mb=$3 ga=$4
-  shift 4
-  run_launch "$name" "$n" "$mb" "$ga" 20 "${s[@]}" "${sp[@]}" "$@"
-  echo "$name:"
-  compare_metrics ref/metrics.jsonl "$name/metrics.jsonl" "${fields[@]}" \
-    || fail "$name differs from one process"
-}
-check_moe tp2 2 8 1 --set parallel.tp=2
-check_moe tp4 4 8 1 --set parallel.tp=4
-check_moe tp2_full 2 8 1 --set parallel.tp=2 --set activation_checkpointing=full
-check_moe tp2_sel_ga2 2 4 2 --set parallel.tp=2 --set activation_checkpointing=selective
-check_moe dp2tp2ep2 4 4 1 --set parallel.tp=2 --set parallel.ep=2
-check_moe dp2tp2ep2_z1 4 4 1 --set parallel.tp=2 --set parallel.ep=2 --set parallel.zero=1
-check_moe pp2tp2 4 8 1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.pipeline.microbatches=2
+check_moe tp2 2 8 1 "${sp[@]}" --set parallel.tp=2
+check_moe tp4 4 8 1 "${sp[@]}" --set parallel.tp=4
+check_moe tp2_full 2 8 1 "${sp[@]}" --set parallel.tp=2 --set activation_checkpointing=full
+check_moe tp2_sel_ga2 2 4 2 "${sp[@]}" --set parallel.tp=2 --set activation_checkpointing=selective
+check_moe dp2tp2ep2 4 4 1 "${sp[@]}" --set parallel.tp=2 --set parallel.ep=2
+check_moe dp2tp2ep2_z1 4 4 1 "${sp[@]}" --set parallel.tp=2 --set parallel.ep=2 --set parallel.zero=1
+check_moe pp2tp2 4 8 1 "${sp[@]}" --set parallel.tp=2 --set parallel.pp=2 \
+  --set parallel.pipeline.microbatches=2
 [ "$(json_get tp2/report.json 'd["parallel"]["tp"], d["model"]["num_experts"]')" = "2 4" ] \
   || fail "tp 2 report: $(json_get tp2/report.json 'd["parallel"], d["model"]')"
 

@@ -8,28 +8,18 @@
 # resumes bit-identically under the same grid, and within 1e-5 as ep 2 at ZeRO 0; a ZeRO 0 ep 2
 # checkpoint resumes under it, and `ckpt reshard --to dp=4,ep=2,zero=1` writes what its ranks own.
 # `trainer plan` predicts the optimizer state and staging a rank allocates.
-source "$2/tests/lib/dist_common.sh"
-moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.moe.capacity_factor=1.0)
-s=(--set model.seq_len=32 --set train.eval_every=10 --set train.eval_batches=2 "${moe[@]}")
-fields=(--fields loss,grad_norm,val_loss,moe_aux_loss,moe_dropped_fraction --rtol 1e-5
-        --min-steps 20)
-run_single ref 8 1 20 "${s[@]}"
-check_moe() {  # check_moe NAME NPROC MICRO_BATCH GRAD_ACCUM [args]: runs NAME and compares it
-  local name=$1 n=$2 mb=$3 ga=$4
-  shift 4
-  run_launch "$name" "$n" "$mb" "$ga" 20 "${s[@]}" --set parallel.zero=1 "$@"
-  echo "$name:"
-  compare_metrics ref/metrics.jsonl "$name/metrics.jsonl" "${fields[@]}" \
-    || fail "$name differs from one process"
+source "$2/tests/lib/moe_common.sh"  # moe, s, ref, check_moe
+z1=(--set parallel.zero=1)
+check_moe ep2_z1 2 4 1 --set parallel.ep=2 "${z1[@]}"
+check_moe dp4ep2_z1 4 2 1 --set parallel.ep=2 "${z1[@]}"
+check_moe ep4_z1 4 2 1 --set parallel.ep=4 "${z1[@]}"
+check_moe ep2_z1_ga2 2 2 2 --set parallel.ep=2 "${z1[@]}"
+check_moe pp2ep2_z1 4 4 1 --set parallel.ep=2 --set parallel.pp=2 \
+  --set parallel.pipeline.microbatches=2 "${z1[@]}"
+for name in ep2_z1 dp4ep2_z1 ep4_z1 ep2_z1_ga2 pp2ep2_z1; do
   [ "$(json_get "$name/report.json" 'd["parallel"]["zero_stage"]')" = 1 ] \
     || fail "$name's report does not say ZeRO 1"
-}
-check_moe ep2_z1 2 4 1 --set parallel.ep=2
-check_moe dp4ep2_z1 4 2 1 --set parallel.ep=2
-check_moe ep4_z1 4 2 1 --set parallel.ep=4
-check_moe ep2_z1_ga2 2 2 2 --set parallel.ep=2
-check_moe pp2ep2_z1 4 4 1 --set parallel.ep=2 --set parallel.pp=2 \
-  --set parallel.pipeline.microbatches=2
+done
 
 # ZeRO 1 holds less optimizer state than ZeRO 0 at the same grid
 run_launch dp4ep2_z0 4 2 1 2 "${s[@]}" --set parallel.ep=2
@@ -59,7 +49,7 @@ PY
 source "$2/tests/lib/ckpt_common.sh"
 ck=(--set model.seq_len=32 "${moe[@]}" --set checkpoint.every_steps=20 --set checkpoint.keep=5)
 dst=(--set checkpoint.dir=unused --set checkpoint.every_steps=0)
-z1=(--set parallel.ep=2 --set parallel.zero=1)
+z1=(--set parallel.ep=2 --set parallel.zero=1)  # (from here: ep 2 too)
 run_launch ck_z1 4 1 2 25 "${ck[@]}" "${z1[@]}" --set checkpoint.dir=ck_z1
 tail_of ck_z1/metrics.jsonl >z1_tail.jsonl
 check_saved_once ck_z1/step_00000020/manifest.json

@@ -1,0 +1,19 @@
+# Mixture-of-experts dist tests: the model (4 experts, top 2, capacity factor 1: some choices are
+# dropped) at seq 32, its single-process reference `ref` (8 sequences a step, 20 steps) and
+# check_moe, which runs a layout and compares it with `ref`.
+source "$2/tests/lib/dist_common.sh"
+moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.moe.capacity_factor=1.0)
+s=(--set model.seq_len=32 --set train.eval_every=10 --set train.eval_batches=2 "${moe[@]}")
+fields=(--fields loss,grad_norm,val_loss,moe_aux_loss,moe_dropped_fraction --rtol 1e-5
+        --min-steps 20)
+run_single ref 8 1 20 "${s[@]}"
+# check_moe NAME NPROC MICRO_BATCH GRAD_ACCUM [args]: runs NAME (20 steps) and compares it with
+# ref: losses, grad norms, the balance loss and the dropped share within 1e-5 relative
+check_moe() {
+  local name=$1 n=$2 mb=$3 ga=$4
+  shift 4
+  run_launch "$name" "$n" "$mb" "$ga" 20 "${s[@]}" "$@"
+  echo "$name:"
+  compare_metrics ref/metrics.jsonl "$name/metrics.jsonl" "${fields[@]}" \
+    || fail "$name differs from one process"
+}
