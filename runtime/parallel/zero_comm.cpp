@@ -35,9 +35,8 @@ void all_gather_in_place(Backend& be, dist::Comm& comm, const ZeroShards& s, con
   if (tail > 0) comm.broadcast(f32(buf) + s.tail_begin(), count(tail), kF32, s.dp() - 1);
 }
 
-RangeReduceScatter::RangeReduceScatter(Backend& be, dist::Comm& comm, const ZeroShards& s,
-                                       int64_t max_piece)
-    : be_(be), comm_(comm), s_(s), staging_(be, max_piece * (s.dp() + 1)) {}
+RangeReduceScatter::RangeReduceScatter(Backend& be, int64_t staging_floats)
+    : be_(be), staging_(be, staging_floats) {}
 
 RangeReduceScatter::~RangeReduceScatter() {
   if (!work_) return;
@@ -47,30 +46,34 @@ RangeReduceScatter::~RangeReduceScatter() {
   }
 }
 
-void RangeReduceScatter::start(const Tensor& buf, Range r) {
+void RangeReduceScatter::start(dist::Comm& comm, const ZeroShards& s, const Tensor& buf, Range r) {
   TRAINER_CHECK(!work_, "reduce-scatter started while one is in flight");
+  TRAINER_CHECK(comm.size() == s.dp(),
+                "a cut over " << s.dp() << " ranks on a group of " << comm.size());
+  comm_ = &comm;
+  s_ = &s;
   r_ = r;
-  k_ = s_.max_piece(r.begin, r.end);
-  const int dp = s_.dp();
+  k_ = s.max_piece(r.begin, r.end);
+  const int dp = s.dp();
   TRAINER_CHECK(k_ * (dp + 1) <= staging_.numel(),
                 "range [" << r.begin << ", " << r.end << ") needs pieces of " << k_
                           << " elements, more than the staging holds");
   // Padding past a shorter piece holds stale values: it only sums into padding, never read.
   for (int q = 0; q < dp; ++q) {
-    const Range p = s_.piece(q, r.begin, r.end);
+    const Range p = s.piece(q, r.begin, r.end);
     be_.copy(staging_.slice(k_ * q, p.size()), buf.slice(p.begin, p.size()));
   }
-  work_ = comm_.reduce_scatter_async(staging_.data(), staging_.data() + k_ * dp, count(k_), kF32,
-                                     dist::ReduceOp::sum);
+  work_ = comm.reduce_scatter_async(staging_.data(), staging_.data() + k_ * dp, count(k_), kF32,
+                                    dist::ReduceOp::sum);
 }
 
 void RangeReduceScatter::finish(const Tensor& shard_acc) {
   if (!work_) return;
   work_->wait();
   work_.reset();
-  const Range mine = s_.piece(comm_.rank(), r_.begin, r_.end);
-  const int64_t at = mine.begin - s_.shard(comm_.rank()).begin;
-  be_.axpy(shard_acc.slice(at, mine.size()), staging_.slice(k_ * s_.dp(), mine.size()), 1.0f);
+  const Range mine = s_->piece(comm_->rank(), r_.begin, r_.end);
+  const int64_t at = mine.begin - s_->shard(comm_->rank()).begin;
+  be_.axpy(shard_acc.slice(at, mine.size()), staging_.slice(k_ * s_->dp(), mine.size()), 1.0f);
 }
 
 RangeGather::RangeGather(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece)

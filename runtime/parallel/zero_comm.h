@@ -25,25 +25,30 @@ void reduce_scatter_in_place(dist::Comm& comm, const ZeroShards& s, const Tensor
 void all_gather_in_place(Backend& be, dist::Comm& comm, const ZeroShards& s, const Tensor& buf,
                          const Tensor& staging);
 
-// Adds this rank's piece of the group sum of buf[r] into shard_acc (element 0 = shard begin).
+// Adds this rank's piece of the group sum of buf[r] into shard_acc (element 0 = shard begin), for
+// the cut `s` of buf over `comm` (each start() may name another: ZeRO's segments).
 // start() copies the owners' pieces into the object's own staging, so buf[r] may be reused or
 // released as soon as it returns (on a device: by work queued after it), and posts the
 // reduce-scatter on the communicator; finish() waits and adds. One reduce-scatter in flight per
 // object; several objects may be in flight at once (they complete in issue order).
 class RangeReduceScatter {
  public:
-  // max_piece: the largest ZeroShards::max_piece of any range this object will carry.
-  RangeReduceScatter(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece);
+  // staging_floats: the most range_op_floats() of any range this object will carry.
+  RangeReduceScatter(Backend& be, int64_t staging_floats);
   ~RangeReduceScatter();
-  void start(const Tensor& buf, Range r);
+  // The staging a range takes: its group's padded pieces, then this rank's reduced one.
+  static int64_t range_op_floats(const ZeroShards& s, Range r) {
+    return s.max_piece(r.begin, r.end) * (s.dp() + 1);
+  }
+  void start(dist::Comm& comm, const ZeroShards& s, const Tensor& buf, Range r);
   void finish(const Tensor& shard_acc);
   bool pending() const { return work_ != nullptr; }
   int64_t bytes() const { return staging_.nbytes(); }
 
  private:
   Backend& be_;
-  dist::Comm& comm_;
-  const ZeroShards& s_;
+  dist::Comm* comm_ = nullptr;
+  const ZeroShards* s_ = nullptr;
   Range r_;
   int64_t k_ = 0;
   BackendBuffer staging_;  // dp padded pieces, then this rank's reduced piece

@@ -22,10 +22,16 @@ std::vector<Range> ranges_by_unit(const model::ParamLayout& layout) {
 
 }  // namespace
 
-ZeroUnits::ZeroUnits(const model::ParamLayout& layout, int dp)
-    : shards(layout.total_numel(), dp), unit_range(ranges_by_unit(layout)) {
+ZeroUnits::ZeroUnits(const model::ParamLayout& layout, int dp, int edp)
+    : shards(layout.total_numel(), dp),
+      unit_range(ranges_by_unit(layout)),
+      segments(zero_segments(layout, dp, edp)) {
   for (const Range& r : unit_range)
     max_unit_piece = std::max(max_unit_piece, shards.max_piece(r.begin, r.end));
+  for_each_unit_part([&](size_t i, Range r) {
+    const ZeroShards& s = segments[i].shards;
+    range_op_floats = std::max(range_op_floats, s.max_piece(r.begin, r.end) * (s.dp() + 1));
+  });
 }
 
 std::vector<ZeroSegment> zero_segments(const model::ParamLayout& layout, int dp, int edp) {
@@ -63,11 +69,10 @@ double zero1_traffic_bytes(const std::vector<ZeroSegment>& segments) {
 }
 
 int64_t zero_staging_floats(int stage, const ZeroUnits& u) {
-  const int64_t range_op = (u.shards.dp() + 1) * u.max_unit_piece;
   int64_t floats = 0;
-  if (stage <= 2) floats += u.shards.chunk();
-  if (stage >= 2) floats += kScattersInFlight * range_op;
-  if (stage == 3) floats += 2 * range_op;
+  if (stage <= 2) floats += zero1_staging_floats(u.segments);
+  if (stage >= 2) floats += kScattersInFlight * u.range_op_floats;
+  if (stage == 3) floats += 2 * (u.shards.dp() + 1) * u.max_unit_piece;
   return floats;
 }
 
@@ -75,16 +80,22 @@ double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum) {
   const ZeroShards& s = u.shards;
   const double peers = s.dp() - 1, bytes = 4;
   if (stage == 0) return 2 * peers / s.dp() * bytes * static_cast<double>(s.numel());
-  const double whole_buffer = peers * bytes * static_cast<double>(s.chunk());
-  if (stage == 1) return 2 * whole_buffer;
-  // A range op of unit i moves dp pieces of that unit's largest piece.
+  if (stage == 1) return zero1_traffic_bytes(u.segments);
+  if (stage == 2) {  // a range op of a unit's part moves its group's pieces of its largest piece
+    double scatters = 0;
+    u.for_each_unit_part([&](size_t i, Range r) {
+      const ZeroShards& g = u.segments[i].shards;
+      scatters += (g.dp() - 1) * bytes * static_cast<double>(g.max_piece(r.begin, r.end));
+    });
+    return grad_accum * scatters + zero1_traffic_bytes(u.segments) / 2;  // (the gathers' half)
+  }
+  // stage 3 (one segment): a range op of unit i moves dp pieces of that unit's largest piece
   std::vector<double> unit_op;
   for (const Range& r : u.unit_range)
     unit_op.push_back(peers * bytes * static_cast<double>(s.max_piece(r.begin, r.end)));
   double all_units = 0;
   for (double b : unit_op) all_units += b;
   const double scatters = grad_accum * all_units;
-  if (stage == 2) return scatters + whole_buffer;
   const double blocks = all_units - unit_op.front() - unit_op.back();
   const double forward_gathers = all_units + (grad_accum - 1) * (all_units - unit_op.front());
   return scatters + forward_gathers + grad_accum * blocks;

@@ -17,25 +17,27 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
       model_(model),
       comm_(comm),
       expert_comm_(expert_comm),
-      segments_(zero_segments(model.layout(), comm.size(),
-                              expert_comm != nullptr ? expert_comm->size() : 0)),
-      units_(model.layout(), comm.size()),
+      units_(model.layout(), comm.size(), expert_comm != nullptr ? expert_comm->size() : 0),
+      segments_(units_.segments),
       shards_(units_.shards),
       unit_range_(units_.unit_range),
       max_unit_piece_(units_.max_unit_piece) {
   TRAINER_CHECK(stage >= 1 && stage <= 3, "zero stage " << stage);
-  TRAINER_CHECK(expert_comm == nullptr || stage == 1,
+  TRAINER_CHECK(expert_comm == nullptr || stage <= 2,
                 "zero stage " << stage << " with expert parallelism");
+  int64_t owned_total = 0;
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Range s = owned(i);
     opts_.push_back(std::make_unique<optim::AdamW>(be_, model_.layout(), s.begin, s.end));
+    acc_offset_.push_back(owned_total);
+    owned_total += s.size();
   }
   if (stage_ <= 2) gather_staging_ = BackendBuffer(be_, zero1_staging_floats(segments_));
-  if (stage_ >= 2) {  // (one segment: the whole buffer over dp, cut as units_.shards)
-    grad_acc_ = BackendBuffer(be_, owned(0).size());
+  if (stage_ >= 2) {
+    grad_acc_ = BackendBuffer(be_, owned_total);
     model_.hooks().unit_grads_ready = [this](int unit) { on_unit_grads_ready(unit); };
   }
-  if (stage_ == 3) {
+  if (stage_ == 3) {  // (one segment: the whole buffer over dp, cut as shards_)
     sync_gather_.emplace(be_, comm_, shards_, max_unit_piece_);
     prefetch_.emplace(be_, comm_, shards_, max_unit_piece_);
     live_.assign(unit_range_.size(), true);
@@ -54,8 +56,8 @@ Range ZeroOptimizer::owned(size_t i) const {
 }
 
 Tensor ZeroOptimizer::owned_grads(size_t i) const {
-  if (stage_ >= 2) return grad_acc_.tensor();
   const Range r = owned(i);
+  if (stage_ >= 2) return grad_acc_.tensor().slice(acc_offset_.at(i), r.size());
   return model_.grads().slice(r.begin, r.size());
 }
 
@@ -84,30 +86,36 @@ void ZeroOptimizer::sample_residency() {
 int64_t ZeroOptimizer::scratch_bytes() const {
   int64_t bytes = gather_staging_.nbytes();
   if (sync_gather_) bytes += sync_gather_->bytes() + prefetch_->bytes();
-  for (const auto& rs : scatters_) bytes += rs->bytes();
+  for (const auto& [segment, rs] : scatters_) bytes += rs->bytes();
   for (const auto& rs : spare_scatters_) bytes += rs->bytes();
   return bytes;
 }
 
 void ZeroOptimizer::on_unit_grads_ready(int unit) {
   const Range r = unit_range_.at(static_cast<size_t>(unit));
-  if (scatters_.size() >= size_t{kScattersInFlight}) finish_oldest_scatter();
-  std::unique_ptr<RangeReduceScatter> rs;
-  if (spare_scatters_.empty()) {
-    rs = std::make_unique<RangeReduceScatter>(be_, comm_, shards_, max_unit_piece_);
-  } else {
-    rs = std::move(spare_scatters_.back());
-    spare_scatters_.pop_back();
-  }
-  rs->start(model_.grads(), r);  // copies the pieces: the full-size range is free from here on
-  scatters_.push_back(std::move(rs));
+  // the unit's part in each segment it meets (one without expert parallelism)
+  units_.for_each_part(unit, [&](size_t i, Range part) {
+    const ZeroSegment& s = segments_[i];
+    if (scatters_.size() >= size_t{kScattersInFlight}) finish_oldest_scatter();
+    std::unique_ptr<RangeReduceScatter> rs;
+    if (spare_scatters_.empty()) {
+      rs = std::make_unique<RangeReduceScatter>(be_, units_.range_op_floats);
+    } else {
+      rs = std::move(spare_scatters_.back());
+      spare_scatters_.pop_back();
+    }
+    // copies the pieces: the full-size range is free from here on
+    rs->start(group(s), s.shards, model_.grads().slice(s.flat.begin, s.flat.size()), part);
+    scatters_.emplace_back(i, std::move(rs));
+  });
   sample_residency();  // the peak: this unit's full-size grads still live
   be_.release(model_.grads().slice(r.begin, r.size()), 0.0f);  // spent: zero (pages go back)
 }
 
 void ZeroOptimizer::finish_oldest_scatter() {
-  scatters_.front()->finish(grad_acc_.tensor());
-  spare_scatters_.push_back(std::move(scatters_.front()));
+  auto& [segment, rs] = scatters_.front();
+  rs->finish(owned_grads(segment));
+  spare_scatters_.push_back(std::move(rs));
   scatters_.pop_front();
 }
 

@@ -14,9 +14,10 @@
 //            head's backward. After the update only the shard is valid. In bf16 compute a
 //            gathered unit's bf16 copy is rounded from its fp32 params (FSDP's mixed precision,
 //            gathering fp32), and released with it.
-// Under expert parallelism (stage 1 only) the buffer is cut into segments (zero_segments): its
-// dense runs sharded over dp, its expert runs over edp; every step above runs per segment, and a
-// rank owns one range of each (owned()), with an AdamW each.
+// Under expert parallelism (stages 1 and 2) the buffer is cut into segments (zero_segments): its
+// dense runs sharded over dp, its expert runs over edp; every step above runs per segment (stage
+// 2: per part of a unit in a segment), and a rank owns one range of each (owned()), with an AdamW
+// and a part of the gradient accumulator each.
 // The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
 // (1-3) and the gradient accumulator (2-3). Released ranges go through Backend::release: the cpu
 // backend hands their pages back to the kernel, so that grads (2-3) and params (3) outside live
@@ -49,8 +50,8 @@ struct ZeroMemory {
 class ZeroOptimizer {
  public:
   // comm: the dp group (non-null, any size). expert_comm: under expert parallelism the edp group
-  // (stage 1 only), over which the expert tensors are sharded; null otherwise. Installs the model
-  // hooks it needs (stage 2, 3).
+  // (stages 1 and 2), over which the expert tensors are sharded; null otherwise. Installs the
+  // model hooks it needs (stage 2, 3).
   ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm,
                 dist::Comm* expert_comm = nullptr);
   ~ZeroOptimizer();
@@ -100,17 +101,18 @@ class ZeroOptimizer {
   model::Gpt& model_;
   dist::Comm& comm_;
   dist::Comm* expert_comm_;
-  std::vector<ZeroSegment> segments_;
-  std::vector<std::unique_ptr<optim::AdamW>> opts_;  // by segment
-  ZeroUnits units_;  // the cut; the three below are its parts, named for the code that uses them
+  ZeroUnits units_;  // the cut; the four below are its parts, named for the code that uses them
+  const std::vector<ZeroSegment>& segments_;
   const ZeroShards& shards_;
   const std::vector<Range>& unit_range_;  // by unit id
-  const int64_t& max_unit_piece_;         // the largest piece of any unit: the range staging's size
-  BackendBuffer grad_acc_;                // stage >= 2: shard-sized gradient accumulator
+  const int64_t& max_unit_piece_;         // the largest piece of any unit: stage 3's gathers
+  std::vector<std::unique_ptr<optim::AdamW>> opts_;  // by segment
+  std::vector<int64_t> acc_offset_;  // stage >= 2: where each segment's shard sits in grad_acc_
+  BackendBuffer grad_acc_;           // stage >= 2: the owned ranges' gradient accumulator
   BackendBuffer gather_staging_;  // stage <= 2: the largest chunk, for the whole-buffer all-gather
-  // stage >= 2: reduce-scatters of finished units in flight (oldest first), and spent ones kept
-  // for reuse (their staging stays allocated).
-  std::deque<std::unique_ptr<RangeReduceScatter>> scatters_;
+  // stage >= 2: reduce-scatters of finished units' parts in flight (oldest first, with their
+  // segment), and spent ones kept for reuse (their staging stays allocated).
+  std::deque<std::pair<size_t, std::unique_ptr<RangeReduceScatter>>> scatters_;
   std::vector<std::unique_ptr<RangeReduceScatter>> spare_scatters_;
   std::optional<RangeGather> sync_gather_, prefetch_;  // stage 3
   int prefetch_unit_ = -1;

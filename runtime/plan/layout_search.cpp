@@ -31,8 +31,8 @@ double dp_traffic_bytes(const config::RunConfig& cfg, const model::ParamLayout& 
   if (ep <= 1)
     return parallel::zero_traffic_bytes(parallel::zero_shards_state(zero, dp) ? zero : 0,
                                         parallel::ZeroUnits(layout, dp), grad_accum);
-  if (zero == 1)  // each dense run reduce-scattered and gathered over dp, each expert run over edp
-    return parallel::zero1_traffic_bytes(parallel::zero_segments(layout, dp, dp / ep));
+  if (zero > 0)  // each dense run reduce-scattered and gathered over dp, each expert run over edp
+    return parallel::zero_traffic_bytes(zero, parallel::ZeroUnits(layout, dp, dp / ep), grad_accum);
   // ZeRO 0 under expert parallelism: the buckets all-reduce the experts' gradients over the
   // dp / ep ranks that hold the same experts, the rest over dp
   int64_t experts = 0;
@@ -134,7 +134,8 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
 HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfig& cfg, int zero,
                         int dp, const DeviceKind& device) {
   if (!parallel::zero_shards_state(zero, dp)) zero = 0;
-  const parallel::ZeroUnits units(layout, dp);
+  const int edp = cfg.parallel.ep > 1 ? dp / cfg.parallel.ep : 0;  // (0: no expert parallelism)
+  const parallel::ZeroUnits units(layout, dp, edp);
   const std::vector<parallel::Range>& r = units.unit_range;
   parallel::LiveUnits live;
   live.embedding = r.front().size();
@@ -147,15 +148,17 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
                                          /*releases_pages=*/!device.cuda, live);
   if (zero > 0)
     h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
-  if (zero == 1 && cfg.parallel.ep > 1) {
-    // ZeRO 1 under expert parallelism: the optimizer state of one shard of each segment (the
-    // dense runs' over dp, the expert runs' over edp), and staging for the largest segment's chunk
-    const std::vector<parallel::ZeroSegment> segments =
-        parallel::zero_segments(layout, dp, dp / cfg.parallel.ep);
-    double owned = 0;  // (the first rank's shards: the last ones also own a remainder < dp)
-    for (const parallel::ZeroSegment& s : segments) owned += static_cast<double>(s.shards.chunk());
-    h.state.optimizer = parallel::bytes_per_param(cfg.precision.compute).optimizer * owned;
-    h.zero_staging = 4.0 * static_cast<double>(parallel::zero1_staging_floats(segments));
+  if (zero > 0 && edp > 0) {
+    // under expert parallelism a rank owns a shard of each segment (the dense runs' over dp, the
+    // expert runs' over edp), not 1/dp of the buffer: their optimizer state, and from stage 2 their
+    // gradient accumulator (the first rank's shards: the last ones also own a remainder < group)
+    double owned = 0;
+    for (const parallel::ZeroSegment& s : units.segments)
+      owned += static_cast<double>(s.shards.chunk());
+    const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
+    h.state.optimizer = b.optimizer * owned;
+    if (zero >= 2)
+      h.state.grads += b.grads * (owned - static_cast<double>(units.shards.numel()) / dp);
   }
   return h;
 }
@@ -392,7 +395,7 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     if (dp == 1)
       stages =
           cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
-    if (cfg.parallel.ep > 1) stages = {0, 1};  // (expert parallelism runs with zero 0 or 1)
+    if (cfg.parallel.ep > 1) stages = {0, 1, 2};  // (expert parallelism runs with zero 0-2)
     for (const int zero : stages) {
       const HeldState held = held_state_of(layout, cfg, zero, dp, request.device);
       for (const int64_t mb : divisors(per_rank)) {

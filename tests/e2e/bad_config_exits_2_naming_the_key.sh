@@ -28,7 +28,7 @@ expect_error "logging.profile_steps" --set logging.profile_steps=-1
 expect_error "distributed.timeout_s" --set distributed.timeout_s=0
 expect_error "checkpoint.keep = 0" --set checkpoint.keep=0
 expect_error "expected key.path=value" --set train.lr
-expect_error "model.moe.num_experts = 8 with parallel.tp = 2: mixture-of-experts blocks run with tp 1" \
+expect_error "model.moe.num_experts = 8 with parallel.tp = 2 needs parallel.sequence_parallel = true" \
   --set model.moe.num_experts=8 --set parallel.tp=2
 expect_error "model.moe.top_k = 3 exceeds model.moe.num_experts = 2" \
   --set model.moe.num_experts=2 --set model.moe.top_k=3
@@ -70,7 +70,7 @@ expect_exit_2 "model.seq_len = 6 is not divisible by 2 * parallel.cp = 4 (contex
   out plan run.yaml --gpus 2 --set parallel.cp=2 --set model.seq_len=6
 expect_exit_2 "parallel.ep = 2 needs experts, but model.moe.num_experts = 0" out train \
   run.yaml --set parallel.ep=2 --out out
-expect_exit_2 "parallel.zero = 3 with parallel.ep = 2: expert parallelism runs with zero 0 or 1" \
+expect_exit_2 "parallel.zero = 3 with parallel.ep = 2: expert parallelism runs with zero 0, 1 or 2" \
   out train run.yaml --set model.moe.num_experts=4 --set parallel.ep=2 --set parallel.zero=3 --out out
 expect_exit_2 "parallel.zero = 2 with parallel.pp = 2: pipeline parallelism runs with zero 0 or 1" \
   out train run.yaml --set parallel.pp=2 --set parallel.zero=2 --out out

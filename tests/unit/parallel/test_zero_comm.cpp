@@ -86,15 +86,18 @@ TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather resto
     cpu::CpuBackend be;
     const ZeroShards s(n, ctx.size);
     const Range mine = s.shard(ctx.rank);
-    int64_t k = 0;
-    for (const Range& r : ranges) k = std::max(k, s.max_piece(r.begin, r.end));
+    int64_t k = 0, staging = 0;
+    for (const Range& r : ranges) {
+      k = std::max(k, s.max_piece(r.begin, r.end));
+      staging = std::max(staging, parallel::RangeReduceScatter::range_op_floats(s, r));
+    }
     // One object each for every range, as ZeroOptimizer reuses them.
-    parallel::RangeReduceScatter scatter(be, *comm, s, k);
+    parallel::RangeReduceScatter scatter(be, staging);
     parallel::RangeGather gather(be, *comm, s, k);
     for (const Range& r : ranges) {
       std::vector<float> buf = rank_buffer(ctx.rank, n);
       std::vector<float> acc(static_cast<size_t>(mine.size()), 1.0f);
-      scatter.start(as_tensor(buf), r);
+      scatter.start(*comm, s, as_tensor(buf), r);
       std::fill(buf.begin(), buf.end(), -5.0f);  // start() staged its copy: buf is free now
       scatter.finish(as_tensor(acc));
       for (int64_t i = mine.begin; i < mine.end; ++i) {
@@ -127,9 +130,9 @@ TEST_CASE("zero range reduce-scatters in flight together land in issue order", "
     std::vector<float> acc(static_cast<size_t>(mine.size()), 0.0f);
     std::vector<std::unique_ptr<parallel::RangeReduceScatter>> flying;
     for (const Range& r : ranges) {  // all posted before any is waited on
-      flying.push_back(std::make_unique<parallel::RangeReduceScatter>(be, *comm, s,
-                                                                      s.max_piece(r.begin, r.end)));
-      flying.back()->start(as_tensor(buf), r);
+      flying.push_back(std::make_unique<parallel::RangeReduceScatter>(
+          be, parallel::RangeReduceScatter::range_op_floats(s, r)));
+      flying.back()->start(*comm, s, as_tensor(buf), r);
     }
     for (auto& f : flying) f->finish(as_tensor(acc));
     for (int64_t i = mine.begin; i < mine.end; ++i) {

@@ -330,7 +330,7 @@ TEST_CASE("search: pipeline layouts run one schedule per step, ranked by their b
 }
 
 TEST_CASE(
-    "search: a mixture of experts keeps its ep (ZeRO 0 or 1 when ep > 1), tp > 1 with "
+    "search: a mixture of experts keeps its ep (ZeRO 0-2 when ep > 1), tp > 1 with "
     "sequence parallelism and whole sequences per tp rank",
     "[moe]") {
   config::RunConfig cfg = search_config();
@@ -364,7 +364,7 @@ TEST_CASE(
     zeros.insert(l.zero);
     CHECK(l.dp % 2 == 0);
   }
-  CHECK(zeros == std::set<int>{0, 1});
+  CHECK(zeros == std::set<int>{0, 1, 2});
   // each rank holds half of the experts: less model state than at ep 1, same activations
   config::RunConfig one = cfg;
   one.parallel.ep = 1;
@@ -393,4 +393,15 @@ TEST_CASE(
         Approx(8 * (dense / 4 + static_cast<double>(experts) / 2)).epsilon(1e-3));
   CHECK(z1.state.optimizer <
         plan::held_state_bytes(cfg, 0, 4, plan::device_kind("a100", 4)).state.optimizer / 2);
+  // ZeRO 2 on a device that keeps its buffers: the same optimizer state, and the full gradients
+  // plus an accumulator of the owned shards; per micro-batch a reduce-scatter of each block's parts
+  const plan::HeldState z2 = plan::held_state_bytes(cfg, 2, 4, plan::device_kind("a100", 4));
+  CHECK(z2.state.optimizer == z1.state.optimizer);
+  CHECK(z2.state.grads == Approx(z1.state.grads + z1.state.optimizer / 2));
+  // (the parts' reduce-scatters pad each part's pieces to its largest: at least the segments')
+  const double t1 = plan::dp_traffic_bytes(cfg, layout, 2, 4, 1),
+               t2 = plan::dp_traffic_bytes(cfg, layout, 2, 4, 2),
+               gathers = plan::dp_traffic_bytes(cfg, layout, 1, 4, 1) / 2;
+  CHECK(t2 - t1 == Approx(t1 - gathers));  // a micro-batch more: its scatters, again
+  CHECK(t1 - gathers >= gathers);
 }

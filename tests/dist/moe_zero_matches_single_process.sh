@@ -1,41 +1,52 @@
-# ZeRO 1 under expert parallelism (Megatron's distributed optimizer with expert groups: the dense
-# tensors' optimizer state sharded over dp, the experts' over the edp ranks that hold the same
-# experts) reproduces the single-process run of the same mixture of experts (4 experts, top 2,
+# ZeRO 1 and 2 under expert parallelism (the dense tensors' state sharded over dp, the experts'
+# over the edp ranks that hold the same experts; stage 1 is Megatron's distributed optimizer with
+# expert groups, stage 2 reduce-scatters each block's dense and expert parts as backward finishes
+# them) reproduce the single-process run of the same mixture of experts (4 experts, top 2,
 # capacity factor 1) and global batch: losses, grad norms, the balance loss and the dropped share
 # within 1e-5 relative over 20 steps, at ep 2 (edp 1: the experts are not sharded), dp 4 x ep 2
-# (edp 2), ep 4, ep 2 with grad_accum 2, and ep 2 on each of 2 pipeline stages.
-# Its checkpoint holds every element once, each of the 4 ranks a quarter of the dense tensors, and
-# resumes bit-identically under the same grid, and within 1e-5 as ep 2 at ZeRO 0; a ZeRO 0 ep 2
-# checkpoint resumes under it, and `ckpt reshard --to dp=4,ep=2,zero=1` writes what its ranks own.
-# `trainer plan` predicts the optimizer state and staging a rank allocates.
+# (edp 2), ep 4, ep 2 with grad_accum 2 (stage 2: the reduce-scatters of every micro-batch), and
+# (stage 1) ep 2 on each of 2 pipeline stages.
+# A ZeRO 1 checkpoint holds every element once, each of the 4 ranks a quarter of the dense
+# tensors, and resumes bit-identically under the same grid, within 1e-5 as ep 2 at ZeRO 0 and as
+# ZeRO 2; a ZeRO 0 ep 2 checkpoint resumes under it, and `ckpt reshard --to dp=4,ep=2,zero=1`
+# writes what its ranks own. `trainer plan` predicts the optimizer state and staging a rank
+# allocates at both stages.
 source "$2/tests/lib/moe_common.sh"  # moe, s, ref, check_moe
-z1=(--set parallel.zero=1)
-check_moe ep2_z1 2 4 1 --set parallel.ep=2 "${z1[@]}"
-check_moe dp4ep2_z1 4 2 1 --set parallel.ep=2 "${z1[@]}"
-check_moe ep4_z1 4 2 1 --set parallel.ep=4 "${z1[@]}"
-check_moe ep2_z1_ga2 2 2 2 --set parallel.ep=2 "${z1[@]}"
-check_moe pp2ep2_z1 4 4 1 --set parallel.ep=2 --set parallel.pp=2 \
-  --set parallel.pipeline.microbatches=2 "${z1[@]}"
-for name in ep2_z1 dp4ep2_z1 ep4_z1 ep2_z1_ga2 pp2ep2_z1; do
-  [ "$(json_get "$name/report.json" 'd["parallel"]["zero_stage"]')" = 1 ] \
-    || fail "$name's report does not say ZeRO 1"
+for z in 1 2; do
+  zs=(--set parallel.zero=$z)
+  check_moe ep2_z$z 2 4 1 --set parallel.ep=2 "${zs[@]}"
+  check_moe dp4ep2_z$z 4 2 1 --set parallel.ep=2 "${zs[@]}"
+  check_moe ep4_z$z 4 2 1 --set parallel.ep=4 "${zs[@]}"
+  check_moe ep2_z${z}_ga2 2 2 2 --set parallel.ep=2 "${zs[@]}"
+  for name in ep2_z$z dp4ep2_z$z ep4_z$z ep2_z${z}_ga2; do
+    [ "$(json_get "$name/report.json" 'd["parallel"]["zero_stage"]')" = $z ] \
+      || fail "$name's report does not say ZeRO $z"
+  done
 done
+check_moe pp2ep2_z1 4 4 1 --set parallel.ep=2 --set parallel.pp=2 \
+  --set parallel.pipeline.microbatches=2 --set parallel.zero=1
 
-# ZeRO 1 holds less optimizer state than ZeRO 0 at the same grid
+# ZeRO 1 and 2 hold less optimizer state than ZeRO 0 at the same grid, ZeRO 2 fewer gradients
 run_launch dp4ep2_z0 4 2 1 2 "${s[@]}" --set parallel.ep=2
-/usr/bin/python3 - dp4ep2_z0/report.json dp4ep2_z1/report.json <<'PY' \
-  || fail "ZeRO 1 under ep 2 does not shard the optimizer state"
+/usr/bin/python3 - dp4ep2_z0/report.json dp4ep2_z1/report.json dp4ep2_z2/report.json <<'PY' \
+  || fail "ZeRO under ep 2 does not shard the state"
 import json, sys
-z0, z1 = (json.load(open(p))["memory"]["breakdown"]["optimizer"] for p in sys.argv[1:])
-print(f"dp 4 x ep 2 optimizer bytes per rank: ZeRO 0 {z0}, ZeRO 1 {z1} ({z1 / z0:.3f})")
+z0, z1, z2 = (json.load(open(p))["memory"]["breakdown"] for p in sys.argv[1:])
+print("dp 4 x ep 2 bytes per rank, ZeRO 0 / 1 / 2: optimizer %d / %d / %d (%.3f), grads %d / %d / %d"
+      % (z0["optimizer"], z1["optimizer"], z2["optimizer"], z1["optimizer"] / z0["optimizer"],
+         z0["grads"], z1["grads"], z2["grads"]))
 # dense over 4 ranks, experts over 2: between a quarter and a half of ZeRO 0's
-assert 0.25 * z0 < z1 < 0.5 * z0, (z0, z1)
+assert 0.25 * z0["optimizer"] < z1["optimizer"] == z2["optimizer"] < 0.5 * z0["optimizer"]
+assert z2["grads"] < z1["grads"] == z0["grads"]
 PY
 
-# plan: the optimizer state and staging of a dp 4 x ep 2 ZeRO 1 rank, as the run allocated
-"$bin" plan "$src/configs/tiny.yaml" --gpus 4 "${small[@]}" "${s[@]}" --set parallel.ep=2 \
-  --set parallel.zero=1 --set train.micro_batch=2 >plan.txt || { cat plan.txt; fail "plan failed"; }
-/usr/bin/python3 - plan.txt dp4ep2_z1/report.json <<'PY' || fail "plan's state differs from the run's"
+# plan: the optimizer state and staging of a dp 4 x ep 2 rank, as the runs allocated
+for z in 1 2; do
+  "$bin" plan "$src/configs/tiny.yaml" --gpus 4 "${small[@]}" "${s[@]}" --set parallel.ep=2 \
+    --set parallel.zero=$z --set train.micro_batch=2 >plan_z$z.txt \
+    || { cat plan_z$z.txt; fail "plan zero $z failed"; }
+  /usr/bin/python3 - plan_z$z.txt dp4ep2_z$z/report.json <<'PY' \
+    || fail "plan's state differs from the run's at zero $z"
 import json, re, sys
 line = next(l for l in open(sys.argv[1]) if l.startswith("model state per rank as this runtime"))
 plan = {k: int(v) for k, v in re.findall(r"(optimizer|ZeRO staging) (\d+) B", line)}
@@ -44,6 +55,7 @@ run = {"optimizer": b["optimizer"], "ZeRO staging": b["zero_staging"]}
 print(f"plan {plan}, run {run}")
 sys.exit(0 if plan == run else 1)
 PY
+done
 
 # Resume: steps 21..25 after a checkpoint at step 20, global batch 8 (grad_accum 2).
 source "$2/tests/lib/ckpt_common.sh"
@@ -66,6 +78,9 @@ check_resumed z1_from_z1 z1_tail.jsonl --exact
 run_launch ep2z0_from_z1 2 2 2 25 "${ck[@]}" --set parallel.ep=2 "${dst[@]}" \
   --resume ck_z1/step_00000020
 check_resumed ep2z0_from_z1 z1_tail.jsonl --rtol 1e-5
+run_launch z2_from_z1 4 1 2 25 "${ck[@]}" --set parallel.ep=2 --set parallel.zero=2 "${dst[@]}" \
+  --resume ck_z1/step_00000020
+check_resumed z2_from_z1 z1_tail.jsonl --rtol 1e-5
 # from ZeRO 0 at ep 2, directly and through reshard
 run_launch ck_z0 2 2 2 25 "${ck[@]}" --set parallel.ep=2 --set checkpoint.dir=ck_z0
 run_launch z1_from_z0 4 1 2 25 "${ck[@]}" "${z1[@]}" "${dst[@]}" --resume ck_z0/step_00000020
