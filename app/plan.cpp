@@ -159,7 +159,7 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
       request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "",
       cfg.model.moe.num_experts > 0
           ? ("; a mixture of experts keeps ep " + std::to_string(cfg.parallel.ep) +
-             (cfg.parallel.ep > 1 ? " (dp a multiple of it, ZeRO 0-2)" : "") +
+             (cfg.parallel.ep > 1 ? " (dp a multiple of it)" : "") +
              ", and at tp > 1 sequence parallelism with whole sequences per tp rank")
                 .c_str()
           : ", ep 1");

@@ -49,7 +49,6 @@ Grid parse_grid(const std::string& spec) {
     bad("need dp in [1, 65536], tp, pp, cp and ep in [1, 1024] and zero in 0..3");
   if (g.pp > 1 && g.zero > 1) bad("pipeline parallelism runs with zero 0 or 1");
   if ((g.dp * g.cp) % g.ep != 0) bad("ep must divide dp * cp (expert groups reuse those ranks)");
-  if (g.ep > 1 && g.zero > 2) bad("expert parallelism runs with zero 0, 1 or 2");
   g.world = g.dp * g.pp * g.cp * g.tp;
   return g;
 }
@@ -69,7 +68,7 @@ std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& gri
 std::vector<std::pair<int64_t, int64_t>> owned_runs(const model::ParamLayout& layout, int rank,
                                                     const Grid& grid) {
   if (grid.ep == 1 || grid.zero == 0) return {owned_range(layout.total_numel(), rank, grid)};
-  // ZeRO 1, 2 under expert parallelism: the dense runs sharded over the dp x cp replicas, the
+  // ZeRO under expert parallelism: the dense runs sharded over the dp x cp replicas, the
   // expert runs over the edp replicas (dist/mesh.h: the ep groups are blocks of `ep` replicas)
   const int replicas = grid.dp * grid.cp;
   std::vector<std::pair<int64_t, int64_t>> out;

@@ -170,7 +170,7 @@ void check_output_dir(const std::string& key, const std::string& dir);
 void check_output_dirs(const RunConfig& cfg);
 // What this build trains of the layouts validate() accepts: throws ConfigError for the pairings
 // not built (ZeRO 2/3 or fp8 with pipeline parallelism; mixture-of-experts blocks with tp, cp or
-// fp8, or with ZeRO 3 under expert parallelism). Called by `train` and `plan` before
+// fp8). Called by `train` and `plan` before
 // validate(), so such a layout is refused for what it is (not for its world size).
 void check_runnable(const RunConfig& cfg);
 // Test hook: TRAINER_TEST_EMULATED_FP8=1 lets the cpu backend run precision.compute: fp8 through

@@ -107,11 +107,6 @@ void check_experts_runnable(const RunConfig& c) {
     fail(experts +
          " with precision.compute = fp8: the experts' GEMMs run in bf16 or fp32; use "
          "precision.compute bf16");
-  if (p.ep > 1 && p.zero > 2)
-    fail(kv("parallel.zero", p.zero) + " with " + kv("parallel.ep", p.ep) +
-         ": expert parallelism runs with zero 0, 1 or 2 (ZeRO shards the dense tensors' state "
-         "over dp and the experts' over the ranks holding the same experts; stage 3's gathers "
-         "are not built for expert groups)");
 }
 
 void check_pipeline(const RunConfig& c) {

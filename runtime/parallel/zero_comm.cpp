@@ -76,8 +76,8 @@ void RangeReduceScatter::finish(const Tensor& shard_acc) {
   be_.axpy(shard_acc.slice(at, mine.size()), staging_.slice(k_ * s_->dp(), mine.size()), 1.0f);
 }
 
-RangeGather::RangeGather(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece)
-    : be_(be), comm_(comm), s_(s), send_(be, max_piece), recv_(be, max_piece * s.dp()) {}
+RangeGather::RangeGather(Backend& be, int64_t max_piece, int64_t max_gathered)
+    : be_(be), send_(be, max_piece), recv_(be, max_gathered) {}
 
 RangeGather::~RangeGather() {
   if (!work_) return;
@@ -87,24 +87,29 @@ RangeGather::~RangeGather() {
   }
 }
 
-void RangeGather::start(const Tensor& buf, Range r) {
+void RangeGather::start(dist::Comm& comm, const ZeroShards& s, const Tensor& buf, Range r) {
   TRAINER_CHECK(!work_, "gather started while one is in flight");
+  TRAINER_CHECK(comm.size() == s.dp(),
+                "a cut over " << s.dp() << " ranks on a group of " << comm.size());
+  comm_ = &comm;
+  s_ = &s;
   buf_ = buf;
   r_ = r;
-  k_ = s_.max_piece(r.begin, r.end);
-  TRAINER_CHECK(k_ <= send_.numel(), "range [" << r.begin << ", " << r.end << ") needs pieces of "
-                                               << k_ << " elements, more than the staging holds");
-  const Range mine = s_.piece(comm_.rank(), r.begin, r.end);
+  k_ = s.max_piece(r.begin, r.end);
+  TRAINER_CHECK(k_ <= send_.numel() && k_ * s.dp() <= recv_.numel(),
+                "range [" << r.begin << ", " << r.end << ") needs pieces of " << k_
+                          << " elements, more than the staging holds");
+  const Range mine = s.piece(comm.rank(), r.begin, r.end);
   be_.copy(send_.slice(0, mine.size()), buf.slice(mine.begin, mine.size()));
-  work_ = comm_.all_gather_async(send_.data(), recv_.data(), count(k_), kF32);
+  work_ = comm.all_gather_async(send_.data(), recv_.data(), count(k_), kF32);
 }
 
 void RangeGather::finish() {
   if (!work_) return;
   work_->wait();
   work_.reset();
-  for (int q = 0; q < s_.dp(); ++q) {
-    const Range p = s_.piece(q, r_.begin, r_.end);
+  for (int q = 0; q < s_->dp(); ++q) {
+    const Range p = s_->piece(q, r_.begin, r_.end);
     be_.copy(buf_.slice(p.begin, p.size()), recv_.slice(k_ * q, p.size()));
   }
 }

@@ -55,15 +55,18 @@ class RangeReduceScatter {
   std::shared_ptr<dist::Work> work_;
 };
 
-// Gathers buf[r] from the owners' pieces (in place in buf). start() posts the all-gather on the
-// communicator; finish() waits and unpacks. One gather in flight per object.
+// Gathers buf[r] from the owners' pieces (in place in buf), for the cut `s` of buf over `comm`
+// (each start() may name another). start() posts the all-gather on the communicator; finish()
+// waits and unpacks. One gather in flight per object.
 class RangeGather {
  public:
-  RangeGather(Backend& be, dist::Comm& comm, const ZeroShards& s, int64_t max_piece);
+  // max_piece, max_gathered: the most ZeroShards::max_piece, and times the group's size, of any
+  // range this object will carry.
+  RangeGather(Backend& be, int64_t max_piece, int64_t max_gathered);
   ~RangeGather();  // waits for a gather in flight: it writes into recv_
   RangeGather(const RangeGather&) = delete;
   RangeGather& operator=(const RangeGather&) = delete;
-  void start(const Tensor& buf, Range r);
+  void start(dist::Comm& comm, const ZeroShards& s, const Tensor& buf, Range r);
   void finish();
   bool pending() const { return work_ != nullptr; }
   Range range() const { return r_; }
@@ -71,8 +74,8 @@ class RangeGather {
 
  private:
   Backend& be_;
-  dist::Comm& comm_;
-  const ZeroShards& s_;
+  dist::Comm* comm_ = nullptr;
+  const ZeroShards* s_ = nullptr;
   Tensor buf_;
   Range r_;
   int64_t k_ = 0;

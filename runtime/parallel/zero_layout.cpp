@@ -30,8 +30,16 @@ ZeroUnits::ZeroUnits(const model::ParamLayout& layout, int dp, int edp)
     max_unit_piece = std::max(max_unit_piece, shards.max_piece(r.begin, r.end));
   for_each_unit_part([&](size_t i, Range r) {
     const ZeroShards& s = segments[i].shards;
-    range_op_floats = std::max(range_op_floats, s.max_piece(r.begin, r.end) * (s.dp() + 1));
+    const int64_t k = s.max_piece(r.begin, r.end);
+    range_op_floats = std::max(range_op_floats, k * (s.dp() + 1));
+    max_part_piece = std::max(max_part_piece, k);
+    max_part_gathered = std::max(max_part_gathered, k * s.dp());
   });
+  for (size_t u = 0; u < unit_range.size(); ++u) {
+    int parts = 0;
+    for_each_part(static_cast<int>(u), [&](size_t, Range) { ++parts; });
+    max_parts = std::max(max_parts, parts);
+  }
 }
 
 std::vector<ZeroSegment> zero_segments(const model::ParamLayout& layout, int dp, int edp) {
@@ -72,7 +80,7 @@ int64_t zero_staging_floats(int stage, const ZeroUnits& u) {
   int64_t floats = 0;
   if (stage <= 2) floats += zero1_staging_floats(u.segments);
   if (stage >= 2) floats += kScattersInFlight * u.range_op_floats;
-  if (stage == 3) floats += 2 * (u.shards.dp() + 1) * u.max_unit_piece;
+  if (stage == 3) floats += 2 * int64_t{u.max_parts} * (u.max_part_piece + u.max_part_gathered);
   return floats;
 }
 
@@ -81,21 +89,20 @@ double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum) {
   const double peers = s.dp() - 1, bytes = 4;
   if (stage == 0) return 2 * peers / s.dp() * bytes * static_cast<double>(s.numel());
   if (stage == 1) return zero1_traffic_bytes(u.segments);
-  if (stage == 2) {  // a range op of a unit's part moves its group's pieces of its largest piece
-    double scatters = 0;
-    u.for_each_unit_part([&](size_t i, Range r) {
-      const ZeroShards& g = u.segments[i].shards;
-      scatters += (g.dp() - 1) * bytes * static_cast<double>(g.max_piece(r.begin, r.end));
-    });
-    return grad_accum * scatters + zero1_traffic_bytes(u.segments) / 2;  // (the gathers' half)
-  }
-  // stage 3 (one segment): a range op of unit i moves dp pieces of that unit's largest piece
+  // A range op of unit i moves, for each of its parts, the group's pieces of the part's largest.
   std::vector<double> unit_op;
-  for (const Range& r : u.unit_range)
-    unit_op.push_back(peers * bytes * static_cast<double>(s.max_piece(r.begin, r.end)));
+  for (size_t unit = 0; unit < u.unit_range.size(); ++unit) {
+    double op = 0;
+    u.for_each_part(static_cast<int>(unit), [&](size_t i, Range r) {
+      const ZeroShards& g = u.segments[i].shards;
+      op += (g.dp() - 1) * bytes * static_cast<double>(g.max_piece(r.begin, r.end));
+    });
+    unit_op.push_back(op);
+  }
   double all_units = 0;
   for (double b : unit_op) all_units += b;
   const double scatters = grad_accum * all_units;
+  if (stage == 2) return scatters + zero1_traffic_bytes(u.segments) / 2;  // (the gathers' half)
   const double blocks = all_units - unit_op.front() - unit_op.back();
   const double forward_gathers = all_units + (grad_accum - 1) * (all_units - unit_op.front());
   return scatters + forward_gathers + grad_accum * blocks;

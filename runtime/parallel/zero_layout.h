@@ -46,8 +46,12 @@ struct ZeroUnits {
   ZeroShards shards;  // the whole buffer over dp (the one segment without expert parallelism)
   std::vector<Range> unit_range;  // by unit id: 0 embeddings, 1..L blocks, L+1 final norm
   std::vector<ZeroSegment> segments;
-  int64_t max_unit_piece = 0;   // the largest piece of any unit on any dp rank (stage 3)
+  int64_t max_unit_piece = 0;   // the largest piece of any unit on any dp rank
   int64_t range_op_floats = 0;  // the most staging a unit's reduce-scatter in one segment takes
+  // Stage 3's gathers of a unit, one per part: the most parts of a unit, the largest piece of
+  // any part and the most a part's gather receives (its piece times its group).
+  int max_parts = 0;
+  int64_t max_part_piece = 0, max_part_gathered = 0;
   // f(segment index, range relative to the segment) for the unit's part in each segment it
   // meets, in buffer order.
   template <class F>
@@ -74,8 +78,8 @@ double zero1_traffic_bytes(const std::vector<ZeroSegment>& segments);
 
 // fp32 elements of communication staging ZeroOptimizer holds: stage 1 and 2 the largest chunk
 // of a segment (the whole-buffer all-gathers); stage >= 2 kScattersInFlight range reduce-scatters
-// of (group + 1) * k (range_op_floats); stage 3 two range gathers (the synchronous one and the
-// prefetch) of (dp + 1) * k.
+// of (group + 1) * k (range_op_floats); stage 3 two unit gathers (the synchronous one and the
+// prefetch) of one range gather per part.
 int64_t zero_staging_floats(int stage, const ZeroUnits& u);
 
 // Bytes one rank sends per step over the dp group for `grad_accum` micro-batches (ring

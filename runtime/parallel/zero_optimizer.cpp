@@ -20,11 +20,8 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
       units_(model.layout(), comm.size(), expert_comm != nullptr ? expert_comm->size() : 0),
       segments_(units_.segments),
       shards_(units_.shards),
-      unit_range_(units_.unit_range),
-      max_unit_piece_(units_.max_unit_piece) {
+      unit_range_(units_.unit_range) {
   TRAINER_CHECK(stage >= 1 && stage <= 3, "zero stage " << stage);
-  TRAINER_CHECK(expert_comm == nullptr || stage <= 2,
-                "zero stage " << stage << " with expert parallelism");
   int64_t owned_total = 0;
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Range s = owned(i);
@@ -37,9 +34,11 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
     grad_acc_ = BackendBuffer(be_, owned_total);
     model_.hooks().unit_grads_ready = [this](int unit) { on_unit_grads_ready(unit); };
   }
-  if (stage_ == 3) {  // (one segment: the whole buffer over dp, cut as shards_)
-    sync_gather_.emplace(be_, comm_, shards_, max_unit_piece_);
-    prefetch_.emplace(be_, comm_, shards_, max_unit_piece_);
+  if (stage_ == 3) {
+    for (UnitGather* g : {&sync_gather_, &prefetch_})
+      for (int i = 0; i < units_.max_parts; ++i)
+        g->push_back(
+            std::make_unique<RangeGather>(be_, units_.max_part_piece, units_.max_part_gathered));
     live_.assign(unit_range_.size(), true);
     model_.hooks().before_unit = [this](int unit, bool bwd) { before_unit(unit, bwd); };
     publish_params();
@@ -47,7 +46,7 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
 }
 
 ZeroOptimizer::~ZeroOptimizer() {
-  if (prefetch_) prefetch_->finish();
+  finish_gather(prefetch_);
 }
 
 Range ZeroOptimizer::owned(size_t i) const {
@@ -85,7 +84,8 @@ void ZeroOptimizer::sample_residency() {
 
 int64_t ZeroOptimizer::scratch_bytes() const {
   int64_t bytes = gather_staging_.nbytes();
-  if (sync_gather_) bytes += sync_gather_->bytes() + prefetch_->bytes();
+  for (const UnitGather* g : {&sync_gather_, &prefetch_})
+    for (const auto& gather : *g) bytes += gather->bytes();
   for (const auto& [segment, rs] : scatters_) bytes += rs->bytes();
   for (const auto& rs : spare_scatters_) bytes += rs->bytes();
   return bytes;
@@ -157,7 +157,7 @@ void ZeroOptimizer::publish_params() {
                           model_.params().slice(s.flat.begin, s.flat.size()),
                           gather_staging_.tensor());
   } else {
-    prefetch_->finish();
+    finish_gather(prefetch_);
     prefetch_unit_ = -1;
     for (size_t u = 0; u < unit_range_.size(); ++u) release(static_cast<int>(u));
     return;  // each unit's bf16 copy is refreshed when it is gathered
@@ -168,11 +168,15 @@ void ZeroOptimizer::publish_params() {
 void ZeroOptimizer::release(int unit) {
   live_[static_cast<size_t>(unit)] = false;
   const Range r = unit_range_[static_cast<size_t>(unit)];
-  const Range mine = shards_.piece(comm_.rank(), r.begin, r.end);
   // Freed pages read 0; the bytes sharing a page with the shard read NaN.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  release_params({r.begin, mine.begin}, nan);
-  release_params({mine.end, r.end}, nan);
+  units_.for_each_part(unit, [&](size_t i, Range part) {  // all of each part but this rank's piece
+    const ZeroSegment& s = segments_[i];
+    const Range mine = s.shards.piece(group(s).rank(), part.begin, part.end);
+    const int64_t at = s.flat.begin;
+    release_params({at + part.begin, at + mine.begin}, nan);
+    release_params({at + mine.end, at + part.end}, nan);
+  });
   // bf16 compute: the unit's whole bf16 copy goes (this rank's piece too: the master weights
   // stay, and the copy is rounded from them at the next gather).
   const Tensor copy = model_.bf16_copy();
@@ -185,14 +189,26 @@ void ZeroOptimizer::release_params(Range r, float fill) {
 
 void ZeroOptimizer::ensure_gathered(int unit) {
   if (prefetch_unit_ >= 0) {  // a prefetch is in flight: land it first (FIFO order)
-    prefetch_->finish();
+    finish_gather(prefetch_);
     landed(prefetch_unit_);
     prefetch_unit_ = -1;
   }
   if (live_[static_cast<size_t>(unit)]) return;
-  sync_gather_->start(model_.params(), unit_range_[static_cast<size_t>(unit)]);
-  sync_gather_->finish();
+  start_gather(sync_gather_, unit);
+  finish_gather(sync_gather_);
   landed(unit);
+}
+
+void ZeroOptimizer::start_gather(UnitGather& g, int unit) {
+  size_t k = 0;
+  units_.for_each_part(unit, [&](size_t i, Range part) {
+    const ZeroSegment& s = segments_[i];
+    g.at(k++)->start(group(s), s.shards, model_.params().slice(s.flat.begin, s.flat.size()), part);
+  });
+}
+
+void ZeroOptimizer::finish_gather(UnitGather& g) {
+  for (auto& gather : g) gather->finish();  // (a no-op on one not started)
 }
 
 void ZeroOptimizer::landed(int unit) {
@@ -204,7 +220,7 @@ void ZeroOptimizer::landed(int unit) {
 void ZeroOptimizer::prefetch(int unit) {
   if (unit < 0 || static_cast<size_t>(unit) >= unit_range_.size()) return;
   if (live_[static_cast<size_t>(unit)]) return;
-  prefetch_->start(model_.params(), unit_range_[static_cast<size_t>(unit)]);
+  start_gather(prefetch_, unit);
   prefetch_unit_ = unit;
 }
 

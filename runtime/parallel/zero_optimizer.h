@@ -14,9 +14,9 @@
 //            head's backward. After the update only the shard is valid. In bf16 compute a
 //            gathered unit's bf16 copy is rounded from its fp32 params (FSDP's mixed precision,
 //            gathering fp32), and released with it.
-// Under expert parallelism (stages 1 and 2) the buffer is cut into segments (zero_segments): its
-// dense runs sharded over dp, its expert runs over edp; every step above runs per segment (stage
-// 2: per part of a unit in a segment), and a rank owns one range of each (owned()), with an AdamW
+// Under expert parallelism the buffer is cut into segments (zero_segments): its dense runs
+// sharded over dp, its expert runs over edp; every step above runs per segment (stages 2 and 3:
+// per part of a unit in a segment), and a rank owns one range of each (owned()), with an AdamW
 // and a part of the gradient accumulator each.
 // The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
 // (1-3) and the gradient accumulator (2-3). Released ranges go through Backend::release: the cpu
@@ -26,7 +26,6 @@
 // and on the cuda backend over NCCL alike.
 #include <deque>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "runtime/core/backend.h"
@@ -49,9 +48,9 @@ struct ZeroMemory {
 
 class ZeroOptimizer {
  public:
-  // comm: the dp group (non-null, any size). expert_comm: under expert parallelism the edp group
-  // (stages 1 and 2), over which the expert tensors are sharded; null otherwise. Installs the
-  // model hooks it needs (stage 2, 3).
+  // comm: the dp group (non-null, any size). expert_comm: under expert parallelism the edp group,
+  // over which the expert tensors are sharded; null otherwise. Installs the model hooks it needs
+  // (stage 2, 3).
   ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Comm& comm,
                 dist::Comm* expert_comm = nullptr);
   ~ZeroOptimizer();
@@ -101,11 +100,10 @@ class ZeroOptimizer {
   model::Gpt& model_;
   dist::Comm& comm_;
   dist::Comm* expert_comm_;
-  ZeroUnits units_;  // the cut; the four below are its parts, named for the code that uses them
+  ZeroUnits units_;  // the cut; the three below are its parts, named for the code that uses them
   const std::vector<ZeroSegment>& segments_;
   const ZeroShards& shards_;
-  const std::vector<Range>& unit_range_;  // by unit id
-  const int64_t& max_unit_piece_;         // the largest piece of any unit: stage 3's gathers
+  const std::vector<Range>& unit_range_;             // by unit id
   std::vector<std::unique_ptr<optim::AdamW>> opts_;  // by segment
   std::vector<int64_t> acc_offset_;  // stage >= 2: where each segment's shard sits in grad_acc_
   BackendBuffer grad_acc_;           // stage >= 2: the owned ranges' gradient accumulator
@@ -114,7 +112,12 @@ class ZeroOptimizer {
   // segment), and spent ones kept for reuse (their staging stays allocated).
   std::deque<std::pair<size_t, std::unique_ptr<RangeReduceScatter>>> scatters_;
   std::vector<std::unique_ptr<RangeReduceScatter>> spare_scatters_;
-  std::optional<RangeGather> sync_gather_, prefetch_;  // stage 3
+  // stage 3: a unit's gathers (one per part of it in a segment), the synchronous one's and the
+  // prefetch's
+  using UnitGather = std::vector<std::unique_ptr<RangeGather>>;
+  UnitGather sync_gather_, prefetch_;
+  void start_gather(UnitGather& g, int unit);
+  static void finish_gather(UnitGather& g);
   int prefetch_unit_ = -1;
   std::vector<bool> live_;  // stage 3: unit gathered
   int64_t peak_params_ = 0, peak_grads_ = 0, peak_scratch_ = 0;

@@ -150,15 +150,17 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
     h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
   if (zero > 0 && edp > 0) {
     // under expert parallelism a rank owns a shard of each segment (the dense runs' over dp, the
-    // expert runs' over edp), not 1/dp of the buffer: their optimizer state, and from stage 2 their
-    // gradient accumulator (the first rank's shards: the last ones also own a remainder < group)
+    // expert runs' over edp), not 1/dp of the buffer: their optimizer state, from stage 2 their
+    // gradient accumulator, at stage 3 (where pages go back) their params (the first rank's
+    // shards: the last ones also own a remainder < group)
     double owned = 0;
     for (const parallel::ZeroSegment& s : units.segments)
       owned += static_cast<double>(s.shards.chunk());
     const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
     h.state.optimizer = b.optimizer * owned;
-    if (zero >= 2)
-      h.state.grads += b.grads * (owned - static_cast<double>(units.shards.numel()) / dp);
+    const double formula = static_cast<double>(units.shards.numel()) / dp;  // its N / dp
+    if (zero >= 2) h.state.grads += b.grads * (owned - formula);
+    if (zero == 3 && !device.cuda) h.state.params += b.params * (owned - formula);
   }
   return h;
 }
@@ -395,7 +397,6 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     if (dp == 1)
       stages =
           cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
-    if (cfg.parallel.ep > 1) stages = {0, 1, 2};  // (expert parallelism runs with zero 0-2)
     for (const int zero : stages) {
       const HeldState held = held_state_of(layout, cfg, zero, dp, request.device);
       for (const int64_t mb : divisors(per_rank)) {

@@ -54,8 +54,6 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
                            << "ep rank " << shard.ep_rank << " of " << shard.ep_size);
   const int64_t n = model_.layout().total_numel();
   const bool zero_shards = parallel::zero_shards_state(cfg.parallel.zero, dp_.size());
-  TRAINER_CHECK(ep_.size() == 1 || !zero_shards || cfg.parallel.zero <= 2,
-                "parallel.zero = " << cfg.parallel.zero << " with expert parallelism");
   if (zero_shards) {
     zero_ = std::make_unique<parallel::ZeroOptimizer>(cfg.parallel.zero, be_, model_, *dp_.comm,
                                                       ep_.size() > 1 ? ep_.replicas : nullptr);

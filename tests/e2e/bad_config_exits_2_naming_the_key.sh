@@ -70,8 +70,6 @@ expect_exit_2 "model.seq_len = 6 is not divisible by 2 * parallel.cp = 4 (contex
   out plan run.yaml --gpus 2 --set parallel.cp=2 --set model.seq_len=6
 expect_exit_2 "parallel.ep = 2 needs experts, but model.moe.num_experts = 0" out train \
   run.yaml --set parallel.ep=2 --out out
-expect_exit_2 "parallel.zero = 3 with parallel.ep = 2: expert parallelism runs with zero 0, 1 or 2" \
-  out train run.yaml --set model.moe.num_experts=4 --set parallel.ep=2 --set parallel.zero=3 --out out
 expect_exit_2 "parallel.zero = 2 with parallel.pp = 2: pipeline parallelism runs with zero 0 or 1" \
   out train run.yaml --set parallel.pp=2 --set parallel.zero=2 --out out
 expect_exit_2 "parallel.pipeline.microbatches = 3 is not divisible by parallel.pp = 2 (the interleaved" \

@@ -216,9 +216,6 @@ TEST_CASE("mixture_of_experts_runs_on_dp_ep_and_pp_and_names_what_it_refuses", "
                       Contains("with parallel.cp = 2: mixture-of-experts blocks run with cp 1"));
   REQUIRE_THROWS_WITH(runnable({"precision.compute=fp8", "hardware.device=cuda"}, 1),
                       Contains("with precision.compute = fp8"));
-  REQUIRE_NOTHROW(runnable({"parallel.ep=2", "parallel.zero=1"}, 2));
-  REQUIRE_NOTHROW(runnable({"parallel.ep=2", "parallel.zero=2"}, 2));
-  REQUIRE_THROWS_WITH(runnable({"parallel.ep=2", "parallel.zero=3"}, 2),
-                      Contains("parallel.zero = 3 with parallel.ep = 2: expert parallelism runs "
-                               "with zero 0, 1 or 2"));
+  for (const char* zero : {"parallel.zero=1", "parallel.zero=2", "parallel.zero=3"})
+    REQUIRE_NOTHROW(runnable({"parallel.ep=2", zero}, 2));
 }

@@ -93,7 +93,7 @@ TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather resto
     }
     // One object each for every range, as ZeroOptimizer reuses them.
     parallel::RangeReduceScatter scatter(be, staging);
-    parallel::RangeGather gather(be, *comm, s, k);
+    parallel::RangeGather gather(be, k, k * s.dp());
     for (const Range& r : ranges) {
       std::vector<float> buf = rank_buffer(ctx.rank, n);
       std::vector<float> acc(static_cast<size_t>(mine.size()), 1.0f);
@@ -109,7 +109,7 @@ TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather resto
       std::vector<float> whole = rank_buffer(0, n), part = whole;
       for (int64_t i = r.begin; i < r.end; ++i)
         if (i < mine.begin || i >= mine.end) part[static_cast<size_t>(i)] = -7;
-      gather.start(as_tensor(part), r);
+      gather.start(*comm, s, as_tensor(part), r);
       gather.finish();
       for (int64_t i = 0; i < n; ++i)
         expect(part[static_cast<size_t>(i)] == whole[static_cast<size_t>(i)],

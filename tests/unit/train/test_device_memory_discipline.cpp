@@ -173,7 +173,7 @@ TEST_CASE("context_parallel_touches_backend_memory_only_through_the_backend_and_
 // A mixture of experts (the routing on the host from the router's logits, the token rows moved
 // by the backend) on two dp ranks with the experts replicated, and on the same two ranks as an
 // ep group (each holds 2 of the 4 experts; tokens cross by all-to-all, the expert gradients are
-// not summed over dp; and with ZeRO 1 and 2), and as a tp group with sequence parallelism (each
+// not summed over dp; and with ZeRO 1, 2 and 3), and as a tp group with sequence parallelism (each
 // rank routes its own sequence), in fp32 and bf16: bit for bit the plain cpu run, and the ep runs
 // give the dp run's losses and norms (fp32 within 1e-6).
 TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_and_comm",
@@ -194,6 +194,9 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
     cfg.parallel.zero = 2;  // and each block's parts reduce-scattered as backward finishes them
     const std::vector<Trace> z2 = run(cfg, false, testing::Split::ep),
                              z2_opaque = run(cfg, true, testing::Split::ep);
+    cfg.parallel.zero = 3;  // and gathered as each block runs
+    const std::vector<Trace> z3 = run(cfg, false, testing::Split::ep),
+                             z3_opaque = run(cfg, true, testing::Split::ep);
     cfg.parallel.zero = 0;
     cfg.parallel.ep = 1;  // tp with sequence parallelism: each tp rank routes its own sequence
     cfg.parallel.tp = kDp;
@@ -208,7 +211,7 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
                      << ep[size_t(r)].losses.back());
       for (const auto& [a, b] :
            {std::pair{&dp, &dp_opaque}, std::pair{&ep, &ep_opaque}, std::pair{&z1, &z1_opaque},
-            std::pair{&z2, &z2_opaque}, std::pair{&tp, &tp_opaque}}) {
+            std::pair{&z2, &z2_opaque}, std::pair{&z3, &z3_opaque}, std::pair{&tp, &tp_opaque}}) {
         const Trace &x = (*a)[size_t(r)], &y = (*b)[size_t(r)];
         CHECK(x.losses == y.losses);
         CHECK(x.norms == y.norms);
@@ -223,6 +226,8 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
         CHECK(rel(z1[size_t(r)].norms[s], dp[size_t(r)].norms[s]) < 1e-6);
         CHECK(rel(z2[size_t(r)].losses[s], dp[size_t(r)].losses[s]) < 1e-6);
         CHECK(rel(z2[size_t(r)].norms[s], dp[size_t(r)].norms[s]) < 1e-6);
+        CHECK(rel(z3[size_t(r)].losses[s], dp[size_t(r)].losses[s]) < 1e-6);
+        CHECK(rel(z3[size_t(r)].norms[s], dp[size_t(r)].norms[s]) < 1e-6);
       }
       CHECK(ep[size_t(r)].losses.back() < ep[size_t(r)].losses.front());
       CHECK(tp[size_t(r)].losses.back() < tp[size_t(r)].losses.front());
