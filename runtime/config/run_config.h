@@ -169,9 +169,10 @@ void check_output_dir(const std::string& key, const std::string& dir);
 // part of validate(): `plan` writes nothing and may run where the paths cannot be created).
 void check_output_dirs(const RunConfig& cfg);
 // What this build trains of the layouts validate() accepts: throws ConfigError for the pairings
-// not built (ZeRO 2/3 or fp8 with pipeline parallelism; mixture-of-experts blocks with tp, cp or
-// fp8). Called by `train` and `plan` before
-// validate(), so such a layout is refused for what it is (not for its world size).
+// not built (ZeRO 2/3 or fp8 with pipeline parallelism; mixture-of-experts blocks with cp or fp8,
+// or at tp > 1 without sequence parallelism or with a forward's sequences not divisible by tp).
+// Called by `train` and `plan` before validate(), so such a layout is refused for what it is (not
+// for its world size).
 void check_runnable(const RunConfig& cfg);
 // Test hook: TRAINER_TEST_EMULATED_FP8=1 lets the cpu backend run precision.compute: fp8 through
 // its emulation (runtime/cpu/fp8.h), so the fp8 plumbing (checkpoints, resume) is tested where

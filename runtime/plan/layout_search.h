@@ -46,8 +46,8 @@ model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0);
 
 // Bytes a rank of `layout` sends per step over its gradient groups (ring collectives): ZeRO's
 // (parallel::zero_traffic_bytes) over the dp replicas, or under expert parallelism the experts'
-// all-reduce (ZeRO 0) or reduce-scatter and all-gather (ZeRO 1, parallel::zero1_traffic_bytes)
-// over their dp / ep replicas beside the rest's over dp. 0 at dp 1.
+// all-reduce (ZeRO 0) or ZeRO's collectives (over ZeroUnits' segments) over their dp / ep
+// replicas beside the rest's over dp. 0 at dp 1.
 double dp_traffic_bytes(const config::RunConfig& cfg, const model::ParamLayout& layout, int zero,
                         int dp, int grad_accum);
 
@@ -160,7 +160,7 @@ struct EpTraffic {
 EpTraffic ep_traffic(const config::RunConfig& cfg);
 
 // Model state and ZeRO staging per rank as this runtime holds them on `device`
-// (parallel::predict_held_state, parallel::zero_staging_floats; under expert parallelism ZeRO 1's
+// (parallel::predict_held_state, parallel::zero_staging_floats; under expert parallelism ZeRO's
 // shards of each segment, parallel::zero_segments). At dp 1 every stage trains as stage 0
 // (parallel::zero_shards_state).
 HeldState held_state_bytes(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
