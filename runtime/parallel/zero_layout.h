@@ -34,6 +34,9 @@ struct ZeroSegment {
     const Range s = shards.shard(group_rank);
     return {flat.begin + s.begin, flat.begin + s.end};
   }
+  // Over more than one rank (an expert run at edp 1 is whole on its rank: nothing to reduce,
+  // gather or release, and its gradients accumulate in place).
+  bool sharded() const { return shards.dp() > 1; }
 };
 
 // edp 0: no expert parallelism (one segment of the whole buffer over dp).
@@ -52,12 +55,13 @@ struct ZeroUnits {
   // any part and the most a part's gather receives (its piece times its group).
   int max_parts = 0;
   int64_t max_part_piece = 0, max_part_gathered = 0;
-  // f(segment index, range relative to the segment) for the unit's part in each segment it
-  // meets, in buffer order.
+  // f(segment index, range relative to the segment) for the unit's part in each sharded segment
+  // it meets, in buffer order.
   template <class F>
   void for_each_part(int unit, F&& f) const {
     const Range& r = unit_range[static_cast<size_t>(unit)];
     for (size_t i = 0; i < segments.size(); ++i) {
+      if (!segments[i].sharded()) continue;
       const Range& seg = segments[i].flat;
       const int64_t lo = std::max(r.begin, seg.begin), hi = std::min(r.end, seg.end);
       if (lo < hi) f(i, Range{lo - seg.begin, hi - seg.begin});

@@ -26,8 +26,8 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
   for (size_t i = 0; i < segments_.size(); ++i) {
     const Range s = owned(i);
     opts_.push_back(std::make_unique<optim::AdamW>(be_, model_.layout(), s.begin, s.end));
-    acc_offset_.push_back(owned_total);
-    owned_total += s.size();
+    acc_offset_.push_back(segments_[i].sharded() ? owned_total : -1);
+    if (segments_[i].sharded()) owned_total += s.size();
   }
   if (stage_ <= 2) gather_staging_ = BackendBuffer(be_, zero1_staging_floats(segments_));
   if (stage_ >= 2) {
@@ -56,7 +56,8 @@ Range ZeroOptimizer::owned(size_t i) const {
 
 Tensor ZeroOptimizer::owned_grads(size_t i) const {
   const Range r = owned(i);
-  if (stage_ >= 2) return grad_acc_.tensor().slice(acc_offset_.at(i), r.size());
+  if (stage_ >= 2 && segments_[i].sharded())
+    return grad_acc_.tensor().slice(acc_offset_.at(i), r.size());
   return model_.grads().slice(r.begin, r.size());
 }
 
@@ -92,8 +93,7 @@ int64_t ZeroOptimizer::scratch_bytes() const {
 }
 
 void ZeroOptimizer::on_unit_grads_ready(int unit) {
-  const Range r = unit_range_.at(static_cast<size_t>(unit));
-  // the unit's part in each segment it meets (one without expert parallelism)
+  // the unit's part in each sharded segment it meets (one without expert parallelism)
   units_.for_each_part(unit, [&](size_t i, Range part) {
     const ZeroSegment& s = segments_[i];
     if (scatters_.size() >= size_t{kScattersInFlight}) finish_oldest_scatter();
@@ -109,7 +109,9 @@ void ZeroOptimizer::on_unit_grads_ready(int unit) {
     scatters_.emplace_back(i, std::move(rs));
   });
   sample_residency();  // the peak: this unit's full-size grads still live
-  be_.release(model_.grads().slice(r.begin, r.size()), 0.0f);  // spent: zero (pages go back)
+  units_.for_each_part(unit, [&](size_t i, Range part) {  // spent: zero (pages go back)
+    be_.release(model_.grads().slice(segments_[i].flat.begin + part.begin, part.size()), 0.0f);
+  });
 }
 
 void ZeroOptimizer::finish_oldest_scatter() {

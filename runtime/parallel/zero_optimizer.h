@@ -105,7 +105,9 @@ class ZeroOptimizer {
   const ZeroShards& shards_;
   const std::vector<Range>& unit_range_;             // by unit id
   std::vector<std::unique_ptr<optim::AdamW>> opts_;  // by segment
-  std::vector<int64_t> acc_offset_;  // stage >= 2: where each segment's shard sits in grad_acc_
+  // stage >= 2: where each sharded segment's shard sits in grad_acc_ (-1: a segment on one rank,
+  // whose gradients accumulate in place)
+  std::vector<int64_t> acc_offset_;
   BackendBuffer grad_acc_;           // stage >= 2: the owned ranges' gradient accumulator
   BackendBuffer gather_staging_;  // stage <= 2: the largest chunk, for the whole-buffer all-gather
   // stage >= 2: reduce-scatters of finished units' parts in flight (oldest first, with their

@@ -153,13 +153,17 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
     // expert runs' over edp), not 1/dp of the buffer: their optimizer state, from stage 2 their
     // gradient accumulator, at stage 3 (where pages go back) their params (the first rank's
     // shards: the last ones also own a remainder < group)
-    double owned = 0;
-    for (const parallel::ZeroSegment& s : units.segments)
+    // A segment on one rank (experts at edp 1) keeps its gradients in place, whole.
+    double owned = 0, accumulated = 0, in_place = 0;
+    for (const parallel::ZeroSegment& s : units.segments) {
       owned += static_cast<double>(s.shards.chunk());
+      (s.sharded() ? accumulated : in_place) += static_cast<double>(s.shards.chunk());
+    }
     const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
     h.state.optimizer = b.optimizer * owned;
     const double formula = static_cast<double>(units.shards.numel()) / dp;  // its N / dp
-    if (zero >= 2) h.state.grads += b.grads * (owned - formula);
+    if (zero >= 2)
+      h.state.grads += b.grads * (accumulated - formula + (device.cuda ? 0.0 : in_place));
     if (zero == 3 && !device.cuda) h.state.params += b.params * (owned - formula);
   }
   return h;
