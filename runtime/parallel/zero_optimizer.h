@@ -108,7 +108,7 @@ class ZeroOptimizer {
   // stage >= 2: where each sharded segment's shard sits in grad_acc_ (-1: a segment on one rank,
   // whose gradients accumulate in place)
   std::vector<int64_t> acc_offset_;
-  BackendBuffer grad_acc_;           // stage >= 2: the owned ranges' gradient accumulator
+  BackendBuffer grad_acc_;        // stage >= 2: the owned ranges' gradient accumulator
   BackendBuffer gather_staging_;  // stage <= 2: the largest chunk, for the whole-buffer all-gather
   // stage >= 2: reduce-scatters of finished units' parts in flight (oldest first, with their
   // segment), and spent ones kept for reuse (their staging stays allocated).
