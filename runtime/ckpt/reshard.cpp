@@ -107,9 +107,7 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
               pp_rank = r / (grid.tp * grid.cp) % grid.pp,
               dp_rank = r / (grid.tp * grid.cp * grid.pp);
     const int replica = dp_rank * grid.cp + cp_rank;
-    // (a mixture of experts at tp > 1 runs with sequence parallelism; it cuts no tensor)
-    model::GptShard shard =
-        model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp, d.moe() && grid.tp > 1);
+    model::GptShard shard = model::GptShard::stage(d, pp_rank, grid.pp, tp_rank, grid.tp);
     shard.ep_rank = replica % grid.ep;  // (dist/mesh.h: ep groups are blocks of the replicas)
     shard.ep_size = grid.ep;
     const model::ParamLayout layout(d, shard);

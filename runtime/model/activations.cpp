@@ -115,8 +115,8 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     b.ln2 = c.take(stream, mm);
     b.ln2_mean = c.take(stats);
     b.ln2_rstd = c.take(stats);
-    if (d.moe()) {  // (under sequence parallelism the B / tp sequences of this rank's rows)
-      carve_experts(c, b, layout, sp ? B / s.tp_size : B, T, mm);
+    if (d.moe()) {  // (the sequences of this rank's rows)
+      carve_experts(c, b, layout, s.row_sequences(a.B), T, mm);
     } else {
       b.fch = c.take({B, T, FC}, mm);
       b.fch_gelu = c.take({B, T, FC}, mm);
@@ -157,7 +157,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   a.grad.dqkv = c.take({B, T, 3 * CL}, mm);  // qkv's dtype: the qkv GEMMs read it with no cast
   a.grad.datty = c.take({B, T, CL});
   if (d.moe())
-    carve_expert_scratch(c, a.moe, layout, sp ? B / s.tp_size : B, T, mm);
+    carve_expert_scratch(c, a.moe, layout, s.row_sequences(a.B), T, mm);
   else
     a.grad.dfch = c.take({B, T, FC}, mm);
   if (sp) {

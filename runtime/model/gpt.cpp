@@ -36,6 +36,9 @@ struct Gpt::BlockWeights {
 };
 
 Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard) : be_(be), layout_(dims, shard) {
+  // (each tp rank routes the sequences of its own rows: gpt_moe.cpp)
+  TRAINER_CHECK(!dims.moe() || shard.tp_size == 1 || shard.sequence_parallel,
+                "mixture-of-experts blocks with tp > 1 run with sequence parallelism");
   const int64_t n = layout_.total_numel();
   const DeviceType dev = be_.device();
   params_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);

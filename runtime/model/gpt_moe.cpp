@@ -91,9 +91,7 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     std::vector<float> logits(static_cast<size_t>(a.router_logits.numel()));
     be_.to_host(logits.data(), a.router_logits);
     MoeRouting& r = *a.routing;
-    const int sequences =
-        acts.B / (layout_.shard().sequence_parallel ? layout_.shard().tp_size : 1);
-    r = route_tokens(logits.data(), d, sequences, acts.T);
+    r = route_tokens(logits.data(), d, layout_.shard().row_sequences(acts.B), acts.T);
     // the four tables in one upload (a device waits for each): slot, gate, token, slot gate
     std::vector<int32_t> tables(static_cast<size_t>(a.moe_tables.numel()));
     int32_t* at = tables.data();

@@ -70,6 +70,9 @@ struct GptShard {
     return first_layer + local / per * chunk_stride + local % per;
   }
   int last_global_layer() const { return global_layer(num_layers - 1); }
+  // The sequences of a B-sequence micro-batch whose rows this rank's residual stream holds (a
+  // mixture of experts routes them): B / tp_size under sequence parallelism, else B.
+  int row_sequences(int B) const { return sequence_parallel ? B / tp_size : B; }
   // Context parallelism: which of the sequence's 2 * cp_size chunks is this rank's first (half 0)
   // or second (half 1).
   int context_chunk(int half) const {

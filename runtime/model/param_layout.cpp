@@ -72,8 +72,6 @@ ParamSpec row_parallel(std::string name, std::vector<int64_t> global, const GptS
 ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_(s) {
   TRAINER_CHECK(d.n_head % s.tp_size == 0 && d.ffn_hidden() % s.tp_size == 0,
                 "tp " << s.tp_size << " must divide n_head and the FFN width");
-  TRAINER_CHECK(!d.moe() || s.tp_size == 1 || s.sequence_parallel,
-                "mixture-of-experts blocks with tp > 1 run with sequence parallelism");
   TRAINER_CHECK(s.ep_size >= 1 && (s.ep_size == 1 || d.num_experts % s.ep_size == 0),
                 "ep " << s.ep_size << " must divide the " << d.num_experts << " experts");
   TRAINER_CHECK(s.chunks >= 1 && s.num_layers % s.chunks == 0,
