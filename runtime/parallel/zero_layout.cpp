@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/core/check.h"
+#include "runtime/parallel/zero_comm.h"
 
 namespace trainer::parallel {
 namespace {
@@ -31,7 +32,7 @@ ZeroUnits::ZeroUnits(const model::ParamLayout& layout, int dp, int edp)
   for_each_unit_part([&](size_t i, Range r) {
     const ZeroShards& s = segments[i].shards;
     const int64_t k = s.max_piece(r.begin, r.end);
-    range_op_floats = std::max(range_op_floats, k * (s.dp() + 1));
+    range_op_floats = std::max(range_op_floats, RangeReduceScatter::range_op_floats(s, r));
     max_part_piece = std::max(max_part_piece, k);
     max_part_gathered = std::max(max_part_gathered, k * s.dp());
   });
@@ -85,9 +86,15 @@ int64_t zero_staging_floats(int stage, const ZeroUnits& u) {
 }
 
 double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum) {
-  const ZeroShards& s = u.shards;
-  const double peers = s.dp() - 1, bytes = 4;
-  if (stage == 0) return 2 * peers / s.dp() * bytes * static_cast<double>(s.numel());
+  const double bytes = 4;
+  if (stage == 0) {  // each segment's all-reduce over its group (the buckets')
+    double all_reduces = 0;
+    for (const ZeroSegment& seg : u.segments) {
+      const int g = seg.shards.dp();
+      all_reduces += 2.0 * (g - 1) / g * bytes * static_cast<double>(seg.flat.size());
+    }
+    return all_reduces;
+  }
   if (stage == 1) return zero1_traffic_bytes(u.segments);
   // A range op of unit i moves, for each of its parts, the group's pieces of the part's largest.
   std::vector<double> unit_op;

@@ -88,7 +88,8 @@ int64_t zero_staging_floats(int stage, const ZeroUnits& u);
 
 // Bytes one rank sends per step over the dp group for `grad_accum` micro-batches (ring
 // collectives: a reduce-scatter or all-gather of dp pieces of k sends (dp - 1) * k).
-//   stage 0: the buckets' all-reduce of the gradients, once per step: 2 (dp - 1) / dp of them;
+//   stage 0: the buckets' all-reduce of the gradients, once per step: 2 (dp - 1) / dp of them
+//            (of each segment, over its group);
 //   stage 1: a whole-buffer reduce-scatter and all-gather (chunks) per segment;
 //   stage 2: every micro-batch a reduce-scatter per unit (per segment it meets), each padded to
 //            its largest piece; then the whole-buffer all-gathers;

@@ -27,18 +27,12 @@ constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
 double dp_traffic_bytes(const config::RunConfig& cfg, const model::ParamLayout& layout, int zero,
                         int dp, int grad_accum) {
   if (dp <= 1) return 0;
+  // (under expert parallelism each dense run over dp, each expert run over edp: ZeroUnits'
+  // segments)
   const int ep = cfg.parallel.ep;
-  if (ep <= 1)
-    return parallel::zero_traffic_bytes(parallel::zero_shards_state(zero, dp) ? zero : 0,
-                                        parallel::ZeroUnits(layout, dp), grad_accum);
-  if (zero > 0)  // each dense run reduce-scattered and gathered over dp, each expert run over edp
-    return parallel::zero_traffic_bytes(zero, parallel::ZeroUnits(layout, dp, dp / ep), grad_accum);
-  // ZeRO 0 under expert parallelism: the buckets all-reduce the experts' gradients over the
-  // dp / ep ranks that hold the same experts, the rest over dp
-  int64_t experts = 0;
-  for (const model::ParamSpec& p : layout.params()) experts += p.expert ? p.numel : 0;
-  const double dense = static_cast<double>(layout.total_numel() - experts), edp = dp / ep;
-  return 2.0 * 4 * ((dp - 1.0) / dp * dense + (edp - 1) / edp * static_cast<double>(experts));
+  return parallel::zero_traffic_bytes(parallel::zero_shards_state(zero, dp) ? zero : 0,
+                                      parallel::ZeroUnits(layout, dp, ep > 1 ? dp / ep : 0),
+                                      grad_accum);
 }
 
 model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage) {
