@@ -17,6 +17,16 @@ run_launch() {
     --set train.micro_batch=$mb --set train.grad_accum=$ga --out "$out" "$@" >"$out.log" 2>&1 \
     || { cat "$out.log"; fail "launch run $out failed"; }
 }
+# check_layout NAME NPROC MICRO_BATCH GRAD_ACCUM [args]: runs NAME (20 steps, the caller's s=(...)
+# settings) and compares it with the reference run ref/ over the caller's fields=(...)
+check_layout() {
+  local name=$1 n=$2 mb=$3 ga=$4
+  shift 4
+  run_launch "$name" "$n" "$mb" "$ga" 20 "${s[@]}" "$@"
+  echo "$name:"
+  compare_metrics ref/metrics.jsonl "$name/metrics.jsonl" "${fields[@]}" \
+    || fail "$name differs from one process"
+}
 # free_port [LO HI]: a random port in [LO, HI) that is free together with the next one (a
 # torchrun-style run puts our store on MASTER_PORT+1). The default range lies below the kernel's
 # ephemeral ports, so concurrent tests and their connections do not hand out neighbours.
