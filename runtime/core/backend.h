@@ -184,7 +184,9 @@ class Backend {
   virtual void attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
                                      const Tensor& out, const Tensor& att, ContextSplit split,
                                      int n_head);
-  // out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]. wpe may be empty (no positions).
+  // out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]. wpe may be empty (no positions). A
+  // negative token has no row in this wte (a vocabulary-parallel embedding: another tensor-parallel
+  // rank's): out gets its position only, and dwte nothing. Tokens must be < wte's rows.
   virtual void embedding_forward(Tensor out, const Tensor& tokens, const Tensor& wte,
                                  const Tensor& wpe, int64_t pos_offset) = 0;
   virtual void embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout,
@@ -197,6 +199,21 @@ class Backend {
   // bf16 (bf16 compute, as Megatron's): read as fp32, every sum in fp32, dlogits rounded once.
   virtual void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets,
                                      float dloss_scale, int64_t vocab) = 0;
+
+  // Vocabulary-parallel cross-entropy (Megatron's): logits[N,Vl] are this tensor-parallel rank's
+  // columns [vocab_start, vocab_start + Vl) of the padded vocabulary (the classes: the columns
+  // < vocab), and the loss comes in two halves around an all-gather of stats over the tp group.
+  // Stats: stats[N,3] fp32 = per row, the max m of this shard's class logits (-inf when it has
+  // none), the sum of exp(z - m) over them, and the target's logit when this shard holds it (else
+  // 0). logits may be bf16.
+  virtual void cross_entropy_shard_stats(Tensor stats, const Tensor& logits, const Tensor& targets,
+                                         int64_t vocab_start, int64_t vocab) = 0;
+  // Finish: all_stats[R,N,3] = the R shards' stats in rank order. Writes losses[N] (the whole
+  // vocabulary's loss, the same on every rank) and, when dloss_scale != 0, this shard's dlogits
+  // as softmax_cross_entropy does (padding columns 0; targets < 0 ignored).
+  virtual void cross_entropy_shard_finish(Tensor logits, Tensor losses, const Tensor& all_stats,
+                                          const Tensor& targets, float dloss_scale,
+                                          int64_t vocab_start, int64_t vocab) = 0;
 
   // --- mixture of experts: moving token rows to and from the experts' slots (the routing itself
   // runs on the host: runtime/model/moe_router.h) ---

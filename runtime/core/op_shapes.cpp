@@ -1,5 +1,7 @@
 #include "runtime/core/op_shapes.h"
 
+#include <algorithm>
+
 #include "runtime/core/op_checks.h"
 
 namespace trainer {
@@ -196,6 +198,21 @@ CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& 
   TRAINER_CHECK(vocab >= 1 && vocab <= Vp, op << ": vocab " << vocab << " must be in [1, " << Vp
                                               << "] (the logits' row length)");
   return {N, vocab, Vp};
+}
+
+CrossEntropyShardDims cross_entropy_shard_dims(const char* op, const Tensor& logits,
+                                               const Tensor& stats, const Tensor& targets,
+                                               int64_t vocab_start, int64_t vocab) {
+  const int64_t Vp = last_dim(logits), N = rows_of(logits, Vp, op, "logits");
+  check_numel(targets, N, op, "targets");
+  TRAINER_CHECK(vocab >= 1 && vocab_start >= 0, op << ": vocab " << vocab << " and vocab_start "
+                                                   << vocab_start << " must be >= 1 and >= 0");
+  const int64_t per_shard = N * 3;
+  TRAINER_CHECK(stats.dtype == DType::f32 && stats.numel() >= per_shard &&
+                    (N == 0 || stats.numel() % per_shard == 0),
+                op << ": stats " << stats.shape.str() << " must be fp32 [R, " << N << ", 3]");
+  const int64_t classes = std::clamp<int64_t>(vocab - vocab_start, 0, Vp);
+  return {N, classes, Vp, N == 0 ? 1 : stats.numel() / per_shard};
 }
 
 MoeRowDims moe_gather_rows_dims(const Tensor& out, const Tensor& inp, const Tensor& token_of_slot,

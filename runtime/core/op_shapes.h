@@ -75,6 +75,14 @@ EmbeddingDims embedding_backward_dims(const Tensor& dwte, const Tensor& dwpe, co
                                       const Tensor& tokens, int64_t pos_offset);
 CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& losses,
                                             const Tensor& targets, int64_t vocab);
+// The vocabulary-parallel halves (Backend::cross_entropy_shard_*): N rows of Vp = this shard's
+// columns, V = the classes among them (possibly none), R shards in all_stats (1 for the stats).
+struct CrossEntropyShardDims {
+  int64_t N, V, Vp, R;
+};
+CrossEntropyShardDims cross_entropy_shard_dims(const char* op, const Tensor& logits,
+                                               const Tensor& stats, const Tensor& targets,
+                                               int64_t vocab_start, int64_t vocab);
 // The mixture of experts' row moves (Backend::moe_*): S slots and N tokens of C values, K
 // choices per token (0 for the gather). The cpu backend checks the indices against S and N;
 // the cuda one takes them as the host router wrote them.

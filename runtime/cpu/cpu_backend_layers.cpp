@@ -155,7 +155,7 @@ void CpuBackend::embedding_forward(Tensor out, const Tensor& tokens, const Tenso
   const char* op = "embedding_forward";
   const EmbeddingDims d = embedding_forward_dims(out, tokens, wte, wpe, pos_offset);
   const int32_t* tok = need_i32(tokens, op, "tokens");
-  check_tokens(tok, d.B * d.T, d.V, op, "tokens", false);
+  check_tokens(tok, d.B * d.T, d.V, op, "tokens", true);
   cpu::embedding_forward(need_f32(out, op, "out"), tok, need_f32(wte, op, "wte"),
                          opt_f32(wpe, op, "wpe"), pos_offset, d.B, d.T, d.C);
 }
@@ -165,7 +165,7 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, const Tensor& dout
   const char* op = "embedding_backward";
   const EmbeddingDims d = embedding_backward_dims(dwte, dwpe, dout, tokens, pos_offset);
   const int32_t* tok = need_i32(tokens, op, "tokens");
-  if (!dwte.empty()) check_tokens(tok, d.B * d.T, d.V, op, "tokens", false);
+  if (!dwte.empty()) check_tokens(tok, d.B * d.T, d.V, op, "tokens", true);
   cpu::embedding_backward(opt_f32(dwte, op, "dwte"), opt_f32(dwpe, op, "dwpe"),
                           need_f32(dout, op, "dout"), tok, pos_offset, d.B, d.T, d.C);
 }
@@ -178,6 +178,35 @@ void CpuBackend::softmax_cross_entropy(Tensor logits, Tensor losses, const Tenso
   check_tokens(tgt, d.N, d.V, op, "targets", true);
   cpu::softmax_cross_entropy(staging_.in_out(logits, 3, op, "logits"),
                              need_f32(losses, op, "losses"), tgt, d.N, d.V, dloss_scale, d.Vp);
+  if (dloss_scale != 0) staging_.commit(logits, 3);  // the dlogits
+}
+
+void CpuBackend::cross_entropy_shard_stats(Tensor stats, const Tensor& logits,
+                                           const Tensor& targets, int64_t vocab_start,
+                                           int64_t vocab) {
+  const char* op = "cross_entropy_shard_stats";
+  const CrossEntropyShardDims d =
+      cross_entropy_shard_dims(op, logits, stats, targets, vocab_start, vocab);
+  TRAINER_CHECK(d.R == 1, op << ": stats " << stats.shape.str() << " must be [" << d.N << ", 3]");
+  const int32_t* tgt = need_i32(targets, op, "targets");
+  check_tokens(tgt, d.N, vocab, op, "targets", true);
+  cpu::cross_entropy_shard_stats(need_f32(stats, op, "stats"),
+                                 staging_.input(logits, 0, op, "logits"), tgt, d.N, d.Vp,
+                                 vocab_start, vocab);
+}
+
+void CpuBackend::cross_entropy_shard_finish(Tensor logits, Tensor losses, const Tensor& all_stats,
+                                            const Tensor& targets, float dloss_scale,
+                                            int64_t vocab_start, int64_t vocab) {
+  const char* op = "cross_entropy_shard_finish";
+  const CrossEntropyShardDims d =
+      cross_entropy_shard_dims(op, logits, all_stats, targets, vocab_start, vocab);
+  check_numel(losses, d.N, op, "losses");
+  const int32_t* tgt = need_i32(targets, op, "targets");
+  check_tokens(tgt, d.N, vocab, op, "targets", true);
+  cpu::cross_entropy_shard_finish(
+      staging_.in_out(logits, 3, op, "logits"), need_f32(losses, op, "losses"),
+      need_f32(all_stats, op, "all_stats"), d.R, tgt, d.N, d.Vp, vocab_start, vocab, dloss_scale);
   if (dloss_scale != 0) staging_.commit(logits, 3);  // the dlogits
 }
 

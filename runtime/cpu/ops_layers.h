@@ -116,20 +116,22 @@ void gelu_backward_in_place(Real* g, const Real* inp, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] *= gelu_derivative(inp[i]);
 }
 
-// out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]; wpe may be null. Tokens must be valid.
+// out[B,T,C] = wte[tokens[b,t]] + wpe[pos_offset + t]; wpe may be null. Tokens must be < V; a
+// negative one has no row (a vocabulary-parallel shard's other rows): out gets wpe only.
 template <class Real>
 void embedding_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe,
                        int64_t pos_offset, int64_t B, int64_t T, int64_t C) {
   TRAINER_PARALLEL_FOR_IF(B * T * C >= kParallelMinWork)
   for (int64_t i = 0; i < B * T; ++i) {
-    const Real* e = wte + int64_t{tokens[i]} * C;
+    const Real* e = tokens[i] >= 0 ? wte + int64_t{tokens[i]} * C : nullptr;  // (< 0: no row)
     const Real* p = wpe ? wpe + (pos_offset + i % T) * C : nullptr;
-    for (int64_t c = 0; c < C; ++c) out[i * C + c] = e[c] + (p ? p[c] : Real(0));
+    for (int64_t c = 0; c < C; ++c) out[i * C + c] = (e ? e[c] : Real(0)) + (p ? p[c] : Real(0));
   }
 }
 
-// dwte[V,C] += scatter of dout rows by token; dwpe[pos_offset + t] += sum_b dout[b,t].
-// Both sum in a fixed order: dwte parallel over column blocks, dwpe over positions.
+// dwte[V,C] += scatter of dout rows by token (a negative token: none); dwpe[pos_offset + t] +=
+// sum_b dout[b,t]. Both sum in a fixed order: dwte parallel over column blocks, dwpe over
+// positions.
 template <class Real>
 void embedding_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* tokens,
                         int64_t pos_offset, int64_t B, int64_t T, int64_t C) {
@@ -139,6 +141,7 @@ void embedding_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t*
     for (int64_t blk = 0; blk < column_blocks(C); ++blk) {
       const int64_t c0 = block_begin(blk), c1 = block_end(blk, C);
       for (int64_t i = 0; i < B * T; ++i) {
+        if (tokens[i] < 0) continue;  // no row here (another vocabulary shard's)
         Real* g = dwte + int64_t{tokens[i]} * C;
         for (int64_t c = c0; c < c1; ++c) g[c] += dout[i * C + c];
       }

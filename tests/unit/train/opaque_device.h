@@ -122,6 +122,16 @@ class OpaqueBackend : public Backend {
                              int64_t vocab) override {
     cpu_.softmax_cross_entropy(in(logits), in(losses), in(targets), dloss_scale, vocab);
   }
+  void cross_entropy_shard_stats(Tensor stats, const Tensor& logits, const Tensor& targets,
+                                 int64_t vocab_start, int64_t vocab) override {
+    cpu_.cross_entropy_shard_stats(in(stats), in(logits), in(targets), vocab_start, vocab);
+  }
+  void cross_entropy_shard_finish(Tensor logits, Tensor losses, const Tensor& all_stats,
+                                  const Tensor& targets, float dloss_scale, int64_t vocab_start,
+                                  int64_t vocab) override {
+    cpu_.cross_entropy_shard_finish(in(logits), in(losses), in(all_stats), in(targets), dloss_scale,
+                                    vocab_start, vocab);
+  }
   void moe_gather_rows(Tensor out, const Tensor& inp, const Tensor& token_of_slot,
                        const Tensor& scale) override {
     cpu_.moe_gather_rows(in(out), in(inp), in(token_of_slot), in(scale));
