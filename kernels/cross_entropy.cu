@@ -163,7 +163,103 @@ __global__ void __launch_bounds__(1024)
     store_out(z + j, grad(load_in(z + j), j));
 }
 
+// Vocabulary-parallel halves (runtime/cpu/ops_loss.h's cross_entropy_shard_*): one block per row,
+// one pass over this shard's class columns each (a rank holds 1/tp of the row, so the statistics'
+// pass reads the row from memory and the gradient's a second time, uncached).
+template <class LogitT>
+__global__ void __launch_bounds__(1024)
+    cross_entropy_shard_stats_kernel(float* stats, const LogitT* logits, const int32_t* targets,
+                                     int64_t classes, int64_t Vp, int64_t vocab_start) {
+  __shared__ MaxSum red[32];
+  const int64_t row = blockIdx.x;
+  const LogitT* z = logits + row * Vp;
+  MaxSum st;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+    const float v[1] = {load_in(z + j)};
+    add_logits(st, v);
+  }
+  st = block_max_sum(st, red);
+  if (threadIdx.x != 0) return;
+  const int64_t target = targets[row], local = target - vocab_start;
+  float* out = stats + row * 3;
+  out[0] = st.m;
+  out[1] = st.s;
+  out[2] = target >= 0 && local >= 0 && local < classes ? load_in(z + local) : 0.0f;
+}
+
+template <class LogitT>
+__global__ void __launch_bounds__(1024)
+    cross_entropy_shard_finish_kernel(LogitT* logits, float* losses, const float* all_stats,
+                                      int64_t R, int64_t N, const int32_t* targets, int64_t classes,
+                                      int64_t Vp, int64_t vocab_start, int64_t vocab,
+                                      float dloss_scale) {
+  const int64_t row = blockIdx.x;
+  LogitT* z = logits + row * Vp;
+  const int64_t target = targets[row];
+  const bool write_grad = dloss_scale != 0.0f;
+  if (write_grad)  // vocabulary padding: no gradient
+    for (int64_t j = classes + threadIdx.x; j < Vp; j += blockDim.x) store_out(z + j, 0.0f);
+  if (target < 0 || target >= vocab) {  // ignored row (or a bad target: NaN loss)
+    if (threadIdx.x == 0) losses[row] = target < 0 ? 0.0f : NAN;
+    if (write_grad)
+      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) store_out(z + j, 0.0f);
+    return;
+  }
+  // Every thread combines the shards' statistics, in rank order (the same bits on every rank).
+  float m = -INFINITY, s = 0, z_target = 0;
+  for (int64_t r = 0; r < R; ++r) m = fmaxf(m, all_stats[(r * N + row) * 3]);
+  for (int64_t r = 0; r < R; ++r) {
+    const float* st = all_stats + (r * N + row) * 3;
+    if (st[0] != -INFINITY) s += st[1] * expf(st[0] - m);
+    z_target += st[2];
+  }
+  if (threadIdx.x == 0) losses[row] = logf(s) + m - z_target;
+  if (!write_grad) return;
+  const float inv_sum = 1.0f / s, base = base2(m);
+  const int64_t local = target - vocab_start;
+  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    store_out(z + j, (exp2_ftz(fmaf(load_in(z + j), kLog2e, -base)) * inv_sum -
+                      (j == local ? 1.0f : 0.0f)) *
+                         dloss_scale);
+}
+
+int ce_threads(int64_t columns) {
+  return columns >= 1024 ? 1024 : (columns >= 256 ? 256 : 64);
+}
+
 }  // namespace
+
+template <class LogitT>
+void cross_entropy_shard_stats(float* stats, const LogitT* logits, const int32_t* targets,
+                               int64_t N, int64_t classes, int64_t Vp, int64_t vocab_start,
+                               cudaStream_t stream) {
+  if (N == 0) return;
+  launch(cross_entropy_shard_stats_kernel<LogitT>, static_cast<unsigned>(N), ce_threads(classes),
+         stream, stats, logits, targets, classes, Vp, vocab_start);
+  CUDA_CHECK_LAUNCH("cross_entropy_shard_stats_kernel");
+}
+template void cross_entropy_shard_stats(float*, const float*, const int32_t*, int64_t, int64_t,
+                                        int64_t, int64_t, cudaStream_t);
+template void cross_entropy_shard_stats(float*, const uint16_t*, const int32_t*, int64_t, int64_t,
+                                        int64_t, int64_t, cudaStream_t);
+
+template <class LogitT>
+void cross_entropy_shard_finish(LogitT* logits, float* losses, const float* all_stats, int64_t R,
+                                const int32_t* targets, int64_t N, int64_t classes, int64_t Vp,
+                                int64_t vocab_start, int64_t vocab, float dloss_scale,
+                                cudaStream_t stream) {
+  if (N == 0) return;
+  launch(cross_entropy_shard_finish_kernel<LogitT>, static_cast<unsigned>(N), ce_threads(Vp),
+         stream, logits, losses, all_stats, R, N, targets, classes, Vp, vocab_start, vocab,
+         dloss_scale);
+  CUDA_CHECK_LAUNCH("cross_entropy_shard_finish_kernel");
+}
+template void cross_entropy_shard_finish(float*, float*, const float*, int64_t, const int32_t*,
+                                         int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                                         cudaStream_t);
+template void cross_entropy_shard_finish(uint16_t*, float*, const float*, int64_t, const int32_t*,
+                                         int64_t, int64_t, int64_t, int64_t, int64_t, float,
+                                         cudaStream_t);
 
 template <class LogitT>
 void softmax_cross_entropy(LogitT* logits, float* losses, const int32_t* targets, int64_t N,

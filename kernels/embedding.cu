@@ -17,16 +17,18 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
        idx += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = idx / C, c = idx % C;
     const int64_t tok = tokens[i];
-    if (tok < 0 || tok >= V) {
+    if (tok >= V) {
       out[idx] = NAN;  // visible downstream as a non-finite loss, never an out-of-bounds read
       continue;
     }
-    out[idx] = wte[tok * C + c] + (wpe ? wpe[(pos_offset + i % T) * C + c] : 0.0f);
+    // (a negative token has no row here: another vocabulary shard's)
+    out[idx] =
+        (tok >= 0 ? wte[tok * C + c] : 0.0f) + (wpe ? wpe[(pos_offset + i % T) * C + c] : 0.0f);
   }
 }
 
 // counts[v] = number of positions holding token v (integer atomics: the sum is exact whatever
-// the order). Tokens outside [0, V) belong to no bucket (their forward wrote NaN).
+// the order). Tokens outside [0, V) belong to no bucket (no row here, or a NaN forward).
 __global__ void count_tokens_kernel(int32_t* counts, const int32_t* tokens, int64_t BT, int64_t V) {
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < BT;
        i += int64_t{gridDim.x} * blockDim.x) {

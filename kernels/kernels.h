@@ -120,7 +120,8 @@ void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, cons
                             int64_t NH, cudaStream_t stream, int rows_per_warp = 16);
 
 // --- embedding (embedding.cu) ---
-// A token outside [0, V) writes a NaN row instead of reading out of bounds.
+// A negative token has no row (a vocabulary shard's other rows: out gets wpe only); a token >= V
+// writes a NaN row instead of reading out of bounds.
 void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                        int64_t pos_offset, int64_t B, int64_t T, int64_t C, int64_t V,
                        cudaStream_t stream);
@@ -140,6 +141,18 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32
 template <class LogitT>
 void softmax_cross_entropy(LogitT* logits, float* losses, const int32_t* targets, int64_t N,
                            int64_t V, int64_t Vp, float dloss_scale, cudaStream_t stream);
+// The vocabulary-parallel halves (Backend::cross_entropy_shard_*): rows of Vp columns of which
+// the first `classes` are classes, the rest padding; global column = vocab_start + local. A
+// target >= vocab gets a NaN loss.
+template <class LogitT>
+void cross_entropy_shard_stats(float* stats, const LogitT* logits, const int32_t* targets,
+                               int64_t N, int64_t classes, int64_t Vp, int64_t vocab_start,
+                               cudaStream_t stream);
+template <class LogitT>
+void cross_entropy_shard_finish(LogitT* logits, float* losses, const float* all_stats, int64_t R,
+                                const int32_t* targets, int64_t N, int64_t classes, int64_t Vp,
+                                int64_t vocab_start, int64_t vocab, float dloss_scale,
+                                cudaStream_t stream);
 
 // --- fp8 (fp8.cu; runtime/core/fp8_recipe.h) ---
 // out[n] = e4m3(x * scale) for bf16 x, with the scale that tensor_state (kFp8TensorFloats floats)

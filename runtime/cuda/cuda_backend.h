@@ -113,6 +113,11 @@ class CudaBackend : public Backend {
                           int64_t pos_offset) override;
   void softmax_cross_entropy(Tensor logits, Tensor losses, const Tensor& targets, float dloss_scale,
                              int64_t vocab) override;
+  void cross_entropy_shard_stats(Tensor stats, const Tensor& logits, const Tensor& targets,
+                                 int64_t vocab_start, int64_t vocab) override;
+  void cross_entropy_shard_finish(Tensor logits, Tensor losses, const Tensor& all_stats,
+                                  const Tensor& targets, float dloss_scale, int64_t vocab_start,
+                                  int64_t vocab) override;
   // kernels/moe.cu; slot and token indices are not range-checked on the device (the router
   // writes them on the host)
   void moe_gather_rows(Tensor out, const Tensor& inp, const Tensor& token_of_slot,

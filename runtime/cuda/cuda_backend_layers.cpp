@@ -406,4 +406,34 @@ void CudaBackend::softmax_cross_entropy(Tensor logits, Tensor losses, const Tens
   });
 }
 
+void CudaBackend::cross_entropy_shard_stats(Tensor stats, const Tensor& logits,
+                                            const Tensor& targets, int64_t vocab_start,
+                                            int64_t vocab) {
+  const char* op = "cross_entropy_shard_stats";
+  const CrossEntropyShardDims d =
+      cross_entropy_shard_dims(op, logits, stats, targets, vocab_start, vocab);
+  TRAINER_CHECK(d.R == 1, op << ": stats " << stats.shape.str() << " must be [" << d.N << ", 3]");
+  float* ps = need_f32(stats, op, "stats");
+  const int32_t* pt = need_i32(targets, op, "targets");
+  with_float_in(logits, op, "logits", [&](const auto* z) {
+    kernels::cross_entropy_shard_stats(ps, z, pt, d.N, d.V, d.Vp, vocab_start, stream_);
+  });
+}
+
+void CudaBackend::cross_entropy_shard_finish(Tensor logits, Tensor losses, const Tensor& all_stats,
+                                             const Tensor& targets, float dloss_scale,
+                                             int64_t vocab_start, int64_t vocab) {
+  const char* op = "cross_entropy_shard_finish";
+  const CrossEntropyShardDims d =
+      cross_entropy_shard_dims(op, logits, all_stats, targets, vocab_start, vocab);
+  check_numel(losses, d.N, op, "losses");
+  float* pl = need_f32(losses, op, "losses");
+  const float* ps = need_f32(all_stats, op, "all_stats");
+  const int32_t* pt = need_i32(targets, op, "targets");
+  with_float_out(logits, op, "logits", [&](auto* z) {
+    kernels::cross_entropy_shard_finish(z, pl, ps, d.R, pt, d.N, d.V, d.Vp, vocab_start, vocab,
+                                        dloss_scale, stream_);
+  });
+}
+
 }  // namespace trainer::cuda

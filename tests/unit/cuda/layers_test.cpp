@@ -235,3 +235,37 @@ TEST_CASE("cuda_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_paddi
     check_close(download(*gpu, gl), logits, kF32Tol, "cross-entropy dlogits");
   }
 }
+
+// The vocabulary-parallel halves on the device: 4 shards of a padded row (the last with 3 padding
+// columns, V 1021 of 1024), every shard's stats gathered in rank order, then every shard's finish.
+TEST_CASE("cuda_vocab_parallel_cross_entropy_matches_cpu", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t N = 19, V = 1021, Vp = 1024, R = 4, Vl = Vp / R;
+  std::vector<int32_t> tgt(static_cast<size_t>(N));
+  for (size_t i = 0; i < tgt.size(); ++i)
+    tgt[i] = i % 7 == 3 ? -1 : static_cast<int32_t>((i * 131) % V);
+  std::vector<std::vector<float>> z(static_cast<size_t>(R));
+  std::vector<Tensor> gz;
+  std::vector<float> stats(static_cast<size_t>(R * N * 3));
+  Tensor gstats = poisoned(*gpu, {R, N, 3}), gt = upload(*gpu, tgt, {N});
+  for (int64_t r = 0; r < R; ++r) {
+    z[size_t(r)] = randoms(N * Vl, 2 + uint32_t(r), -4, 4);
+    gz.push_back(upload(*gpu, z[size_t(r)], {N, Vl}));
+    gpu->cross_entropy_shard_stats(gstats.slice(r * N * 3, N * 3).view({N, 3}), gz.back(), gt,
+                                   r * Vl, V);
+    ref.cross_entropy_shard_stats(host(stats, {R, N, 3}).slice(r * N * 3, N * 3).view({N, 3}),
+                                  host(z[size_t(r)], {N, Vl}), host(tgt, {N}), r * Vl, V);
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    INFO("shard " << r);
+    std::vector<float> losses(static_cast<size_t>(N));
+    Tensor gloss = poisoned(*gpu, {N});
+    gpu->cross_entropy_shard_finish(gz[size_t(r)], gloss, gstats, gt, 0.125f, r * Vl, V);
+    ref.cross_entropy_shard_finish(host(z[size_t(r)], {N, Vl}), host(losses, {N}),
+                                   host(stats, {R, N, 3}), host(tgt, {N}), 0.125f, r * Vl, V);
+    check_close(download(*gpu, gloss), losses, kF32Tol, "vocab-parallel losses");
+    check_close(download(*gpu, gz[size_t(r)]), z[size_t(r)], kF32Tol, "vocab-parallel dlogits");
+  }
+}

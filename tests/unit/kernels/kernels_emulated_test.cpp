@@ -253,12 +253,14 @@ TEST_CASE("emulated_context_parallel_attention_kernels_match_cpu", "[kernels][cp
     }
 }
 
-TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_tokens", "[kernels]") {
+TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_and_other_shard_tokens",
+          "[kernels]") {
   cpu::CpuBackend ref;
   const int64_t B = 3, T = 9, C = 20, V = 11, maxT = 16, off = 4;
   std::vector<int32_t> tok(static_cast<size_t>(B * T));
   std::mt19937 gen(9);
-  for (auto& t : tok) t = static_cast<int32_t>(gen() % 5);  // few distinct tokens: repeats
+  // few distinct tokens (repeats), and -1: another vocabulary shard's (no row: wpe only)
+  for (auto& t : tok) t = static_cast<int32_t>(gen() % 6) - 1;
   auto wte = randoms(V * C, 1), wpe = randoms(maxT * C, 2), dy = randoms(B * T * C, 3);
   // magnitudes from 1e-4 to 1e4, so that the order of a sum shows in its bits
   for (size_t i = 0; i < dy.size(); ++i) dy[i] *= std::pow(10.0f, float(int(i % 9)) - 4.0f);
@@ -324,6 +326,73 @@ TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_p
                               host(tgt, {N}), 0.125f, V);
     check_close(losses16, rlosses, kTol, "bf16 cross-entropy losses");
     check_close(floats_of(z16), floats_of(rz16), 1e-2, "bf16 cross-entropy dlogits");
+  }
+}
+
+// The vocabulary-parallel halves: every shard's stats, gathered in rank order, then every shard's
+// finish, fp32 and bf16 logits, against the cpu backend's; with padding in the last shard, a
+// shard of padding only (V 200 of 320 in 4: columns 240..319), an ignored row and a target in
+// each shard.
+TEST_CASE("emulated_vocab_parallel_cross_entropy_matches_cpu", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t N = 7;
+  struct Shape {
+    int64_t V, Vp, R;
+  };
+  const Shape shapes[] = {{300, 320, 2}, {200, 320, 4}, {1003, 1024, 4}, {50257, 50304, 8}};
+  for (const Shape& sh : shapes) {
+    const int64_t Vl = sh.Vp / sh.R;
+    INFO("V " << sh.V << ", Vp " << sh.Vp << ", " << sh.R << " shards");
+    std::vector<int32_t> tgt(static_cast<size_t>(N));
+    for (size_t i = 0; i < tgt.size(); ++i)
+      tgt[i] = i == 2 ? -1 : static_cast<int32_t>((int64_t(i) * Vl + 5 * int64_t(i)) % sh.V);
+    for (const bool bf16 : {false, true}) {
+      INFO((bf16 ? "bf16" : "fp32") << " logits");
+      std::vector<std::vector<float>> z(sz(sh.R)), rz(sz(sh.R));
+      std::vector<std::vector<uint16_t>> z16(sz(sh.R)), rz16(sz(sh.R));
+      for (int64_t r = 0; r < sh.R; ++r) {
+        z[sz(r)] = randoms(N * Vl, 10 + uint32_t(r), -4, 4), rz[sz(r)] = z[sz(r)];
+        z16[sz(r)] = bf16_bits_of(z[sz(r)]), rz16[sz(r)] = z16[sz(r)];
+      }
+      const auto ref_logits = [&](int64_t r) {
+        return bf16 ? Tensor(rz16[sz(r)].data(), {N, Vl}, DType::bf16) : host(rz[sz(r)], {N, Vl});
+      };
+      std::vector<float> stats = nans(sh.R * N * 3), rstats = nans(sh.R * N * 3);
+      for (int64_t r = 0; r < sh.R; ++r) {
+        const int64_t classes = std::clamp<int64_t>(sh.V - r * Vl, 0, Vl);
+        float* st = stats.data() + r * N * 3;
+        if (bf16)
+          emu::cross_entropy_shard_stats(st, z16[sz(r)].data(), tgt.data(), N, classes, Vl, r * Vl,
+                                         kStream);
+        else
+          emu::cross_entropy_shard_stats(st, z[sz(r)].data(), tgt.data(), N, classes, Vl, r * Vl,
+                                         kStream);
+        ref.cross_entropy_shard_stats(Tensor(rstats.data() + r * N * 3, {N, 3}, DType::f32),
+                                      ref_logits(r), host(tgt, {N}), r * Vl, sh.V);
+      }
+      for (int64_t r = 0; r < sh.R; ++r) {
+        INFO("shard " << r);
+        const int64_t classes = std::clamp<int64_t>(sh.V - r * Vl, 0, Vl);
+        std::vector<float> losses = nans(N), rlosses = nans(N);
+        if (bf16)
+          emu::cross_entropy_shard_finish(z16[sz(r)].data(), losses.data(), stats.data(), sh.R,
+                                          tgt.data(), N, classes, Vl, r * Vl, sh.V, 0.125f,
+                                          kStream);
+        else
+          emu::cross_entropy_shard_finish(z[sz(r)].data(), losses.data(), stats.data(), sh.R,
+                                          tgt.data(), N, classes, Vl, r * Vl, sh.V, 0.125f,
+                                          kStream);
+        ref.cross_entropy_shard_finish(ref_logits(r), host(rlosses, {N}),
+                                       host(rstats, {sh.R, N, 3}), host(tgt, {N}), 0.125f, r * Vl,
+                                       sh.V);
+        check_close(losses, rlosses, kTol, "vocab-parallel losses");
+        if (bf16)
+          check_close(floats_of(z16[sz(r)]), floats_of(rz16[sz(r)]), 1e-2,
+                      "bf16 vocab-parallel dlogits");
+        else
+          check_close(z[sz(r)], rz[sz(r)], kTol, "vocab-parallel dlogits");
+      }
+    }
   }
 }
 
