@@ -79,7 +79,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
            bool fp8_sums, bool own_scratch, const Activations* scratch_of) {
   const GptDims& d = layout.dims();
   const GptShard& s = layout.shard();
-  const int64_t B = a.B, T = a.T, C = d.d_model, V = d.padded_vocab();
+  const int64_t B = a.B, T = a.T, C = d.d_model, V = s.vocab_rows(d);
   const int64_t FC = d.ffn_hidden() / s.tp_size, CL = C / s.tp_size;
   const DType mm = a.matmul_input;
   // Sequence parallelism: the residual stream, the layernorms' statistics and the running
@@ -90,7 +90,7 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
   const Shape stats = sp ? Shape{RL} : Shape{B, T};
   a.inputs = c.take({B, T}, DType::i32);
   a.targets = c.take({B, T}, DType::i32);
-  a.encoded = c.take({B, T, C});
+  a.encoded = c.take(stream);  // (under sequence parallelism, reduce-scattered to rows)
   a.blocks.resize(static_cast<size_t>(s.layers_per_chunk()));  // the chunk's
   // Under recompute, the dropped tensors of every block are views of one shared set.
   BlockActivations shared;
@@ -124,22 +124,18 @@ void carve(Carver& c, Activations& a, const ParamLayout& layout, const Shape& at
     b.residual_out = c.take(stream);
     if (l == 0) shared = b;
   }
-  // Under sequence parallelism the first block reads its rows of the (whole) embedding output.
-  // (the measuring pass has no memory: its views stay null)
-  Tensor first_in = a.encoded;
-  if (sp) {
-    char* base = static_cast<char*>(a.encoded.data);
-    first_in = Tensor(base ? base + s.tp_rank * RL * C * 4 : nullptr, stream, DType::f32,
-                      a.encoded.device);
-  }
   for (size_t l = 0; l < a.blocks.size(); ++l)
-    a.blocks[l].residual_in = l == 0 ? first_in : a.blocks[l - 1].residual_out;
+    a.blocks[l].residual_in = l == 0 ? a.encoded : a.blocks[l - 1].residual_out;
   if (s.has_head && a.with_head) {
     a.lnf = c.take({B, T, C}, mm);
     a.lnf_mean = c.take(stats);
     a.lnf_rstd = c.take(stats);
     a.logits = c.take({B, T, V}, mm);
     a.losses = c.take({B, T});
+    if (s.tp_size > 1) {
+      a.ce_stats = c.take({B * T, 3});
+      a.ce_all_stats = c.take({s.tp_size, B * T, 3});
+    }
   }
   if (!own_scratch) {  // a pipeline stage's later slot: the first slot's scratch
     if (scratch_of != nullptr) {

@@ -144,11 +144,17 @@ class Activations {
   bool with_head = true;
   int chunk = 0;           // the model chunk using the set now (Gpt::use_activation_slot)
   Tensor inputs, targets;  // [B,T] int32
-  Tensor encoded;          // [B,T,C] embedding output
+  // [B,T,C] embedding output (under sequence parallelism this rank's rows, [B*T/tp, C])
+  Tensor encoded;
   std::vector<BlockActivations> blocks;  // the chunk's, in order
   Tensor lnf, lnf_mean, lnf_rstd;
-  Tensor logits;  // [B,T,V] in matmul_input (dlogits after a training forward)
+  // [B,T,V/tp] this tp rank's vocabulary columns (GptShard::vocab_start), in matmul_input
+  // (dlogits after a training forward)
+  Tensor logits;
   Tensor losses;  // [B,T]
+  // tp > 1: the vocabulary-parallel cross-entropy's statistics, this rank's [B*T, 3] and every
+  // tp rank's [tp, B*T, 3] (Backend::cross_entropy_shard_stats); empty at tp 1
+  Tensor ce_stats, ce_all_stats;
   GradScratch grad;
   SequenceParallelScratch sp;
   ContextParallelScratch cp;

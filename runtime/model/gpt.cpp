@@ -348,13 +348,12 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   const bool embed = runs_embedding(), head = runs_head();
   if (embed || head) {  // (a middle pipeline stage reads neither)
     auto p = phase("tokens");
-    if (embed) be_.from_host(a.inputs, inputs);
+    if (embed) be_.from_host(a.inputs, vocab_inputs(inputs));
     if (head) be_.from_host(a.targets, targets);
   }
 
   if (embed) {  // (a later pipeline stage's input was received into stage_input())
     call_before(0, false);
-    auto p = phase("embedding");
     embedding_forward();
   }
   const int first = chunk_first_layer();
@@ -378,11 +377,7 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
     auto p = phase("head", matmul_flops(a.logits, a.lnf));
     be_.matmul_forward(rows(a.logits), rows(a.lnf), matmul_weight("wte.weight"), Tensor());
   }
-  {
-    auto p = phase("cross_entropy");
-    be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale,
-                              layout_.dims().vocab);
-  }
+  cross_entropy(dloss_scale);
   auto p = phase("loss_sum");  // waits for the forward: the host reads the loss
   return be_.sum(a.losses) / static_cast<double>(a.losses.numel());
 }
@@ -450,22 +445,66 @@ Tensor Gpt::sp_gather_dresidual() {
   return rows(acts_->sp.dresidual_mm);
 }
 
+const int32_t* Gpt::vocab_inputs(const int32_t* inputs) {
+  const GptShard& s = layout_.shard();
+  if (s.tp_size == 1) return inputs;
+  const int64_t start = s.vocab_start(layout_.dims()), rows = s.vocab_rows(layout_.dims());
+  shard_inputs_.resize(static_cast<size_t>(acts_->inputs.numel()));
+  for (size_t i = 0; i < shard_inputs_.size(); ++i) {
+    const int64_t local = int64_t{inputs[i]} - start;
+    shard_inputs_[i] = local >= 0 && local < rows ? static_cast<int32_t>(local) : -1;
+  }
+  return shard_inputs_.data();
+}
+
 void Gpt::embedding_forward() {
   Activations& a = *acts_;
   const GptShard& s = layout_.shard();
-  const Tensor wte = weight_view("wte.weight", false), wpe = weight_view("wpe.weight", false);
-  if (s.cp_size == 1) {
-    be_.embedding_forward(a.encoded, a.inputs, wte, wpe, 0);
+  const int64_t C = layout_.dims().d_model;
+  // the positions once, on tp rank 0, as the row-parallel layers' biases
+  const Tensor wte = weight_view("wte.weight", false),
+               wpe = s.tp_rank == 0 ? weight_view("wpe.weight", false) : Tensor();
+  const bool scatter = s.sequence_parallel && s.tp_size > 1;
+  const Tensor out = scatter ? a.sp.partial : a.encoded.view({a.B, a.T, C});
+  {
+    auto p = phase("embedding");
+    if (s.cp_size == 1) {
+      be_.embedding_forward(out, a.inputs, wte, wpe, 0);
+    } else {
+      const int64_t L = a.T / 2;
+      for (int64_t b = 0; b < a.B; ++b)
+        for (int half = 0; half < 2; ++half) {
+          const int64_t row = b * a.T + half * L;
+          be_.embedding_forward(out.slice(row * C, L * C).view({1, L, C}),
+                                a.inputs.slice(row, L).view({1, L}), wte, wpe,
+                                s.context_chunk(half) * L);
+        }
+    }
+  }
+  if (scatter)
+    tp_reduce_scatter(out, a.encoded);
+  else
+    tp_all_reduce(a.encoded);
+}
+
+void Gpt::cross_entropy(float dloss_scale) {
+  Activations& a = *acts_;
+  const GptShard& s = layout_.shard();
+  const int64_t vocab = layout_.dims().vocab;
+  if (s.tp_size == 1) {
+    auto p = phase("cross_entropy");
+    be_.softmax_cross_entropy(rows(a.logits), flat(a.losses), flat(a.targets), dloss_scale, vocab);
     return;
   }
-  const int64_t C = layout_.dims().d_model, L = a.T / 2;
-  for (int64_t b = 0; b < a.B; ++b)
-    for (int half = 0; half < 2; ++half) {
-      const int64_t row = b * a.T + half * L;
-      be_.embedding_forward(a.encoded.slice(row * C, L * C).view({1, L, C}),
-                            a.inputs.slice(row, L).view({1, L}), wte, wpe,
-                            s.context_chunk(half) * L);
-    }
+  const int64_t start = s.vocab_start(layout_.dims());
+  {
+    auto p = phase("cross_entropy_stats");
+    be_.cross_entropy_shard_stats(a.ce_stats, rows(a.logits), flat(a.targets), start, vocab);
+  }
+  tp_all_gather(a.ce_stats, a.ce_all_stats);
+  auto p = phase("cross_entropy");
+  be_.cross_entropy_shard_finish(rows(a.logits), flat(a.losses), a.ce_all_stats, flat(a.targets),
+                                 dloss_scale, start, vocab);
 }
 
 void Gpt::embedding_backward(const Tensor& dout) {
@@ -653,13 +692,19 @@ void Gpt::head_backward() {
     be_.matmul_backward(rows(g.dln), weight_view("wte.weight", true), Tensor(), rows(a.logits),
                         rows(a.lnf), matmul_weight("wte.weight"));
   }
+  // the vocabulary shards' partial sums: all-reduced, or reduce-scattered to this rank's rows
+  Tensor dln = rows(g.dln);
+  if (s.tp_size > 1 && s.sequence_parallel) {
+    tp_reduce_scatter(g.dln, a.sp.dln_rows);
+    dln = a.sp.dln_rows;
+  } else {
+    tp_all_reduce(g.dln);
+  }
   const Tensor& last = a.blocks.empty() ? a.encoded : a.blocks.back().residual_out;
   {
     auto p = phase("ln_f");
-    // (under sequence parallelism every rank's dln is whole: this rank takes its rows)
     be_.layernorm_backward(rows(g.dresidual), weight_view("ln_f.weight", true),
-                           weight_view("ln_f.bias", true),
-                           s.sequence_parallel ? sp_rows(g.dln) : rows(g.dln), rows(last),
+                           weight_view("ln_f.bias", true), dln, rows(last),
                            weight_view("ln_f.weight", false), flat(a.lnf_mean), flat(a.lnf_rstd),
                            g.dresidual_mm.empty() ? Tensor() : rows(g.dresidual_mm));
   }

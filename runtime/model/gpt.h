@@ -18,8 +18,9 @@ namespace trainer::model {
 struct Hooks {
   // Sums a partial activation (or input gradient) over the tensor-parallel group. Null: tp = 1.
   std::function<void(Tensor)> tp_all_reduce;
-  // Sequence parallelism: every tp rank's rows (`rows`, any dtype) into `whole`, in rank order;
-  // and the sum over the tp group of `whole` (fp32), of which this rank keeps its rows.
+  // Every tp rank's rows (`rows`, any dtype) into `whole`, in rank order (sequence parallelism's
+  // gathers; at any tp > 1 the cross-entropy's statistics); and sequence parallelism's sum over
+  // the tp group of `whole` (fp32), of which this rank keeps its rows.
   std::function<void(const Tensor& rows, Tensor whole)> tp_all_gather;
   std::function<void(const Tensor& whole, Tensor rows)> tp_reduce_scatter;
   // Context parallelism (GptShard::cp_size > 1): every cp rank's `rows` (any dtype) into `whole`
@@ -159,8 +160,15 @@ class Gpt {
   void head_backward();  // the loss's gradient through the head and ln_f into grad.dresidual
   // The embedding (forward: into encoded; backward: from the running gradient `dout`), at each
   // token's place in the sequence (context parallelism: chunk by chunk).
+  // Vocabulary-parallel (tp > 1): each tp rank looks up the tokens of its rows of wte (the inputs
+  // as vocab_inputs() maps them) and the partial sums are all-reduced, or reduce-scattered to
+  // rows under sequence parallelism; the positions enter on tp rank 0 only.
   void embedding_forward();
   void embedding_backward(const Tensor& dout);
+  const int32_t* vocab_inputs(const int32_t* inputs);
+  // The loss over this rank's logits: fused at tp 1, else the vocabulary-parallel halves around
+  // an all-gather of their statistics over tp.
+  void cross_entropy(float dloss_scale);
   // A block's attention (context parallelism: over every cp rank's keys and values, gathered).
   void attention_forward(BlockActivations& a);
   void attention_backward(BlockActivations& a);
@@ -190,8 +198,8 @@ class Gpt {
   PhaseProfiler::Scope phase(const char* op, double flops = 0) const;
   void call_before(int unit, bool backward);
   void tp_all_reduce(Tensor t);  // Hooks::tp_all_reduce, when there is one
-  // Sequence parallelism (GptShard::sequence_parallel): Hooks::tp_all_gather and
-  // tp_reduce_scatter, timed;
+  // Hooks::tp_all_gather and tp_reduce_scatter (sequence parallelism; the gather also for the
+  // vocabulary-parallel loss), timed;
   void tp_all_gather(const Tensor& rows, Tensor whole);
   void tp_reduce_scatter(const Tensor& whole, Tensor rows);
   void cp_all_gather(const Tensor& rows, Tensor whole);  // Hooks::cp_all_gather, timed
@@ -229,6 +237,8 @@ class Gpt {
   PhaseProfiler* profiler_ = nullptr;
   const char* pass_ = "fwd";
   float dloss_scale_ = 0;
+  // tp > 1: the inputs as this rank's wte shard indexes them (-1: another shard's row)
+  std::vector<int32_t> shard_inputs_;
   double moe_balance_loss_ = 0;  // take_moe_balance_loss
   int64_t moe_dropped_ = 0;
 };

@@ -79,6 +79,11 @@ struct GptShard {
     return static_cast<int>(trainer::context_chunk(cp_rank, cp_size, half));
   }
 
+  // Vocabulary parallelism (Megatron's): wte's padded_vocab rows, and so the logits' columns, are
+  // cut into tp_size equal runs and this rank holds run tp_rank, [vocab_start, + vocab_rows).
+  int64_t vocab_rows(const GptDims& d) const { return d.padded_vocab() / tp_size; }
+  int64_t vocab_start(const GptDims& d) const { return vocab_rows(d) * tp_rank; }
+
   static GptShard whole(const GptDims& d) { return {0, 1, 0, d.n_layer, true, true, false}; }
   // Every layer, tp slice `tp_rank` of `tp_size` (no pipeline stages).
   static GptShard tp_slice(const GptDims& d, int tp_rank, int tp_size,

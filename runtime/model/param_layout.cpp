@@ -77,9 +77,12 @@ ParamLayout::ParamLayout(const GptDims& d, const GptShard& s) : dims_(d), shard_
   TRAINER_CHECK(s.chunks >= 1 && s.num_layers % s.chunks == 0,
                 s.num_layers << " blocks do not make " << s.chunks << " equal chunks");
   const int64_t C = d.d_model, V = d.padded_vocab(), T = d.seq_len, FC = d.ffn_hidden();
+  TRAINER_CHECK(V % s.tp_size == 0, "tp " << s.tp_size << " must divide the padded vocabulary ("
+                                          << V << " rows of wte)");
   if (s.has_embedding || s.has_head) {
     // The output layer is tied to wte, so a last stage without the embedding still holds it.
-    ParamSpec wte = replicated("wte.weight", {V, C});
+    // Vocabulary-parallel: each tp rank holds 1/tp of its rows (GptShard::vocab_start).
+    ParamSpec wte = column_parallel("wte.weight", {V, C}, 1, s);
     wte.weight_decay = true;
     wte.tied_copy = !s.has_embedding;
     add(wte, 0);

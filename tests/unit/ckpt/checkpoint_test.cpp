@@ -160,12 +160,14 @@ void check_reads_as(const std::string& dir, const model::ParamLayout& slice, con
 
 }  // namespace
 
-// A dp 2 x tp 2 checkpoint (each rank saving its ZeRO-1 range of its tp slice) holds every
-// element once (the tensors all tp ranks hold whole are saved by tp rank 0 only), and reads back
+// A dp 2 x tp 2 checkpoint (each rank saving its ZeRO-1 range of its tp slice, wte's vocabulary
+// rows included) holds every element once (the tensors all tp ranks hold whole are saved by tp
+// rank 0 only), and reads back
 // bit-identical as the whole model, as tp 2 and tp 4 slices, and after an offline reshard to tp 4.
 TEST_CASE("tp_sliced_checkpoint_reads_back_on_any_tp_and_dp_split") {
   model::GptDims d = small_dims();
-  d.n_head = 4;  // head size 2: tp 4 divides the heads and the MLP width 32
+  d.n_head = 4;          // head size 2: tp 4 divides the heads and the MLP width 32
+  d.vocab_multiple = 4;  // 52 rows of wte (2 of padding): tp 4 divides them, 13 per tp rank
   const model::ParamLayout whole(d, model::GptShard::whole(d));
   const State src(whole.total_numel());
   Manifest m;

@@ -1,6 +1,8 @@
 // Tensor parallelism inside the model, Megatron's layout: column-parallel qkv and fc,
 // row-parallel attention and MLP projections, whose partial outputs (and the column-parallel
-// layers' partial input gradients) Hooks::tp_all_reduce sums. Two shards, each a rank thread
+// layers' partial input gradients) Hooks::tp_all_reduce sums, and a vocabulary-parallel wte:
+// each shard embeds and scores its half of the vocabulary, the cross-entropy's statistics
+// all-gathered (Hooks::tp_all_gather). Two shards, each a rank thread
 // with its own cpu backend, sum over a Gloo communicator (tests/unit/dist's harness). Their loss
 // equals the whole model's, and each shard's gradients equal the whole model's restricted to its
 // slice (within fp32 rounding: the partial sums add in another order). The row-parallel layers'
@@ -22,7 +24,8 @@ using namespace trainer;
 
 namespace {
 
-const model::GptDims kDims{61, 16, 2, 64, 4, 4};  // V, T, L, C, NH, F
+// V, T, L, C, NH, F, vocab_multiple: 61 classes padded to 62 rows, the padding in shard 1's half
+const model::GptDims kDims{61, 16, 2, 64, 4, 4, 2};
 constexpr int kB = 2, kT = 16, kTp = 2;
 
 model::GptShard tp_shard(int rank) {
@@ -41,11 +44,15 @@ Run run(const model::GptShard& shard, dist::Comm* tp, model::Recompute recompute
   cpu::CpuBackend be;
   model::Gpt gpt(be, kDims, shard);
   gpt.init_weights(7);
-  if (tp)
+  if (tp) {
     gpt.hooks().tp_all_reduce = [tp](Tensor t) {
       tp->all_reduce(t.data, static_cast<size_t>(t.numel()), dist::CommDType::f32,
                      dist::ReduceOp::sum);
     };
+    gpt.hooks().tp_all_gather = [tp](const Tensor& rows, Tensor whole) {
+      tp->all_gather(rows.data, whole.data, rows.nbytes(), dist::CommDType::u8);
+    };
+  }
   gpt.allocate_activations(kB, kT, recompute);
   SplitMix64 rng(23);
   std::vector<int32_t> x, y;
