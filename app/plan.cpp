@@ -344,7 +344,8 @@ void register_plan(CLI::App& app) {
           "tp traffic per rank per step: %lld collectives (%s) of a micro-batch's activations, "
           "%.0f B sent by ring algorithms (%.1f MiB)\n",
           static_cast<long long>(t.collectives),
-          cfg.parallel.sequence_parallel ? "all-gathers and reduce-scatters" : "all-reduces",
+          cfg.parallel.sequence_parallel ? "all-gathers and reduce-scatters"
+                                         : "all-reduces, and the loss statistics' all-gather",
           t.sent_bytes, t.sent_bytes / (1024.0 * 1024.0));
     if (const plan::CpTraffic t = plan::cp_traffic(cfg); t.collectives > 0)
       std::printf(

@@ -41,6 +41,14 @@ void check_model_split(const RunConfig& c) {
                     "the MLP width model.d_model * model.ffn_mult = " +
                         std::to_string(1LL * m.d_model * m.ffn_mult),
                     p.tp, kv("parallel.tp", p.tp));
+  require_divisible(m.padded_vocab_size(),
+                    "the padded vocabulary (model.vocab_size = " + std::to_string(m.vocab_size) +
+                        " rounded up to a multiple of model.make_vocab_size_divisible_by = " +
+                        std::to_string(m.make_vocab_size_divisible_by) + ") " +
+                        std::to_string(m.padded_vocab_size()),
+                    p.tp, kv("parallel.tp", p.tp),
+                    "wte's rows and the logits' columns split over the tp ranks: set "
+                    "model.make_vocab_size_divisible_by to a multiple of parallel.tp");
   const int stages = p.pp * p.pipeline.virtual_stages;
   require_divisible(m.n_layer, kv("model.n_layer", m.n_layer), stages,
                     "parallel.pp * parallel.pipeline.virtual_stages = " + std::to_string(stages));

@@ -73,7 +73,8 @@ std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
       if (r.devices % (t * p) != 0 || cfg.model.n_layer % p != 0) continue;
       const int dp = r.devices / (t * p);
       if (cfg.model.n_head % t != 0 || (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 ||
-          global % dp != 0 || (r.device.cuda && t > 8) || (p > 1 && cfg.precision.compute == "fp8"))
+          cfg.model.padded_vocab_size() % t != 0 || global % dp != 0 || (r.device.cuda && t > 8) ||
+          (p > 1 && cfg.precision.compute == "fp8"))
         continue;
       // a mixture of experts keeps its ep groups within dp, and at tp > 1 runs with sequence
       // parallelism (config::check_runnable)
@@ -331,29 +332,39 @@ TpTraffic tp_traffic(const config::RunConfig& cfg) {
   TpTraffic t;
   const int tp = cfg.parallel.tp;
   if (tp <= 1) return t;
-  const bool full = cfg.activation_checkpointing == "full";
-  // a rank runs its pipeline stage's layers; at pp > 1 only one end holds the final norm (its
-  // output gathered) or the embedding (its gradient gathered)
-  const int pp = cfg.parallel.pp, ends = pp > 1 ? 1 : 2;
+  const bool full = cfg.activation_checkpointing == "full", sp = cfg.parallel.sequence_parallel;
+  const int pp = cfg.parallel.pp;
   const double share = static_cast<double>(tp - 1) / tp, L = cfg.model.n_layer / pp,
-               elements = double(cfg.train.micro_batch) * (cfg.model.seq_len / cfg.parallel.cp) *
-                          cfg.model.d_model,
-               mm = cfg.precision.compute == "fp32" ? 4 : 2;  // the matmul inputs' bytes
+               rows = double(cfg.train.micro_batch) * (cfg.model.seq_len / cfg.parallel.cp),
+               elements = rows * cfg.model.d_model,
+               mm = cfg.precision.compute == "fp32" ? 4 : 2,  // the matmul inputs' bytes
+      stats = (tp - 1) * rows * 3 * 4;                        // the cross-entropy's, gathered
+  struct End {
+    int64_t collectives;
+    double bytes;
+  };
+  // per micro-batch, the embedding's end (its output all-reduced; under sequence parallelism
+  // reduce-scattered, and its gradient gathered) and the head's (its input gradient all-reduced,
+  // or the final norm's output gathered and that gradient reduce-scattered; and the statistics)
+  const End embedding = sp ? End{2, 2 * elements * 4 * share} : End{1, elements * 4 * 2 * share};
+  const End head =
+      sp ? End{3, elements * (mm + 4) * share + stats} : End{2, elements * 4 * 2 * share + stats};
+  End ends = {embedding.collectives + head.collectives, embedding.bytes + head.bytes};
+  if (pp > 1) ends = embedding.bytes > head.bytes ? embedding : head;
   const int64_t accum = cfg.train.grad_accum;
-  if (!cfg.parallel.sequence_parallel) {
-    t.collectives = (full ? 6 : 4) * static_cast<int64_t>(L) * accum;
-    t.sent_bytes = double(t.collectives) * elements * 4 * 2 * share;
+  if (!sp) {
+    const int64_t blocks = (full ? 6 : 4) * static_cast<int64_t>(L);
+    t.collectives = accum * (blocks + ends.collectives);
+    t.sent_bytes = double(accum) * (double(blocks) * elements * 4 * 2 * share + ends.bytes);
     return t;
   }
   // per micro-batch and block: 2 gathers and 2 reduce-scatters in each forward (and recompute),
-  // 4 gathers (the gradient twice, ln1 and ln2 again) and 2 reduce-scatters in backward; and
-  // the final norm's and the embedding gradient's gathers
+  // 4 gathers (the gradient twice, ln1 and ln2 again) and 2 reduce-scatters in backward
   const double forwards = full ? 2 : 1;
-  t.collectives = accum * (static_cast<int64_t>((4 * forwards + 6) * L) + ends);
-  const double gathers = (2 * forwards + 4) * L * elements * mm +
-                         (pp > 1 ? elements * 4 : elements * mm + elements * 4),
+  t.collectives = accum * (static_cast<int64_t>((4 * forwards + 6) * L) + ends.collectives);
+  const double gathers = (2 * forwards + 4) * L * elements * mm,
                scatters = (2 * forwards + 2) * L * elements * 4;
-  t.sent_bytes = double(accum) * (gathers + scatters) * share;
+  t.sent_bytes = double(accum) * ((gathers + scatters) * share + ends.bytes);
   return t;
 }
 

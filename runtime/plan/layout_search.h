@@ -129,10 +129,12 @@ double pp_sent_bytes(const config::RunConfig& cfg);
 // recompute reruns the forward's. Without sequence parallelism those are fp32 all-reduces (a ring
 // sends 2 (tp - 1) / tp of each per rank); with it, each is a reduce-scatter (fp32), and each
 // layernorm's output (in forward and again in backward) and each projection's backward input is
-// all-gathered (in the matmul dtype), plus the final norm's output and the embedding's gradient
-// per micro-batch (a ring sends (tp - 1) / tp of the whole tensor per rank). Under pipeline
-// parallelism a rank counts its stage's n_layer / pp blocks, and one of those two end gathers
-// (the end stage whose is the larger, the embedding's fp32 gradient). Not counted: sequence
+// all-gathered (in the matmul dtype; a ring sends (tp - 1) / tp of the whole tensor per rank).
+// The vocabulary-parallel ends, per micro-batch: the embedding's output is all-reduced (under
+// sequence parallelism reduce-scattered, and its gradient gathered), the head's input gradient
+// all-reduced (or the final norm's output gathered and that gradient reduce-scattered), and the
+// cross-entropy's statistics (3 floats per row) gathered. Under pipeline parallelism a rank counts
+// its stage's n_layer / pp blocks and the one end that sends more. Not counted: sequence
 // parallelism's all-reduces of the layernorms' gradients, once per step (2 per block and one for
 // the final norm, of 2 C floats each).
 struct TpTraffic {

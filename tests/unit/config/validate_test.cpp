@@ -78,7 +78,16 @@ TEST_CASE("sizes_that_do_not_divide_name_both_keys", "[config][validate]") {
        4,
        "model.n_head = 6 is not divisible by parallel.tp = 4"},
       {{"model.n_head=2", "model.d_model=2", "model.ffn_mult=1", "parallel.tp=2"}, 2, ""},
-      {{"model.n_head=3", "model.d_model=3", "model.ffn_mult=1", "parallel.tp=3"}, 3, ""},
+      {{"model.n_head=3", "model.d_model=3", "model.ffn_mult=1", "parallel.tp=3"},
+       3,
+       "the padded vocabulary (model.vocab_size = 256 rounded up to a multiple of "
+       "model.make_vocab_size_divisible_by = 128) 256 is not divisible by parallel.tp = 3 "
+       "(wte's rows and the logits' columns split over the tp ranks: set "
+       "model.make_vocab_size_divisible_by to a multiple of parallel.tp)"},
+      {{"model.n_head=3", "model.d_model=3", "model.ffn_mult=1", "parallel.tp=3",
+        "model.make_vocab_size_divisible_by=384"},
+       3,
+       ""},
       {{"model.n_layer=3", "parallel.pp=2"},
        2,
        "model.n_layer = 3 is not divisible by parallel.pp * parallel.pipeline.virtual_stages = 2"},

@@ -191,24 +191,29 @@ TEST_CASE("search: tp collectives per step, and a rank's tp slice of the activat
   cfg.train.grad_accum = 3;
   const double elements = double(cfg.train.micro_batch) * cfg.model.seq_len * cfg.model.d_model;
   const int64_t L = cfg.model.n_layer;
+  // per micro-batch, besides the blocks': the embedding's output and the head's input gradient
+  // all-reduced, and the cross-entropy's statistics (3 floats per row) gathered
+  const double rows = double(cfg.train.micro_batch) * cfg.model.seq_len, stats = rows * 12;
   plan::TpTraffic t = plan::tp_traffic(cfg);
-  CHECK(t.collectives == 4 * L * 3);
-  CHECK(t.sent_bytes == Approx(double(t.collectives) * elements * 4));  // 2 (tp-1)/tp = 1
+  CHECK(t.collectives == 3 * (4 * L + 3));
+  CHECK(t.sent_bytes == Approx(3 * ((4 * L + 2) * elements * 4 + stats)));  // 2 (tp-1)/tp = 1
   cfg.activation_checkpointing = "full";
-  CHECK(plan::tp_traffic(cfg).collectives == 6 * L * 3);
+  CHECK(plan::tp_traffic(cfg).collectives == 3 * (6 * L + 3));
   cfg.parallel.tp = 4;
-  CHECK(plan::tp_traffic(cfg).sent_bytes == Approx(1.5 * 6 * L * 3 * elements * 4));
+  CHECK(plan::tp_traffic(cfg).sent_bytes ==
+        Approx(3 * (1.5 * (6 * L + 2) * elements * 4 + 3 * stats)));
   // Sequence parallelism: reduce-scatters and all-gathers (fp32 here), the layernorms gathered
-  // again in backward, plus two gathers per micro-batch.
+  // again in backward; at the ends the embedding's output scattered and its gradient gathered,
+  // the final norm's output gathered and its gradient scattered, and the statistics gathered.
   cfg.parallel.tp = 2;
   cfg.activation_checkpointing = "none";
   cfg.parallel.sequence_parallel = true;
   t = plan::tp_traffic(cfg);
-  CHECK(t.collectives == 3 * (10 * L + 2));
-  CHECK(t.sent_bytes == Approx(3 * (10 * L + 2) * elements * 4 * 0.5));
+  CHECK(t.collectives == 3 * (10 * L + 5));
+  CHECK(t.sent_bytes == Approx(3 * ((10 * L + 4) * elements * 4 * 0.5 + stats)));
   cfg.parallel.sequence_parallel = false;
-  // The activations a tp 2 rank holds are fewer than the whole model's (the residual stream,
-  // norms and logits stay whole), and fewer again with sequence parallelism.
+  // The activations a tp 2 rank holds are fewer than the whole model's (the residual stream and
+  // norms stay whole), and fewer again with sequence parallelism.
   const size_t slice = plan::activation_bytes(cfg, cfg.train.micro_batch, "none", false);
   CHECK(slice < whole);
   CHECK(slice > whole / 2);
