@@ -5,12 +5,17 @@
 # (the sequences per step and the heads). Prints tokens/s and the ratio to one process, the step
 # time p50, rank 0's params and activation bytes (report.json memory.breakdown), and the share of
 # a profiled step rank 0 spends in the tp collectives (fwd/bwd/recompute.tp_* phases).
-#   scripts/bench_tp.sh [NPROC] [STEPS]      Env: BUILD_DIR (default build/), PRECISION (fp32)
-# The model is a 4-layer d_model 256 GPT (8 heads), seq_len 256, 8 sequences per step.
+#   scripts/bench_tp.sh [NPROC] [STEPS]      Env: BUILD_DIR (default build/), PRECISION (fp32),
+#                                             VOCAB (256)
+# The model is a 4-layer d_model 256 GPT (8 heads), seq_len 256, 8 sequences per step, over a
+# vocabulary of VOCAB tokens (a large one, e.g. 32768, makes the head most of the work: the
+# vocabulary-parallel head splits it over the tp ranks).
+vocab=${VOCAB:-256}
 set -euo pipefail
 source "$(dirname "$0")/bench_ranks.sh" "$@"  # root, build, n, steps, precision, out; run
 common=(--set model.n_layer=4 --set model.d_model=256 --set model.n_head=8
-        --set model.seq_len=256 --set train.steps=$steps --set train.warmup_steps=1
+        --set model.seq_len=256 --set model.vocab_size=$vocab
+        --set train.steps=$steps --set train.warmup_steps=1
         --set train.eval_every=0 --set logging.every_steps=$steps --set checkpoint.every_steps=0
         --set logging.profile_steps=3 --set precision.compute=$precision)
 run one 1 --set train.micro_batch=8
@@ -23,7 +28,8 @@ out, n, precision = sys.argv[1], sys.argv[2], sys.argv[3]
 mib = 2 ** 20
 rows = [("one process", "one"), (f"tp {n}", "tp"), (f"tp {n} + sp", "sp"), (f"dp {n}", "dp")]
 ref = json.load(open(f"{out}/one/report.json"))["throughput"]["tokens_per_second"]
-print(f"{precision}, {json.load(open(out + '/one/report.json'))['model']['params']} params, "
+one = json.load(open(out + '/one/report.json'))
+print(f"{precision}, {one['model']['params']} params (vocabulary {one['model']['vocab_size']}), "
       f"8 sequences x 256 tokens per step; cores split over the ranks")
 print(f"{'layout':>12} {'tokens/s':>9} {'vs one':>7} {'step p50 ms':>11} {'params MiB':>10} "
       f"{'activ. MiB':>10} {'tp comm share':>13}")

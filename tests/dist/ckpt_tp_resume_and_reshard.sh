@@ -1,6 +1,7 @@
-# Checkpoints of tensor-parallel runs: every rank saves its range of its own tp slice, the tensors
-# every tp rank holds whole (norms, row-parallel biases, embeddings) on tp rank 0 only, so the
-# checkpoint holds each element once; any grid reads the global elements it needs. Global batch 8
+# Checkpoints of tensor-parallel runs: every rank saves its range of its own tp slice (wte's: its
+# vocabulary rows), the tensors every tp rank holds whole (norms, row-parallel biases, wpe) on tp
+# rank 0 only, so the checkpoint holds each element once; any grid reads the global elements it
+# needs. Global batch 8
 # sequences everywhere; steps 21..25 after a resume at step 20:
 #  - a tp 2 checkpoint resumed as tp 2 is bit-identical to the uninterrupted tp 2 run;
 #  - resumed as one process, as tp 4, as dp 2 x tp 2 at ZeRO 3 and as tp 2 with sequence

@@ -3,8 +3,10 @@
 # single-process run with the same global batch (micro_batch x grad_accum x dp = 8 sequences):
 # losses, grad norms and val losses within 1e-5 relative over 20 steps, for tp 2, tp 4 with full
 # activation recompute, tp 2 with selective recompute, and dp 2 x tp 2 at ZeRO 0-3. The
-# grad norm counts the tensors every tp rank holds whole (norms, row-parallel biases, embeddings)
-# once. The same with sequence parallelism, at tp 2 and 4 and ZeRO 1 and 3. bf16 and fp8 (the
+# embedding and the tied output layer are vocabulary-parallel (each tp rank holds 1/tp of wte's
+# rows and the logits of those columns; the loss from every rank's statistics); also with 60
+# classes padded to 128 rows, where tp 4's ranks 2 and 3 hold padding only. The grad norm counts
+# the tensors every tp rank holds whole (norms, row-parallel biases, wpe) once. The same with sequence parallelism, at tp 2 and 4 and ZeRO 1 and 3. bf16 and fp8 (the
 # cpu emulation) compute: step 1 within 1e-5 (fp8: the scales are the whole tensors', the max
 # over dp x tp), except bf16 with sequence parallelism, 1e-4 (1.5e-5 measured: it adds the
 # residual after the row-parallel GEMM, not in it, and a bf16 rounding downstream flips); then
@@ -23,6 +25,11 @@ compare_metrics ref/metrics.jsonl tp2_selective/metrics.jsonl "${fields[@]}" \
 run_launch tp4_full 4 4 2 20 "${ev[@]}" --set parallel.tp=4 --set activation_checkpointing=full
 compare_metrics ref/metrics.jsonl tp4_full/metrics.jsonl "${fields[@]}" \
   || fail "tp 4 with full recompute differs"
+pad=(--set model.vocab_size=60 --set model.make_vocab_size_divisible_by=128)
+run_single ref_pad 4 2 20 "${ev[@]}" "${pad[@]}"
+run_launch tp4_pad 4 4 2 20 "${ev[@]}" "${pad[@]}" --set parallel.tp=4
+compare_metrics ref_pad/metrics.jsonl tp4_pad/metrics.jsonl "${fields[@]}" \
+  || fail "tp 4 with padding-only vocabulary shards differs"
 for z in 0 1 2 3; do
   run_launch dp2tp2_z$z 4 2 2 20 "${ev[@]}" --set parallel.tp=2 --set parallel.zero=$z
   compare_metrics ref/metrics.jsonl dp2tp2_z$z/metrics.jsonl "${fields[@]}" \
@@ -37,6 +44,9 @@ run_launch sp4_full 4 4 2 20 "${ev[@]}" "${sp[@]}" --set parallel.tp=4 \
   --set activation_checkpointing=full
 compare_metrics ref/metrics.jsonl sp4_full/metrics.jsonl "${fields[@]}" \
   || fail "tp 4 + sp with full recompute differs"
+run_launch sp4_pad 4 4 2 20 "${ev[@]}" "${pad[@]}" "${sp[@]}" --set parallel.tp=4
+compare_metrics ref_pad/metrics.jsonl sp4_pad/metrics.jsonl "${fields[@]}" \
+  || fail "tp 4 + sp with padding-only vocabulary shards differs"
 for z in 1 3; do
   run_launch dp2sp2_z$z 4 2 2 20 "${ev[@]}" "${sp[@]}" --set parallel.tp=2 --set parallel.zero=$z
   compare_metrics ref/metrics.jsonl dp2sp2_z$z/metrics.jsonl "${fields[@]}" \
@@ -46,13 +56,17 @@ grep -q "grid: world 4 = dp 2 x pp 1 x cp 1 x tp 2, zero 3" dp2tp2_z3.log \
   || fail "the banner does not state the grid: $(head -5 dp2tp2_z3.log)"
 [ "$(json_get dp2tp2_z1/report.json 'd["parallel"]["dp"], d["parallel"]["tp"], d["hardware"]["device_count"], d["batch"]["global_batch_sequences"]')" = "2 2 4 8" ] \
   || fail "dp2 x tp2 report: $(json_get dp2tp2_z1/report.json 'd["parallel"], d["batch"]')"
-# Each rank holds its slice: a tp 2 rank's params are about half of one process's (the
-# embeddings and norms stay whole).
+# Each rank holds its slice: a tp 2 rank's params are half of one process's but for what every
+# tp rank holds whole (wpe, the layernorms, the row-parallel biases), exactly.
 /usr/bin/python3 - ref/report.json tp2/report.json <<'PY' || fail "tp 2 does not halve the params"
 import json, sys
-one, tp2 = (json.load(open(p))["memory"]["breakdown"]["params"] for p in sys.argv[1:])
-print("params bytes per rank: one process %d, tp 2 %d (%.2fx)" % (one, tp2, tp2 / one))
-assert 0.5 < tp2 / one < 0.8, (one, tp2)
+one, tp2 = (json.load(open(p)) for p in sys.argv[1:])
+L, C, T = one["model"]["n_layer"], one["model"]["d_model"], one["batch"]["seq_len"]
+whole = T * C + L * (4 * C + 2 * C) + 2 * C  # wpe; ln_1, ln_2 and the two c_proj biases; ln_f
+one_b, tp2_b = (r["memory"]["breakdown"]["params"] for r in (one, tp2))
+want = 4 * ((one_b // 4 - whole) // 2 + whole)
+print("params bytes per rank: one process %d, tp 2 %d (%.2fx), expected %d" % (one_b, tp2_b, tp2_b / one_b, want))
+assert tp2_b == want, (one_b, tp2_b, want)
 PY
 
 export TRAINER_TEST_EMULATED_FP8=1
