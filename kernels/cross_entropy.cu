@@ -81,6 +81,22 @@ __device__ inline void store_logits(uint16_t* p, const float (&v)[8]) {  // as s
   store16(p, w);
 }
 
+// The row's prologue: the padding columns [classes, Vp) get no gradient; an ignored row
+// (target < 0) gets loss 0 and a bad one (target >= vocab) NaN (no out-of-bounds read), with a
+// zero gradient, and the kernel is done with it (true).
+template <class LogitT>
+__device__ inline bool zero_padding_or_ignored_row(LogitT* z, float* loss, int64_t target,
+                                                   int64_t vocab, int64_t classes, int64_t Vp,
+                                                   bool write_grad) {
+  if (write_grad)  // vocabulary padding: no gradient
+    for (int64_t j = classes + threadIdx.x; j < Vp; j += blockDim.x) store_out(z + j, 0.0f);
+  if (target >= 0 && target < vocab) return false;
+  if (threadIdx.x == 0) *loss = target < 0 ? 0.0f : NAN;
+  if (write_grad)
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) store_out(z + j, 0.0f);
+  return true;
+}
+
 template <class LogitT>
 __global__ void __launch_bounds__(1024)
     softmax_cross_entropy_kernel(LogitT* logits, float* losses, const int32_t* targets, int64_t V,
@@ -91,14 +107,7 @@ __global__ void __launch_bounds__(1024)
   LogitT* z = logits + row * Vp;
   const int64_t target = targets[row];
   const bool write_grad = dloss_scale != 0.0f;
-  if (write_grad)  // vocabulary padding: no gradient
-    for (int64_t j = V + threadIdx.x; j < Vp; j += blockDim.x) store_out(z + j, 0.0f);
-  if (target < 0 || target >= V) {  // ignored row (or a bad target: NaN loss, no OOB read)
-    if (threadIdx.x == 0) losses[row] = target < 0 ? 0.0f : NAN;
-    if (write_grad)
-      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) store_out(z + j, 0.0f);
-    return;
-  }
+  if (zero_padding_or_ignored_row(z, losses + row, target, V, V, Vp, write_grad)) return;
   const float z_target = load_in(z + target);  // before any thread overwrites it
   // Columns [0, vec_end) kVec at a time, each thread taking every blockDim.x-th group.
   const int64_t vec_end = aligned16(z) ? V / kVec * kVec : 0;
@@ -197,14 +206,7 @@ __global__ void __launch_bounds__(1024)
   LogitT* z = logits + row * Vp;
   const int64_t target = targets[row];
   const bool write_grad = dloss_scale != 0.0f;
-  if (write_grad)  // vocabulary padding: no gradient
-    for (int64_t j = classes + threadIdx.x; j < Vp; j += blockDim.x) store_out(z + j, 0.0f);
-  if (target < 0 || target >= vocab) {  // ignored row (or a bad target: NaN loss)
-    if (threadIdx.x == 0) losses[row] = target < 0 ? 0.0f : NAN;
-    if (write_grad)
-      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) store_out(z + j, 0.0f);
-    return;
-  }
+  if (zero_padding_or_ignored_row(z, losses + row, target, vocab, classes, Vp, write_grad)) return;
   // Every thread combines the shards' statistics, in rank order (the same bits on every rank).
   float m = -INFINITY, s = 0, z_target = 0;
   for (int64_t r = 0; r < R; ++r) m = fmaxf(m, all_stats[(r * N + row) * 3]);

@@ -200,6 +200,8 @@ CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& 
   return {N, vocab, Vp};
 }
 
+namespace {
+
 CrossEntropyShardDims cross_entropy_shard_dims(const char* op, const Tensor& logits,
                                                const Tensor& stats, const Tensor& targets,
                                                int64_t vocab_start, int64_t vocab) {
@@ -213,6 +215,29 @@ CrossEntropyShardDims cross_entropy_shard_dims(const char* op, const Tensor& log
                 op << ": stats " << stats.shape.str() << " must be fp32 [R, " << N << ", 3]");
   const int64_t classes = std::clamp<int64_t>(vocab - vocab_start, 0, Vp);
   return {N, classes, Vp, N == 0 ? 1 : stats.numel() / per_shard};
+}
+
+}  // namespace
+
+CrossEntropyShardDims cross_entropy_shard_stats_dims(const Tensor& stats, const Tensor& logits,
+                                                     const Tensor& targets, int64_t vocab_start,
+                                                     int64_t vocab) {
+  const char* op = "cross_entropy_shard_stats";
+  const CrossEntropyShardDims d =
+      cross_entropy_shard_dims(op, logits, stats, targets, vocab_start, vocab);
+  TRAINER_CHECK(d.R == 1, op << ": stats " << stats.shape.str() << " must be [" << d.N << ", 3]");
+  return d;
+}
+
+CrossEntropyShardDims cross_entropy_shard_finish_dims(const Tensor& logits, const Tensor& losses,
+                                                      const Tensor& all_stats,
+                                                      const Tensor& targets, int64_t vocab_start,
+                                                      int64_t vocab) {
+  const char* op = "cross_entropy_shard_finish";
+  const CrossEntropyShardDims d =
+      cross_entropy_shard_dims(op, logits, all_stats, targets, vocab_start, vocab);
+  check_numel(losses, d.N, op, "losses");
+  return d;
 }
 
 MoeRowDims moe_gather_rows_dims(const Tensor& out, const Tensor& inp, const Tensor& token_of_slot,

@@ -80,9 +80,13 @@ CrossEntropyDims softmax_cross_entropy_dims(const Tensor& logits, const Tensor& 
 struct CrossEntropyShardDims {
   int64_t N, V, Vp, R;
 };
-CrossEntropyShardDims cross_entropy_shard_dims(const char* op, const Tensor& logits,
-                                               const Tensor& stats, const Tensor& targets,
-                                               int64_t vocab_start, int64_t vocab);
+CrossEntropyShardDims cross_entropy_shard_stats_dims(const Tensor& stats, const Tensor& logits,
+                                                     const Tensor& targets, int64_t vocab_start,
+                                                     int64_t vocab);
+CrossEntropyShardDims cross_entropy_shard_finish_dims(const Tensor& logits, const Tensor& losses,
+                                                      const Tensor& all_stats,
+                                                      const Tensor& targets, int64_t vocab_start,
+                                                      int64_t vocab);
 // The mixture of experts' row moves (Backend::moe_*): S slots and N tokens of C values, K
 // choices per token (0 for the gather). The cpu backend checks the indices against S and N;
 // the cuda one takes them as the host router wrote them.

@@ -186,8 +186,7 @@ void CpuBackend::cross_entropy_shard_stats(Tensor stats, const Tensor& logits,
                                            int64_t vocab) {
   const char* op = "cross_entropy_shard_stats";
   const CrossEntropyShardDims d =
-      cross_entropy_shard_dims(op, logits, stats, targets, vocab_start, vocab);
-  TRAINER_CHECK(d.R == 1, op << ": stats " << stats.shape.str() << " must be [" << d.N << ", 3]");
+      cross_entropy_shard_stats_dims(stats, logits, targets, vocab_start, vocab);
   const int32_t* tgt = need_i32(targets, op, "targets");
   check_tokens(tgt, d.N, vocab, op, "targets", true);
   cpu::cross_entropy_shard_stats(need_f32(stats, op, "stats"),
@@ -200,8 +199,7 @@ void CpuBackend::cross_entropy_shard_finish(Tensor logits, Tensor losses, const 
                                             int64_t vocab_start, int64_t vocab) {
   const char* op = "cross_entropy_shard_finish";
   const CrossEntropyShardDims d =
-      cross_entropy_shard_dims(op, logits, all_stats, targets, vocab_start, vocab);
-  check_numel(losses, d.N, op, "losses");
+      cross_entropy_shard_finish_dims(logits, losses, all_stats, targets, vocab_start, vocab);
   const int32_t* tgt = need_i32(targets, op, "targets");
   check_tokens(tgt, d.N, vocab, op, "targets", true);
   cpu::cross_entropy_shard_finish(

@@ -411,8 +411,7 @@ void CudaBackend::cross_entropy_shard_stats(Tensor stats, const Tensor& logits,
                                             int64_t vocab) {
   const char* op = "cross_entropy_shard_stats";
   const CrossEntropyShardDims d =
-      cross_entropy_shard_dims(op, logits, stats, targets, vocab_start, vocab);
-  TRAINER_CHECK(d.R == 1, op << ": stats " << stats.shape.str() << " must be [" << d.N << ", 3]");
+      cross_entropy_shard_stats_dims(stats, logits, targets, vocab_start, vocab);
   float* ps = need_f32(stats, op, "stats");
   const int32_t* pt = need_i32(targets, op, "targets");
   with_float_in(logits, op, "logits", [&](const auto* z) {
@@ -425,8 +424,7 @@ void CudaBackend::cross_entropy_shard_finish(Tensor logits, Tensor losses, const
                                              int64_t vocab_start, int64_t vocab) {
   const char* op = "cross_entropy_shard_finish";
   const CrossEntropyShardDims d =
-      cross_entropy_shard_dims(op, logits, all_stats, targets, vocab_start, vocab);
-  check_numel(losses, d.N, op, "losses");
+      cross_entropy_shard_finish_dims(logits, losses, all_stats, targets, vocab_start, vocab);
   float* pl = need_f32(losses, op, "losses");
   const float* ps = need_f32(all_stats, op, "all_stats");
   const int32_t* pt = need_i32(targets, op, "targets");
