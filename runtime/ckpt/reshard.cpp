@@ -85,10 +85,11 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
   CheckpointReader reader(step_dir);
   Manifest m = reader.manifest();
   const model::GptDims& d = m.model;
-  if (d.n_head % grid.tp != 0 || d.ffn_hidden() % grid.tp != 0)
-    throw config::ConfigError("--to tp=" + std::to_string(grid.tp) +
-                              ": tp must divide the model's n_head (" + std::to_string(d.n_head) +
-                              ") and MLP width (" + std::to_string(d.ffn_hidden()) + ")");
+  if (d.n_head % grid.tp != 0 || d.ffn_hidden() % grid.tp != 0 || d.padded_vocab() % grid.tp != 0)
+    throw config::ConfigError(
+        "--to tp=" + std::to_string(grid.tp) + ": tp must divide the model's n_head (" +
+        std::to_string(d.n_head) + "), MLP width (" + std::to_string(d.ffn_hidden()) +
+        ") and padded vocabulary (" + std::to_string(d.padded_vocab()) + " rows of wte)");
   if (grid.ep > 1 && (d.num_experts == 0 || d.num_experts % grid.ep != 0))
     throw config::ConfigError("--to ep=" + std::to_string(grid.ep) +
                               ": ep must divide the model's experts (" +

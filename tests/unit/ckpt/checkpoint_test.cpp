@@ -228,6 +228,21 @@ TEST_CASE("offline_reshard_writes_one_file_per_new_rank_with_the_same_values") {
   }
 }
 
+// A tp the vocabulary does not split into equal shards (51 rows of wte, no padding) is refused
+// before anything is written, naming the padded vocabulary.
+TEST_CASE("offline_reshard_refuses_a_tp_that_does_not_divide_the_padded_vocabulary") {
+  model::GptDims d = small_dims();
+  d.vocab = 51;  // n_head 2 and the MLP width 32 divide by 2: only the vocabulary does not
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  State src(layout.total_numel());
+  const std::string dir = write_sharded(fresh_dir("odd_vocab"), layout, src, 1);
+  const std::string out = fresh_dir("odd_vocab_tp2");
+  CHECK_THROWS_WITH(
+      reshard_checkpoint(dir, parse_grid("tp=2"), out),
+      Catch::Contains("--to tp=2") && Catch::Contains("padded vocabulary (51 rows of wte)"));
+  CHECK(fs::is_empty(out));
+}
+
 TEST_CASE("bit_flip_and_truncation_of_a_shard_are_detected") {
   const model::GptDims d = small_dims();
   const model::ParamLayout layout(d, model::GptShard::whole(d));
