@@ -1,6 +1,7 @@
 #pragma once
 // The GPT's global dimensions and which part of it this rank holds (its tensor-parallel shard of
 // heads and FFN columns, and its contiguous range of blocks for pipeline stages).
+#include <algorithm>
 #include <cstdint>
 
 #include "runtime/config/run_config.h"
@@ -36,6 +37,9 @@ struct GptDims {
   // at most T (a token picks an expert once). Per sequence, so that which tokens an expert drops
   // does not depend on how sequences are split over ranks or micro-batches.
   int expert_capacity(int T) const;
+  // The slots per expert per sequence of a rank that holds T of each sequence's sequence_T tokens
+  // (context parallelism: T = sequence_T / cp): the whole sequence's capacity, at most T.
+  int expert_slots(int T, int sequence_T) const { return std::min(expert_capacity(sequence_T), T); }
   static GptDims from_config(const config::ModelConfig& m);
 };
 

@@ -12,6 +12,10 @@
 //    GShard's priority order (every token's first choice, in token order, then every second
 //    choice, ...); a choice past capacity is dropped: it adds nothing and gets no gradient, and
 //    the residual stream carries the token on.
+//  - under context parallelism a rank holds two chunks of each sequence; the capacity and the
+//    balance loss are still the whole sequence's: the ranks exchange, per chunk, how many
+//    tokens chose each expert as which choice and the sum of their probabilities (choice_stats),
+//    from which each places its own choices in the sequence's priority order (assign_slots).
 //  - load-balancing loss (Switch), per sequence s: E * sum_e f_e * P_e, where f_e is the share of
 //    the sequence's T * top_k choices that picked e (before dropping) and P_e the mean
 //    probability of e; the model adds aux_loss_coef times its mean over sequences to the loss.
@@ -23,8 +27,11 @@
 namespace trainer::model {
 
 struct MoeRouting {
-  int sequences = 0, T = 0, experts = 0, top_k = 0;
-  int capacity = 0;                    // slots per expert per sequence
+  int sequences = 0, experts = 0, top_k = 0;
+  int T = 0;           // the tokens of each sequence this rank holds (its rows: sequences * T)
+  int sequence_T = 0;  // the whole sequence's (T * cp under context parallelism)
+  int capacity = 0;    // the choices an expert keeps per sequence (of sequence_T tokens)
+  int slots_per_sequence = 0;          // this rank's slots per expert per sequence
   std::vector<float> probs;            // [N, E]
   std::vector<int32_t> expert;         // [N, K] the chosen experts, best first
   std::vector<float> gate;             // [N, K]
@@ -43,11 +50,36 @@ struct MoeRouting {
   // Expert e's slots are the run [e * slots_per_expert(), (e + 1) * slots_per_expert()), in
   // expert order; the choices it keeps fill its first expert_rows[e] of them, sequence after
   // sequence, so that its GEMMs skip the rest.
-  int64_t slots_per_expert() const { return int64_t{sequences} * capacity; }
+  int64_t slots_per_expert() const { return int64_t{sequences} * slots_per_sequence; }
   int64_t slots() const { return slots_per_expert() * experts; }
 };
 
-// Routes `sequences` sequences of T tokens from their router logits [sequences * T, E] (fp32).
+// How a rank's rows cut the sequences: each sequence is `chunks` equal chunks of which each of
+// `ranks` ranks holds `held`, its rows per sequence being its chunks chunk_of[rank * held + h]
+// for h = 0.. held - 1. One rank, one chunk without context parallelism; with it (Megatron's load
+// balance, attention_state.h's context_chunk) 2 cp chunks, two held by each cp rank.
+struct SequenceChunks {
+  int chunks = 1, held = 1, ranks = 1, rank = 0;
+  std::vector<int> chunk_of = {0};
+  static SequenceChunks context_parallel(int cp_rank, int cp_size);
+};
+
+// Step 1: each token's probabilities, top_k experts and gates, for `sequences` sequences of which
+// the logits [sequences * T, E] (fp32) hold T tokens each, of sequence_T; no slots yet.
+MoeRouting route_choices(const float* logits, const GptDims& dims, int sequences, int T,
+                         int sequence_T);
+// What the ranks of a sequence exchange: per sequence and held chunk, the count of its tokens
+// whose k-th choice is e [K, E], then the sum of its tokens' probabilities [E] as doubles (two
+// floats each); choice_stats_floats of them.
+int64_t choice_stats_floats(const GptDims& dims, int sequences, int held_chunks);
+std::vector<float> choice_stats(const MoeRouting& r, int held_chunks);
+// Step 2: from every rank's choice_stats, rank after rank (all_stats), this rank's choices'
+// places in each sequence's priority order, so its kept choices and slots, the shares f_e, the
+// balance loss (the whole sequence's, the same on every rank of it) and the dropped count (this
+// rank's choices).
+void assign_slots(MoeRouting& r, const float* all_stats, const SequenceChunks& chunks);
+
+// Routes `sequences` whole sequences of T tokens from their router logits [sequences * T, E].
 MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences, int T);
 
 // dlogits [N, E] (OVERWRITTEN): the gradient through the softmax of the gates' gradient dgate

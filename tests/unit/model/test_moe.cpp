@@ -65,6 +65,82 @@ TEST_CASE("moe_router_takes_first_choices_first_and_drops_past_capacity", "[mode
   CHECK(r.chosen_share == std::vector<float>{3 / 8.0f, 2 / 8.0f, 2 / 8.0f, 1 / 8.0f});
 }
 
+// Context parallelism: each cp rank routes its two chunks of every sequence (Megatron's load
+// balance) from every rank's choice counts; together they keep and drop exactly the choices the
+// whole sequence's routing does, with the same gates, shares and balance loss (on every rank), and
+// their logits' gradients are the whole routing's.
+TEST_CASE("moe_router_under_context_parallelism_equals_the_whole_sequence", "[model][moe]") {
+  for (const int top_k : {1, 2})
+    for (const int cp : {2, 4}) {
+      INFO("top_k " << top_k << ", cp " << cp);
+      const model::GptDims d = moe_dims(top_k, 0.75);
+      const int S = 3, T = 16, E = d.num_experts, L = T / (2 * cp);
+      std::vector<float> logits(static_cast<size_t>(S * T * E)),
+          dgate(static_cast<size_t>(S * T * top_k));
+      SplitMix64 rng(11);
+      for (float& v : logits) v = static_cast<float>(rng.normal());
+      for (float& v : dgate) v = static_cast<float>(rng.normal());
+      const model::MoeRouting whole = model::route_tokens(logits.data(), d, S, T);
+      REQUIRE(whole.dropped > 0);
+      std::vector<float> whole_dlogits(logits.size());
+      model::router_backward(whole, dgate.data(), 0.7, whole_dlogits.data());
+      // rank q's rows: per sequence its chunks context_chunk(q, cp, 0) and (q, cp, 1)
+      const auto global_token = [&](int q, int64_t row) {
+        const int64_t s = row / (2 * L), h = row % (2 * L) / L, t = row % L;
+        return s * T + context_chunk(q, cp, static_cast<int>(h)) * L + t;
+      };
+      std::vector<model::MoeRouting> ranks;
+      std::vector<float> all_stats;
+      for (int q = 0; q < cp; ++q) {
+        std::vector<float> mine(static_cast<size_t>(S * 2 * L * E));
+        for (int64_t row = 0; row < S * 2 * L; ++row)
+          for (int e = 0; e < E; ++e)
+            mine[static_cast<size_t>(row * E + e)] =
+                logits[static_cast<size_t>(global_token(q, row) * E + e)];
+        ranks.push_back(model::route_choices(mine.data(), d, S, 2 * L, T));
+        const std::vector<float> st = model::choice_stats(ranks.back(), 2);
+        REQUIRE(static_cast<int64_t>(st.size()) == model::choice_stats_floats(d, S, 2));
+        all_stats.insert(all_stats.end(), st.begin(), st.end());
+      }
+      int64_t dropped = 0;
+      for (int q = 0; q < cp; ++q) {
+        INFO("cp rank " << q);
+        model::MoeRouting& r = ranks[static_cast<size_t>(q)];
+        model::assign_slots(r, all_stats.data(), model::SequenceChunks::context_parallel(q, cp));
+        dropped += r.dropped;
+        CHECK(r.balance_loss_sum == Approx(whole.balance_loss_sum).epsilon(1e-12));
+        CHECK(r.chosen_share == whole.chosen_share);
+        std::vector<float> dg(static_cast<size_t>(S * 2 * L * top_k)),
+            dlogits(static_cast<size_t>(S * 2 * L * E));
+        for (int64_t row = 0; row < S * 2 * L; ++row)
+          for (int k = 0; k < top_k; ++k)
+            dg[static_cast<size_t>(row * top_k + k)] =
+                dgate[static_cast<size_t>(global_token(q, row) * top_k + k)];
+        model::router_backward(r, dg.data(), 0.7, dlogits.data());
+        for (int64_t row = 0; row < S * 2 * L; ++row) {
+          const int64_t n = global_token(q, row);
+          INFO("row " << row << " = token " << n);
+          for (int k = 0; k < top_k; ++k) {
+            const size_t mine = static_cast<size_t>(row * top_k + k),
+                         theirs = static_cast<size_t>(n * top_k + k);
+            CHECK(r.expert[mine] == whole.expert[theirs]);
+            CHECK(r.gate[mine] == whole.gate[theirs]);
+            CHECK((r.slot[mine] >= 0) == (whole.slot[theirs] >= 0));  // kept or dropped alike
+          }
+          for (int e = 0; e < E; ++e)
+            CHECK(dlogits[static_cast<size_t>(row * E + e)] ==
+                  Approx(whole_dlogits[static_cast<size_t>(n * E + e)]).margin(1e-7));
+        }
+        // every kept choice has its slot among this rank's, each slot at most once
+        std::vector<int> used(static_cast<size_t>(r.slots()), 0);
+        for (int32_t slot : r.slot)
+          if (slot >= 0) ++used[static_cast<size_t>(slot)];
+        for (int u : used) CHECK(u <= 1);
+      }
+      CHECK(dropped == whole.dropped);
+    }
+}
+
 TEST_CASE("moe_router_gradient_matches_finite_differences", "[model][moe]") {
   for (int top_k : {1, 2}) {
     const model::GptDims d = moe_dims(top_k, 0.75);
