@@ -107,10 +107,6 @@ void check_experts_runnable(const RunConfig& c) {
            ") must be divisible by parallel.tp (each tp rank routes whole sequences: an "
            "expert's capacity counts a sequence's tokens)");
   }
-  if (p.cp > 1)
-    fail(experts + " with " + kv("parallel.cp", p.cp) +
-         ": mixture-of-experts blocks run with cp 1 (an expert's capacity counts each sequence's "
-         "tokens, which cp splits over ranks)");
   if (c.precision.compute == "fp8")
     fail(experts +
          " with precision.compute = fp8: the experts' GEMMs run in bf16 or fp32; use "

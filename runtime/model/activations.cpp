@@ -31,7 +31,8 @@ void carve_experts(Carver& c, BlockActivations& b, const ParamLayout& layout, in
                    DType mm) {
   const GptDims& d = layout.dims();
   const int64_t N = B * T, E = d.num_experts, K = d.top_k, C = d.d_model, FC = d.ffn_hidden();
-  const int64_t S = E * B * d.expert_capacity(static_cast<int>(T));
+  const int cp = layout.shard().cp_size;
+  const int64_t S = E * B * d.expert_slots(static_cast<int>(T), static_cast<int>(T) * cp);
   b.router_logits = c.take({N, E});
   b.moe_tables = c.take({2 * (N * K + S)}, DType::i32);
   // (the measuring pass has no memory: its views stay null)
@@ -60,7 +61,8 @@ void carve_expert_scratch(Carver& c, MoeScratch& m, const ParamLayout& layout, i
                           DType mm) {
   const GptDims& d = layout.dims();
   const int64_t N = B * T, E = d.num_experts, K = d.top_k, C = d.d_model, FC = d.ffn_hidden();
-  const int64_t S = E * B * d.expert_capacity(static_cast<int>(T));
+  const int cp = layout.shard().cp_size;
+  const int64_t S = E * B * d.expert_slots(static_cast<int>(T), static_cast<int>(T) * cp);
   const bool ep = layout.shard().ep_size > 1;
   if (ep) m.dispatch = c.take({S, C}, mm);
   m.dy = c.take({S, C}, mm);
@@ -70,6 +72,11 @@ void carve_expert_scratch(Carver& c, MoeScratch& m, const ParamLayout& layout, i
   m.dx_tokens = ep ? c.take({S, C}) : m.dx;
   m.dgate = c.take({N, K});
   m.dlogits = c.take({N, E});
+  if (cp > 1) {
+    const int64_t stats = choice_stats_floats(d, static_cast<int>(B), 2);
+    m.route_stats = c.take({stats});
+    m.route_stats_all = c.take({cp, stats});
+  }
 }
 
 // att_state: what attention keeps per layer (Backend::attention_state_shape).

@@ -87,6 +87,9 @@ struct MoeScratch {
   Tensor dx_tokens;   // [S, C] fp32: the same, token side (dx when ep = 1)
   Tensor dgate;       // [N, K] fp32
   Tensor dlogits;     // [N, E] fp32
+  // context parallelism: this rank's choice_stats (moe_router.h) and every cp rank's, [cp, ...],
+  // fp32 words (empty at cp 1)
+  Tensor route_stats, route_stats_all;
 };
 
 struct GradScratch {

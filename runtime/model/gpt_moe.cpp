@@ -78,6 +78,23 @@ void Gpt::ep_all_to_all(const Tensor& send, Tensor recv) {
   hooks_.ep_all_to_all(send, recv);
 }
 
+void Gpt::route(MoeRouting& r, const float* logits) {
+  const GptShard& s = layout_.shard();
+  const int T = acts_->T, cp = s.cp_size;
+  r = route_choices(logits, layout_.dims(), s.row_sequences(acts_->B), T, T * cp);
+  if (cp == 1) {
+    assign_slots(r, choice_stats(r, 1).data(), SequenceChunks{});
+    return;
+  }
+  // the capacity and the balance loss count the whole sequence: the cp ranks' choice counts
+  const MoeScratch& m = acts_->moe;
+  be_.from_host(m.route_stats, choice_stats(r, 2).data());
+  cp_all_gather(m.route_stats, m.route_stats_all);
+  std::vector<float> all(static_cast<size_t>(m.route_stats_all.numel()));
+  be_.to_host(all.data(), m.route_stats_all);
+  assign_slots(r, all.data(), SequenceChunks::context_parallel(s.cp_rank, cp));
+}
+
 void Gpt::moe_forward(BlockActivations& a, int l) {
   const GptDims& d = layout_.dims();
   const std::string h = block_prefix(layout_.shard(), l);
@@ -91,7 +108,7 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     std::vector<float> logits(static_cast<size_t>(a.router_logits.numel()));
     be_.to_host(logits.data(), a.router_logits);
     MoeRouting& r = *a.routing;
-    r = route_tokens(logits.data(), d, layout_.shard().row_sequences(acts.B), acts.T);
+    route(r, logits.data());
     // the four tables in one upload (a device waits for each): slot, gate, token, slot gate
     std::vector<int32_t> tables(static_cast<size_t>(a.moe_tables.numel()));
     int32_t* at = tables.data();
@@ -162,8 +179,8 @@ void Gpt::moe_backward(BlockActivations& a, int l, const Tensor& dln) {
     std::vector<float> dlogits(static_cast<size_t>(m.dlogits.numel()));
     be_.to_host(dgate.data(), m.dgate);
     // the balance loss of each sequence weighs 1 / (sequences in the global batch) = dloss_scale
-    // times its tokens
-    router_backward(r, dgate.data(), d.aux_loss_coef * double{dloss_scale_} * acts.T,
+    // times its tokens (all of them, under context parallelism too)
+    router_backward(r, dgate.data(), d.aux_loss_coef * double{dloss_scale_} * r.sequence_T,
                     dlogits.data());
     be_.from_host(m.dlogits, dlogits.data());
   }

@@ -320,7 +320,7 @@ EpTraffic ep_traffic(const config::RunConfig& cfg) {
   const double forwards = cfg.activation_checkpointing == "full" ? 2 : 1,
                L = cfg.model.n_layer / cfg.parallel.pp,
                rows = double(dims.num_experts) * cfg.train.micro_batch *
-                      dims.expert_capacity(cfg.model.seq_len),
+                      dims.expert_slots(cfg.model.seq_len / cfg.parallel.cp, cfg.model.seq_len),
                mm = cfg.precision.compute == "fp32" ? 4 : 2;
   t.collectives = static_cast<int64_t>((2 * forwards + 2) * L) * cfg.train.grad_accum;
   t.sent_bytes = cfg.train.grad_accum * L * rows * dims.d_model * (ep - 1) / ep *

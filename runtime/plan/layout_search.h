@@ -154,7 +154,8 @@ CpTraffic cp_traffic(const config::RunConfig& cfg);
 // Expert parallelism's all-to-alls per rank per step: in each mixture-of-experts block, the
 // tokens' rows to their experts (matmul dtype) and the experts' outputs back (fp32) in forward
 // (and in a full recompute), the outputs' gradient (matmul dtype) and the inputs' (fp32) in
-// backward; E * B * capacity rows of d_model each, of which (ep - 1) / ep leave the rank.
+// backward; E * B * GptDims::expert_slots rows of d_model each (at cp > 1, of T / cp tokens per
+// sequence), of which (ep - 1) / ep leave the rank.
 struct EpTraffic {
   int64_t collectives = 0;
   double sent_bytes = 0;

@@ -173,9 +173,10 @@ TEST_CASE("context_parallel_touches_backend_memory_only_through_the_backend_and_
 // A mixture of experts (the routing on the host from the router's logits, the token rows moved
 // by the backend) on two dp ranks with the experts replicated, and on the same two ranks as an
 // ep group (each holds 2 of the 4 experts; tokens cross by all-to-all, the expert gradients are
-// not summed over dp; and with ZeRO 1, 2 and 3), and as a tp group with sequence parallelism (each
-// rank routes its own sequence), in fp32 and bf16: bit for bit the plain cpu run, and the ep runs
-// give the dp run's losses and norms (fp32 within 1e-6).
+// not summed over dp; and with ZeRO 1, 2 and 3), as a tp group with sequence parallelism (each
+// rank routes its own sequence) and as a cp group (each routes its chunks of every sequence after
+// an all-gather of the choice counts), in fp32 and bf16: bit for bit the plain cpu run, and the ep
+// runs give the dp run's losses and norms (fp32 within 1e-6).
 TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_and_comm",
           "[train][moe]") {
   for (const char* precision : {"fp32", "bf16"}) {
@@ -205,13 +206,18 @@ TEST_CASE("mixture_of_experts_touches_backend_memory_only_through_the_backend_an
                              tp_opaque = run(cfg, true, testing::Split::tp_sp);
     cfg.parallel.tp = 1;
     cfg.parallel.sequence_parallel = false;
+    cfg.parallel.cp = kDp;  // each cp rank routes its chunks, from both ranks' choice counts
+    const std::vector<Trace> cp = run(cfg, false, testing::Split::cp),
+                             cp_opaque = run(cfg, true, testing::Split::cp);
+    cfg.parallel.cp = 1;
     for (int r = 0; r < kDp; ++r) {
       INFO(precision << ", rank " << r << ": dp losses " << dp[size_t(r)].losses[0] << " .. "
                      << dp[size_t(r)].losses.back() << ", ep " << ep[size_t(r)].losses[0] << " .. "
                      << ep[size_t(r)].losses.back());
       for (const auto& [a, b] :
            {std::pair{&dp, &dp_opaque}, std::pair{&ep, &ep_opaque}, std::pair{&z1, &z1_opaque},
-            std::pair{&z2, &z2_opaque}, std::pair{&z3, &z3_opaque}, std::pair{&tp, &tp_opaque}}) {
+            std::pair{&z2, &z2_opaque}, std::pair{&z3, &z3_opaque}, std::pair{&tp, &tp_opaque},
+            std::pair{&cp, &cp_opaque}}) {
         const Trace &x = (*a)[size_t(r)], &y = (*b)[size_t(r)];
         CHECK(x.losses == y.losses);
         CHECK(x.norms == y.norms);

@@ -1,0 +1,36 @@
+# Mixture of experts with context parallelism: each cp rank routes its two chunks of every
+# sequence (Megatron's load balance), and the capacity and the balance loss stay the whole
+# sequence's: the cp ranks all-gather per chunk how many tokens chose each expert as which choice
+# and their probability sums, and each places its own choices in the sequence's priority order.
+# Against the single-process run of the same model (4 experts, top 2, capacity factor 1: some
+# choices dropped) and global batch (8 sequences of 32 tokens): losses, grad norms, the balance
+# loss and the dropped share within 1e-5 relative over 20 steps, at cp 2, cp 4 (8 of a
+# sequence's 32 tokens per rank: fewer slots than the capacity of 16), cp 2 with full recompute,
+# cp 2 x ep 2, dp 2 x cp 2 with ep 4 at ZeRO 1, and cp 2 x tp 2 with sequence parallelism.
+# `trainer plan` predicts a cp 2 x ep 2 rank's model state and activations.
+source "$2/tests/lib/moe_common.sh"  # moe, s, ref, check_moe
+check_moe cp2 2 8 1 --set parallel.cp=2
+check_moe cp4 4 8 1 --set parallel.cp=4
+check_moe cp2_full 2 8 1 --set parallel.cp=2 --set activation_checkpointing=full
+check_moe cp2ep2 2 8 1 --set parallel.cp=2 --set parallel.ep=2
+check_moe dp2cp2ep4_z1 4 4 1 --set parallel.cp=2 --set parallel.ep=4 --set parallel.zero=1
+check_moe cp2tp2 4 8 1 --set parallel.cp=2 --set parallel.tp=2 \
+  --set parallel.sequence_parallel=true
+[ "$(json_get cp2ep2/report.json 'd["parallel"]["cp"], d["parallel"]["ep"]')" = "2 2" ] \
+  || fail "cp 2 x ep 2 report: $(json_get cp2ep2/report.json 'd["parallel"]')"
+
+# plan: a cp 2 x ep 2 rank's model state and activations (its slots: the sequence's capacity)
+"$bin" plan "$src/configs/tiny.yaml" --gpus 2 "${small[@]}" "${s[@]}" --set parallel.cp=2 \
+  --set parallel.ep=2 --set train.micro_batch=8 >plan.txt \
+  || { cat plan.txt; fail "plan of cp 2 x ep 2 failed"; }
+/usr/bin/python3 - plan.txt cp2ep2/report.json <<'PY' || fail "plan's cp 2 x ep 2 rank differs from the run's"
+import json, re, sys
+text = open(sys.argv[1]).read()
+state = next(l for l in text.splitlines() if l.startswith("model state per rank as this runtime"))
+plan = {k: int(v) for k, v in re.findall(r"(params|grads|optimizer) (\d+) B", state)}
+plan["activations"] = int(re.search(r"^activations per rank .*: (\d+) B", text, re.M).group(1))
+b = json.load(open(sys.argv[2]))["memory"]["breakdown"]
+run = {k: b[k] for k in plan}
+print(f"plan {plan}, run {run}")
+sys.exit(0 if plan == run else 1)
+PY
