@@ -3,8 +3,10 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -15,6 +17,19 @@
 
 namespace trainer::dist {
 namespace {
+
+// Gloo's tcp pairs write with writev, which raises SIGPIPE when the peer's end is gone, and its
+// default action ends this rank silently (exit 141) before Gloo can throw the EPIPE that names
+// the peer (seen in tests/dist/rank_failure_ends_the_group_naming_the_rank.sh when a rank was
+// killed while another wrote to it). Ignored from the first connect, unless a handler is set.
+void ignore_sigpipe_from_peers() {
+  struct sigaction current {};
+  ::sigaction(SIGPIPE, nullptr, &current);
+  if (current.sa_handler != SIG_DFL) return;
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ignore, nullptr);
+}
 
 bool is_loopback(const std::string& host) {
   return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0;
@@ -84,6 +99,7 @@ std::chrono::milliseconds GlooComm::timeout() const {
 }
 
 void GlooComm::connect() {
+  ignore_sigpipe_from_peers();
   try {
     auto dev = gloo::transport::tcp::CreateDevice(device_attr());
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, size_);

@@ -73,6 +73,8 @@ for kind in kill throw kill0 stop ppkill ppthrow; do
   took=$(( $(date +%s) - start ))
   tail -3 bare_$kind.$survivor.log
   [ $rc -ne 0 ] && [ $rc -ne 137 ] || fail "$kind: rank $survivor exited $rc (137: it hung and was killed)"
+  # (141: SIGPIPE from writing to the dead peer's socket, silent: Gloo's writes must not raise it)
+  [ $rc -ne 141 ] || fail "$kind: rank $survivor died of SIGPIPE (exit 141) instead of naming rank $victim"
   [ $took -le $limit ] || fail "$kind: rank $survivor took ${took}s (> ${limit}s)"
   grep -qiE "rank $victim|did not arrive: $victim " bare_$kind.$survivor.log \
     || fail "$kind: rank $survivor's error does not name rank $victim"
