@@ -23,14 +23,4 @@ check_moe cp2tp2 4 8 1 --set parallel.cp=2 --set parallel.tp=2 \
 "$bin" plan "$src/configs/tiny.yaml" --gpus 2 "${small[@]}" "${s[@]}" --set parallel.cp=2 \
   --set parallel.ep=2 --set train.micro_batch=8 >plan.txt \
   || { cat plan.txt; fail "plan of cp 2 x ep 2 failed"; }
-/usr/bin/python3 - plan.txt cp2ep2/report.json <<'PY' || fail "plan's cp 2 x ep 2 rank differs from the run's"
-import json, re, sys
-text = open(sys.argv[1]).read()
-state = next(l for l in text.splitlines() if l.startswith("model state per rank as this runtime"))
-plan = {k: int(v) for k, v in re.findall(r"(params|grads|optimizer) (\d+) B", state)}
-plan["activations"] = int(re.search(r"^activations per rank .*: (\d+) B", text, re.M).group(1))
-b = json.load(open(sys.argv[2]))["memory"]["breakdown"]
-run = {k: b[k] for k in plan}
-print(f"plan {plan}, run {run}")
-sys.exit(0 if plan == run else 1)
-PY
+plan_matches_run plan.txt cp2ep2/report.json || fail "plan's cp 2 x ep 2 rank differs from the run's"

@@ -25,17 +25,7 @@ check_moe pp2tp2 4 8 1 "${sp[@]}" --set parallel.tp=2 --set parallel.pp=2 \
 # plan: a tp rank's model state and activations (its sequences' expert slots) as allocated
 "$bin" plan "$src/configs/tiny.yaml" --gpus 2 "${small[@]}" "${s[@]}" "${sp[@]}" \
   --set parallel.tp=2 --set train.micro_batch=8 >plan.txt || { cat plan.txt; fail "plan of tp 2 failed"; }
-/usr/bin/python3 - plan.txt tp2/report.json <<'PY' || fail "plan's tp 2 rank differs from the run's"
-import json, re, sys
-text = open(sys.argv[1]).read()
-state = next(l for l in text.splitlines() if l.startswith("model state per rank as this runtime"))
-plan = {k: int(v) for k, v in re.findall(r"(params|grads|optimizer) (\d+) B", state)}
-plan["activations"] = int(re.search(r"^activations per rank .*: (\d+) B", text, re.M).group(1))
-b = json.load(open(sys.argv[2]))["memory"]["breakdown"]
-run = {k: b[k] for k in plan}
-print(f"plan {plan}, run {run}")
-sys.exit(0 if plan == run else 1)
-PY
+plan_matches_run plan.txt tp2/report.json || fail "plan's tp 2 rank differs from the run's"
 
 b=(--set run.deterministic=true --set precision.compute=bf16)
 run_single ref_bf16 8 1 20 "${s[@]}" "${b[@]}"

@@ -10,3 +10,18 @@ run_single ref 8 1 20 "${s[@]}"
 # check_moe NAME NPROC MICRO_BATCH GRAD_ACCUM [args]: runs NAME (20 steps) and compares it with
 # ref: losses, grad norms, the balance loss and the dropped share within 1e-5 relative
 check_moe() { check_layout "$@"; }
+# plan_matches_run PLAN_TXT REPORT_JSON: `trainer plan`'s model state per rank (params, grads,
+# optimizer) and activations per rank equal the run's report (memory.breakdown), byte for byte
+plan_matches_run() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+state = next(l for l in text.splitlines() if l.startswith("model state per rank as this runtime"))
+plan = {k: int(v) for k, v in re.findall(r"(params|grads|optimizer) (\d+) B", state)}
+plan["activations"] = int(re.search(r"^activations per rank .*: (\d+) B", text, re.M).group(1))
+b = json.load(open(sys.argv[2]))["memory"]["breakdown"]
+run = {k: b[k] for k in plan}
+print(f"plan {plan}, run {run}")
+sys.exit(0 if plan == run else 1)
+PY
+}
