@@ -188,9 +188,10 @@ class Gpt {
   // them), the experts whole on every tp rank (their gradients summed over tp, as the
   // layernorms'); dln: where the block's MLP input gradient goes (this rank's rows).
   void moe_forward(BlockActivations& a, int local_layer);
-  // The routing of this rank's rows from their router logits (host); under context parallelism
-  // after an all-gather of the cp ranks' choice counts (the capacity counts whole sequences).
-  void route(MoeRouting& r, const float* logits);
+  // a.routing: the routing of this rank's rows from a.router_logits (on the host); under context
+  // parallelism after an all-gather of the cp ranks' choice counts (the capacity counts whole
+  // sequences).
+  void route(BlockActivations& a);
   void moe_backward(BlockActivations& a, int local_layer, const Tensor& dln);
   // The experts' MLPs over the expert side's slot rows (one GEMM pair per (ep rank, expert)).
   void experts_forward(BlockActivations& a, int local_layer);

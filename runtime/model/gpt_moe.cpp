@@ -78,18 +78,25 @@ void Gpt::ep_all_to_all(const Tensor& send, Tensor recv) {
   hooks_.ep_all_to_all(send, recv);
 }
 
-void Gpt::route(MoeRouting& r, const float* logits) {
+void Gpt::route(BlockActivations& a) {
   const GptShard& s = layout_.shard();
   const int T = acts_->T, cp = s.cp_size;
-  r = route_choices(logits, layout_.dims(), s.row_sequences(acts_->B), T, T * cp);
-  if (cp == 1) {
-    assign_slots(r, choice_stats(r, 1).data(), SequenceChunks{});
-    return;
+  MoeRouting& r = *a.routing;
+  const MoeScratch& m = acts_->moe;
+  {
+    auto p = phase("routing");  // waits for the router: the host reads its logits
+    std::vector<float> logits(static_cast<size_t>(a.router_logits.numel()));
+    be_.to_host(logits.data(), a.router_logits);
+    r = route_choices(logits.data(), layout_.dims(), s.row_sequences(acts_->B), T, T * cp);
+    if (cp == 1) {
+      assign_slots(r, choice_stats(r, 1).data(), SequenceChunks{});
+      return;
+    }
+    be_.from_host(m.route_stats, choice_stats(r, 2).data());
   }
   // the capacity and the balance loss count the whole sequence: the cp ranks' choice counts
-  const MoeScratch& m = acts_->moe;
-  be_.from_host(m.route_stats, choice_stats(r, 2).data());
   cp_all_gather(m.route_stats, m.route_stats_all);
+  auto p = phase("routing");
   std::vector<float> all(static_cast<size_t>(m.route_stats_all.numel()));
   be_.to_host(all.data(), m.route_stats_all);
   assign_slots(r, all.data(), SequenceChunks::context_parallel(s.cp_rank, cp));
@@ -103,12 +110,10 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     auto p = phase("router", matmul_flops(a.router_logits, a.ln2));
     be_.matmul_forward(a.router_logits, rows(a.ln2), matmul_weight(h + "router.weight"), Tensor());
   }
+  route(a);
   {
-    auto p = phase("routing");  // waits for the router: the host reads its logits
-    std::vector<float> logits(static_cast<size_t>(a.router_logits.numel()));
-    be_.to_host(logits.data(), a.router_logits);
-    MoeRouting& r = *a.routing;
-    route(r, logits.data());
+    auto p = phase("routing");
+    const MoeRouting& r = *a.routing;
     // the four tables in one upload (a device waits for each): slot, gate, token, slot gate
     std::vector<int32_t> tables(static_cast<size_t>(a.moe_tables.numel()));
     int32_t* at = tables.data();
