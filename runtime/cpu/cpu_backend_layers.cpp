@@ -190,8 +190,8 @@ void CpuBackend::cross_entropy_shard_stats(Tensor stats, const Tensor& logits,
   const int32_t* tgt = need_i32(targets, op, "targets");
   check_tokens(tgt, d.N, vocab, op, "targets", true);
   cpu::cross_entropy_shard_stats(need_f32(stats, op, "stats"),
-                                 staging_.input(logits, 0, op, "logits"), tgt, d.N, d.Vp,
-                                 vocab_start, vocab);
+                                 staging_.input(logits, 0, op, "logits"), tgt, d.N, d.Vp, d.V,
+                                 vocab_start);
 }
 
 void CpuBackend::cross_entropy_shard_finish(Tensor logits, Tensor losses, const Tensor& all_stats,
@@ -204,7 +204,7 @@ void CpuBackend::cross_entropy_shard_finish(Tensor logits, Tensor losses, const 
   check_tokens(tgt, d.N, vocab, op, "targets", true);
   cpu::cross_entropy_shard_finish(
       staging_.in_out(logits, 3, op, "logits"), need_f32(losses, op, "losses"),
-      need_f32(all_stats, op, "all_stats"), d.R, tgt, d.N, d.Vp, vocab_start, vocab, dloss_scale);
+      need_f32(all_stats, op, "all_stats"), d.R, tgt, d.N, d.Vp, d.V, vocab_start, dloss_scale);
   if (dloss_scale != 0) staging_.commit(logits, 3);  // the dlogits
 }
 

@@ -48,27 +48,18 @@ void softmax_cross_entropy(Real* logits, Real* losses, const int32_t* targets, i
   }
 }
 
-}  // namespace trainer::cpu
-
-namespace trainer::cpu {
-
 // Vocabulary-parallel cross-entropy (Megatron's): each tensor-parallel rank holds the logits of
-// its columns [v0, v0 + Vl) of the padded vocabulary, logits[N, Vl]; the classes are the global
-// columns < V. Two halves around an all-gather of every rank's statistics over the tp group.
+// its columns [v0, v0 + Vl) of the padded vocabulary, logits[N, Vl], of which the first `classes`
+// are classes (global index < V: op_shapes' CrossEntropyShardDims::V) and the rest padding. Two
+// halves around an all-gather of every rank's statistics over the tp group.
 inline constexpr int64_t kCrossEntropyStats = 3;  // per row: max, sum of exp(z - max), target logit
-
-// This shard's classes among its Vl columns: those of global index < V.
-inline int64_t shard_classes(int64_t Vl, int64_t v0, int64_t V) {
-  return std::clamp<int64_t>(V - v0, 0, Vl);
-}
 
 // stats[N, 3]: for each row, the max m of this shard's class logits (-inf when it has none), the
 // sum of exp(z - m) over them, and the target's logit when this shard holds it (else 0).
 // Targets < 0 (ignored rows) read nothing.
 template <class Real>
 void cross_entropy_shard_stats(Real* stats, const Real* logits, const int32_t* targets, int64_t N,
-                               int64_t Vl, int64_t v0, int64_t V) {
-  const int64_t classes = shard_classes(Vl, v0, V);
+                               int64_t Vl, int64_t classes, int64_t v0) {
   TRAINER_PARALLEL_FOR_IF(N * Vl >= kParallelMinWork)
   for (int64_t i = 0; i < N; ++i) {
     const Real* z = logits + i * Vl;
@@ -91,9 +82,8 @@ void cross_entropy_shard_stats(Real* stats, const Real* logits, const int32_t* t
 // target < 0 is ignored: loss 0 and a zero gradient row.
 template <class Real>
 void cross_entropy_shard_finish(Real* logits, Real* losses, const Real* all_stats, int64_t R,
-                                const int32_t* targets, int64_t N, int64_t Vl, int64_t v0,
-                                int64_t V, Real dloss_scale) {
-  const int64_t classes = shard_classes(Vl, v0, V);
+                                const int32_t* targets, int64_t N, int64_t Vl, int64_t classes,
+                                int64_t v0, Real dloss_scale) {
   const bool write_grad = dloss_scale != Real(0);
   TRAINER_PARALLEL_FOR_IF(N * Vl >= kParallelMinWork)
   for (int64_t i = 0; i < N; ++i) {

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>

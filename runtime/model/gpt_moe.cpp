@@ -87,11 +87,11 @@ void Gpt::route(BlockActivations& a) {
     auto p = phase("routing");  // waits for the router: the host reads its logits
     std::vector<float> logits(static_cast<size_t>(a.router_logits.numel()));
     be_.to_host(logits.data(), a.router_logits);
-    r = route_choices(logits.data(), layout_.dims(), s.row_sequences(acts_->B), T, T * cp);
     if (cp == 1) {
-      assign_slots(r, choice_stats(r, 1).data(), SequenceChunks{});
+      r = route_tokens(logits.data(), layout_.dims(), s.row_sequences(acts_->B), T);
       return;
     }
+    r = route_choices(logits.data(), layout_.dims(), s.row_sequences(acts_->B), T, T * cp);
     be_.from_host(m.route_stats, choice_stats(r, 2).data());
   }
   // the capacity and the balance loss count the whole sequence: the cp ranks' choice counts

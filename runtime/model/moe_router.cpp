@@ -63,14 +63,22 @@ MoeRouting route_choices(const float* logits, const GptDims& dims, int sequences
   return r;
 }
 
+namespace {
+
+// choice_stats' floats per sequence and chunk: the counts [K, E], then E doubles
+int64_t stats_record_floats(int experts, int top_k) {
+  return int64_t{top_k} * experts + 2 * int64_t{experts};
+}
+
+}  // namespace
+
 int64_t choice_stats_floats(const GptDims& dims, int sequences, int held_chunks) {
-  const int64_t E = dims.num_experts;
-  return int64_t{sequences} * held_chunks * (dims.top_k * E + 2 * E);
+  return int64_t{sequences} * held_chunks * stats_record_floats(dims.num_experts, dims.top_k);
 }
 
 std::vector<float> choice_stats(const MoeRouting& r, int held_chunks) {
   const int E = r.experts, K = r.top_k, L = r.T / held_chunks;
-  const int64_t record = int64_t{K} * E + 2 * E;
+  const int64_t record = stats_record_floats(E, K);
   std::vector<float> out(static_cast<size_t>(int64_t{r.sequences} * held_chunks * record), 0.0f);
   std::vector<double> prob_sum(static_cast<size_t>(E));
   for (int s = 0; s < r.sequences; ++s)
@@ -94,7 +102,8 @@ void assign_slots(MoeRouting& r, const float* all_stats, const SequenceChunks& c
                     ch.chunk_of.size() == static_cast<size_t>(ch.ranks * ch.held),
                 "assign_slots: " << ch.held << " of " << ch.chunks << " chunks per sequence, "
                                  << r.T << " of " << r.sequence_T << " tokens");
-  const int64_t record = int64_t{K} * E + 2 * E, per_rank = int64_t{r.sequences} * ch.held * record;
+  const int64_t record = stats_record_floats(E, K),
+                per_rank = int64_t{r.sequences} * ch.held * record;
   r.slot.assign(r.expert.size(), -1);
   r.token_of_slot.assign(static_cast<size_t>(r.slots()), -1);
   r.slot_gate.assign(r.token_of_slot.size(), 0.0f);

@@ -2,6 +2,7 @@
 // shards' results, combined as the tp ranks combine them, equal the whole vocabulary's. The
 // float64 instantiations against softmax_cross_entropy<double> (itself checked against finite
 // differences in gradients_test.cpp), then the backend's fp32 ops against the float64 ones.
+#include <algorithm>
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -36,16 +37,18 @@ ShardedLoss sharded_loss(const std::vector<double>& logits, const std::vector<in
     for (int64_t i = 0; i < N; ++i)
       for (int64_t j = 0; j < Vl; ++j)
         shards[sz(r)][sz(i * Vl + j)] = logits[sz(i * Vp + r * Vl + j)];
+  // shard r's classes: its columns of global index < V
+  const auto classes = [&](int64_t r) { return std::clamp<int64_t>(V - r * Vl, 0, Vl); };
   std::vector<double> all_stats(sz(R * N * kCrossEntropyStats));
   for (int64_t r = 0; r < R; ++r)
     cross_entropy_shard_stats(all_stats.data() + r * N * kCrossEntropyStats, shards[sz(r)].data(),
-                              targets.data(), N, Vl, r * Vl, V);
+                              targets.data(), N, Vl, classes(r), r * Vl);
   ShardedLoss out;
   out.dlogits.assign(sz(N * Vp), std::nan(""));
   for (int64_t r = 0; r < R; ++r) {
     std::vector<double> losses(sz(N), std::nan(""));
     cross_entropy_shard_finish(shards[sz(r)].data(), losses.data(), all_stats.data(), R,
-                               targets.data(), N, Vl, r * Vl, V, scale);
+                               targets.data(), N, Vl, classes(r), r * Vl, scale);
     out.per_rank.push_back(losses);
     for (int64_t i = 0; i < N; ++i)
       for (int64_t j = 0; j < Vl; ++j)
