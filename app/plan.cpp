@@ -152,8 +152,8 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
       "dp), so its tokens stay as configured; precision stays %s; tp is each size that divides "
       "the devices, the heads and the MLP width%s, with and without sequence parallelism; pp "
       "each that divides the layers and the devices over tp (a stage's micro_batch all of its "
-      "dp rank's sequences, cut into pieces of each size that divides them; ZeRO 0 and 1; not "
-      "with fp8); dp the rest; cp stays 1%s\n",
+      "dp rank's sequences, cut into pieces of each size that divides them; ZeRO 0 and 1); dp "
+      "the rest; cp stays 1%s\n",
       static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * request.dp),
       cfg.precision.compute.c_str(),
       request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "",

@@ -49,8 +49,9 @@ __device__ inline float scale_for(float amax, float fallback) {
   return amax > 0.0f && amax < INFINITY ? kFp8E4m3Max / amax : fallback;
 }
 
-// One block: *amax = the max of the partials; *scale, *descale = the scale that quantizes this
-// call's tensor (the state's, or from *amax for a fresh state) and its inverse.
+// One block: *amax is raised to the max of the partials (fmaxf: a NaN *amax counts as nothing);
+// *scale, *descale = the scale that quantizes this call's tensor (the state's, or from this call's
+// amax for a fresh state) and its inverse.
 __global__ void call_scale_kernel(float* amax, float* scale, float* descale,
                                   const float* tensor_state, const float* partials, int parts) {
   __shared__ float red[32];
@@ -58,7 +59,7 @@ __global__ void call_scale_kernel(float* amax, float* scale, float* descale,
   for (int i = threadIdx.x; i < parts; i += blockDim.x) m = fmaxf(m, partials[i]);
   m = block_reduce(m, red, MaxOp{}, 0.0f);
   if (threadIdx.x != 0) return;
-  *amax = m;
+  *amax = fmaxf(*amax, m);
   const float state_scale = tensor_state[kFp8AmaxHistory];
   const float use = state_scale == 0.0f ? scale_for(m, 1.0f) : state_scale;
   *scale = use;

@@ -156,7 +156,8 @@ void cross_entropy_shard_finish(LogitT* logits, float* losses, const float* all_
 
 // --- fp8 (fp8.cu; runtime/core/fp8_recipe.h) ---
 // out[n] = e4m3(x * scale) for bf16 x, with the scale that tensor_state (kFp8TensorFloats floats)
-// gives this call; *amax receives amax(|x|) and the state stays. *scale and *descale receive that
+// gives this call; *amax is raised to amax(|x|) (a NaN *amax counts as nothing) and the state
+// stays. *scale and *descale receive that
 // scale and its inverse (the GEMM's descale: cuBLASLt refuses one that is not 16-byte aligned,
 // seen on an H200 with cuBLASLt 13.1); partials: kReducePartials floats of workspace.
 void fp8_quantize_delayed(uint8_t* out, const uint16_t* x, int64_t n, const float* tensor_state,

@@ -55,8 +55,10 @@ struct Manifest {
   int64_t loader_global_batch_tokens = 0;  // tokens per step of the saving run (0: not recorded)
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
-  // precision.compute: fp8: the delayed-scaling states (Gpt::fp8_scaling_state), empty otherwise.
-  // Rank 0's, which are every rank's: the amaxes are reduced over the dp and tp ranks.
+  // precision.compute: fp8: the delayed-scaling states of the whole model, [n_layer, 4 linears,
+  // kFp8StateFloats] in global layer order (Gpt::fp8_scaling_state; each pipeline stage's layers
+  // from that stage, the same on its dp and tp ranks: the amaxes are reduced over them), so any
+  // grid reads them back; empty otherwise.
   std::vector<float> fp8_scaling;
 };
 

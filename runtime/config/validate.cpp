@@ -83,18 +83,19 @@ void check_output_dir(const std::string& key, const std::string& dir) {
 }
 
 // What the fp8 forward GEMMs cannot take: shapes cuBLASLt's fp8 kernels refuse (every inner
-// dimension, d_model and the ffn hidden size per tensor-parallel rank, and the rows a multiple of
-// 16), and a forward rerun (full recompute) that would quantize with moved scales.
+// dimension, d_model and the ffn hidden size per tensor-parallel rank, and the rows of a forward
+// a multiple of 16). After validate_layout: the rows are a pipeline piece's, this cp rank's.
 void check_fp8(const RunConfig& c) {
   if (c.precision.compute != "fp8") return;
-  const long long rows = 1LL * c.train.micro_batch * c.model.seq_len;
-  const int tp = c.parallel.tp;  // >= 1 (check_fields)
-  if (c.model.d_model % (16 * tp) != 0 || rows % 16 != 0)
-    fail(
-        "precision.compute = fp8 needs model.d_model / parallel.tp and train.micro_batch * "
-        "model.seq_len to be multiples of 16 (cuBLASLt's fp8 GEMMs); got " +
-        kv("d_model", c.model.d_model) + ", " + kv("tp", tp) + ", " +
-        kv("micro_batch * seq_len", rows));
+  const ParallelConfig& p = c.parallel;
+  const int pieces = p.pp > 1 ? p.pipeline.microbatches : 1;
+  const long long rows = 1LL * (c.train.micro_batch / pieces) * (c.model.seq_len / p.cp);
+  if (c.model.d_model % (16 * p.tp) != 0 || rows % 16 != 0)
+    fail("precision.compute = fp8 needs model.d_model / parallel.tp and the rows of a forward, " +
+         std::string(pieces > 1 ? "train.micro_batch / parallel.pipeline.microbatches"
+                                : "train.micro_batch") +
+         " * model.seq_len / parallel.cp, to be multiples of 16 (cuBLASLt's fp8 GEMMs); got " +
+         kv("d_model", c.model.d_model) + ", " + kv("tp", p.tp) + ", " + kv("rows", rows));
 }
 
 void check_init_from(const ModelConfig& m) {
@@ -113,9 +114,9 @@ void validate(RunConfig& cfg, int world_size) {
   check_fields(cfg);
   check_names(cfg);
   check_device_settings(cfg);
-  check_fp8(cfg);
   check_init_from(cfg.model);
   validate_layout(cfg, world_size);
+  check_fp8(cfg);
   check_sizes(cfg);
   validate_data_sources(cfg);
 }

@@ -158,10 +158,6 @@ void check_runnable(const RunConfig& cfg) {
     fail(kv("parallel.zero", p.zero) + " with " + kv("parallel.pp", p.pp) +
          ": pipeline parallelism runs with zero 0 or 1 (ZeRO 2/3 shard the gradients as each "
          "micro-batch's backward makes them)");
-  if (p.pp > 1 && cfg.precision.compute == "fp8")
-    fail("precision.compute = fp8 with " + kv("parallel.pp", p.pp) +
-         ": fp8's delayed scaling moves on after every micro-batch's backward, which a pipeline "
-         "schedule reorders; use bf16 with pipeline parallelism");
   if (cfg.model.moe.num_experts > 0) check_experts_runnable(cfg);
 }
 

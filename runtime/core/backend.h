@@ -105,7 +105,9 @@ class Backend {
   // matmul_forward's bf16 out). The cpu emulation accumulates in fp32; cuBLASLt's fp8
   // GEMM runs with fast accumulation (Transformer Engine's forward setting: partial sums are
   // promoted to fp32 less often), within the fp8 rounding that dominates both. fp8_amax[0..1]
-  // (fp32) receive amax(|inp|) and amax(|weight|); the state does not move. The backward of such a
+  // (fp32) are raised to amax(|inp|) and amax(|weight|) (max with what they hold, NaN counting as
+  // nothing), so that the calls between two pushes, a pipeline schedule's pieces included,
+  // report the amax of all their inputs; the state does not move. The backward of such a
   // layer is matmul_backward on the bf16 operands. A backend without fp8 (supports_fp8() false)
   // throws.
   virtual bool supports_fp8() const { return false; }

@@ -13,12 +13,13 @@ namespace trainer::cpu {
 namespace {
 
 // q[i] = the e4m3 value of x[i] * scale, for the scale that `tensor_state` gives this call;
-// *amax receives amax(|x|). Returns 1/scale: the factor that undoes it.
+// *amax is raised to amax(|x|) (std::fmax: a NaN *amax counts as nothing). Returns 1/scale: the
+// factor that undoes it.
 float quantize(std::vector<float>& q, const float* x, int64_t n, const float* tensor_state,
                float* amax) {
   float m = 0.0f;
   for (int64_t i = 0; i < n; ++i) m = std::fmax(m, std::fabs(x[i]));
-  *amax = m;
+  *amax = std::fmax(*amax, m);
   const float scale = fp8_call_scale(tensor_state, m);
   q.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)

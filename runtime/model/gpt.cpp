@@ -109,16 +109,35 @@ void Gpt::set_compute_fp8(bool on) {
   if (acts_) reallocate_activations();  // with or without the fp8 sums
 }
 
+namespace {
+// A block's four linear layers' states: where block `layer` (global) starts in the model's.
+size_t fp8_layer_offset(int layer) {
+  return static_cast<size_t>(layer) * 4 * static_cast<size_t>(kFp8StateFloats);
+}
+}  // namespace
+
 std::vector<float> Gpt::fp8_scaling_state() const {
   if (!fp8_) return {};
-  std::vector<float> host(static_cast<size_t>(fp8_states_.numel()));
-  be_.to_host(host.data(), fp8_states_.tensor());
-  return host;
+  const GptShard& s = layout_.shard();
+  std::vector<float> mine(static_cast<size_t>(fp8_states_.numel()));
+  be_.to_host(mine.data(), fp8_states_.tensor());
+  std::vector<float> model(fp8_layer_offset(layout_.dims().n_layer), 0.0f);
+  for (int l = 0; l < s.num_layers; ++l)
+    std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(l)),
+                fp8_layer_offset(1),
+                model.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(s.global_layer(l))));
+  return model;
 }
 
-bool Gpt::set_fp8_scaling_state(const std::vector<float>& state) {
-  if (!fp8_ || state.size() != static_cast<size_t>(fp8_states_.numel())) return false;
-  be_.from_host(fp8_states_.tensor(), state.data());
+bool Gpt::set_fp8_scaling_state(const std::vector<float>& model_states) {
+  if (!fp8_ || model_states.size() != fp8_layer_offset(layout_.dims().n_layer)) return false;
+  const GptShard& s = layout_.shard();
+  std::vector<float> mine(static_cast<size_t>(fp8_states_.numel()));
+  for (int l = 0; l < s.num_layers; ++l)
+    std::copy_n(
+        model_states.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(s.global_layer(l))),
+        fp8_layer_offset(1), mine.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(l)));
+  be_.from_host(fp8_states_.tensor(), mine.data());
   fp8_new_ = false;
   return true;
 }
@@ -173,6 +192,21 @@ void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& ln2, const Tenso
   linear_forward(rows(sum), rows(ln2), weight, bias, l, 2);
   be_.round_to_bf16(a.fch, sum);
   be_.gelu_forward(a.fch_gelu, sum);
+}
+
+void Gpt::begin_fp8_amaxes() {
+  if (!fp8_) return;
+  TRAINER_CHECK(!fp8_amaxes_open_, "begin_fp8_amaxes() twice without end_fp8_amaxes()");
+  be_.zero(fp8_amaxes_.tensor());  // (an evaluation's forwards raised them too)
+  fp8_amaxes_open_ = true;
+}
+
+void Gpt::end_fp8_amaxes() {
+  if (!fp8_) return;
+  TRAINER_CHECK(fp8_amaxes_open_, "end_fp8_amaxes() without begin_fp8_amaxes()");
+  fp8_amaxes_open_ = false;
+  auto p = phase("fp8_amaxes");
+  push_fp8_amaxes();
 }
 
 void Gpt::push_fp8_amaxes() {
@@ -639,6 +673,8 @@ void Gpt::block_forward(int l) {
 
 void Gpt::backward(bool grads_final) {
   TRAINER_CHECK(dloss_scale_ != 0, "backward() needs a forward() with dloss_scale != 0");
+  // (the states must not move before a full recompute's reruns: they quantize as the forward did)
+  TRAINER_CHECK(!fp8_ || fp8_amaxes_open_, "fp8 compute: backward() outside begin_fp8_amaxes()");
   Activations& a = *acts_;
   const GptShard& s = layout_.shard();
   GradScratch& g = a.grad;
@@ -669,12 +705,6 @@ void Gpt::backward(bool grads_final) {
     embedding_backward(s.sequence_parallel ? a.sp.dresidual : g.dresidual);
   }
   if (embed || head) call_ready(0);  // wte (the last stage's is the head's)
-  // fp8: the states move on only now, so that a forward rerun by full recompute above quantized
-  // with the scales the forward used (and reported the same amaxes).
-  if (fp8_) {
-    auto p = phase("fp8_amaxes");
-    push_fp8_amaxes();
-  }
 }
 
 void Gpt::head_backward() {

@@ -74,13 +74,21 @@ class Gpt {
   // loss). Context parallelism: T is this rank's tokens of each sequence, its two chunks
   // (GptShard::context_chunk) one after the other.
   double forward(const int32_t* inputs, const int32_t* targets, float dloss_scale);
-  // Accumulates parameter gradients of the last forward into grads(). In fp8 compute the scaling
-  // states then move on by that forward's amaxes (an evaluation forward, with no backward,
-  // leaves them). A stage without the head starts from stage_output_grad(); one without the
-  // embedding ends with stage_input_grad(). grads_final: whether this backward makes the
-  // gradients of its units final, when Hooks::unit_grads_ready hears of them (false for a
-  // pipeline chunk's pieces before its last).
+  // Accumulates parameter gradients of the last forward into grads() (in fp8 compute between
+  // begin_fp8_amaxes() and end_fp8_amaxes()). A stage without the head starts from
+  // stage_output_grad(); one without the embedding ends with stage_input_grad(). grads_final:
+  // whether this backward makes the gradients of its units final, when Hooks::unit_grads_ready
+  // hears of them (false for a pipeline chunk's pieces before its last).
   void backward(bool grads_final = true);
+  // fp8 compute: the forwards (and full recompute's reruns) after begin_fp8_amaxes() quantize
+  // with the scales the states give and raise one set of amaxes; end_fp8_amaxes() reduces those
+  // over the amax group (Hooks::fp8_amax_all_reduce) and moves the states on. TrainStep brackets
+  // each training micro-batch; PipelineRunner a whole schedule, so that its pieces quantize as
+  // the micro-batch's one forward would (the same scales, and the max over the pieces is the
+  // micro-batch's amax), whatever the order of their forwards and backwards. An evaluation
+  // forward outside a bracket leaves the states. No-ops in other precisions.
+  void begin_fp8_amaxes();
+  void end_fp8_amaxes();
   // Pipeline stages' boundary tensors in the current activation slot, fp32, [B,T,C] (sequence
   // parallelism: this rank's rows, [RL,C]): the first block's input (what the previous stage
   // sends), the last block's output (what goes to the next stage), and the gradients of both
@@ -108,11 +116,14 @@ class Gpt {
   // Backend::supports_fp8(); the cpu backend's emulation serves the tests.)
   void set_compute_fp8(bool on);
   bool compute_fp8() const { return fp8_; }
-  // The fp8 delayed-scaling states of this rank's layers (host copy; the same on every rank of
-  // the amax group), for checkpoints; set_... takes one of the same size back (a resume),
-  // anything else leaves the states new.
+  // The fp8 delayed-scaling states for checkpoints (host copy; the same on every rank of the
+  // amax group), for the whole model: [n_layer, 4 linears, kFp8StateFloats] in global layer
+  // order, this rank's layers filled and every other float 0 (a pipeline stage's; the states
+  // are never negative, so a max over the stages assembles the model's). set_... takes such a
+  // vector back (a resume, at any pp) and reads this rank's layers from it; one of another size
+  // leaves the states new and returns false.
   std::vector<float> fp8_scaling_state() const;
-  bool set_fp8_scaling_state(const std::vector<float>& state);
+  bool set_fp8_scaling_state(const std::vector<float>& model_states);
   // True while the fp8 states are new: no training step moved them and no checkpoint set them.
   bool fp8_states_new() const { return fp8_ && fp8_new_; }
   // Gives new fp8 states the whole weights' scales before the first step. A new weight part
@@ -231,8 +242,10 @@ class Gpt {
   bool fp8_ = false;
   bool fp8_new_ = false;
   BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
-  BackendBuffer fp8_amaxes_;  // the last forward's: [local layers, 4 linears, input/weight]
-  void push_fp8_amaxes();     // reduced over the amax group, into the states
+  // since begin_fp8_amaxes(): [local layers, 4 linears, input/weight]
+  BackendBuffer fp8_amaxes_;
+  bool fp8_amaxes_open_ = false;        // between begin_fp8_amaxes() and end_fp8_amaxes()
+  void push_fp8_amaxes();               // reduced over the amax group, into the states
   Tensor fp8_sums(const Shape& shape);  // a view of Activations::fp8_sums
   std::vector<std::unique_ptr<Activations>> act_slots_;
   int plain_slots_ = 0, head_slots_ = 0;  // allocate_activations

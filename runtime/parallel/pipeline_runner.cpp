@@ -123,8 +123,12 @@ double PipelineRunner::train(const int32_t* inputs, const int32_t* targets, floa
                              const std::function<void()>& before_final_backward) {
   armed_ = false;
   double loss_sum = 0;
+  // fp8: the pieces quantize with the scales from before the schedule, and their amaxes move the
+  // states once, after it (the pieces' forwards and backwards interleave, differently per stage)
+  model_.begin_fp8_amaxes();
   for (const PipeStep& st : steps_)
     loss_sum += run_step(st, inputs, targets, dloss_scale, before_final_backward);
+  model_.end_fp8_amaxes();
   return loss_sum / micros_;
 }
 

@@ -29,6 +29,7 @@ class PipelineRunner {
   // Forward and backward of every piece of one micro-batch (inputs/targets [rows * T], host).
   // Returns the micro-batch's mean loss on the last stage, 0 on the others.
   // before_final_backward: called before the last backward (the one whose gradients are final).
+  // In fp8 compute the schedule is one Gpt::begin_fp8_amaxes() .. end_fp8_amaxes() bracket.
   double train(const int32_t* inputs, const int32_t* targets, float dloss_scale,
                const std::function<void()>& before_final_backward);
   // The forward only, piece by piece; the same return.

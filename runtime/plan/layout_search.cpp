@@ -73,8 +73,7 @@ std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
       if (r.devices % (t * p) != 0 || cfg.model.n_layer % p != 0) continue;
       const int dp = r.devices / (t * p);
       if (cfg.model.n_head % t != 0 || (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 ||
-          cfg.model.padded_vocab_size() % t != 0 || global % dp != 0 || (r.device.cuda && t > 8) ||
-          (p > 1 && cfg.precision.compute == "fp8"))
+          cfg.model.padded_vocab_size() % t != 0 || global % dp != 0 || (r.device.cuda && t > 8))
         continue;
       // a mixture of experts keeps its ep groups within dp, and at tp > 1 runs with sequence
       // parallelism (config::check_runnable)

@@ -227,6 +227,15 @@ void Checkpointing::finish() {
   commit_pending(/*wait=*/true);
 }
 
+std::vector<float> Checkpointing::model_fp8_scaling() const {
+  std::vector<float> states = model_.fp8_scaling_state();  // empty unless fp8 compute
+  // Each pipeline stage fills its own layers (the floats of the others are 0, and no state is
+  // negative): the max over the ranks is the model's. (Every rank calls save at the same step.)
+  if (!states.empty() && cfg_.parallel.pp > 1 && world_ != nullptr && world_->size() > 1)
+    world_->all_reduce(states.data(), states.size(), dist::CommDType::f32, dist::ReduceOp::max);
+  return states;
+}
+
 ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& owned) const {
   ckpt::SaveRequest req;
   req.root = cfg_.checkpoint_dir();
@@ -252,7 +261,8 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
             cfg_.parallel.ep};
   m.loader = loader_.state();
   m.loader_global_batch_tokens = loader_.tokens_per_sample();
-  if (rank_ == 0) m.fp8_scaling = model_.fp8_scaling_state();  // empty unless fp8 compute
+  std::vector<float> fp8_scaling = model_fp8_scaling();
+  if (rank_ == 0) m.fp8_scaling = std::move(fp8_scaling);
   return req;
 }
 

@@ -52,7 +52,8 @@ class Checkpointing {
   };
   void save(int done, bool async);
   void commit_pending(bool wait);
-  ckpt::SaveRequest save_request(int done, const ckpt::OwnedRuns& owned) const;
+  ckpt::SaveRequest save_request(int done, const ckpt::OwnedRuns& owned) const;  // collective
+  std::vector<float> model_fp8_scaling() const;  // every stage's layers' (collective)
   void load(const std::string& step_dir);
   std::string pick_resume_dir();
 

@@ -66,8 +66,6 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
   }
   TRAINER_CHECK(pp_.size() == 1 || !zero_ || cfg.parallel.zero == 1,
                 "parallel.zero = " << cfg.parallel.zero << " with pipeline parallelism");
-  TRAINER_CHECK(pp_.size() == 1 || !model_.compute_fp8(),
-                "fp8 compute with pipeline parallelism");  // per-model amaxes (config refuses it)
   if (tp_.size() > 1) {  // the row-parallel layers' partial sums, forward and backward
     model_.hooks().tp_all_reduce = [this](Tensor t) {
       TRAINER_CHECK(t.dtype == DType::f32, "tp all-reduce of a non-fp32 tensor");
@@ -158,8 +156,10 @@ double TrainStep::forward_backward(float dloss_scale, bool final_micro_batch) {
   };
   if (!pipeline_) {
     arm();
+    model_.begin_fp8_amaxes();
     const double loss = model_.forward(inputs_.data(), targets_.data(), dloss_scale);
     model_.backward();
+    model_.end_fp8_amaxes();
     return loss;
   }
   const double loss = pipeline_->train(inputs_.data(), targets_.data(), dloss_scale, arm);

@@ -76,8 +76,6 @@ expect_exit_2 "parallel.pipeline.microbatches = 3 is not divisible by parallel.p
   "" plan run.yaml --gpus 2 --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved \
   --set parallel.pipeline.virtual_stages=2 --set train.micro_batch=6 \
   --set parallel.pipeline.microbatches=3
-expect_exit_2 "precision.compute = fp8 with parallel.pp = 2" out plan "$src/configs/gpt2_small_cuda.yaml" \
-  --gpu h100 --set parallel.pp=2 --set precision.compute=fp8
 expect_exit_2 "model.seq_len / parallel.cp = 9 is not divisible by parallel.tp = 2" out plan \
   run.yaml --gpus 2 --set parallel.tp=2 --set parallel.sequence_parallel=true --set model.seq_len=9
 TRAINER_ATTENTION=fast expect_exit_2 "TRAINER_ATTENTION = 'fast'" "" plan run.yaml --gpu h100

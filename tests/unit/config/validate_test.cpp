@@ -132,6 +132,12 @@ TEST_CASE("sizes_that_do_not_divide_name_both_keys", "[config][validate]") {
       {{"precision.compute=fp8", "hardware.device=cuda", "model.d_model=144", "parallel.tp=2"},
        2,
        "model.d_model / parallel.tp"},
+      // a pipeline piece's rows: 4 / 4 sequences of 24 tokens (the micro-batch's 96 would do)
+      {{"precision.compute=fp8", "hardware.device=cuda", "parallel.pp=2", "train.micro_batch=4",
+        "parallel.pipeline.microbatches=4", "model.seq_len=24"},
+       2,
+       "train.micro_batch / parallel.pipeline.microbatches * model.seq_len / parallel.cp, to be "
+       "multiples of 16 (cuBLASLt's fp8 GEMMs); got d_model = 128, tp = 1, rows = 24"},
   };
   for (const Case& c : cases) {
     RunConfig cfg = with(c.overrides);

@@ -165,6 +165,13 @@ TEST_CASE("fp8_matmul_is_the_descaled_product_of_the_quantized_operands", "[cpu]
   CHECK(state[0] == float(amax_x));
   CHECK(state[1] == float(amax_x));
   CHECK(state[kFp8TensorFloats + kFp8AmaxHistory] == sw);
+  // A call raises the amaxes, never lowers them: the calls between two pushes (a pipeline
+  // schedule's pieces) report the max over all of their inputs.
+  amax = {1e3f, 0.0f};
+  be.matmul_forward_fp8(tensor(out, {N, OC}), tx, tw, tensor(b, {OC}),
+                        tensor(state, {kFp8StateFloats}), tensor(amax, {2}));
+  CHECK(amax[0] == 1e3f);
+  CHECK(amax[1] == float(amax_w));
 }
 
 TEST_CASE("fp8_matmul_with_a_bf16_out_rounds_the_fp32_result_once", "[cpu][fp8]") {

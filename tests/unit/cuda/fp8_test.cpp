@@ -88,4 +88,10 @@ TEST_CASE("cuda_fp8_matmul_and_scaling_state_match_cpu", "[cuda][fp8]") {
     ref.fp8_push_amaxes(host(ref_state, {kFp8StateFloats}), host(ref_amax, {2}));
     CHECK(download(*gpu, gstate) == ref_state);
   }
+  // A call raises the amaxes, never lowers them (the calls between two pushes report their max).
+  Tensor raised = upload(*gpu, std::vector<float>{1e3f, 0.0f}, {2});
+  gpu->matmul_forward_fp8(poisoned(*gpu, {N, OC}),
+                          upload(*gpu, bf16_bits_of(randoms(N * C, 20)), {N, C}, DType::bf16), gw,
+                          gb, gstate, raised);
+  CHECK(download(*gpu, raised) == std::vector<float>{1e3f, ref_amax[1]});
 }

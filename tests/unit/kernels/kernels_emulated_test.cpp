@@ -532,6 +532,12 @@ TEST_CASE("emulated_fp8_quantize_with_delayed_scaling_matches_cpu_bit_for_bit", 
     emu::fp8_push_amaxes(state.data(), amax.data(), 1, kStream);
     cpu::fp8_push_amax(ref_state.data(), ref_amax);
     CHECK(state == ref_state);
+    // a call raises *amax, never lowers it (the calls between two pushes report their max)
+    amax[0] = 1e3f;
+    emu::fp8_quantize_delayed(q.data(), bits.data(), n, state.data(), amax.data(), &used[0],
+                              &used[1], partials.data(), kStream);
+    CHECK(amax[0] == 1e3f);
+    amax[0] = std::nanf("");  // (the next call's: NaN counts as nothing)
   }
 }
 

@@ -1,11 +1,14 @@
 // fp8 compute (precision.compute: fp8) on the cpu backend's emulation: the blocks' forward GEMMs
 // quantize their bf16 inputs and weights to e4m3 with delayed scaling. Over a few AdamW steps on
 // one batch the losses track bf16 compute within a few percent (they are not equal: e4m3 really
-// rounds), and both fit the batch; activation recompute (full included) changes no bit.
+// rounds), and both fit the batch; activation recompute (full included) changes no bit; a
+// micro-batch cut into pieces inside one amax bracket (a pipeline schedule's) scales as the whole
+// one; the checkpointed states are the model's, in global layer order, at any pipeline stage.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
+#include "runtime/core/fp8_recipe.h"
 #include "runtime/core/rng.h"
 #include "runtime/cpu/cpu_backend.h"
 #include "runtime/model/gpt.h"
@@ -21,15 +24,19 @@ constexpr int kB = 4, kT = 16, kSteps = 8;
 struct Run {
   std::vector<double> losses;
   std::vector<float> final_grads, fp8_states;
+  std::vector<float> first_fp8_states;  // after the first step
 };
 
-Run train_run(bool fp8, model::Recompute recompute) {
+// `pieces`: each step's batch runs as that many forward + backward pieces of kB / pieces
+// sequences in one fp8 amax bracket, as a pipeline stage runs a micro-batch's.
+Run train_run(bool fp8, model::Recompute recompute, int pieces = 1) {
   cpu::CpuBackend be;
   model::Gpt gpt(be, kDims, model::GptShard::whole(kDims));
   gpt.init_weights(7);
   gpt.set_compute_bf16(true);
   gpt.set_compute_fp8(fp8);
-  gpt.allocate_activations(kB, kT, recompute);
+  const int rows = kB / pieces;
+  gpt.allocate_activations(rows, kT, recompute);
   optim::AdamW adam(be, gpt.layout(), 0, gpt.layout().total_numel());
   SplitMix64 rng(23);
   std::vector<int32_t> x, y;
@@ -40,8 +47,16 @@ Run train_run(bool fp8, model::Recompute recompute) {
   Run r;
   for (int s = 0; s < kSteps; ++s) {
     be.zero(gpt.grads());
-    r.losses.push_back(gpt.forward(x.data(), y.data(), 1.0f / (kB * kT)));
-    gpt.backward();
+    gpt.begin_fp8_amaxes();
+    double loss = 0;
+    for (int p = 0; p < pieces; ++p) {
+      const size_t at = static_cast<size_t>(p) * rows * kT;
+      loss += gpt.forward(x.data() + at, y.data() + at, 1.0f / (kB * kT)) / pieces;
+      gpt.backward();
+    }
+    gpt.end_fp8_amaxes();
+    r.losses.push_back(loss);
+    if (s == 0) r.first_fp8_states = gpt.fp8_scaling_state();
     adam.step(gpt.params(), gpt.grads(), 3e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, gpt.bf16_copy());
   }
   const Tensor g = gpt.grads();
@@ -85,6 +100,73 @@ TEST_CASE("fp8_compute_under_full_recompute_equals_keeping_activations", "[model
   CHECK_FALSE(kept.fp8_states.empty());
 }
 
+TEST_CASE("fp8_compute_of_a_micro_batch_in_pieces_scales_as_the_whole_one", "[model][fp8]") {
+  // A pipeline stage runs a micro-batch as pieces whose forwards and backwards interleave; inside
+  // one amax bracket they quantize with the same scales, and the amaxes they raise are the
+  // whole batch's, so the states move as one forward's would: the first steps agree within 1e-5
+  // (the weight gradients' fp32 sums over fewer rows round differently), and later ones drift
+  // as bf16 compute's do once a weight's bf16 rounding flips (here by 2e-4 from step 3: an amax
+  // one bf16 step off moves every scale of its layer), held to 1e-3.
+  const Run whole = train_run(true, model::Recompute::none);
+  for (const int pieces : {2, 4}) {
+    INFO(pieces << " pieces");
+    const Run cut = train_run(true, model::Recompute::full, pieces);
+    REQUIRE(cut.losses.size() == whole.losses.size());
+    for (size_t s = 0; s < whole.losses.size(); ++s) {
+      INFO("step " << s);
+      CHECK(cut.losses[s] == Approx(whole.losses[s]).epsilon(s < 2 ? 1e-5 : 1e-3));
+    }
+    REQUIRE(cut.first_fp8_states.size() == whole.first_fp8_states.size());
+    for (size_t i = 0; i < whole.first_fp8_states.size(); ++i) {
+      INFO("state float " << i << " after the first step");
+      CHECK(cut.first_fp8_states[i] == Approx(whole.first_fp8_states[i]).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("fp8_compute_backward_outside_an_amax_bracket_is_refused", "[model][fp8]") {
+  cpu::CpuBackend be;
+  model::Gpt gpt(be, kDims, model::GptShard::whole(kDims));
+  gpt.init_weights(7);
+  gpt.set_compute_fp8(true);
+  gpt.allocate_activations(kB, kT);
+  std::vector<int32_t> tokens(kB * kT, 1);
+  gpt.forward(tokens.data(), tokens.data(), 1.0f);
+  CHECK_THROWS_WITH(gpt.backward(), Catch::Contains("outside begin_fp8_amaxes()"));
+  CHECK_THROWS_WITH(gpt.end_fp8_amaxes(), Catch::Contains("without begin_fp8_amaxes()"));
+}
+
+TEST_CASE("fp8_scaling_state_is_the_models_in_global_layer_order_at_every_stage", "[model][fp8]") {
+  // A checkpoint holds [n_layer, 4, kFp8StateFloats]; a pipeline stage (interleaved: two chunks)
+  // reads and writes its own layers' part of it, whatever grid wrote it.
+  const model::GptDims dims{61, 16, 8, 64, 4, 4};
+  const size_t per_layer = 4 * size_t{kFp8StateFloats};
+  std::vector<float> states(8 * per_layer);
+  for (size_t i = 0; i < states.size(); ++i) states[i] = 1.0f + float(i);
+  cpu::CpuBackend be;
+  std::vector<float> assembled(states.size(), 0.0f);
+  for (int stage = 0; stage < 2; ++stage) {
+    INFO("stage " << stage);
+    const model::GptShard shard = model::GptShard::stage(dims, stage, 2, 0, 1, false, 2);
+    model::Gpt gpt(be, dims, shard);
+    gpt.set_compute_fp8(true);
+    CHECK_FALSE(gpt.set_fp8_scaling_state(std::vector<float>(4 * per_layer, 1.0f)));  // a stage's
+    REQUIRE(gpt.set_fp8_scaling_state(states));
+    const std::vector<float> mine = gpt.fp8_scaling_state();
+    REQUIRE(mine.size() == states.size());
+    for (int layer = 0; layer < 8; ++layer) {
+      // stage 0 holds blocks 0, 1, 4, 5; stage 1 blocks 2, 3, 6, 7
+      const bool held = (layer / 2) % 2 == stage;
+      for (size_t i = 0; i < per_layer; ++i) {
+        const size_t at = size_t(layer) * per_layer + i;
+        CHECK(mine[at] == (held ? states[at] : 0.0f));
+        assembled[at] = std::max(assembled[at], mine[at]);
+      }
+    }
+  }
+  CHECK(assembled == states);
+}
+
 TEST_CASE("fp8_compute_counts_its_fp32_sums_in_the_activations", "[model][fp8]") {
   // The fp8 GEMMs' fp32 sums (qkv and fc, [B,T,4C] at the widest) are part of the activations,
   // allocated with them, so the report's activation bytes and `trainer plan` count them.
@@ -111,8 +193,10 @@ TEST_CASE("fp8_compute_counts_its_fp32_sums_in_the_activations", "[model][fp8]")
                                                 DType::bf16, att, true));
   std::vector<int32_t> tokens(kB * kT, 1);
   const int allocations_before_the_step = be.allocations;
+  gpt.begin_fp8_amaxes();
   gpt.forward(tokens.data(), tokens.data(), 1.0f);
   gpt.backward();
+  gpt.end_fp8_amaxes();
   CHECK(be.allocations == allocations_before_the_step);  // the sums came from the activations
   gpt.set_compute_fp8(false);
   CHECK(gpt.activation_bytes() == bf16);
