@@ -6,8 +6,8 @@
 // that divides the devices, the heads and the MLP width; SearchRequest::devices) with and without
 // sequence parallelism, dp the devices over tp, ZeRO stage, micro_batch (with grad_accum making
 // up the sequences per dp rank, so the global batch and the tokens stay as configured) and
-// activation checkpointing; and pp (each that divides the layers and the devices over tp; not
-// with fp8), where a stage's micro-batch is all of its dp rank's sequences (grad_accum 1: one
+// activation checkpointing; and pp (each that divides the layers and the devices over tp),
+// where a stage's micro-batch is all of its dp rank's sequences (grad_accum 1: one
 // schedule per step, the smallest bubble) cut into pieces of each size that divides them, at
 // ZeRO 0 and 1. Precision stays as configured (it changes the losses), and cp and ep stay 1
 // (config::check_runnable). Each rank holds its tp slice of its stage.
