@@ -107,10 +107,6 @@ void check_experts_runnable(const RunConfig& c) {
            ") must be divisible by parallel.tp (each tp rank routes whole sequences: an "
            "expert's capacity counts a sequence's tokens)");
   }
-  if (c.precision.compute == "fp8")
-    fail(experts +
-         " with precision.compute = fp8: the experts' GEMMs run in bf16 or fp32; use "
-         "precision.compute bf16");
 }
 
 void check_pipeline(const RunConfig& c) {

@@ -94,7 +94,7 @@ void Gpt::set_compute_fp8(bool on) {
   if (on == fp8_) return;
   if (on) {
     set_compute_bf16(true);
-    const int64_t linears = int64_t{layout_.shard().num_layers} * 4;
+    const int64_t linears = fp8_linears();
     std::vector<float> states(static_cast<size_t>(linears * kFp8StateFloats));
     for (int64_t i = 0; i < linears; ++i) fp8_new_state(states.data() + i * kFp8StateFloats);
     fp8_states_ = BackendBuffer(be_, linears * kFp8StateFloats);
@@ -109,34 +109,63 @@ void Gpt::set_compute_fp8(bool on) {
   if (acts_) reallocate_activations();  // with or without the fp8 sums
 }
 
+int64_t Gpt::fp8_linears() const {
+  const GptDims& d = layout_.dims();
+  const GptShard& s = layout_.shard();
+  const int64_t experts = d.moe() ? d.num_experts / s.ep_size : 0;
+  return int64_t{s.num_layers} * (4 + experts * 2);
+}
+
+int64_t Gpt::fp8_expert_linear(int local_layer, int local_expert, int which) const {
+  const GptShard& s = layout_.shard();
+  const int64_t experts = layout_.dims().num_experts / s.ep_size;
+  return int64_t{s.num_layers} * 4 + (local_layer * experts + local_expert) * 2 + which;
+}
+
 namespace {
-// A block's four linear layers' states: where block `layer` (global) starts in the model's.
-size_t fp8_layer_offset(int layer) {
-  return static_cast<size_t>(layer) * 4 * static_cast<size_t>(kFp8StateFloats);
+// The runs of fp8 states that this rank's (`mine`, in Gpt::fp8_linears() order) share with the
+// model's (Gpt::fp8_scaling_state's order): f(at in mine, at in the model's, floats) for each.
+template <class F>
+void for_each_fp8_state_run(const GptDims& d, const GptShard& s, F&& f) {
+  const auto floats = [](int64_t linears) {
+    return static_cast<size_t>(linears) * static_cast<size_t>(kFp8StateFloats);
+  };
+  for (int l = 0; l < s.num_layers; ++l)  // a block's four linears
+    f(floats(int64_t{l} * 4), floats(int64_t{s.global_layer(l)} * 4), floats(4));
+  if (!d.moe()) return;
+  const int64_t local = d.num_experts / s.ep_size, first = int64_t{s.ep_rank} * local;
+  const int64_t dense = int64_t{s.num_layers} * 4, model_dense = int64_t{d.n_layer} * 4;
+  for (int l = 0; l < s.num_layers; ++l)  // a block's local experts, two linears each
+    f(floats(dense + int64_t{l} * local * 2),
+      floats(model_dense + (int64_t{s.global_layer(l)} * d.num_experts + first) * 2),
+      floats(local * 2));
+}
+
+size_t model_fp8_floats(const GptDims& d) {
+  const int64_t linears = int64_t{d.n_layer} * (4 + (d.moe() ? int64_t{d.num_experts} * 2 : 0));
+  return static_cast<size_t>(linears) * static_cast<size_t>(kFp8StateFloats);
 }
 }  // namespace
 
 std::vector<float> Gpt::fp8_scaling_state() const {
   if (!fp8_) return {};
-  const GptShard& s = layout_.shard();
   std::vector<float> mine(static_cast<size_t>(fp8_states_.numel()));
   be_.to_host(mine.data(), fp8_states_.tensor());
-  std::vector<float> model(fp8_layer_offset(layout_.dims().n_layer), 0.0f);
-  for (int l = 0; l < s.num_layers; ++l)
-    std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(l)),
-                fp8_layer_offset(1),
-                model.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(s.global_layer(l))));
+  std::vector<float> model(model_fp8_floats(layout_.dims()), 0.0f);
+  for_each_fp8_state_run(layout_.dims(), layout_.shard(), [&](size_t at, size_t to, size_t n) {
+    std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(at), n,
+                model.begin() + static_cast<std::ptrdiff_t>(to));
+  });
   return model;
 }
 
 bool Gpt::set_fp8_scaling_state(const std::vector<float>& model_states) {
-  if (!fp8_ || model_states.size() != fp8_layer_offset(layout_.dims().n_layer)) return false;
-  const GptShard& s = layout_.shard();
+  if (!fp8_ || model_states.size() != model_fp8_floats(layout_.dims())) return false;
   std::vector<float> mine(static_cast<size_t>(fp8_states_.numel()));
-  for (int l = 0; l < s.num_layers; ++l)
-    std::copy_n(
-        model_states.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(s.global_layer(l))),
-        fp8_layer_offset(1), mine.begin() + static_cast<std::ptrdiff_t>(fp8_layer_offset(l)));
+  for_each_fp8_state_run(layout_.dims(), layout_.shard(), [&](size_t at, size_t from, size_t n) {
+    std::copy_n(model_states.begin() + static_cast<std::ptrdiff_t>(from), n,
+                mine.begin() + static_cast<std::ptrdiff_t>(at));
+  });
   be_.from_host(fp8_states_.tensor(), mine.data());
   fp8_new_ = false;
   return true;
@@ -167,14 +196,18 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
     return;
   }
   // fp8: a bf16 out (qkv) is the fp32 sum with the bias, rounded once (as in bf16 compute)
-  const int64_t linear = int64_t{l} * 4 + which;
-  be_.matmul_forward_fp8(out, inp, weight, bias,
-                         fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
-                         fp8_amaxes_.slice(linear * 2, 2));
+  fp8_linear_forward(out, inp, weight, bias, int64_t{l} * 4 + which);
   if (!residual.empty()) {
     TRAINER_CHECK(out.dtype == DType::f32, "a residual needs an fp32 out");
     be_.axpy(out, residual, 1.0f);
   }
+}
+
+void Gpt::fp8_linear_forward(Tensor out, const Tensor& inp, const Tensor& weight,
+                             const Tensor& bias, int64_t linear) {
+  be_.matmul_forward_fp8(out, inp, weight, bias,
+                         fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
+                         fp8_amaxes_.slice(linear * 2, 2));
 }
 
 Tensor Gpt::fp8_sums(const Shape& shape) {
@@ -211,7 +244,13 @@ void Gpt::end_fp8_amaxes() {
 
 void Gpt::push_fp8_amaxes() {
   if (fp8_amaxes_.numel() == 0) return;  // no local layers
-  if (hooks_.fp8_amax_all_reduce) hooks_.fp8_amax_all_reduce(fp8_amaxes_.tensor());
+  const int64_t all = fp8_amaxes_.numel(), dense = int64_t{layout_.shard().num_layers} * 4 * 2;
+  if (hooks_.fp8_expert_amax_all_reduce && all > dense) {  // two groups
+    if (hooks_.fp8_amax_all_reduce) hooks_.fp8_amax_all_reduce(fp8_amaxes_.slice(0, dense));
+    hooks_.fp8_expert_amax_all_reduce(fp8_amaxes_.slice(dense, all - dense));
+  } else if (hooks_.fp8_amax_all_reduce) {
+    hooks_.fp8_amax_all_reduce(fp8_amaxes_.tensor());
+  }
   be_.fp8_push_amaxes(fp8_states_.tensor(), fp8_amaxes_.tensor());
   fp8_new_ = false;
 }

@@ -37,8 +37,11 @@ struct Hooks {
   std::function<void(int unit, bool backward)> before_unit;
   // fp8 compute: takes the max of a training micro-batch's amaxes (fp32, backend memory; at the
   // end of backward) over the amax group, the ranks that hold the same layers, so that their
-  // scaling states stay equal. Null: dp = tp = 1.
+  // scaling states stay equal. Null: dp = tp = 1. The experts' amaxes go to
+  // fp8_expert_amax_all_reduce where it is set (expert parallelism: the ranks that hold the same
+  // experts are not the dense layers' group), with the rest otherwise.
   std::function<void(Tensor amaxes)> fp8_amax_all_reduce;
+  std::function<void(Tensor amaxes)> fp8_expert_amax_all_reduce;
 };
 
 class Gpt {
@@ -110,18 +113,21 @@ class Gpt {
   // loss (from the logits' values, in fp32) and the optimizer stay fp32. Reallocates the
   // activations.
   void set_compute_bf16(bool on);
-  // fp8 compute: bf16 compute, and the blocks' four linear layers run their forward GEMM in fp8
-  // e4m3 with per-tensor delayed scaling (Backend::matmul_forward_fp8; one state per layer,
-  // new here; runtime/core/fp8_recipe.h). Their backward stays bf16. (Runs offer it only where
-  // Backend::supports_fp8(); the cpu backend's emulation serves the tests.)
+  // fp8 compute: bf16 compute, and the blocks' linear layers (the four of a dense block; the
+  // attention's two and each expert's two of a mixture-of-experts block, Transformer Engine's
+  // GroupedLinear) run their forward GEMM in fp8 e4m3 with per-tensor delayed scaling
+  // (Backend::matmul_forward_fp8; one state per layer, new here; runtime/core/fp8_recipe.h).
+  // Their backward stays bf16. (Runs offer it only where Backend::supports_fp8(); the cpu
+  // backend's emulation serves the tests.)
   void set_compute_fp8(bool on);
   bool compute_fp8() const { return fp8_; }
   // The fp8 delayed-scaling states for checkpoints (host copy; the same on every rank of the
   // amax group), for the whole model: [n_layer, 4 linears, kFp8StateFloats] in global layer
-  // order, this rank's layers filled and every other float 0 (a pipeline stage's; the states
-  // are never negative, so a max over the stages assembles the model's). set_... takes such a
-  // vector back (a resume, at any pp) and reads this rank's layers from it; one of another size
-  // leaves the states new and returns false.
+  // order, then under a mixture of experts [n_layer, num_experts, 2 (fc, proj), kFp8StateFloats]
+  // in global expert order; this rank's layers and experts filled and every other float 0 (a
+  // pipeline stage's, an ep rank's; the states are never negative, so a max over the ranks
+  // assembles the model's). set_... takes such a vector back (a resume, at any pp and ep) and
+  // reads this rank's parts from it; one of another size leaves the states new and returns false.
   std::vector<float> fp8_scaling_state() const;
   bool set_fp8_scaling_state(const std::vector<float>& model_states);
   // True while the fp8 states are new: no training step moved them and no checkpoint set them.
@@ -129,10 +135,16 @@ class Gpt {
   // Gives new fp8 states the whole weights' scales before the first step. A new weight part
   // would scale its first call by the amax of the weight it is given, which under tensor
   // parallelism is this rank's slice only; the max over the amax group of `weight_amaxes` (per
-  // local linear, l * 4 + which: the amax of the master weights this rank holds valid, 0 for
-  // none) is the whole weight's, and pushed into the history it sets the scale that one process's
-  // first call takes (rounded to bf16 first, as the GEMMs read the weights).
+  // local linear, fp8_linears() of them in fp8_linear_index order: the amax of the master
+  // weights this rank holds valid, 0 for none or for a MoE block's unused MLP linears) is the
+  // whole weight's, and pushed into the history it sets the scale that one process's first call
+  // takes (rounded to bf16 first, as the GEMMs read the weights).
   void seed_fp8_weight_scales(const std::vector<float>& weight_amaxes);
+  // fp8 compute's linear layers on this rank: each local block's four (l * 4 + which: qkv, attn
+  // proj, fc, fc proj; a mixture-of-experts block leaves fc and fc proj unused), then each local
+  // block's local experts' two (fp8_expert_linear).
+  int64_t fp8_linears() const;
+  int64_t fp8_expert_linear(int local_layer, int local_expert, int which) const;
   void refresh_compute_weights();  // call after every optimizer step
   // The same for flat elements [begin, begin + n) only (ZeRO-3: a unit just gathered).
   void refresh_compute_weights(int64_t begin, int64_t n);
@@ -189,6 +201,9 @@ class Gpt {
   // proj, fc, fc proj) of local layer l's scaling state; plus `residual` when given (fp32 out).
   void linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                       int local_layer, int which, const Tensor& residual = Tensor());
+  // matmul_forward_fp8 with the state and amaxes of fp8 linear `linear` (fp8_linears() order).
+  void fp8_linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                          int64_t linear);
   // The MLP's hidden layer of local layer l: fch = fc(ln2), fch_gelu = gelu(fch).
   void mlp_hidden_forward(BlockActivations& a, const Tensor& ln2, const Tensor& weight,
                           const Tensor& bias, int l);
@@ -241,9 +256,8 @@ class Gpt {
   bool bf16_ = false;
   bool fp8_ = false;
   bool fp8_new_ = false;
-  BackendBuffer fp8_states_;  // fp8 compute: [local layers, 4 linears, kFp8StateFloats]
-  // since begin_fp8_amaxes(): [local layers, 4 linears, input/weight]
-  BackendBuffer fp8_amaxes_;
+  BackendBuffer fp8_states_;            // fp8 compute: [fp8_linears(), kFp8StateFloats]
+  BackendBuffer fp8_amaxes_;            // since begin_fp8_amaxes(): [fp8_linears(), input/weight]
   bool fp8_amaxes_open_ = false;        // between begin_fp8_amaxes() and end_fp8_amaxes()
   void push_fp8_amaxes();               // reduced over the amax group, into the states
   Tensor fp8_sums(const Shape& shape);  // a view of Activations::fp8_sums

@@ -155,9 +155,22 @@ void Gpt::experts_forward(BlockActivations& a, int l) {
   const Tensor pw = matmul_weight(h + "c_proj.weight"), pb = weight_view(h + "c_proj.bias", false);
   auto p = phase("experts", expert_flops(a));
   for_each_expert_run(a, static_cast<int>(fcw.shape[0]), [&](int e, auto part) {
-    be_.matmul_gelu_forward(part(a.moe_act), part(a.moe_pre), part(a.moe_in), expert_part(fcw, e),
-                            expert_part(fcb, e));
-    be_.matmul_forward(part(a.moe_out), part(a.moe_act), expert_part(pw, e), expert_part(pb, e));
+    if (!fp8_) {
+      be_.matmul_gelu_forward(part(a.moe_act), part(a.moe_pre), part(a.moe_in), expert_part(fcw, e),
+                              expert_part(fcb, e));
+      be_.matmul_forward(part(a.moe_out), part(a.moe_act), expert_part(pw, e), expert_part(pb, e));
+      return;
+    }
+    // fp8, each expert with its own two scaling states (every run of an expert, one per ep rank
+    // that sent it tokens, raises the same amaxes): the fc GEMM's fp32 sums, then the same two
+    // roundings as the fused op's (mlp_hidden_forward)
+    const Tensor pre = part(a.moe_pre), sum = fp8_sums(pre.shape);
+    fp8_linear_forward(sum, part(a.moe_in), expert_part(fcw, e), expert_part(fcb, e),
+                       fp8_expert_linear(l, e, 0));
+    be_.round_to_bf16(pre, sum);
+    be_.gelu_forward(part(a.moe_act), sum);
+    fp8_linear_forward(part(a.moe_out), part(a.moe_act), expert_part(pw, e), expert_part(pb, e),
+                       fp8_expert_linear(l, e, 1));
   });
 }
 

@@ -229,9 +229,10 @@ void Checkpointing::finish() {
 
 std::vector<float> Checkpointing::model_fp8_scaling() const {
   std::vector<float> states = model_.fp8_scaling_state();  // empty unless fp8 compute
-  // Each pipeline stage fills its own layers (the floats of the others are 0, and no state is
-  // negative): the max over the ranks is the model's. (Every rank calls save at the same step.)
-  if (!states.empty() && cfg_.parallel.pp > 1 && world_ != nullptr && world_->size() > 1)
+  // Each pipeline stage fills its own layers, each ep rank its own experts (the floats of the
+  // others are 0, and no state is negative): the max over the ranks is the model's. (Every rank
+  // calls save at the same step; a few KiB.)
+  if (!states.empty() && world_ != nullptr && world_->size() > 1)
     world_->all_reduce(states.data(), states.size(), dist::CommDType::f32, dist::ReduceOp::max);
   return states;
 }

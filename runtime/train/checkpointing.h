@@ -53,7 +53,7 @@ class Checkpointing {
   void save(int done, bool async);
   void commit_pending(bool wait);
   ckpt::SaveRequest save_request(int done, const ckpt::OwnedRuns& owned) const;  // collective
-  std::vector<float> model_fp8_scaling() const;  // every stage's layers' (collective)
+  std::vector<float> model_fp8_scaling() const;  // every stage's layers', every ep rank's experts'
   void load(const std::string& step_dir);
   std::string pick_resume_dir();
 

@@ -90,13 +90,20 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
   }
   // fp8's amax group is dp (x cp) x tp, Megatron's: the max over the tp slices is the whole
   // tensor's amax, so every rank scales as one process would.
-  if (dp_.size() > 1 || tp_.size() > 1)
-    model_.hooks().fp8_amax_all_reduce = [this](Tensor amaxes) {
-      for (dist::Comm* c : {dp_.comm, tp_.comm})
+  // An expert's group: the ranks that hold it (its dp / ep replicas, and the tp ranks, which
+  // route different rows to the same experts).
+  const auto amax_all_reduce = [](std::initializer_list<dist::Comm*> group) {
+    return [comms = std::vector<dist::Comm*>(group)](Tensor amaxes) {
+      for (dist::Comm* c : comms)
         if (c != nullptr && c->size() > 1)
           c->all_reduce(amaxes.data, static_cast<size_t>(amaxes.numel()), dist::CommDType::f32,
                         dist::ReduceOp::max);
     };
+  };
+  if (dp_.size() > 1 || tp_.size() > 1)
+    model_.hooks().fp8_amax_all_reduce = amax_all_reduce({dp_.comm, tp_.comm});
+  if (ep_.size() > 1)
+    model_.hooks().fp8_expert_amax_all_reduce = amax_all_reduce({ep_.replicas, tp_.comm});
   const int T = cfg.model.seq_len / cp_.size();  // this rank's tokens of each sequence
   const size_t bt = static_cast<size_t>(cfg.train.micro_batch) * static_cast<size_t>(T);
   inputs_.resize(bt);
@@ -349,27 +356,43 @@ dist::Comm* TrainStep::owner_group() const {
 void TrainStep::seed_fp8_weight_scales() {
   // The owned master weights are valid on every stage (ZeRO 3 releases the rest).
   const OwnedState owned = owned_state();
-  const model::ParamLayout& layout = model_.layout();
-  const int layers = layout.shard().num_layers;
-  const char* linears[] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
-                           "mlp.c_proj.weight"};  // Gpt's linear order
-  std::vector<float> amaxes(static_cast<size_t>(layers) * 4, 0.0f);
   std::vector<float> host;
-  for (int l = 0; l < layers; ++l)
-    for (int which = 0; which < 4; ++which) {
-      const model::ParamSpec& p =
-          layout.find("h." + std::to_string(layout.shard().global_layer(l)) + "." + linears[which]);
-      float amax = 0;
-      for (const ckpt::OwnedShard& run : owned.runs) {
-        const int64_t lo = std::max(run.begin, p.offset),
-                      hi = std::min(run.end, p.offset + p.numel);
-        if (lo >= hi) continue;
-        host.resize(static_cast<size_t>(hi - lo));
-        be_.to_host(host.data(), model_.params().slice(lo, hi - lo));
-        for (const float v : host) amax = std::max(amax, std::fabs(v));
-      }
-      amaxes[static_cast<size_t>(l) * 4 + static_cast<size_t>(which)] = amax;
+  // amax(|w|) over the flat elements [begin, begin + n) this rank owns
+  const auto owned_amax = [&](int64_t begin, int64_t n) {
+    float amax = 0;
+    for (const ckpt::OwnedShard& run : owned.runs) {
+      const int64_t lo = std::max(run.begin, begin), hi = std::min(run.end, begin + n);
+      if (lo >= hi) continue;
+      host.resize(static_cast<size_t>(hi - lo));
+      be_.to_host(host.data(), model_.params().slice(lo, hi - lo));
+      for (const float v : host) amax = std::max(amax, std::fabs(v));
     }
+    return amax;
+  };
+  const model::ParamLayout& layout = model_.layout();
+  const model::GptShard& shard = layout.shard();
+  const bool moe = layout.dims().moe();
+  std::vector<float> amaxes(static_cast<size_t>(model_.fp8_linears()), 0.0f);
+  for (int l = 0; l < shard.num_layers; ++l) {
+    const std::string block = "h." + std::to_string(shard.global_layer(l)) + ".";
+    // Gpt's linear order; a mixture-of-experts block has no dense MLP (its two stay 0)
+    const char* linears[] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                             "mlp.c_proj.weight"};
+    for (int which = 0; which < (moe ? 2 : 4); ++which) {
+      const model::ParamSpec& p = layout.find(block + linears[which]);
+      amaxes[static_cast<size_t>(l) * 4 + static_cast<size_t>(which)] =
+          owned_amax(p.offset, p.numel);
+    }
+    if (!moe) continue;
+    const char* expert_linears[] = {"mlp.experts.c_fc.weight", "mlp.experts.c_proj.weight"};
+    for (int which = 0; which < 2; ++which) {
+      const model::ParamSpec& p = layout.find(block + expert_linears[which]);  // [E / ep, ...]
+      const int64_t experts = p.local_shape[0], per = p.numel / experts;
+      for (int e = 0; e < experts; ++e)
+        amaxes[static_cast<size_t>(model_.fp8_expert_linear(l, e, which))] =
+            owned_amax(p.offset + e * per, per);
+    }
+  }
   model_.seed_fp8_weight_scales(amaxes);
 }
 

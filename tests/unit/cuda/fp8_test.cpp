@@ -95,3 +95,27 @@ TEST_CASE("cuda_fp8_matmul_and_scaling_state_match_cpu", "[cuda][fp8]") {
                           gb, gstate, raised);
   CHECK(download(*gpu, raised) == std::vector<float>{1e3f, ref_amax[1]});
 }
+
+TEST_CASE("cuda_fp8_matmul_of_an_experts_row_count_matches_cpu", "[cuda][fp8][moe]") {
+  // A mixture of experts' fp8 GEMMs take each expert's token count of rows (any number): the
+  // inner dimensions (d_model and the MLP width) are multiples of 16, the rows need not be.
+  auto gpu = fp8_cuda_or_skip();
+  if (!gpu) return;
+  cpu::CpuBackend ref;
+  const int64_t C = 768, OC = 3072;  // GPT-2 small's fc
+  for (const int64_t N : {1, 7, 37, 130}) {
+    INFO(N << " rows");
+    auto x = bf16_bits_of(randoms(N * C, 30 + uint32_t(N), -2.0f, 2.0f));
+    auto w = bf16_bits_of(randoms(OC * C, 31, -0.05f, 0.05f));
+    auto bias = randoms(OC, 32);
+    std::vector<float> state(kFp8StateFloats, 0.0f), ref_amax(2, 0.0f), want(size_t(N * OC));
+    Tensor out = poisoned(*gpu, {N, OC}), amax = upload(*gpu, std::vector<float>(2, 0.0f), {2});
+    gpu->matmul_forward_fp8(out, upload(*gpu, x, {N, C}, DType::bf16),
+                            upload(*gpu, w, {OC, C}, DType::bf16), upload(*gpu, bias, {OC}),
+                            upload(*gpu, state, {kFp8StateFloats}), amax);
+    ref.matmul_forward_fp8(host(want, {N, OC}), host_bf16(x, {N, C}), host_bf16(w, {OC, C}),
+                           host(bias, {OC}), host(state, {kFp8StateFloats}), host(ref_amax, {2}));
+    check_close(download(*gpu, out), want, kBf16Tol, "fp8 matmul out");
+    CHECK(download(*gpu, amax) == ref_amax);
+  }
+}

@@ -6,6 +6,7 @@
 // one; the checkpointed states are the model's, in global layer order, at any pipeline stage.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "runtime/core/fp8_recipe.h"
@@ -21,6 +22,15 @@ namespace {
 const model::GptDims kDims{61, 16, 2, 64, 4, 4};  // V, T, L, C, NH, F
 constexpr int kB = 4, kT = 16, kSteps = 8;
 
+// The same with a mixture of experts in every block: 4 experts, top 2, some choices dropped.
+model::GptDims moe_dims() {
+  model::GptDims d = kDims;
+  d.num_experts = 4;
+  d.top_k = 2;
+  d.capacity_factor = 1.0;
+  return d;
+}
+
 struct Run {
   std::vector<double> losses;
   std::vector<float> final_grads, fp8_states;
@@ -29,9 +39,10 @@ struct Run {
 
 // `pieces`: each step's batch runs as that many forward + backward pieces of kB / pieces
 // sequences in one fp8 amax bracket, as a pipeline stage runs a micro-batch's.
-Run train_run(bool fp8, model::Recompute recompute, int pieces = 1) {
+Run train_run(bool fp8, model::Recompute recompute, int pieces = 1,
+              const model::GptDims& dims = kDims) {
   cpu::CpuBackend be;
-  model::Gpt gpt(be, kDims, model::GptShard::whole(kDims));
+  model::Gpt gpt(be, dims, model::GptShard::whole(dims));
   gpt.init_weights(7);
   gpt.set_compute_bf16(true);
   gpt.set_compute_fp8(fp8);
@@ -65,14 +76,17 @@ Run train_run(bool fp8, model::Recompute recompute, int pieces = 1) {
   return r;
 }
 
-std::vector<double> train(bool fp8) {
-  return train_run(fp8, model::Recompute::none).losses;
+std::vector<double> train(bool fp8, const model::GptDims& dims) {
+  return train_run(fp8, model::Recompute::none, 1, dims).losses;
 }
 
 }  // namespace
 
 TEST_CASE("fp8_compute_tracks_bf16_within_a_few_percent", "[model][fp8]") {
-  const std::vector<double> bf16 = train(false), fp8 = train(true);
+  const bool moe = GENERATE(false, true);  // a mixture of experts: its experts' GEMMs in fp8 too
+  INFO((moe ? "mixture of experts" : "dense"));
+  const model::GptDims dims = moe ? moe_dims() : kDims;
+  const std::vector<double> bf16 = train(false, dims), fp8 = train(true, dims);
   double worst = 0;
   bool differs = false;
   for (size_t s = 0; s < bf16.size(); ++s) {
@@ -89,10 +103,13 @@ TEST_CASE("fp8_compute_tracks_bf16_within_a_few_percent", "[model][fp8]") {
 TEST_CASE("fp8_compute_under_full_recompute_equals_keeping_activations", "[model][fp8]") {
   // Full recompute reruns each block's forward GEMMs in backward; the scaling states move only
   // after the backward, so the rerun quantizes with the forward's scales and gives the same bits.
-  const Run kept = train_run(true, model::Recompute::none);
+  const bool moe = GENERATE(false, true);
+  INFO((moe ? "mixture of experts" : "dense"));
+  const model::GptDims dims = moe ? moe_dims() : kDims;
+  const Run kept = train_run(true, model::Recompute::none, 1, dims);
   for (const model::Recompute r : {model::Recompute::selective, model::Recompute::full}) {
     INFO("recompute " << static_cast<int>(r));
-    const Run rerun = train_run(true, r);
+    const Run rerun = train_run(true, r, 1, dims);
     CHECK(rerun.losses == kept.losses);
     CHECK(rerun.final_grads == kept.final_grads);
     CHECK(rerun.fp8_states == kept.fp8_states);
@@ -165,6 +182,63 @@ TEST_CASE("fp8_scaling_state_is_the_models_in_global_layer_order_at_every_stage"
     }
   }
   CHECK(assembled == states);
+}
+
+TEST_CASE("fp8_scaling_state_of_experts_is_the_models_at_every_ep_and_pp_rank", "[model][fp8]") {
+  // Under a mixture of experts the model's states go on with [n_layer, E, 2 (fc, proj),
+  // kFp8StateFloats]; an ep rank holds its experts' part of each of its blocks.
+  model::GptDims dims = moe_dims();
+  dims.n_layer = 4;
+  const size_t F = kFp8StateFloats, dense = 4 * 4 * F, experts = 4 * 4 * 2 * F;
+  std::vector<float> states(dense + experts);
+  for (size_t i = 0; i < states.size(); ++i) states[i] = 1.0f + float(i);
+  cpu::CpuBackend be;
+  std::vector<float> assembled(states.size(), 0.0f);
+  for (int stage = 0; stage < 2; ++stage)
+    for (int ep = 0; ep < 2; ++ep) {
+      INFO("stage " << stage << ", ep rank " << ep);
+      model::GptShard shard = model::GptShard::stage(dims, stage, 2);
+      shard.ep_rank = ep, shard.ep_size = 2;
+      model::Gpt gpt(be, dims, shard);
+      gpt.set_compute_fp8(true);
+      CHECK(gpt.fp8_linears() == 2 * (4 + 2 * 2));  // 2 blocks: 4 linears and 2 experts x 2 each
+      CHECK(gpt.fp8_expert_linear(1, 1, 1) == 2 * 4 + (1 * 2 + 1) * 2 + 1);
+      REQUIRE(gpt.set_fp8_scaling_state(states));
+      const std::vector<float> mine = gpt.fp8_scaling_state();
+      REQUIRE(mine.size() == states.size());
+      for (size_t at = 0; at < states.size(); ++at) {
+        // stage 0 holds blocks 0 and 1, stage 1 blocks 2 and 3; ep rank 0 experts 0 and 1
+        const bool expert_part = at >= dense;
+        const size_t layer = expert_part ? (at - dense) / (4 * 2 * F) : at / (4 * F);
+        const size_t expert = (at - dense) / (2 * F) % 4;
+        const bool held = int(layer / 2) == stage && (!expert_part || int(expert / 2) == ep);
+        INFO("float " << at);
+        CHECK(mine[at] == (held ? states[at] : 0.0f));
+        assembled[at] = std::max(assembled[at], mine[at]);
+      }
+    }
+  CHECK(assembled == states);
+}
+
+TEST_CASE("fp8_compute_moves_every_experts_own_scaling_states", "[model][fp8]") {
+  // Each expert's fc and proj layers quantize with their own states: after training, every
+  // expert that took tokens has its input amaxes in its history, and its weight scale from its
+  // own weights.
+  const Run r = train_run(true, model::Recompute::none, 1, moe_dims());
+  const size_t F = kFp8StateFloats, dense = size_t(kDims.n_layer) * 4 * F;
+  REQUIRE(r.fp8_states.size() == dense + size_t(kDims.n_layer) * 4 * 2 * F);
+  std::vector<float> input_amaxes, weight_scales;
+  for (size_t linear = 0; linear < size_t(kDims.n_layer) * 4 * 2; ++linear) {
+    const float* s = r.fp8_states.data() + dense + linear * F;
+    input_amaxes.push_back(s[0]);  // the newest input amax
+    weight_scales.push_back(s[kFp8TensorFloats + kFp8AmaxHistory]);
+    INFO("expert linear " << linear);
+    CHECK(s[0] > 0.0f);
+    CHECK(s[kFp8TensorFloats] > 0.0f);  // the newest weight amax
+  }
+  // their own: not one state shared by all experts
+  CHECK(std::set<float>(input_amaxes.begin(), input_amaxes.end()).size() > 8);
+  CHECK(std::set<float>(weight_scales.begin(), weight_scales.end()).size() > 8);
 }
 
 TEST_CASE("fp8_compute_counts_its_fp32_sums_in_the_activations", "[model][fp8]") {
