@@ -31,6 +31,12 @@ struct Hooks {
   // Expert parallelism (GptShard::ep_size > 1): `send` (any dtype, [ep, ...]) cut into ep equal
   // blocks, block j to ep rank j; `recv` receives block i from ep rank i. Null: ep = 1.
   std::function<void(const Tensor& send, Tensor recv)> ep_all_to_all;
+  // The same over row blocks of variable fill: send and recv [ep * block, ...]; the first
+  // send_rows[j] rows of send's block j go to ep rank j, and recv's block i receives
+  // recv_rows[i] rows from ep rank i at its start (the rest of each block is left as it is).
+  std::function<void(const Tensor& send, Tensor recv, const std::vector<int64_t>& send_rows,
+                     const std::vector<int64_t>& recv_rows)>
+      ep_all_to_all_rows;
   // Called when every gradient of `unit` (see ParamLayout) is final for this micro-batch.
   std::function<void(int unit)> unit_grads_ready;
   // Called before a unit's parameters are read (forward or backward): ZeRO-3 gathers them here.
@@ -223,6 +229,8 @@ class Gpt {
   void experts_forward(BlockActivations& a, int local_layer);
   void experts_backward(BlockActivations& a, int local_layer);
   void ep_all_to_all(const Tensor& send, Tensor recv);  // Hooks::ep_all_to_all, timed
+  void ep_all_to_all_rows(const Tensor& send, Tensor recv, const std::vector<int64_t>& send_rows,
+                          const std::vector<int64_t>& recv_rows);  // the same, timed
   void reallocate_activations();  // at the same size, for a change of compute precision
   // A phase named "<pass>.<op>" (pass: fwd, bwd or recompute), or nothing when not profiling.
   PhaseProfiler::Scope phase(const char* op, double flops = 0) const;

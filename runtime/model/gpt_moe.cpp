@@ -3,6 +3,7 @@
 // slots and back through Backend::moe_*, and, under expert parallelism, between ranks through
 // Hooks::ep_all_to_all. Each expert's MLP is the dense block's: fc, GELU, proj.
 #include <cstring>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -35,18 +36,22 @@ Tensor slot_rows(const Tensor& t, int64_t first, int64_t n) {
 }
 
 // Calls f(local expert e, part) for each run of the expert side's rows that holds tokens, where
-// part(t) is the run's rows of a [S, width] tensor t. The expert side is [ep rank, local expert,
-// B * capacity] rows, of which each run's first MoeRouting::expert_rows_in hold tokens: the
-// GEMMs skip the empty rest.
+// part(t) is the run's rows of a [S, width] tensor t. The expert side is a block of rows per ep
+// rank (local experts x B * capacity), each holding, from its start, the rows that ep rank sent
+// to this rank's experts, expert after expert (MoeRouting::expert_rows_in; pack_expert_slots):
+// the GEMMs skip the empty rest.
 template <class F>
 void for_each_expert_run(const BlockActivations& a, int local_experts, F&& f) {
-  const std::vector<int32_t>& used = a.routing->expert_rows_in;               // [ep, local experts]
-  const int64_t per = a.moe_in.shape[0] / static_cast<int64_t>(used.size());  // B * capacity
-  for (size_t run = 0; run < used.size(); ++run) {
-    const int64_t first = static_cast<int64_t>(run) * per, rows_used = used[run];
-    if (rows_used == 0) continue;
-    f(static_cast<int>(run) % local_experts,
-      [&](const Tensor& t) { return slot_rows(t, first, rows_used); });
+  const std::vector<int32_t>& used = a.routing->expert_rows_in;  // [ep, local experts]
+  const int64_t ranks = static_cast<int64_t>(used.size()) / local_experts;
+  const int64_t block = a.moe_in.shape[0] / ranks;
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    int64_t first = rank * block;
+    for (int e = 0; e < local_experts; ++e) {
+      const int64_t rows_used = used[static_cast<size_t>(rank * local_experts + e)];
+      if (rows_used > 0) f(e, [&](const Tensor& t) { return slot_rows(t, first, rows_used); });
+      first += rows_used;
+    }
   }
 }
 
@@ -76,6 +81,13 @@ void Gpt::ep_all_to_all(const Tensor& send, Tensor recv) {
   TRAINER_CHECK(hooks_.ep_all_to_all, "expert parallelism without an ep all-to-all hook");
   auto p = phase("ep_all_to_all");
   hooks_.ep_all_to_all(send, recv);
+}
+
+void Gpt::ep_all_to_all_rows(const Tensor& send, Tensor recv, const std::vector<int64_t>& send_rows,
+                             const std::vector<int64_t>& recv_rows) {
+  TRAINER_CHECK(hooks_.ep_all_to_all_rows, "expert parallelism without an ep all-to-all hook");
+  auto p = phase("ep_all_to_all");
+  hooks_.ep_all_to_all_rows(send, recv, send_rows, recv_rows);
 }
 
 void Gpt::route(BlockActivations& a) {
@@ -111,9 +123,11 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
     be_.matmul_forward(a.router_logits, rows(a.ln2), matmul_weight(h + "router.weight"), Tensor());
   }
   route(a);
+  const int ep_size = layout_.shard().ep_size;
   {
     auto p = phase("routing");
-    const MoeRouting& r = *a.routing;
+    MoeRouting& r = *a.routing;
+    pack_expert_slots(r, ep_size);  // each ep rank's rows in one run, sent as one transfer
     // the four tables in one upload (a device waits for each): slot, gate, token, slot gate
     std::vector<int32_t> tables(static_cast<size_t>(a.moe_tables.numel()));
     int32_t* at = tables.data();
@@ -130,20 +144,25 @@ void Gpt::moe_forward(BlockActivations& a, int l) {
       moe_dropped_ += r.dropped;
     }
   }
-  const bool ep = layout_.shard().ep_size > 1;
+  const bool ep = ep_size > 1;
+  MoeRouting& r = *a.routing;
+  r.rows_from_rank = r.rows_to_rank;
   if (ep) {  // how many slots of each of this rank's experts every ep rank fills
-    MoeRouting& r = *a.routing;
     be_.from_host(a.moe_rows, r.expert_rows.data());
     ep_all_to_all(a.moe_rows, a.moe_rows_in);
     be_.to_host(r.expert_rows_in.data(), a.moe_rows_in);
+    const size_t local = r.expert_rows_in.size() / static_cast<size_t>(ep_size);
+    for (size_t i = 0; i < r.rows_from_rank.size(); ++i)
+      r.rows_from_rank[i] = std::accumulate(r.expert_rows_in.begin() + i * local,
+                                            r.expert_rows_in.begin() + (i + 1) * local, int64_t{0});
   }
   {
     auto p = phase("moe_dispatch");
     be_.moe_gather_rows(ep ? acts.moe.dispatch : a.moe_in, rows(a.ln2), a.moe_token, Tensor());
   }
-  if (ep) ep_all_to_all(acts.moe.dispatch, a.moe_in);
+  if (ep) ep_all_to_all_rows(acts.moe.dispatch, a.moe_in, r.rows_to_rank, r.rows_from_rank);
   experts_forward(a, l);
-  if (ep) ep_all_to_all(a.moe_out, a.moe_back);
+  if (ep) ep_all_to_all_rows(a.moe_out, a.moe_back, r.rows_from_rank, r.rows_to_rank);
   auto p = phase("moe_combine");
   be_.copy(a.residual_out, a.residual_mid);
   be_.moe_combine_rows(rows(a.residual_out), a.moe_back, a.moe_slot, a.moe_gate);
@@ -186,9 +205,10 @@ void Gpt::moe_backward(BlockActivations& a, int l, const Tensor& dln) {
     be_.moe_gate_grad(m.dgate, dres, a.moe_back, a.moe_slot);
     be_.moe_gather_rows(m.dy, dres, a.moe_token, a.moe_slot_gate);  // gate * d(residual_out)
   }
-  if (ep) ep_all_to_all(m.dy, m.dy_experts);
+  const std::vector<int64_t>&to = a.routing->rows_to_rank, &from = a.routing->rows_from_rank;
+  if (ep) ep_all_to_all_rows(m.dy, m.dy_experts, to, from);
   experts_backward(a, l);
-  if (ep) ep_all_to_all(m.dx, m.dx_tokens);
+  if (ep) ep_all_to_all_rows(m.dx, m.dx_tokens, from, to);
   const std::string h = block_prefix(layout_.shard(), l);
   {
     auto p = phase("routing");

@@ -172,6 +172,31 @@ MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences,
   return r;
 }
 
+void pack_expert_slots(MoeRouting& r, int ep) {
+  const int64_t E = r.experts, local = E / ep, per = r.slots_per_expert();
+  TRAINER_CHECK(ep >= 1 && local * ep == E,
+                "pack_expert_slots: " << E << " experts over ep " << ep);
+  // where each expert's first kept row goes: its block's start, after its block's earlier experts
+  std::vector<int64_t> start(static_cast<size_t>(E));
+  r.rows_to_rank.assign(static_cast<size_t>(ep), 0);
+  for (int64_t e = 0; e < E; ++e) {
+    int64_t& sent = r.rows_to_rank[static_cast<size_t>(e / local)];
+    start[static_cast<size_t>(e)] = e / local * local * per + sent;
+    sent += r.expert_rows[static_cast<size_t>(e)];
+  }
+  std::vector<int32_t> token_of_slot(r.token_of_slot.size(), -1);
+  std::vector<float> slot_gate(r.slot_gate.size(), 0.0f);
+  for (int32_t& s : r.slot) {
+    if (s < 0) continue;  // dropped
+    const int64_t e = s / per, packed = start[static_cast<size_t>(e)] + s % per;
+    token_of_slot[static_cast<size_t>(packed)] = r.token_of_slot[static_cast<size_t>(s)];
+    slot_gate[static_cast<size_t>(packed)] = r.slot_gate[static_cast<size_t>(s)];
+    s = static_cast<int32_t>(packed);
+  }
+  r.token_of_slot = std::move(token_of_slot);
+  r.slot_gate = std::move(slot_gate);
+}
+
 void router_backward(const MoeRouting& r, const float* dgate, double balance_scale,
                      float* dlogits) {
   const int E = r.experts, K = r.top_k;

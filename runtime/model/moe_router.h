@@ -42,6 +42,9 @@ struct MoeRouting {
   // Expert parallelism: the slots in use of this rank's experts in every ep rank's run,
   // [ep, E / ep] (Gpt fills it from an all-to-all of expert_rows); expert_rows when ep = 1.
   std::vector<int32_t> expert_rows_in;
+  // After pack_expert_slots: the rows this rank sends to each ep rank's experts and receives
+  // for its own from each ([ep]; at ep 1 one each, the kept choices).
+  std::vector<int64_t> rows_to_rank, rows_from_rank;
   std::vector<float> chosen_share;  // [sequences, E] f_e
   double balance_loss_sum = 0;      // sum over sequences of E * sum_e f_e * P_e
   int64_t dropped = 0;              // choices past capacity
@@ -49,7 +52,7 @@ struct MoeRouting {
   int64_t tokens() const { return int64_t{sequences} * T; }
   // Expert e's slots are the run [e * slots_per_expert(), (e + 1) * slots_per_expert()), in
   // expert order; the choices it keeps fill its first expert_rows[e] of them, sequence after
-  // sequence, so that its GEMMs skip the rest.
+  // sequence, so that its GEMMs skip the rest. (pack_expert_slots moves them.)
   int64_t slots_per_expert() const { return int64_t{sequences} * slots_per_sequence; }
   int64_t slots() const { return slots_per_expert() * experts; }
 };
@@ -81,6 +84,14 @@ void assign_slots(MoeRouting& r, const float* all_stats, const SequenceChunks& c
 
 // Routes `sequences` whole sequences of T tokens from their router logits [sequences * T, E].
 MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences, int T);
+
+// Step 3, for the dispatch over `ep` expert-parallel ranks (1: none): ep rank j holds experts
+// [j * E / ep, (j + 1) * E / ep), whose slots are block j of the slots (E / ep experts'). Moves
+// each block's kept choices to its start, expert after expert (an expert's in their order), so
+// that one transfer of rows_to_rank[j] rows carries exactly what rank j's experts take, and sets
+// rows_to_rank. The receiving side's block i holds, the same way, its experts' rows from rank i
+// (expert_rows_in[i]; Gpt sets rows_from_rank).
+void pack_expert_slots(MoeRouting& r, int ep);
 
 // dlogits [N, E] (OVERWRITTEN): the gradient through the softmax of the gates' gradient dgate
 // [N, K] (the loss's derivative by each choice's gate; dropped choices' are ignored), plus

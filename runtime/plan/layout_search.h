@@ -154,8 +154,11 @@ CpTraffic cp_traffic(const config::RunConfig& cfg);
 // Expert parallelism's all-to-alls per rank per step: in each mixture-of-experts block, the
 // tokens' rows to their experts (matmul dtype) and the experts' outputs back (fp32) in forward
 // (and in a full recompute), the outputs' gradient (matmul dtype) and the inputs' (fp32) in
-// backward; E * B * GptDims::expert_slots rows of d_model each (at cp > 1, of T / cp tokens per
-// sequence), of which (ep - 1) / ep leave the rank.
+// backward. Only the kept choices' rows travel (pack_expert_slots), not the slots' capacity:
+// B * T * top_k rows of d_model each (B: the sequences the rank routes, micro_batch / tp; T: its
+// tokens of each sequence) when the router balances the experts, as the balance loss drives it
+// to, and no choice is dropped; at most E * B * GptDims::expert_slots. (ep - 1) / ep of them
+// leave the rank. (Not counted: each block's exchange of the E kept counts.)
 struct EpTraffic {
   int64_t collectives = 0;
   double sent_bytes = 0;

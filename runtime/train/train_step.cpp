@@ -13,6 +13,8 @@ namespace trainer::train {
 
 namespace {
 
+constexpr int kExpertRowsTag = 1;  // (the ep group carries nothing else point-to-point)
+
 // Every rank's `rows` (any dtype: gathered as bytes) into `whole`, in rank order.
 std::function<void(const Tensor&, Tensor)> all_gather_hook(dist::Comm& comm) {
   return [&comm](const Tensor& rows, Tensor whole) {
@@ -33,6 +35,44 @@ std::function<void(const Tensor&, Tensor)> reduce_scatter_hook(dist::Comm& comm)
         comm.name() << " reduce-scatter of " << whole.shape.str() << " into " << rows.shape.str());
     comm.reduce_scatter(whole.data, rows.data, static_cast<size_t>(rows.numel()),
                         dist::CommDType::f32, dist::ReduceOp::sum);
+  };
+}
+
+// Hooks::ep_all_to_all_rows over `comm`: the filled start of each row block, to its rank, as one
+// batch of point-to-point transfers (a variable-size all-to-all: only the kept choices' rows
+// travel, not the blocks' capacity); this rank's own block is a device copy.
+std::function<void(const Tensor&, Tensor, const std::vector<int64_t>&, const std::vector<int64_t>&)>
+all_to_all_rows_hook(dist::Comm& comm, Backend& be) {
+  return [&comm, &be](const Tensor& send, Tensor recv, const std::vector<int64_t>& send_rows,
+                      const std::vector<int64_t>& recv_rows) {
+    const int ranks = comm.size(), me = comm.rank();
+    TRAINER_CHECK(send.shape == recv.shape && send.dtype == recv.dtype && send.shape.rank == 2 &&
+                      send.shape[0] % ranks == 0 && send_rows.size() == size_t(ranks) &&
+                      recv_rows.size() == size_t(ranks),
+                  comm.name() << " all-to-all of rows of " << send.shape.str() << " into "
+                              << recv.shape.str());
+    const int64_t block = send.shape[0] / ranks, width = send.shape[1];
+    const size_t row_bytes = static_cast<size_t>(width) * dtype_size(send.dtype);
+    std::vector<dist::P2pTransfer> transfers;
+    for (int j = 0; j < ranks; ++j) {
+      const int64_t out = send_rows[size_t(j)], in = recv_rows[size_t(j)];
+      TRAINER_CHECK(out >= 0 && out <= block && in >= 0 && in <= block,
+                    comm.name() << " all-to-all: " << out << " rows to rank " << j << ", " << in
+                                << " from it, of blocks of " << block);
+      if (j == me) {
+        TRAINER_CHECK(out == in, comm.name() << " all-to-all: " << out << " rows to itself, " << in
+                                             << " expected");
+        be.copy(recv.slice(j * block * width, in * width),
+                send.slice(j * block * width, out * width));
+        continue;
+      }
+      const size_t at = static_cast<size_t>(j * block) * row_bytes;
+      transfers.push_back({true, static_cast<char*>(send.data) + at,
+                           static_cast<size_t>(out) * row_bytes, j, kExpertRowsTag});
+      transfers.push_back({false, static_cast<char*>(recv.data) + at,
+                           static_cast<size_t>(in) * row_bytes, j, kExpertRowsTag});
+    }
+    comm.send_recv_batch(transfers);
   };
 }
 
@@ -84,6 +124,7 @@ TrainStep::TrainStep(const config::RunConfig& cfg, Backend& be, model::Gpt& mode
       ep_.comm->all_to_all(send.data, recv.data, send.nbytes() / static_cast<size_t>(ep_.size()),
                            dist::CommDType::u8);
     };
+  if (ep_.size() > 1) model_.hooks().ep_all_to_all_rows = all_to_all_rows_hook(*ep_.comm, be_);
   if (cp_.size() > 1) {  // the attention's qkv gathered, its gradient scattered
     model_.hooks().cp_all_gather = all_gather_hook(*cp_.comm);
     model_.hooks().cp_reduce_scatter = reduce_scatter_hook(*cp_.comm);

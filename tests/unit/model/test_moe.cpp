@@ -69,6 +69,47 @@ TEST_CASE("moe_router_takes_first_choices_first_and_drops_past_capacity", "[mode
 // balance) from every rank's choice counts; together they keep and drop exactly the choices the
 // whole sequence's routing does, with the same gates, shares and balance loss (on every rank), and
 // their logits' gradients are the whole routing's.
+TEST_CASE("moe_router_packs_each_ep_ranks_kept_choices_at_its_blocks_start", "[model][moe]") {
+  // Over ep ranks, rank j's experts' slots are block j; packed, the block's kept choices come
+  // first (expert after expert), so that one transfer of rows_to_rank[j] rows carries them all.
+  const model::GptDims d = moe_dims(2, 1.0);  // capacity 2 of 4 tokens per expert and sequence
+  const int T = 4, sequences = 3;
+  SplitMix64 rng(5);
+  std::vector<float> logits(size_t(sequences * T * d.num_experts));
+  for (float& v : logits) v = float(rng.next() % 1000) / 250.0f;
+  const model::MoeRouting unpacked = model::route_tokens(logits.data(), d, sequences, T);
+  for (const int ep : {1, 2, 4}) {
+    INFO("ep " << ep);
+    model::MoeRouting r = unpacked;
+    model::pack_expert_slots(r, ep);
+    const int64_t local = d.num_experts / ep, block = local * r.slots_per_expert();
+    REQUIRE(r.rows_to_rank.size() == size_t(ep));
+    for (int j = 0; j < ep; ++j) {
+      int64_t kept = 0;
+      for (int64_t e = j * local; e < (j + 1) * local; ++e) kept += r.expert_rows[size_t(e)];
+      CHECK(r.rows_to_rank[size_t(j)] == kept);
+      for (int64_t s = j * block; s < (j + 1) * block; ++s)  // filled first, then empty
+        CHECK((r.token_of_slot[size_t(s)] >= 0) == (s - j * block < kept));
+    }
+    // every choice keeps its token, gate and expert (its block, in expert order), and the
+    // dropped stay dropped
+    for (size_t c = 0; c < r.slot.size(); ++c) {
+      INFO("choice " << c);
+      REQUIRE((r.slot[c] >= 0) == (unpacked.slot[c] >= 0));
+      if (r.slot[c] < 0) continue;
+      const int64_t s = r.slot[c], e = r.expert[c], j = e / local;
+      CHECK(r.token_of_slot[size_t(s)] == int32_t(c / size_t(d.top_k)));
+      CHECK(r.slot_gate[size_t(s)] == r.gate[c]);
+      int64_t first = j * block;  // expert e's run in its block
+      for (int64_t f = j * local; f < e; ++f) first += r.expert_rows[size_t(f)];
+      CHECK(s >= first);
+      CHECK(s < first + r.expert_rows[size_t(e)]);
+      // an expert's rows keep their order (the priority order)
+      CHECK(s - first == unpacked.slot[c] - e * unpacked.slots_per_expert());
+    }
+  }
+}
+
 TEST_CASE("moe_router_under_context_parallelism_equals_the_whole_sequence", "[model][moe]") {
   for (const int top_k : {1, 2})
     for (const int cp : {2, 4}) {
