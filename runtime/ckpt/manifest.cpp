@@ -1,6 +1,8 @@
 #include "runtime/ckpt/manifest.h"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "runtime/ckpt/safetensors.h"
@@ -23,10 +25,13 @@ nlohmann::json dims_json(const model::GptDims& d) {
                       {"d_model", d.d_model},  {"n_head", d.n_head},
                       {"ffn_mult", d.ffn_mult}};
   if (d.moe())  // (dense manifests keep their keys: a mixture of experts adds its own)
-    j["moe"] = {{"num_experts", d.num_experts},
-                {"top_k", d.top_k},
-                {"capacity_factor", d.capacity_factor},
-                {"aux_loss_coef", d.aux_loss_coef}};
+    j["moe"] = {
+        {"num_experts", d.num_experts},
+        {"top_k", d.top_k},
+        // (JSON has no infinity: null, as in the config, for dropless)
+        {"capacity_factor", std::isinf(d.capacity_factor) ? nlohmann::json(nullptr)
+                                                          : nlohmann::json(d.capacity_factor)},
+        {"aux_loss_coef", d.aux_loss_coef}};
   return j;
 }
 
@@ -43,7 +48,8 @@ model::GptDims dims_from(const nlohmann::json& j) {
     const nlohmann::json& m = j.at("moe");
     d.num_experts = m.at("num_experts");
     d.top_k = m.at("top_k");
-    d.capacity_factor = m.at("capacity_factor");
+    d.capacity_factor = m.at("capacity_factor").is_null() ? std::numeric_limits<double>::infinity()
+                                                          : m.at("capacity_factor").get<double>();
     d.aux_loss_coef = m.at("aux_loss_coef");
   }
   return d;

@@ -31,7 +31,10 @@ std::string expected_type(const Field& f) {
   const std::string or_auto = f.special == Special::auto_is_zero ? " or auto" : "";
   return std::visit(Overloaded{[&](IntField) { return "an integer" + or_auto; },
                                [&](U64Field) { return std::string("a non-negative integer"); },
-                               [&](DoubleField) { return "a number" + or_auto; },
+                               [&](DoubleField) {
+                                 return "a number" + or_auto +
+                                        (f.special == Special::null_is_infinite ? " or null" : "");
+                               },
                                [&](BoolField) { return std::string("true or false"); },
                                [&](StringField) {
                                  return std::string(f.special == Special::null_is_empty
@@ -93,6 +96,10 @@ std::string describe_node(const YAML::Node& node) {
 
 void assign_field(RunConfig& cfg, const Field& f, const YAML::Node& node) {
   if (f.special == Special::null_is_empty && node.IsNull()) return set_to_zero(cfg, f);
+  if (f.special == Special::null_is_infinite && node.IsNull()) {
+    std::get<DoubleField>(f.ref)(cfg) = std::numeric_limits<double>::infinity();
+    return;
+  }
   if (!node.IsScalar()) type_error(f, node);
   if (f.special == Special::auto_is_zero && node.Scalar() == "auto") return set_to_zero(cfg, f);
   if (!store_scalar(cfg, f, node)) type_error(f, node);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 #include "runtime/config/did_you_mean.h"
@@ -88,7 +89,12 @@ std::string field_text(const RunConfig& cfg, const Field& f) {
   return std::visit(
       Overloaded{[&](IntField r) { return std::to_string(r(readable(cfg))); },
                  [&](U64Field r) { return std::to_string(r(readable(cfg))); },
-                 [&](DoubleField r) { return format_number(r(readable(cfg))); },
+                 [&](DoubleField r) {
+                   const double v = r(readable(cfg));
+                   if (std::isinf(v) && v > 0 && f.special == Special::null_is_infinite)
+                     return std::string("null");
+                   return format_number(v);
+                 },
                  [&](BoolField r) -> std::string { return r(readable(cfg)) ? "true" : "false"; },
                  [&](StringField r) {
                    const std::string& s = r(readable(cfg));
@@ -109,7 +115,9 @@ void check_field(const RunConfig& cfg, const Field& f) {
   if (is_zero_special(f, cfg)) return;
   if (auto v = numeric_value(cfg, f); v && !f.range.contains(*v))
     fail(f.key + " = " + field_text(cfg, f) + ": must be " + f.range.describe() +
-         (f.special == Special::auto_is_zero ? " or auto" : ""));
+         (f.special == Special::auto_is_zero       ? " or auto"
+          : f.special == Special::null_is_infinite ? " or null"
+                                                   : ""));
 }
 
 void check_fields(const RunConfig& cfg) {

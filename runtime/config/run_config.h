@@ -27,7 +27,7 @@ struct RunSection {
 struct MoeConfig {
   int num_experts = 0;  // 0: dense MLP
   int top_k = 2;
-  double capacity_factor = 1.25;
+  double capacity_factor = 1.25;  // +infinity (YAML null): dropless, every choice kept
   double aux_loss_coef = 0.01;
 };
 

@@ -41,7 +41,12 @@ std::vector<Field> build_fields() {
        {1, 65536}},
       {"model.moe.num_experts", FIELD(model.moe.num_experts), {}, kNonNegative},
       {"model.moe.top_k", FIELD(model.moe.top_k), {}, kAtLeastOne},
-      {"model.moe.capacity_factor", FIELD(model.moe.capacity_factor), {}, kPositive},
+      // null: no capacity, every choice kept (Megatron's dropless)
+      {"model.moe.capacity_factor",
+       FIELD(model.moe.capacity_factor),
+       {},
+       kPositive,
+       Special::null_is_infinite},
       {"model.moe.aux_loss_coef", FIELD(model.moe.aux_loss_coef), {}, kNonNegative},
       {"model.init_from", FIELD(model.init_from), {}, kAny, Special::null_is_empty},
 

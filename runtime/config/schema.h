@@ -19,8 +19,10 @@ using BoolField = bool& (*)(RunConfig&);
 using StringField = std::string& (*)(RunConfig&);
 using FieldRef = std::variant<IntField, U64Field, DoubleField, BoolField, StringField>;
 
-// A spelled-out value standing for a field's zero / empty state.
-enum class Special { none, auto_is_zero, null_is_empty };
+// A spelled-out value standing for a field's zero / empty state, or (null_is_infinite: a number
+// with no bound, such as an expert's capacity factor) for +infinity, which YAML's numbers the
+// config takes cannot spell.
+enum class Special { none, auto_is_zero, null_is_empty, null_is_infinite };
 
 // Allowed numeric interval; open ends exclude the bound.
 struct Range {

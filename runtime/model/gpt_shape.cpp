@@ -21,6 +21,7 @@ GptDims GptDims::from_config(const config::ModelConfig& m) {
 
 int GptDims::expert_capacity(int T) const {
   if (num_experts == 0) return 0;
+  if (std::isinf(capacity_factor)) return T;  // dropless: a token picks an expert at most once
   // (the small epsilon keeps an exact product such as 1.25 * 8 * 2 / 4 = 5 from rounding up)
   const double slots = capacity_factor * T * top_k / num_experts;
   return std::clamp(static_cast<int>(std::ceil(slots - 1e-9)), 1, T);

@@ -34,8 +34,9 @@ struct GptDims {
   int ffn_hidden() const { return ffn_mult * d_model; }
   bool moe() const { return num_experts > 0; }
   // Slots per expert per sequence of T tokens: ceil(capacity_factor * T * top_k / num_experts),
-  // at most T (a token picks an expert once). Per sequence, so that which tokens an expert drops
-  // does not depend on how sequences are split over ranks or micro-batches.
+  // at most T (a token picks an expert once); T for an infinite capacity_factor (dropless). Per
+  // sequence, so that which tokens an expert drops does not depend on how sequences are split
+  // over ranks or micro-batches.
   int expert_capacity(int T) const;
   // The slots per expert per sequence of a rank that holds T of each sequence's sequence_T tokens
   // (context parallelism: T = sequence_T / cp): the whole sequence's capacity, at most T.

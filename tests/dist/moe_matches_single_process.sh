@@ -105,4 +105,26 @@ params=$(sed -n 's/^memory per rank .*: params \([0-9]*\) B, .*/\1/p' plan.txt)
   || fail "an ep 2 rank holds as many parameters as an ep 1 rank"
 grep -q "^ep traffic per rank per step: 8 all-to-alls" plan.txt \
   || { cat plan.txt; fail "plan does not count the all-to-alls (2 blocks x 4)"; }
+
+# Dropless (model.moe.capacity_factor: null, Megatron's dropless): every choice kept, an expert
+# taking up to a whole sequence. At ep 2 every step equals capacity factor 2 (= E / top_k: the
+# same capacity of T a sequence) bit for bit, with nothing dropped; its checkpoint says null and
+# resumes bit-identically.
+dl=(--set model.seq_len=32 --set model.moe.num_experts=4 --set model.moe.top_k=2
+    --set parallel.ep=2)
+run_launch dropless 2 4 1 20 "${dl[@]}" --set model.moe.capacity_factor=null \
+  --set checkpoint.every_steps=10 --set checkpoint.dir=ck_dl
+run_launch capacity2 2 4 1 20 "${dl[@]}" --set model.moe.capacity_factor=2
+compare_metrics capacity2/metrics.jsonl dropless/metrics.jsonl --exact --min-steps 20 \
+  --fields loss,grad_norm,moe_aux_loss,moe_dropped_fraction || fail "dropless differs from capacity 2"
+[ "$(json_get dropless/report.json 'd["stability"]["moe"]["dropped_fraction"]["max"]')" = 0.0 ] \
+  || fail "dropless dropped choices: $(json_get dropless/report.json 'd["stability"]["moe"]')"
+[ "$(json_get ck_dl/step_00000010/manifest.json 'd["model"]["moe"]["capacity_factor"]')" = None ] \
+  || fail "the dropless checkpoint's capacity factor: $(json_get ck_dl/step_00000010/manifest.json 'd["model"]')"
+run_launch dropless_resumed 2 4 1 20 "${dl[@]}" --set model.moe.capacity_factor=null \
+  --set checkpoint.dir=unused --set checkpoint.every_steps=0 --resume ck_dl/step_00000010
+grep -q "resumed from" dropless_resumed.log || { cat dropless_resumed.log; fail "no resume"; }
+tail -10 dropless/metrics.jsonl >dropless_tail.jsonl
+compare_metrics dropless_tail.jsonl dropless_resumed/metrics.jsonl --exact --min-steps 10 \
+  || fail "the resumed dropless run differs from the uninterrupted one"
 echo "moe: all layouts match one process; resumes and plan agree"

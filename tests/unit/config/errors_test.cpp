@@ -102,6 +102,10 @@ TEST_CASE("enumerations_list_the_allowed_values", "[config][errors]") {
 
 TEST_CASE("out_of_range_values_name_the_bound", "[config][errors]") {
   REQUIRE_THROWS_WITH(parse_config("train: {lr: 0}"), Contains("train.lr = 0.0: must be > 0"));
+  REQUIRE_THROWS_WITH(parse_config("model: {moe: {capacity_factor: 0}}"),
+                      Contains("model.moe.capacity_factor = 0.0: must be > 0 or null"));
+  REQUIRE_THROWS_WITH(parse_config("model: {moe: {capacity_factor: all}}"),
+                      Contains("expected a number or null"));
   REQUIRE_THROWS_WITH(parse_config("train: {min_lr_ratio: 1.5}"),
                       Contains("train.min_lr_ratio = 1.5: must be in [0, 1]"));
   REQUIRE_THROWS_WITH(parse_config("train: {beta2: 1}"),

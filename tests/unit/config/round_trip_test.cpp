@@ -1,5 +1,7 @@
 // to_yaml is canonical: parse(to_yaml(c)) == c for every key, and the hash follows the text.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "runtime/config/field_value.h"
 #include "runtime/config/run_config.h"
@@ -59,6 +61,22 @@ TEST_CASE("to_yaml_round_trips_a_change_to_every_key", "[config]") {
     CHECK(same_value(reparsed, changed, f));  // the value itself, not only its text
     CHECK(to_yaml(reparsed) == text);
   }
+}
+
+TEST_CASE("to_yaml_round_trips_the_spelled_out_specials", "[config]") {
+  // auto (dp, peak_tflops), null (paths; an expert's capacity factor: no capacity, dropless)
+  for (const char* set : {"parallel.dp=auto", "hardware.peak_tflops=auto", "checkpoint.dir=null",
+                          "model.moe.capacity_factor=null"}) {
+    INFO(set);
+    const RunConfig c = parse_config("", {set});
+    const std::string text = to_yaml(c);
+    const std::string key = std::string(set).substr(0, std::string(set).find('='));
+    const Field& f = *std::find_if(config_fields().begin(), config_fields().end(),
+                                   [&](const Field& x) { return x.key == key; });
+    CHECK(field_text(c, f) == std::string(set).substr(key.size() + 1));
+    CHECK(to_yaml(parse_config(text)) == text);
+  }
+  CHECK(std::isinf(parse_config("model: {moe: {capacity_factor: ~}}").model.moe.capacity_factor));
 }
 
 TEST_CASE("to_yaml_lists_every_key_once_in_table_order", "[config]") {
