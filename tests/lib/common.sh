@@ -9,6 +9,12 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 compare_metrics() { /usr/bin/python3 "$src/tests/lib/compare_metrics.py" "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# check_fp8_resumed NAME STEP_DIR: run NAME (NAME.log) resumed from STEP_DIR with its fp8
+# scaling states (precision.compute: fp8; the run warns when a checkpoint has none for the model)
+check_fp8_resumed() {
+  grep -q "resumed from $2" "$1.log" || { cat "$1.log"; fail "$1 did not resume from $2"; }
+  ! grep -q "no fp8 scaling state" "$1.log" || { cat "$1.log"; fail "$1: the fp8 state was not restored"; }
+}
 # json_get FILE EXPR: evaluates a Python expression on the parsed JSON document `d`.
 json_get() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 # expect_exit_2 "message part" NOT_CREATED trainer-args...: trainer refuses bad input: it exits 2,
