@@ -66,6 +66,7 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   r.model.active_non_embedding_params = params.active_non_embedding;
   r.model.num_experts = cfg.model.moe.num_experts;
   r.model.top_k = dims.top_k;
+  r.model.capacity_factor = cfg.model.moe.capacity_factor;
   r.model.n_layer = cfg.model.n_layer;
   r.model.d_model = cfg.model.d_model;
   r.model.n_head = cfg.model.n_head;

@@ -86,6 +86,8 @@ ojson model_json(const ModelInfo& m) {
   if (m.num_experts > 0) {
     j["num_experts"] = m.num_experts;
     j["top_k"] = m.top_k;
+    j["capacity_factor"] =
+        std::isinf(m.capacity_factor) ? ojson(nullptr) : ojson(m.capacity_factor);
     j["active_non_embedding_params"] = m.active_non_embedding_params;
   }
   return j;

@@ -67,8 +67,10 @@ struct ModelInfo {
   int64_t params = 0;
   int64_t non_embedding_params = 0;
   // Mixture of experts (num_experts 0: dense, and the report leaves these out): a token runs
-  // top_k experts per block, active_non_embedding_params in all (what flops_per_token counts).
+  // top_k experts per block, active_non_embedding_params in all (what flops_per_token counts);
+  // capacity_factor: +infinity for dropless (null in the JSON, as in the config).
   int num_experts = 0, top_k = 0;
+  double capacity_factor = 0;
   int64_t active_non_embedding_params = 0;
   int n_layer = 0, d_model = 0, n_head = 0, vocab_size = 0;
   int padded_vocab_size = 0;  // wte rows and logits columns (params and flops count vocab_size)

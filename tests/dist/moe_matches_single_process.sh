@@ -45,7 +45,7 @@ assert max(dropped) > 0 and all(0 <= d < 0.5 for d in dropped), dropped
 PY
 [ "$(json_get ep2/report.json 'd["stability"]["moe"]["dropped_fraction"]["max"] > 0')" = True ] \
   || fail "ep 2 report: $(json_get ep2/report.json 'd["stability"]')"
-[ "$(json_get ep2/report.json 'd["parallel"]["ep"], d["model"]["num_experts"], d["model"]["top_k"]')" = "2 4 2" ] \
+[ "$(json_get ep2/report.json 'd["parallel"]["ep"], d["model"]["num_experts"], d["model"]["top_k"], d["model"]["capacity_factor"]')" = "2 4 2 1.0" ] \
   || fail "ep 2 report: $(json_get ep2/report.json 'd["parallel"], d["model"]')"
 grep -q "experts: 4 per block, top 2 per token" ep2.log || { cat ep2.log; fail "no experts line"; }
 
@@ -119,6 +119,8 @@ compare_metrics capacity2/metrics.jsonl dropless/metrics.jsonl --exact --min-ste
   --fields loss,grad_norm,moe_aux_loss,moe_dropped_fraction || fail "dropless differs from capacity 2"
 [ "$(json_get dropless/report.json 'd["stability"]["moe"]["dropped_fraction"]["max"]')" = 0.0 ] \
   || fail "dropless dropped choices: $(json_get dropless/report.json 'd["stability"]["moe"]')"
+[ "$(json_get dropless/report.json 'd["model"]["capacity_factor"], d["model"]["top_k"]')" = "None 2" ] \
+  || fail "dropless report: $(json_get dropless/report.json 'd["model"]')"
 [ "$(json_get ck_dl/step_00000010/manifest.json 'd["model"]["moe"]["capacity_factor"]')" = None ] \
   || fail "the dropless checkpoint's capacity factor: $(json_get ck_dl/step_00000010/manifest.json 'd["model"]')"
 run_launch dropless_resumed 2 4 1 20 "${dl[@]}" --set model.moe.capacity_factor=null \
