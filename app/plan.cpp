@@ -142,7 +142,7 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
   std::printf(
       "\nsearch: %d %s device(s) of %s %s; a layout fits when its estimate is within %.0f%% of "
       "that (%s %s), leaving the rest for %s\n",
-      request.dp * cfg.parallel.tp * cfg.parallel.pp, request.device.name.c_str(),
+      request.dp * cfg.parallel.tp * cfg.parallel.pp * cfg.parallel.cp, request.device.name.c_str(),
       unit(request.device.memory_bytes).c_str(), unit.name, request.usable_fraction * 100,
       unit(usable).c_str(), unit.name,
       request.device.cuda ? "the CUDA context and NCCL's and cuBLASLt's buffers"
@@ -152,14 +152,14 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
       "dp), so its tokens stay as configured; precision stays %s; tp is each size that divides "
       "the devices, the heads and the MLP width%s, with and without sequence parallelism; pp "
       "each that divides the layers and the devices over tp (a stage's micro_batch all of its "
-      "dp rank's sequences, cut into pieces of each size that divides them; ZeRO 0 and 1); dp "
-      "the rest; cp stays 1%s\n",
+      "dp rank's sequences, cut into pieces of each size that divides them; ZeRO 0 and 1, over "
+      "dp x cp); cp stays %d; dp the rest%s\n",
       static_cast<long long>(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * request.dp),
       cfg.precision.compute.c_str(),
-      request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "",
+      request.device.cuda ? " (up to 8 on GPUs: a node's NVLink domain)" : "", cfg.parallel.cp,
       cfg.model.moe.num_experts > 0
           ? ("; a mixture of experts keeps ep " + std::to_string(cfg.parallel.ep) +
-             (cfg.parallel.ep > 1 ? " (dp a multiple of it)" : "") +
+             (cfg.parallel.ep > 1 ? " (dp x cp a multiple of it)" : "") +
              ", and at tp > 1 sequence parallelism with whole sequences per tp rank")
                 .c_str()
           : ", ep 1");
@@ -304,9 +304,6 @@ void register_plan(CLI::App& app) {
     // Under pipeline parallelism the numbers per rank are the heaviest stage's.
     const model::GptDims dims = model::GptDims::from_config(m);
     const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
-    if (cfg.parallel.cp > 1 && args->search)
-      throw config::ConfigError("plan: --search ranks layouts with parallel.cp = 1; got " +
-                                std::string("parallel.cp = ") + std::to_string(cfg.parallel.cp));
     // (context parallelism runs the reference kernels on cuda: CudaBackend::attention_forward_cp)
     const bool flash = device.cuda && cfg.parallel.cp == 1 &&
                        cuda_attention_uses_flash(attention, dims.head_dim());

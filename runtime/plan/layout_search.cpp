@@ -67,20 +67,21 @@ std::vector<ModelSplit> split_candidates(const SearchRequest& r) {
   const bool config_sp = cfg.parallel.tp > 1 && cfg.parallel.sequence_parallel;
   if (r.devices <= 0) return {{cfg.parallel.tp, config_sp, cfg.parallel.pp}};
   const int64_t global = int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * r.dp;
+  const int cp = cfg.parallel.cp;  // (kept as configured)
   std::vector<ModelSplit> out;
   for (int t = 1; t <= r.devices; ++t)
-    for (int p = 1; p <= cfg.model.n_layer && t * p <= r.devices; ++p) {
-      if (r.devices % (t * p) != 0 || cfg.model.n_layer % p != 0) continue;
-      const int dp = r.devices / (t * p);
+    for (int p = 1; p <= cfg.model.n_layer && t * p * cp <= r.devices; ++p) {
+      if (r.devices % (t * p * cp) != 0 || cfg.model.n_layer % p != 0) continue;
+      const int dp = r.devices / (t * p * cp);
       if (cfg.model.n_head % t != 0 || (int64_t{cfg.model.d_model} * cfg.model.ffn_mult) % t != 0 ||
           cfg.model.padded_vocab_size() % t != 0 || global % dp != 0 || (r.device.cuda && t > 8))
         continue;
       // a mixture of experts keeps its ep groups within dp, and at tp > 1 runs with sequence
       // parallelism (config::check_runnable)
       const bool moe = cfg.model.moe.num_experts > 0;
-      if (moe && dp % cfg.parallel.ep != 0) continue;
+      if (moe && (dp * cp) % cfg.parallel.ep != 0) continue;  // (ep reuses the dp x cp ranks)
       if (!moe || t == 1) out.push_back({t, false, p});
-      if (t > 1 && cfg.model.seq_len % t == 0) out.push_back({t, true, p});
+      if (t > 1 && (cfg.model.seq_len / cp) % t == 0) out.push_back({t, true, p});
     }
   return out;
 }
@@ -193,8 +194,9 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
   cfg.train.grad_accum = 1;
   const config::RunConfig& asked = request.cfg;
   const bool config_sp = asked.parallel.tp > 1 && asked.parallel.sequence_parallel;
+  const int replicas = dp * cfg.parallel.cp;  // ZeRO's group and the gradients' (dp x cp)
   std::vector<int> stages = {0, 1};
-  if (dp == 1) stages = {0};
+  if (replicas == 1) stages = {0};
   for (const int zero : stages) {
     // the end stages' model state and dp traffic (the pieces do not change them); the middle
     // stages hold less than the first
@@ -205,8 +207,9 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
     };
     std::vector<End> ends;
     for (const int stage : {0, pp - 1}) {
-      End e{stage, held_state_bytes(cfg, zero, dp, request.device, stage)};
-      if (dp > 1) e.dp_traffic = dp_traffic_bytes(cfg, rank_layout(cfg, stage), zero, dp, 1);
+      End e{stage, held_state_bytes(cfg, zero, replicas, request.device, stage)};
+      if (replicas > 1)
+        e.dp_traffic = dp_traffic_bytes(cfg, rank_layout(cfg, stage), zero, replicas, 1);
       ends.push_back(e);
     }
     for (const int64_t rows : divisors(per_rank)) {
@@ -395,21 +398,23 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     cfg.parallel.tp = tp;
     cfg.parallel.sequence_parallel = sp;
     cfg.parallel.pp = pp;
-    const int dp = request.devices > 0 ? request.devices / (tp * pp) : request.dp;
+    const int cp = cfg.parallel.cp;  // (kept as configured)
+    const int dp = request.devices > 0 ? request.devices / (tp * pp * cp) : request.dp;
+    const int replicas = dp * cp;          // ZeRO's group and the gradients' (dp x cp)
     const int64_t per_rank = global / dp;  // sequences per dp rank: the global batch kept
     if (pp > 1) {
       search_pipeline(request, cfg, dp, per_rank, base_flops, fd, usable, out);
       continue;
     }
     const model::ParamLayout layout = rank_layout(cfg);
-    // ZeRO shards over dp: with one rank no stage saves memory, so only 0 is tried (and the
+    // ZeRO shards over dp x cp: with one rank no stage saves memory, so only 0 is tried (and the
     // config's own stage, to show where it stands).
     std::vector<int> stages = {0, 1, 2, 3};
-    if (dp == 1)
+    if (replicas == 1)
       stages =
           cfg.parallel.zero == 0 ? std::vector<int>{0} : std::vector<int>{0, cfg.parallel.zero};
     for (const int zero : stages) {
-      const HeldState held = held_state_of(layout, cfg, zero, dp, request.device);
+      const HeldState held = held_state_of(layout, cfg, zero, replicas, request.device);
       for (const int64_t mb : divisors(per_rank)) {
         // config::validate bounds micro_batch and grad_accum to an int each; so must a layout.
         if (mb > std::numeric_limits<int>::max() || per_rank / mb > std::numeric_limits<int>::max())
@@ -431,7 +436,7 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
           l.fits = l.total() <= usable;
           l.flops_ratio =
               (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
-          l.dp_traffic_bytes = dp_traffic_bytes(cfg, layout, zero, dp, l.grad_accum);
+          l.dp_traffic_bytes = dp_traffic_bytes(cfg, layout, zero, replicas, l.grad_accum);
           l.is_config = tp == request.cfg.parallel.tp && sp == config_sp &&
                         request.cfg.parallel.pp == 1 && zero == cfg.parallel.zero &&
                         mb == cfg.train.micro_batch &&

@@ -9,8 +9,9 @@
 // activation checkpointing; and pp (each that divides the layers and the devices over tp),
 // where a stage's micro-batch is all of its dp rank's sequences (grad_accum 1: one
 // schedule per step, the smallest bubble) cut into pieces of each size that divides them, at
-// ZeRO 0 and 1. Precision stays as configured (it changes the losses), and cp and ep stay 1
-// (config::check_runnable). Each rank holds its tp slice of its stage.
+// ZeRO 0 and 1. Precision (it changes the losses), cp and ep stay as configured: dp is the
+// devices over tp x pp x cp, and ZeRO shards (and the gradients reduce) over dp x cp. Each rank
+// holds its tp slice of its stage.
 //
 // Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
 // says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), ZeRO's

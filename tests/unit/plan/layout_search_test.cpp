@@ -269,6 +269,41 @@ TEST_CASE("search: over the devices, tp and sequence parallelism keep the global
   CHECK(gpu_tps == std::set<int>{1, 2, 4, 8});
 }
 
+TEST_CASE("search: a context-parallel config keeps its cp; ZeRO shards over dp x cp") {
+  config::RunConfig cfg = search_config();  // 3 layers, 12 sequences per dp rank, seq_len 32
+  cfg.parallel.cp = 2;
+  const int devices = 8, dp = devices / 2;  // the config's: tp 1, pp 1
+  const plan::DeviceKind device = plan::device_kind("cpu", devices);
+  const auto all = plan::search_layouts({cfg, dp, device, 0.9, false, devices});
+  std::set<std::tuple<int, bool, int>> splits;
+  int configs = 0;
+  for (const plan::Layout& l : all) {
+    INFO("tp " << l.tp << " sp " << l.sequence_parallel << " pp " << l.pp << " dp " << l.dp
+               << " zero " << l.zero << " micro_batch " << l.micro_batch);
+    splits.insert({l.tp, l.sequence_parallel, l.dp});
+    CHECK(l.tp * l.pp * l.dp * 2 == devices);
+    CHECK(int64_t{l.micro_batch} * l.grad_accum * l.dp == 12 * dp);  // the global batch kept
+    configs += l.is_config;
+    if (l.pp != 1) continue;
+    // the model state of a rank whose ZeRO shards over its dp x cp replicas, and its
+    // activations at cp 2 (T / 2 tokens of each sequence, the whole sequence's keys)
+    config::RunConfig c = cfg;
+    c.parallel.tp = l.tp;
+    c.parallel.sequence_parallel = l.sequence_parallel;
+    CHECK(l.held.total() == plan::held_state_bytes(c, l.zero, l.dp * 2, device).total());
+    CHECK(l.activations ==
+          double(plan::activation_bytes(c, l.micro_batch, l.activation_checkpointing, false)));
+  }
+  CHECK(configs == 1);
+  // tp 1 (dp 4), tp 2 with and without sequence parallelism (dp 2), tp 4 (dp 1; 16 tokens a
+  // cp rank: sequence parallelism over 4 too)
+  CHECK(splits == std::set<std::tuple<int, bool, int>>{
+                      {1, false, 4}, {2, false, 2}, {2, true, 2}, {4, false, 1}, {4, true, 1}});
+  // ZeRO 1 over dp 4 x cp 2 = 8 replicas holds less than over the dp 4 alone would
+  CHECK(plan::held_state_bytes(cfg, 1, 8, device).total() <
+        plan::held_state_bytes(cfg, 1, 4, device).total());
+}
+
 TEST_CASE("search: pipeline layouts run one schedule per step, ranked by their bubble") {
   // One head: tp cannot split this model, pp (dividing its 4 layers) can.
   config::RunConfig cfg = testing::small_train_config(/*vocab=*/64, /*seq_len=*/32,
