@@ -54,8 +54,9 @@ struct BlockActivations {
   Tensor fch, fch_gelu;  // [B,T,4C/tp] (empty in a mixture-of-experts block)
   Tensor residual_out;   // [B,T,C]
   // Mixture of experts (GptDims::moe(); empty otherwise). N = B*T tokens, K = top_k, S = E * B *
-  // capacity slots (MoeRouting's layout). Under expert parallelism the experts' side holds this
-  // rank's experts' slots of every ep rank, [ep, E/ep, B * capacity] rows: S rows too.
+  // capacity slots (MoeRouting's layout: a block of E/ep experts' slots per ep rank, its kept
+  // rows first, pack_expert_slots). Under expert parallelism the experts' side holds, block i,
+  // what ep rank i sent this rank's experts (its first rows filled): S rows too.
   Tensor router_logits;  // [N, E] fp32
   // The routing's tables, views of one buffer (moe_tables, 32-bit words) that one upload fills:
   Tensor moe_tables;
