@@ -165,6 +165,15 @@ template void context_attention_forward(uint16_t*, float*, const float*, int64_t
 template void context_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t,
                                         int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 
+void context_grad_from_sequence(float* dqkv_all, const float* dseq, int64_t rank, int64_t cp,
+                                int64_t B, int64_t Tl, int64_t C, cudaStream_t stream) {
+  const int64_t n = cp * B * Tl * 3 * C;
+  if (n == 0) return;
+  launch(sequence_to_context_grad_kernel, grid_for(n), kThreads, stream, dqkv_all, dseq,
+         cp_dims(rank, cp, B, Tl, C, 1));
+  CUDA_CHECK_LAUNCH("sequence_to_context_grad_kernel");
+}
+
 template <class QkvT>
 void context_attention_backward(float* dqkv_all, float* dseq_scratch, float* dpre_scratch,
                                 const float* dout, const QkvT* seq, const float* att, int64_t rank,
@@ -178,9 +187,7 @@ void context_attention_backward(float* dqkv_all, float* dseq_scratch, float* dpr
   launch(context_attention_backward_key_kernel<QkvT>, static_cast<unsigned>(B * NH * d.T),
          threads_for(d.HS), stream, dseq_scratch, dpre_scratch, dout, seq, att, d);
   CUDA_CHECK_LAUNCH("context_attention_backward_key_kernel");
-  const int64_t n = cp * B * Tl * 3 * C;
-  launch(sequence_to_context_grad_kernel, grid_for(n), kThreads, stream, dqkv_all, dseq_scratch, d);
-  CUDA_CHECK_LAUNCH("sequence_to_context_grad_kernel");
+  context_grad_from_sequence(dqkv_all, dseq_scratch, rank, cp, B, Tl, C, stream);
 }
 template void context_attention_backward(float*, float*, float*, const float*, const float*,
                                          const float*, int64_t, int64_t, int64_t, int64_t, int64_t,

@@ -60,7 +60,7 @@ void attention_backward(DqkvT* dqkv, const float* dout, const QkvT* qkv, const f
                         cudaStream_t stream);
 
 // --- context-parallel attention (context_attention.cu; Backend::attention_forward_cp): the
-// reference kernels over the sequence, att[B,NH,Tl,T] materialised ---
+// reference kernels over the sequence, att[B,NH,Tl,T] materialised (the flash ones: below) ---
 // all [cp,B,Tl,width] (every cp rank's rows, rank order) -> seq [B,T,width] in sequence order.
 template <class T>
 void context_to_sequence(T* seq, const T* all, int64_t cp, int64_t B, int64_t Tl, int64_t width,
@@ -77,6 +77,10 @@ void context_attention_backward(float* dqkv_all, float* dseq_scratch, float* dpr
                                 const float* dout, const QkvT* seq, const float* att, int64_t rank,
                                 int64_t cp, int64_t B, int64_t Tl, int64_t C, int64_t NH,
                                 cudaStream_t stream);
+// dqkv_all [cp,B,Tl,3C] from the sequence-order gradient dseq [B,T,3C]: the key and value
+// columns of every rank's rows, the query columns of this rank's (the others' are zero here).
+void context_grad_from_sequence(float* dqkv_all, const float* dseq, int64_t rank, int64_t cp,
+                                int64_t B, int64_t Tl, int64_t C, cudaStream_t stream);
 
 // --- attention (flash_attention.cu): FlashAttention-style, T x T never materialised ---
 // lse[B,NH,T] is each row's log-sum-exp, all backward needs besides qkv, out and dout.
@@ -89,6 +93,22 @@ template <class OutT, class QkvT, class DqkvT>
 void flash_attention_backward(DqkvT* dqkv, float* dsum_scratch, const float* dout, const QkvT* qkv,
                               const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                               int64_t NH, cudaStream_t stream);
+
+// Context parallelism on the same kernels: cp rank `rank`'s Tl = 2L query rows (its chunks
+// context_chunk(rank, cp, 0) and (.., 1) of L tokens) over the whole sequence seq [B,T,3C]
+// (context_to_sequence, T = cp * Tl): out [B,Tl,C], lse [B,NH,Tl]. Backward writes into dseq
+// [B,T,3C] the q gradient of this rank's positions and the k and v gradients of every position
+// (zero where no query of this rank sees it); context_grad_from_sequence makes dqkv_all of it.
+// dsum_scratch: B*NH*Tl floats.
+template <class OutT, class QkvT>
+void flash_context_attention_forward(OutT* out, float* lse, const QkvT* seq, int64_t rank,
+                                     int64_t cp, int64_t B, int64_t Tl, int64_t C, int64_t NH,
+                                     cudaStream_t stream);
+template <class OutT, class QkvT>
+void flash_context_attention_backward(float* dseq, float* dsum_scratch, const float* dout,
+                                      const QkvT* seq, const OutT* out, const float* lse,
+                                      int64_t rank, int64_t cp, int64_t B, int64_t Tl, int64_t C,
+                                      int64_t NH, cudaStream_t stream);
 
 // --- attention on tensor cores (flash_attention_tc.cu), for bf16 compute: the same contract as
 // flash_attention_*, with q, k, v, P, dout and dS rounded to bf16 for the WMMA products ---

@@ -178,7 +178,10 @@ class Backend {
   // cp group (a reduce-scatter) is each rank's dqkv. qkv_all and out may be bf16 as in
   // attention_forward. A backend without it (supports_context_parallel() false) throws.
   virtual bool supports_context_parallel() const { return false; }
-  virtual Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T) const {
+  // The probabilities [B,NH,Tl,T] (the default), or a flash kernel's row log-sum-exp [B,NH,Tl].
+  virtual Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T,
+                                         int64_t HS) const {
+    (void)HS;
     return Shape{B, NH, Tl, T};
   }
   virtual void attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all,

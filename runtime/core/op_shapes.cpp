@@ -145,7 +145,9 @@ ContextAttentionDims attention_forward_cp_dims(const Tensor& out, const Tensor& 
                 op << ": C = " << d.C << " is not divisible by n_head = " << n_head);
   check_qkv_dtype(qkv_all, out.dtype, op);
   check_numel(out, d.B * d.Tl * d.C, op, "out");
-  check_numel(att, be.attention_cp_state_shape(d.B, n_head, d.Tl, d.cp * d.Tl).numel(), op, "att");
+  check_numel(att,
+              be.attention_cp_state_shape(d.B, n_head, d.Tl, d.cp * d.Tl, d.C / n_head).numel(), op,
+              "att");
   return d;
 }
 

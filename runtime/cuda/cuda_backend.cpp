@@ -98,9 +98,12 @@ std::map<std::string, std::string> CudaBackend::kernels() const {
                  " refused, run by tensor_core)";
   }
 #endif
-  if (cp_attention_calls_ > 0)  // (TRAINER_ATTENTION does not choose them)
+  if (cp_flash_calls_ > 0)
+    attention += "; context parallelism: the flash kernels on CUDA cores (" +
+                 std::to_string(cp_flash_calls_) + " calls)";
+  if (cp_reference_calls_ > 0)
     attention += "; context parallelism: the reference cp kernels (kernels/context_attention.cu, " +
-                 std::to_string(cp_attention_calls_) + " calls)";
+                 std::to_string(cp_reference_calls_) + " calls)";
   return {{"attention", attention},
           {"gemm", lt_->tunes_algorithms() ? "cuBLASLt, each shape's algorithm tuned"
                                            : "cuBLASLt, the heuristic's first algorithm"},

@@ -98,10 +98,15 @@ class CudaBackend : public Backend {
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& att, int n_head) override;
-  // Context parallelism: the reference kernels (kernels/context_attention.cu) over the gathered
-  // qkv put in sequence order, whatever TRAINER_ATTENTION says; att keeps the probabilities
-  // [B,NH,Tl,T] (the default attention_cp_state_shape).
+  // Context parallelism, over the gathered qkv put in sequence order: the flash kernels on CUDA
+  // cores (kernels/flash_attention.cu's, over the rank's two chunks of query rows) where
+  // uses_flash(head size), keeping the row log-sum-exp [B,NH,Tl]; else
+  // (TRAINER_ATTENTION=reference, other head sizes) the reference kernels
+  // (kernels/context_attention.cu), keeping the probabilities [B,NH,Tl,T]. (Not the tensor-core
+  // kernels: they take whole sequences.)
   bool supports_context_parallel() const override { return true; }
+  Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T,
+                                 int64_t HS) const override;
   void attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all, ContextSplit split,
                             int n_head) override;
   void attention_backward_cp(Tensor dqkv_all, const Tensor& dout, const Tensor& qkv_all,
@@ -181,9 +186,8 @@ class CudaBackend : public Backend {
   void* cp_seq_scratch_ = nullptr;  // context parallelism: the gathered qkv in sequence order
   size_t cp_seq_scratch_bytes_ = 0;
   std::unique_ptr<CudnnAttention> cudnn_attention_;
-  // Context-parallel attention calls (the reference cp kernels, whatever attention_kernel_
-  // says): kernels() reports them.
-  int64_t cp_attention_calls_ = 0;
+  // Context-parallel attention calls, flash and reference: kernels() reports them.
+  int64_t cp_flash_calls_ = 0, cp_reference_calls_ = 0;
   void* cudnn_workspace_ = nullptr;
   size_t cudnn_workspace_bytes_ = 0;
   void* emb_scratch_ = nullptr;

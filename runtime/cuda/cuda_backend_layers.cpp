@@ -325,19 +325,30 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
     });
 }
 
+Shape CudaBackend::attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T,
+                                            int64_t HS) const {
+  return uses_flash(HS) ? Shape{B, NH, Tl} : Shape{B, NH, Tl, T};
+}
+
 void CudaBackend::attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all,
                                        ContextSplit split, int n_head) {
   const char* op = "attention_forward_cp";
-  ++cp_attention_calls_;
   const ContextAttentionDims d = attention_forward_cp_dims(out, att, qkv_all, split, n_head, *this);
+  const bool flash = uses_flash(d.C / n_head);
+  ++(flash ? cp_flash_calls_ : cp_reference_calls_);
   float* pa = need_f32(att, op, "att");
   const auto run = [&](auto* y, const auto* pq) {
     using QkvT = std::remove_cv_t<std::remove_pointer_t<decltype(pq)>>;
     auto* seq = static_cast<QkvT*>(scratch(cp_seq_scratch_, cp_seq_scratch_bytes_,
                                            static_cast<size_t>(qkv_all.numel()) * sizeof(QkvT)));
     kernels::context_to_sequence(seq, pq, d.cp, d.B, d.Tl, 3 * d.C, stream_);
-    kernels::context_attention_forward(y, pa, static_cast<const QkvT*>(seq), int64_t{split.rank},
-                                       d.cp, d.B, d.Tl, d.C, int64_t{n_head}, stream_);
+    if (flash)
+      kernels::flash_context_attention_forward(y, pa, static_cast<const QkvT*>(seq),
+                                               int64_t{split.rank}, d.cp, d.B, d.Tl, d.C,
+                                               int64_t{n_head}, stream_);
+    else
+      kernels::context_attention_forward(y, pa, static_cast<const QkvT*>(seq), int64_t{split.rank},
+                                         d.cp, d.B, d.Tl, d.C, int64_t{n_head}, stream_);
   };
   if (qkv_all.dtype == DType::bf16)  // (and so is out)
     run(static_cast<uint16_t*>(need_operand_out(out, op, "out")),
@@ -350,22 +361,39 @@ void CudaBackend::attention_backward_cp(Tensor dqkv_all, const Tensor& dout, con
                                         const Tensor& out, const Tensor& att, ContextSplit split,
                                         int n_head) {
   const char* op = "attention_backward_cp";
-  ++cp_attention_calls_;
   const ContextAttentionDims d =
       attention_backward_cp_dims(dqkv_all, dout, qkv_all, out, att, split, n_head, *this);
-  // scratch: the sequence-order gradient [B,T,3C], then the pre-softmax gradient (att's shape)
+  const bool flash = uses_flash(d.C / n_head);
+  ++(flash ? cp_flash_calls_ : cp_reference_calls_);
+  // scratch: the sequence-order gradient [B,T,3C], then the pre-softmax gradient (the reference:
+  // att's shape) or rowsum(dout * out) (flash: att's shape too, [B,NH,Tl])
   const size_t seq_floats = static_cast<size_t>(qkv_all.numel());
   auto* work = static_cast<float*>(
       scratch(attn_scratch_, attn_scratch_bytes_, (seq_floats + att.numel()) * 4));
+  float* pdqkv = need_f32(dqkv_all, op, "dqkv_all");
+  const float* pdy = need_f32(dout, op, "dout");
+  const float* pa = need_f32(att, op, "att");
+  const int64_t rank = split.rank, NH = n_head;
   const auto run = [&](const auto* pq) {
     using QkvT = std::remove_cv_t<std::remove_pointer_t<decltype(pq)>>;
     auto* seq = static_cast<QkvT*>(
         scratch(cp_seq_scratch_, cp_seq_scratch_bytes_, seq_floats * sizeof(QkvT)));
     kernels::context_to_sequence(seq, pq, d.cp, d.B, d.Tl, 3 * d.C, stream_);
-    kernels::context_attention_backward(need_f32(dqkv_all, op, "dqkv_all"), work, work + seq_floats,
-                                        need_f32(dout, op, "dout"), static_cast<const QkvT*>(seq),
-                                        need_f32(att, op, "att"), int64_t{split.rank}, d.cp, d.B,
-                                        d.Tl, d.C, int64_t{n_head}, stream_);
+    const QkvT* s = seq;
+    if (!flash) {
+      kernels::context_attention_backward(pdqkv, work, work + seq_floats, pdy, s, pa, rank, d.cp,
+                                          d.B, d.Tl, d.C, NH, stream_);
+      return;
+    }
+    const auto flash_backward = [&](const auto* y) {
+      kernels::flash_context_attention_backward(work, work + seq_floats, pdy, s, y, pa, rank, d.cp,
+                                                d.B, d.Tl, d.C, NH, stream_);
+    };
+    if constexpr (std::is_same_v<QkvT, uint16_t>)  // (and so is out)
+      flash_backward(static_cast<const uint16_t*>(need_operand(out, op, "out")));
+    else
+      with_float_in(out, op, "out", flash_backward);
+    kernels::context_grad_from_sequence(pdqkv, work, rank, d.cp, d.B, d.Tl, d.C, stream_);
   };
   if (qkv_all.dtype == DType::bf16)
     run(static_cast<const uint16_t*>(need_operand(qkv_all, op, "qkv_all")));

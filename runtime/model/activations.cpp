@@ -196,7 +196,9 @@ Recompute parse_recompute(const std::string& name) {
 Shape Activations::attention_state(const Backend& be, const ParamLayout& layout, int B, int T) {
   const GptShard& s = layout.shard();
   const int64_t heads = layout.dims().n_head / s.tp_size;
-  if (s.cp_size > 1) return be.attention_cp_state_shape(B, heads, T, int64_t{T} * s.cp_size);
+  if (s.cp_size > 1)
+    return be.attention_cp_state_shape(B, heads, T, int64_t{T} * s.cp_size,
+                                       layout.dims().head_dim());
   return be.attention_state_shape(B, heads, T, layout.dims().head_dim());
 }
 

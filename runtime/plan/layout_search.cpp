@@ -97,8 +97,9 @@ size_t activation_bytes_of(const model::ParamLayout& layout, const config::RunCo
   const int pp = cfg.parallel.pp, micros = pp > 1 ? cfg.parallel.pipeline.microbatches : 1;
   const int rows = micro_batch / micros;
   const int64_t heads = layout.dims().n_head / shard.tp_size;
-  // (context parallelism: the cpu backend's probabilities over the whole sequence)
-  const Shape attention_state = shard.cp_size > 1
+  // (context parallelism: the row log-sum-exp of this rank's T rows with flash kernels, else the
+  // probabilities over the whole sequence, as Backend::attention_cp_state_shape)
+  const Shape attention_state = shard.cp_size > 1 && !flash_attention
                                     ? Shape{rows, heads, T, cfg.model.seq_len}
                                     : attention_state_shape_of(flash_attention, rows, heads, T);
   const int stage = shard.first_layer / std::max(1, shard.layers_per_chunk());

@@ -302,6 +302,11 @@ TEST_CASE("search: a context-parallel config keeps its cp; ZeRO shards over dp x
   // ZeRO 1 over dp 4 x cp 2 = 8 replicas holds less than over the dp 4 alone would
   CHECK(plan::held_state_bytes(cfg, 1, 8, device).total() <
         plan::held_state_bytes(cfg, 1, 4, device).total());
+  // On a GPU the flash kernels keep each of a cp rank's 16 rows' log-sum-exp, not its
+  // probabilities over the sequence's 32 keys: per block (recompute none: one state each) and head
+  const size_t probabilities = plan::activation_bytes(cfg, 4, "none", false),
+               flash = plan::activation_bytes(cfg, 4, "none", true);
+  CHECK(probabilities - flash == size_t{3} * 4 * 4 * 16 * (32 - 1) * 4);
 }
 
 TEST_CASE("search: pipeline layouts run one schedule per step, ranked by their bubble") {

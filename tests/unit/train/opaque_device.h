@@ -97,8 +97,9 @@ class OpaqueBackend : public Backend {
     cpu_.attention_backward(in(dqkv), in(dout), in(qkv), in(out), in(att), n_head);
   }
   bool supports_context_parallel() const override { return cpu_.supports_context_parallel(); }
-  Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T) const override {
-    return cpu_.attention_cp_state_shape(B, NH, Tl, T);
+  Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T,
+                                 int64_t HS) const override {
+    return cpu_.attention_cp_state_shape(B, NH, Tl, T, HS);
   }
   void attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv_all, ContextSplit split,
                             int n_head) override {
