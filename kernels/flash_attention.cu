@@ -37,41 +37,6 @@ namespace {
 template <int HS>
 constexpr int kTileOf = HS > 64 ? 16 : 32;
 
-// The query rows of one head, and the sequence position of each: all T in order (plain causal
-// attention: position i), or cp rank r's two chunks of L tokens of the sequence's 2cp
-// (context_chunk: positions first + i, then second + i - L). Positions increase with the rows, so
-// a tile's last row sees the most keys. out, dout, lse and dsum have `rows` rows per head; q, k,
-// v and the gradients sit at their positions in the sequence-order qkv [B,T,3C].
-struct QueryRows {
-  int64_t rows = 0;
-  int64_t L = 0;  // 0: rows are positions 0..rows-1
-  int64_t first = 0, second = 0;
-  __device__ int64_t position(int64_t i) const {
-    return L == 0 ? i : (i < L ? first + i : second + i - L);
-  }
-  // The first row whose position is at or after p (rows: none).
-  __device__ int64_t first_row_at(int64_t p) const {
-    if (L == 0) return p < rows ? p : rows;
-    if (p <= first) return 0;
-    if (p < first + L) return p - first;
-    if (p <= second) return L;
-    if (p < second + L) return L + p - second;
-    return rows;
-  }
-  template <int HS, class QkvT>
-  __device__ int64_t o(const AttentionHead<HS, QkvT>& hd, int64_t i) const {
-    return (hd.b * rows + i) * hd.C + hd.h * HS;
-  }
-};
-
-inline QueryRows whole_sequence(int64_t T) {
-  return QueryRows{T, 0, 0, 0};
-}
-inline QueryRows context_rows(int64_t rank, int64_t cp, int64_t Tl) {
-  const int64_t L = Tl / 2;
-  return QueryRows{Tl, L, context_chunk(rank, cp, 0) * L, context_chunk(rank, cp, 1) * L};
-}
-
 // Rows [t0, t0 + kTile) of k and v (zeros past T) into shared tiles.
 template <int HS, class QkvT, int kTile = kTileOf<HS>>
 __device__ void load_kv_tile(float (*ks)[HS], float (*vs)[HS], const AttentionHead<HS, QkvT>& hd,

@@ -251,11 +251,24 @@ __device__ void slab_rows(int64_t (&wq0)[kSlabs], int64_t q0, int warp) {
 }
 // Which slabs see a key of the tile at k0 (a slab is dead when every key of the tile is after
 // all its rows); whether any does: the last slab, with the last rows, is the last to die.
+// (wp0: the slabs' first positions, each slab's 16 rows being consecutive positions)
 template <int kSlabs>
-__device__ bool slabs_live(bool (&live)[kSlabs], const int64_t (&wq0)[kSlabs], int64_t k0) {
+__device__ bool slabs_live(bool (&live)[kSlabs], const int64_t (&wp0)[kSlabs], int64_t k0) {
   TRAINER_UNROLL
-  for (int i = 0; i < kSlabs; ++i) live[i] = k0 <= wq0[i] + 15;
+  for (int i = 0; i < kSlabs; ++i) live[i] = k0 <= wp0[i] + 15;
   return live[kSlabs - 1];
+}
+// The sequence positions of the slabs' first rows (QueryRows; a slab's 16 rows are consecutive
+// positions: the launchers take 16 | L).
+template <int kSlabs>
+__device__ void slab_positions(int64_t (&wp0)[kSlabs], const int64_t (&wq0)[kSlabs],
+                               const QueryRows& qr) {
+  TRAINER_UNROLL
+  for (int i = 0; i < kSlabs; ++i) wp0[i] = qr.position(wq0[i]);
+}
+// The keys a block of query rows [q0, q0 + rows) walks: up to its last row's position.
+__device__ inline int64_t block_key_end(const QueryRows& qr, int64_t q0, int rows) {
+  return qr.position((q0 + rows < qr.rows ? q0 + rows : qr.rows) - 1) + 1;
 }
 
 // Sets to -inf the scores (a 16 x kN tile as C fragments) whose column lies after the row: the
@@ -284,7 +297,7 @@ __device__ void mask_before_row(float (&s)[kN / 8][4], int rel) {
 template <int HS, int kSlabs, class OutT, class QkvT>
 __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
     mma_forward_kernel(OutT* out, float* lse, const QkvT* qkv, int64_t T, int64_t C, int64_t NH,
-                       float scale) {
+                       float scale, QueryRows qr) {
   constexpr int LD = HS + kPad, kRows = kRowsMma * kSlabs, kFwdTile = kFwdTileOf<HS>;
   // Two K/V buffers: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
   // The block's q rows pass through the second before walk_kv fetches tile 1 into it.
@@ -296,14 +309,15 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // The last query blocks have the most keys to walk: they start first (the grid runs backwards).
   const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRows;
-  int64_t wq0[kSlabs];  // each slab's first row
+  int64_t wq0[kSlabs], wp0[kSlabs];  // each slab's first row, and its position
   slab_rows(wq0, q0, warp);
+  slab_positions(wp0, wq0, qr);
   const bool vec = aligned16(qkv);  // then so is every row read: HS and C are multiples of 8
-  const int64_t key_end = q0 + kRows < T ? q0 + kRows : T;
+  const int64_t key_end = block_key_end(qr, q0, kRows);
   fetch_kv<HS, kFwdTile>(kv[0][0], kv[0][1], 0, hd, T, vec);  // in flight while q is loaded
 
   load_tile<HS, kRows>(
-      qs, LD, q0, T, [&](int64_t i) { return hd.q(i); }, scale, vec);
+      qs, LD, q0, qr.rows, [&](int64_t i) { return hd.q(qr.position(i)); }, scale, vec);
   __syncthreads();
   uint32_t qf[kSlabs][HS / 16][4];
   TRAINER_UNROLL
@@ -319,15 +333,15 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
   walk_kv<HS, kFwdTile>(
       kv, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
         bool live[kSlabs];
-        if (!slabs_live(live, wq0, k0)) return;
+        if (!slabs_live(live, wp0, k0)) return;
         float s[kSlabs][kFwdTile / 8][4];
         scores_slabs<HS, kFwdTile, kSlabs>(s, qf, kt, LD, live);
         uint32_t p[kSlabs][kFwdTile / 8][2];  // P, rounded to bf16 once, as P V reads it
         TRAINER_UNROLL
         for (int i = 0; i < kSlabs; ++i) {
           if (!live[i]) continue;
-          if (k0 + kFwdTile - 1 > wq0[i])  // a diagonal tile: keys after the row masked
-            mask_after_row<kFwdTile>(s[i], static_cast<int>(wq0[i] - k0) + g - 2 * t);
+          if (k0 + kFwdTile - 1 > wp0[i])  // a diagonal tile: keys after the row masked
+            mask_after_row<kFwdTile>(s[i], static_cast<int>(wp0[i] - k0) + g - 2 * t);
           for (int r = 0; r < 2; ++r) {
             float mx = m[i][r];
             for (int n = 0; n < kFwdTile / 8; ++n)
@@ -356,9 +370,9 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
     for (int r = 0; r < 2; ++r) {
       const float sum = group_sum(l[i][r]);
       const int64_t row = wq0[i] + g + 8 * r;
-      if (row >= T) continue;
-      store_row<HS>(out + hd.o(row), o[i], r, 1.0f / sum);
-      if (t == 0) lse[bh * T + row] = m[i][r] + logf(sum);
+      if (row >= qr.rows) continue;
+      store_row<HS>(out + qr.o(hd, row), o[i], r, 1.0f / sum);
+      if (t == 0) lse[bh * qr.rows + row] = m[i][r] + logf(sum);
     }
 }
 
@@ -373,7 +387,7 @@ template <int HS, int kSlabs, class OutT, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
     mma_backward_dq_kernel(DqkvT* dqkv, float* dsum, uint16_t* q_copy, uint16_t* do_copy,
                            const float* dout, const QkvT* qkv, const OutT* out, const float* lse,
-                           int64_t T, int64_t C, int64_t NH, float scale) {
+                           int64_t T, int64_t C, int64_t NH, float scale, QueryRows qr) {
   constexpr int LD = HS + kPad, kRows = kRowsMma * kSlabs;
   // Two K/V buffers: tile j + 1 is fetched (cp.async for a bf16 qkv) while tile j is multiplied.
   __shared__ __align__(16) KvBuffers<HS, kBwdTile> kv;
@@ -389,51 +403,54 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
   const AttentionHead<HS, QkvT> hd{qkv, T, C, bh / NH, bh % NH};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t q0 = int64_t{gridDim.y - 1 - blockIdx.y} * kRows;
-  int64_t wq0[kSlabs];  // each slab's first row
+  int64_t wq0[kSlabs], wp0[kSlabs];  // each slab's first row, and its position
   slab_rows(wq0, q0, warp);
+  slab_positions(wp0, wq0, qr);
   const bool vec = aligned16(qkv) && aligned16(dout);
-  const int64_t key_end = q0 + kRows < T ? q0 + kRows : T;
+  const int64_t key_end = block_key_end(qr, q0, kRows);
   fetch_kv<HS, kBwdTile>(kv[0][0], kv[0][1], 0, hd, T, vec);  // in flight while q, dout, D load
+  const int64_t rows = qr.rows;
 
   uint32_t qf[kSlabs][HS / 16][4], dof[kSlabs][HS / 16][4];
   float lse2[kSlabs][2], D[kSlabs][2];  // per row: lse in base 2, and D
-  // The 64 staged rows from h0 into their bf16 copy ([b*h][T][HS]), and this warp's 16 of them
+  // The 64 staged rows from h0 into their bf16 copy ([b*h][rows][HS]), and this warp's 16 of them
   // into its A fragments.
-  const auto take_rows = [&](uint32_t(&frag)[HS / 16][4], uint16_t* copy, const uint16_t* rows,
+  const auto take_rows = [&](uint32_t(&frag)[HS / 16][4], uint16_t* copy, const uint16_t* staged,
                              int64_t h0) {
     constexpr int kChunks = HS / 8;  // 16-byte pieces of a row (the copies are 16-byte aligned)
     for (int e = static_cast<int>(threadIdx.x); e < kRowsMma * kChunks; e += kThreadsMma) {
       const int64_t q = h0 + e / kChunks;
-      if (q >= T) continue;
+      if (q >= rows) continue;
       uint32_t w[4];
-      load16(w, rows + e / kChunks * LD + e % kChunks * 8);
-      store16(copy + (bh * T + q) * HS + e % kChunks * 8, w);
+      load16(w, staged + e / kChunks * LD + e % kChunks * 8);
+      store16(copy + (bh * rows + q) * HS + e % kChunks * 8, w);
     }
-    for (int k = 0; k < HS / 16; ++k) load_a(frag[k], rows + 16 * warp * LD + k * 16, LD);
+    for (int k = 0; k < HS / 16; ++k) load_a(frag[k], staged + 16 * warp * LD + k * 16, LD);
   };
   TRAINER_UNROLL
   for (int i = 0; i < kSlabs; ++i) {
     const int64_t h0 = q0 + int64_t{kRowsMma} * i;  // the 64 rows of slabs i
     if (i > 0) __syncthreads();  // every warp has read the previous rows' fragments
     load_tile<HS, kRowsMma>(
-        qs, LD, h0, T, [&](int64_t q) { return hd.q(q); }, scale, vec);
+        qs, LD, h0, rows, [&](int64_t q) { return hd.q(qr.position(q)); }, scale, vec);
     if constexpr (kStageInKv) {  // q's turn in the buffer
       __syncthreads();
       take_rows(qf[i], q_copy, qs, h0);
       __syncthreads();
     }
     load_tile<HS, kRowsMma>(
-        dos, LD, h0, T, [&](int64_t q) { return dout + hd.o(q); }, 1.0f, vec);
+        dos, LD, h0, rows, [&](int64_t q) { return dout + qr.o(hd, q); }, 1.0f, vec);
     for (int r = 0; r < 2; ++r) {
       const int64_t row = wq0[i] + g + 8 * r;
       float d_part = 0.0f;
-      if (row < T)
+      if (row < rows)
         for (int d = t; d < HS; d += 4)
-          d_part += dout[hd.o(row) + d] * load_in(out + hd.o(row) + d);
+          d_part += dout[qr.o(hd, row) + d] * load_in(out + qr.o(hd, row) + d);
       D[i][r] = group_sum(d_part);
-      // Rows past T (zero q and dout) take lse +inf: their p is then 2^-inf = 0, with no test.
-      lse2[i][r] = row < T ? lse[bh * T + row] * kLog2e : INFINITY;
-      if (t == 0 && row < T) dsum[bh * T + row] = D[i][r];
+      // Rows past the last (zero q and dout) take lse +inf: their p is then 2^-inf = 0, with no
+      // test.
+      lse2[i][r] = row < rows ? lse[bh * rows + row] * kLog2e : INFINITY;
+      if (t == 0 && row < rows) dsum[bh * rows + row] = D[i][r];
     }
     __syncthreads();
     if constexpr (!kStageInKv) take_rows(qf[i], q_copy, qs, h0);
@@ -445,7 +462,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
   walk_kv<HS, kBwdTile>(
       kv, key_end, hd, T, vec, [&](int64_t k0, const uint16_t* kt, const uint16_t* vt) {
         bool live[kSlabs];
-        if (!slabs_live(live, wq0, k0)) return;
+        if (!slabs_live(live, wp0, k0)) return;
         float s[kSlabs][kBwdTile / 8][4], dp[kSlabs][kBwdTile / 8][4];
         scores_slabs<HS, kBwdTile, kSlabs>(s, qf, kt, LD, live);    // S = Q K^T
         scores_slabs<HS, kBwdTile, kSlabs>(dp, dof, vt, LD, live);  // dP = dO V^T
@@ -453,8 +470,8 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
         TRAINER_UNROLL
         for (int i = 0; i < kSlabs; ++i) {
           if (!live[i]) continue;
-          if (k0 + kBwdTile - 1 > wq0[i])  // diagonal: keys after the row masked
-            mask_after_row<kBwdTile>(s[i], static_cast<int>(wq0[i] - k0) + g - 2 * t);
+          if (k0 + kBwdTile - 1 > wp0[i])  // diagonal: keys after the row masked
+            mask_after_row<kBwdTile>(s[i], static_cast<int>(wp0[i] - k0) + g - 2 * t);
           for (int n = 0; n < kBwdTile / 8; ++n)
             for (int e = 0; e < 4; ++e) {
               const int r = e / 2;
@@ -469,7 +486,7 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, kSlabs>)
   for (int i = 0; i < kSlabs; ++i)
     for (int r = 0; r < 2; ++r) {
       const int64_t row = wq0[i] + g + 8 * r;
-      if (row < T) store_row<HS>(dqkv + (hd.q(row) - qkv), dq[i], r, scale);
+      if (row < rows) store_row<HS>(dqkv + (hd.q(qr.position(row)) - qkv), dq[i], r, scale);
     }
 }
 
@@ -480,7 +497,7 @@ template <int HS, class QkvT, class DqkvT>
 __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, 1>)
     mma_backward_dkdv_kernel(DqkvT* dqkv, const float* dsum, const uint16_t* q_copy,
                              const uint16_t* do_copy, const QkvT* qkv, const float* lse, int64_t T,
-                             int64_t C, int64_t NH) {
+                             int64_t C, int64_t NH, QueryRows qr) {
   constexpr int LD = HS + kPad;
   // This block's k and v rows first (then read into fragments), then two buffers each of the
   // tiles' q and dout.
@@ -511,27 +528,31 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, 1>)
   // pointers, which a run-time index would move to local memory).
   const auto qs = [&](int b) { return region + b * kBwdTile * LD; };
   const auto dos = [&](int b) { return region + (2 + b) * kBwdTile * LD; };
-  const uint16_t* q_rows = q_copy + bh * T * HS;
-  const uint16_t* do_rows = do_copy + bh * T * HS;
-  // Tile j (queries k0 + kBwdTile * j ...) into buffers j % 2: q and dout as one cp.async group
-  // (the copies are 16-byte aligned: the scratch's contract, as the dq kernel's stores assume),
-  // the queries' lse (base 2) and D by plain loads.
+  const int64_t rows = qr.rows;
+  const uint16_t* q_rows = q_copy + bh * rows * HS;
+  const uint16_t* do_rows = do_copy + bh * rows * HS;
+  // The query rows from the tile holding the first at or after position k0 (each tile's 32 rows
+  // are consecutive positions: the launchers take 32 | L).
+  const int64_t first = qr.first_row_at(k0) / kBwdTile * kBwdTile;
+  // Tile j (query rows first + kBwdTile * j ...) into buffers j % 2: q and dout as one cp.async
+  // group (the copies are 16-byte aligned: the scratch's contract, as the dq kernel's stores
+  // assume), the queries' lse (base 2) and D by plain loads.
   const auto fetch = [&](int j) {
-    const int64_t i0 = k0 + int64_t{j} * kBwdTile;
+    const int64_t i0 = first + int64_t{j} * kBwdTile;
     fetch_tile<HS, kBwdTile>(
-        qs(j % 2), LD, i0, T, [&](int64_t i) { return q_rows + i * HS; }, true);
+        qs(j % 2), LD, i0, rows, [&](int64_t i) { return q_rows + i * HS; }, true);
     fetch_tile<HS, kBwdTile>(
-        dos(j % 2), LD, i0, T, [&](int64_t i) { return do_rows + i * HS; }, true);
+        dos(j % 2), LD, i0, rows, [&](int64_t i) { return do_rows + i * HS; }, true);
     cp_async_commit();
-    if (threadIdx.x < kBwdTile) {  // queries past T take lse +inf: their p is 2^-inf = 0
+    if (threadIdx.x < kBwdTile) {  // rows past the last take lse +inf: their p is 2^-inf = 0
       const int64_t i = i0 + threadIdx.x;
-      col_lse2[j % 2][threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : INFINITY;
-      col_d[j % 2][threadIdx.x] = i < T ? dsum[bh * T + i] : 0.0f;
+      col_lse2[j % 2][threadIdx.x] = i < rows ? lse[bh * rows + i] * kLog2e : INFINITY;
+      col_d[j % 2][threadIdx.x] = i < rows ? dsum[bh * rows + i] : 0.0f;
     }
   };
   float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
-  const int tiles = static_cast<int>((T - k0 + kBwdTile - 1) / kBwdTile);  // queries from k0
-  fetch(0);
+  const int tiles = static_cast<int>((rows - first + kBwdTile - 1) / kBwdTile);
+  if (tiles > 0) fetch(0);
   for (int j = 0; j < tiles; ++j) {
     if (j + 1 < tiles) {
       fetch(j + 1);
@@ -540,15 +561,16 @@ __global__ void __launch_bounds__(kThreadsMma, kMinBlocksOf<HS, 1>)
       cp_async_wait<0>();
     }
     __syncthreads();  // tile j is in buffers j % 2, every thread's copies and loads
-    const int64_t i0 = k0 + int64_t{j} * kBwdTile;
+    // the tile's first position (rows past the last: any, their p is 0)
+    const int64_t p0 = qr.position(first + int64_t{j} * kBwdTile);
     const uint16_t *qt = qs(j % 2), *dot = dos(j % 2);
     const float *cl = col_lse2[j % 2], *cd = col_d[j % 2];
-    if (i0 + kBwdTile - 1 >= wk0) {  // else every query of the tile is before this warp's keys
+    if (p0 + kBwdTile - 1 >= wk0) {  // else every query of the tile is before this warp's keys
       float s[kBwdTile / 8][4], dp[kBwdTile / 8][4];
       scores<HS, kBwdTile>(s, kf, qt, LD);    // S^T = K Q^T
       scores<HS, kBwdTile>(dp, vf, dot, LD);  // dP^T = V dO^T
-      if (i0 < wk0 + 15)                      // diagonal: queries before the key masked
-        mask_before_row<kBwdTile>(s, static_cast<int>(wk0 - i0) + g - 2 * t);
+      if (p0 < wk0 + 15)                      // diagonal: queries before the key masked
+        mask_before_row<kBwdTile>(s, static_cast<int>(wk0 - p0) + g - 2 * t);
       for (int n = 0; n < kBwdTile / 8; ++n)
         for (int e = 0; e < 4; ++e) {
           const int c = n * 8 + 2 * t + e % 2;  // the query's column in the tile
@@ -603,12 +625,12 @@ void mma_attention_forward(OutT* out, float* lse, const QkvT* qkv, int64_t B, in
     if constexpr (kMaxSlabsOf<HS> == 2)
       if (rows_per_warp == 32) {
         launch(mma_forward_kernel<HS, 2, OutT, QkvT>, attention_grid(B, T, NH, 2 * kRowsMma),
-               kThreadsMma, stream, out, lse, qkv, T, C, NH, scale);
+               kThreadsMma, stream, out, lse, qkv, T, C, NH, scale, whole_sequence(T));
         CUDA_CHECK_LAUNCH("mma_forward_kernel");
         return;
       }
     launch(mma_forward_kernel<HS, 1, OutT, QkvT>, attention_grid(B, T, NH, kRowsMma), kThreadsMma,
-           stream, out, lse, qkv, T, C, NH, scale);
+           stream, out, lse, qkv, T, C, NH, scale, whole_sequence(T));
     CUDA_CHECK_LAUNCH("mma_forward_kernel");
   });
 }
@@ -643,19 +665,71 @@ void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, cons
       if (rows_per_warp == 32) {
         launch(mma_backward_dq_kernel<HS, 2, OutT, QkvT, DqkvT>,
                attention_grid(B, T, NH, 2 * kRowsMma), kThreadsMma, stream, dqkv, scratch, q_copy,
-               do_copy, dout, qkv, out, lse, T, C, NH, scale);
+               do_copy, dout, qkv, out, lse, T, C, NH, scale, whole_sequence(T));
         launched = true;
       }
     if (!launched)
       launch(mma_backward_dq_kernel<HS, 1, OutT, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
              kThreadsMma, stream, dqkv, scratch, q_copy, do_copy, dout, qkv, out, lse, T, C, NH,
-             scale);
+             scale, whole_sequence(T));
     CUDA_CHECK_LAUNCH("mma_backward_dq_kernel");
     launch(mma_backward_dkdv_kernel<HS, QkvT, DqkvT>, attention_grid(B, T, NH, kRowsMma),
            kThreadsMma, stream, dqkv, static_cast<const float*>(scratch),
            static_cast<const uint16_t*>(q_copy), static_cast<const uint16_t*>(do_copy), qkv, lse, T,
-           C, NH);
+           C, NH, whole_sequence(T));
     CUDA_CHECK_LAUNCH("mma_backward_dkdv_kernel");
+  });
+}
+
+bool mma_context_attention_supports(int64_t head_size, int64_t Tl) {
+  return mma_attention_supports(head_size) && (Tl / 2) % kBwdTile == 0;
+}
+
+namespace {
+void check_context_rows(int64_t head_size, int64_t Tl) {
+  if (!mma_context_attention_supports(head_size, Tl))
+    throw std::invalid_argument("mma context attention: head size " + std::to_string(head_size) +
+                                ", chunks of " + std::to_string(Tl / 2) +
+                                " rows (needs a multiple of " + std::to_string(kBwdTile) + ")");
+}
+}  // namespace
+
+template <class OutT, class QkvT>
+void mma_context_attention_forward(OutT* out, float* lse, const QkvT* seq, int64_t rank, int64_t cp,
+                                   int64_t B, int64_t Tl, int64_t C, int64_t NH,
+                                   cudaStream_t stream) {
+  check_context_rows(C / NH, Tl);
+  if (B * Tl == 0) return;
+  with_head_size<32, 64, 80, 96, 128>(C / NH, "mma attention", [&](auto hs) {
+    constexpr int HS = decltype(hs)::value;
+    launch(mma_forward_kernel<HS, 1, OutT, QkvT>, attention_grid(B, Tl, NH, kRowsMma), kThreadsMma,
+           stream, out, lse, seq, cp * Tl, C, NH, attention_scale(HS), context_rows(rank, cp, Tl));
+    CUDA_CHECK_LAUNCH("mma_forward_kernel (context parallel)");
+  });
+}
+
+template <class OutT, class QkvT>
+void mma_context_attention_backward(float* dseq, float* scratch, const float* dout, const QkvT* seq,
+                                    const OutT* out, const float* lse, int64_t rank, int64_t cp,
+                                    int64_t B, int64_t Tl, int64_t C, int64_t NH,
+                                    cudaStream_t stream) {
+  check_context_rows(C / NH, Tl);
+  if (B * Tl == 0) return;
+  with_head_size<32, 64, 80, 96, 128>(C / NH, "mma attention", [&](auto hs) {
+    constexpr int HS = decltype(hs)::value;
+    const QueryRows rows = context_rows(rank, cp, Tl);
+    const int64_t T = cp * Tl;
+    uint16_t* q_copy = copies_of(scratch, B, Tl, NH);  // (the rank's rows: [b*h][Tl][HS])
+    uint16_t* do_copy = q_copy + B * Tl * C;
+    launch(mma_backward_dq_kernel<HS, 1, OutT, QkvT, float>, attention_grid(B, Tl, NH, kRowsMma),
+           kThreadsMma, stream, dseq, scratch, q_copy, do_copy, dout, seq, out, lse, T, C, NH,
+           attention_scale(HS), rows);
+    CUDA_CHECK_LAUNCH("mma_backward_dq_kernel (context parallel)");
+    launch(mma_backward_dkdv_kernel<HS, QkvT, float>, attention_grid(B, T, NH, kRowsMma),
+           kThreadsMma, stream, dseq, static_cast<const float*>(scratch),
+           static_cast<const uint16_t*>(q_copy), static_cast<const uint16_t*>(do_copy), seq, lse, T,
+           C, NH, rows);
+    CUDA_CHECK_LAUNCH("mma_backward_dkdv_kernel (context parallel)");
   });
 }
 
@@ -678,5 +752,17 @@ template void mma_attention_backward(float*, float*, const float*, const uint16_
 template void mma_attention_backward(uint16_t*, float*, const float*, const uint16_t*,
                                      const uint16_t*, const float*, int64_t, int64_t, int64_t,
                                      int64_t, cudaStream_t, int);
+
+// context parallelism (bf16 out; dseq fp32)
+template void mma_context_attention_forward(uint16_t*, float*, const float*, int64_t, int64_t,
+                                            int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template void mma_context_attention_forward(uint16_t*, float*, const uint16_t*, int64_t, int64_t,
+                                            int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template void mma_context_attention_backward(float*, float*, const float*, const float*,
+                                             const uint16_t*, const float*, int64_t, int64_t,
+                                             int64_t, int64_t, int64_t, int64_t, cudaStream_t);
+template void mma_context_attention_backward(float*, float*, const float*, const uint16_t*,
+                                             const uint16_t*, const float*, int64_t, int64_t,
+                                             int64_t, int64_t, int64_t, int64_t, cudaStream_t);
 
 }  // namespace trainer::kernels

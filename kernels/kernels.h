@@ -138,6 +138,20 @@ template <class OutT, class QkvT, class DqkvT>
 void mma_attention_backward(DqkvT* dqkv, float* scratch, const float* dout, const QkvT* qkv,
                             const OutT* out, const float* lse, int64_t B, int64_t T, int64_t C,
                             int64_t NH, cudaStream_t stream, int rows_per_warp = 16);
+// Context parallelism on the same kernels (16 rows a warp), as flash_context_attention_* (the
+// same contract, a bf16 out): where mma_context_attention_supports, i.e. the head size is one of
+// theirs and each chunk (Tl / 2 rows) a whole number of their 32-row backward tiles. scratch:
+// mma_attention_backward_scratch_floats(B, Tl, C, NH) floats, 16-byte aligned.
+bool mma_context_attention_supports(int64_t head_size, int64_t Tl);
+template <class OutT, class QkvT>
+void mma_context_attention_forward(OutT* out, float* lse, const QkvT* seq, int64_t rank, int64_t cp,
+                                   int64_t B, int64_t Tl, int64_t C, int64_t NH,
+                                   cudaStream_t stream);
+template <class OutT, class QkvT>
+void mma_context_attention_backward(float* dseq, float* scratch, const float* dout, const QkvT* seq,
+                                    const OutT* out, const float* lse, int64_t rank, int64_t cp,
+                                    int64_t B, int64_t Tl, int64_t C, int64_t NH,
+                                    cudaStream_t stream);
 
 // --- embedding (embedding.cu) ---
 // A negative token has no row (a vocabulary shard's other rows: out gets wpe only); a token >= V

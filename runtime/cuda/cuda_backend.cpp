@@ -98,6 +98,9 @@ std::map<std::string, std::string> CudaBackend::kernels() const {
                  " refused, run by tensor_core)";
   }
 #endif
+  if (cp_mma_calls_ > 0)
+    attention += "; context parallelism: the flash kernels on tensor cores (" +
+                 std::to_string(cp_mma_calls_) + " calls)";
   if (cp_flash_calls_ > 0)
     attention += "; context parallelism: the flash kernels on CUDA cores (" +
                  std::to_string(cp_flash_calls_) + " calls)";

@@ -98,12 +98,12 @@ class CudaBackend : public Backend {
   void attention_forward(Tensor out, Tensor att, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                           const Tensor& att, int n_head) override;
-  // Context parallelism, over the gathered qkv put in sequence order: the flash kernels on CUDA
-  // cores (kernels/flash_attention.cu's, over the rank's two chunks of query rows) where
-  // uses_flash(head size), keeping the row log-sum-exp [B,NH,Tl]; else
-  // (TRAINER_ATTENTION=reference, other head sizes) the reference kernels
-  // (kernels/context_attention.cu), keeping the probabilities [B,NH,Tl,T]. (Not the tensor-core
-  // kernels: they take whole sequences.)
+  // Context parallelism, over the gathered qkv put in sequence order, the rank's two chunks of
+  // query rows: where uses_flash(head size), the flash kernels, keeping the row log-sum-exp
+  // [B,NH,Tl]: on tensor cores (flash_attention_mma.cu's) where tensor_core_attention picks them
+  // and each chunk is whole 32-row tiles (context_mma), else on CUDA cores (flash_attention.cu's);
+  // else (TRAINER_ATTENTION=reference, other head sizes) the reference kernels
+  // (kernels/context_attention.cu), keeping the probabilities [B,NH,Tl,T].
   bool supports_context_parallel() const override { return true; }
   Shape attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T,
                                  int64_t HS) const override;
@@ -155,6 +155,7 @@ class CudaBackend : public Backend {
   // Which tensor-core family runs attention for this out and head size (none: CUDA cores).
   enum class TensorCoreAttention { none, mma, wmma };
   TensorCoreAttention tensor_core_attention(const Tensor& out, int64_t head_size) const;
+  bool context_mma(const Tensor& out, const ContextAttentionDims& d, int n_head) const;
   float* column_scratch(int64_t N, int64_t C);  // partial column sums (bias, layernorm params)
   void run_gemm(LtGemmArgs a);
   // A GEMM with cuBLASLt's bias or GELU epilogue; for a bf16 output whose fp32 bias cuBLASLt has
@@ -186,8 +187,8 @@ class CudaBackend : public Backend {
   void* cp_seq_scratch_ = nullptr;  // context parallelism: the gathered qkv in sequence order
   size_t cp_seq_scratch_bytes_ = 0;
   std::unique_ptr<CudnnAttention> cudnn_attention_;
-  // Context-parallel attention calls, flash and reference: kernels() reports them.
-  int64_t cp_flash_calls_ = 0, cp_reference_calls_ = 0;
+  // Context-parallel attention calls, by kernels: kernels() reports them.
+  int64_t cp_mma_calls_ = 0, cp_flash_calls_ = 0, cp_reference_calls_ = 0;
   void* cudnn_workspace_ = nullptr;
   size_t cudnn_workspace_bytes_ = 0;
   void* emb_scratch_ = nullptr;

@@ -325,6 +325,11 @@ void CudaBackend::attention_backward(Tensor dqkv, const Tensor& dout, const Tens
     });
 }
 
+bool CudaBackend::context_mma(const Tensor& out, const ContextAttentionDims& d, int n_head) const {
+  return tensor_core_attention(out, d.C / n_head) == TensorCoreAttention::mma &&
+         kernels::mma_context_attention_supports(d.C / n_head, d.Tl);
+}
+
 Shape CudaBackend::attention_cp_state_shape(int64_t B, int64_t NH, int64_t Tl, int64_t T,
                                             int64_t HS) const {
   return uses_flash(HS) ? Shape{B, NH, Tl} : Shape{B, NH, Tl, T};
@@ -334,14 +339,21 @@ void CudaBackend::attention_forward_cp(Tensor out, Tensor att, const Tensor& qkv
                                        ContextSplit split, int n_head) {
   const char* op = "attention_forward_cp";
   const ContextAttentionDims d = attention_forward_cp_dims(out, att, qkv_all, split, n_head, *this);
-  const bool flash = uses_flash(d.C / n_head);
-  ++(flash ? cp_flash_calls_ : cp_reference_calls_);
+  const bool flash = uses_flash(d.C / n_head), mma = flash && context_mma(out, d, n_head);
+  ++(mma ? cp_mma_calls_ : flash ? cp_flash_calls_ : cp_reference_calls_);
   float* pa = need_f32(att, op, "att");
   const auto run = [&](auto* y, const auto* pq) {
     using QkvT = std::remove_cv_t<std::remove_pointer_t<decltype(pq)>>;
     auto* seq = static_cast<QkvT*>(scratch(cp_seq_scratch_, cp_seq_scratch_bytes_,
                                            static_cast<size_t>(qkv_all.numel()) * sizeof(QkvT)));
     kernels::context_to_sequence(seq, pq, d.cp, d.B, d.Tl, 3 * d.C, stream_);
+    if constexpr (std::is_same_v<decltype(y), uint16_t*>)  // (mma: a bf16 out)
+      if (mma) {
+        kernels::mma_context_attention_forward(y, pa, static_cast<const QkvT*>(seq),
+                                               int64_t{split.rank}, d.cp, d.B, d.Tl, d.C,
+                                               int64_t{n_head}, stream_);
+        return;
+      }
     if (flash)
       kernels::flash_context_attention_forward(y, pa, static_cast<const QkvT*>(seq),
                                                int64_t{split.rank}, d.cp, d.B, d.Tl, d.C,
@@ -363,13 +375,18 @@ void CudaBackend::attention_backward_cp(Tensor dqkv_all, const Tensor& dout, con
   const char* op = "attention_backward_cp";
   const ContextAttentionDims d =
       attention_backward_cp_dims(dqkv_all, dout, qkv_all, out, att, split, n_head, *this);
-  const bool flash = uses_flash(d.C / n_head);
-  ++(flash ? cp_flash_calls_ : cp_reference_calls_);
+  const bool flash = uses_flash(d.C / n_head), mma = flash && context_mma(out, d, n_head);
+  ++(mma ? cp_mma_calls_ : flash ? cp_flash_calls_ : cp_reference_calls_);
   // scratch: the sequence-order gradient [B,T,3C], then the pre-softmax gradient (the reference:
-  // att's shape) or rowsum(dout * out) (flash: att's shape too, [B,NH,Tl])
+  // att's shape) or rowsum(dout * out) (flash: att's shape too, [B,NH,Tl]; mma: and the bf16
+  // copies of q and dout)
   const size_t seq_floats = static_cast<size_t>(qkv_all.numel());
+  const size_t state_floats =
+      mma ? static_cast<size_t>(
+                kernels::mma_attention_backward_scratch_floats(d.B, d.Tl, d.C, n_head))
+          : static_cast<size_t>(att.numel());
   auto* work = static_cast<float*>(
-      scratch(attn_scratch_, attn_scratch_bytes_, (seq_floats + att.numel()) * 4));
+      scratch(attn_scratch_, attn_scratch_bytes_, (seq_floats + state_floats) * 4));
   float* pdqkv = need_f32(dqkv_all, op, "dqkv_all");
   const float* pdy = need_f32(dout, op, "dout");
   const float* pa = need_f32(att, op, "att");
@@ -386,6 +403,12 @@ void CudaBackend::attention_backward_cp(Tensor dqkv_all, const Tensor& dout, con
       return;
     }
     const auto flash_backward = [&](const auto* y) {
+      if constexpr (std::is_same_v<decltype(y), const uint16_t*>)  // (mma: a bf16 out)
+        if (mma) {
+          kernels::mma_context_attention_backward(work, work + seq_floats, pdy, s, y, pa, rank,
+                                                  d.cp, d.B, d.Tl, d.C, NH, stream_);
+          return;
+        }
       kernels::flash_context_attention_backward(work, work + seq_floats, pdy, s, y, pa, rank, d.cp,
                                                 d.B, d.Tl, d.C, NH, stream_);
     };

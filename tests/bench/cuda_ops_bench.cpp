@@ -13,6 +13,9 @@
 //     kernels', with the largest relative difference of its out, lse and dqkv to theirs; and
 //     at head size 128 (6 heads of 128, the same FLOPs) mma.sync's forward and backward vs 12
 //     heads of 64, and cuDNN's vs them;
+//   - context parallelism's attention (cp rank 0 of 2, T 4096, bf16): the mma.sync and the CUDA
+//     core flash kernels vs the reference kernels (probabilities kept), with the largest relative
+//     difference of out and dqkv_all to theirs; the whole sequence's mma.sync attention beside it;
 //   - the MLP's GELU in bf16 (fc forward and fc proj's input backward, with the GELU between):
 //     fused into cuBLASLt's epilogues, and fused as GEMM + kernels/ (TRAINER_GELU_EPILOGUE=0),
 //     vs the unfused ops (fp32 GEMM output, gelu_forward, gelu_backward), with the largest
@@ -24,7 +27,7 @@
 //     of the bytes they must move, vs a device copy;
 //     the head and the cross-entropy with bf16 logits vs fp32 logits.
 // Prints one table; scripts/gpu-check.sh runs it. Usage: cuda_ops_bench [--rows 8192] [--reps 10]
-// [--only gemms|memory|mlp|grads|attention] (one group, e.g. for a profiler)
+// [--only gemms|memory|mlp|grads|attention|cp] (one group, e.g. for a profiler)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -305,6 +308,65 @@ void bench_cudnn_attention(const AttentionParts& tc, int64_t B, int64_t T, const
       ratio("mma.sync", tc.backward_s, cudnn.backward_s) + diff);
 }
 
+// Context parallelism's attention on cp rank 0 of 2 (its two chunks of every sequence over the
+// whole sequence's keys, Backend::attention_forward_cp): forward + backward on a bf16 qkv and out
+// with TRAINER_ATTENTION = kernel (tensor_core: the mma.sync kernels, flash: CUDA cores,
+// reference: the probabilities kept).
+struct ContextRun {
+  double seconds = 0;
+  std::vector<float> out, dall;
+};
+ContextRun run_context_attention(const char* kernel, int64_t B, int64_t Tl) {
+  constexpr int64_t cp = 2, NH = 12, HS = 64, C = NH * HS;
+  setenv("TRAINER_ATTENTION", kernel, 1);
+  auto be = make_backend("cuda", 0);
+  unsetenv("TRAINER_ATTENTION");
+  ContextRun r;
+  {
+    Buffers buf{*be, {}};
+    Tensor all = buf.make({cp, B, Tl, 3 * C}, DType::bf16, 41, -2, 2);
+    Tensor dy = buf.make({B, Tl, C}, DType::f32, 42), out = buf.make({B, Tl, C}, DType::bf16, 43);
+    Tensor att = buf.make(be->attention_cp_state_shape(B, NH, Tl, cp * Tl, HS), DType::f32, 44);
+    Tensor dall = buf.make({cp, B, Tl, 3 * C}, DType::f32, 45);
+    const ContextSplit split{0, int(cp)};
+    r.seconds = time_op(*be, [&] {
+      be->attention_forward_cp(out, att, all, split, int(NH));
+      be->attention_backward_cp(dall, dy, all, out, att, split, int(NH));
+    });
+    r.out = download(*be, out);
+    r.dall = download(*be, dall);
+  }
+  return r;
+}
+
+void bench_context_attention(int64_t N) {
+  const int64_t T = 4096, Tl = T / 2, B = std::max<int64_t>(1, N / T);
+  // a cp rank's share of the causal pairs is half the sequence's (Megatron's balance): its
+  // forward 2 (T(T+1)/2) HS per head, the backward twice that
+  const double flop = 3.0 * 2.0 * double(B) * 12 * double(T) * double(T + 1) / 2 * 64;
+  const std::string shape = "B" + std::to_string(B) + " T4096/2 12x64";
+  const ContextRun mma = run_context_attention("tensor_core", B, Tl);
+  const ContextRun flash = run_context_attention("flash", B, Tl);
+  const ContextRun ref = run_context_attention("reference", B, Tl);
+  const AttentionRun whole = run_attention("tensor_core", true, B, T, true);
+  unsetenv("TRAINER_ATTENTION");
+  char err[96];
+  row("cp attention fwd+bwd reference", shape, ref.seconds, tflops(flop, ref.seconds),
+      "the probabilities [B,NH,Tl,T] kept");
+  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv_all %.1e",
+                max_rel_diff(flash.out, ref.out), max_rel_diff(flash.dall, ref.dall));
+  row("cp attention fwd+bwd flash (CUDA cores)", shape, flash.seconds, tflops(flop, flash.seconds),
+      ratio("reference", ref.seconds, flash.seconds) + err);
+  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv_all %.1e",
+                max_rel_diff(mma.out, ref.out), max_rel_diff(mma.dall, ref.dall));
+  row("cp attention fwd+bwd mma.sync", shape, mma.seconds, tflops(flop, mma.seconds),
+      ratio("reference", ref.seconds, mma.seconds) + err);
+  // the whole sequence on one GPU: twice a cp rank's pairs
+  row("attention fwd+bwd mma.sync, whole seq", "B" + std::to_string(B) + " T4096 12x64",
+      whole.seconds, tflops(2 * flop, whole.seconds),
+      ratio("the cp rank's", mma.seconds, whole.seconds) + " (ideal 0.50x: twice the pairs)");
+}
+
 void bench_attention(int64_t N) {
   const int64_t T = 1024, B = std::max<int64_t>(1, N / T), NH = 12, HS = 64;
   // The profile's count (README): causal forward 2 T(T+1) HS per head (half of QK^T and PV), the
@@ -561,5 +623,6 @@ int main(int argc, char** argv) {
   if (wanted("mlp")) bench_mlp_gelu(rows);
   if (wanted("grads")) bench_linear_grads(rows);
   if (wanted("attention")) bench_attention(rows);
+  if (wanted("cp")) bench_context_attention(rows);
   return 0;
 }

@@ -180,9 +180,10 @@ TEST_CASE("cuda_pipeline_parallel_matches_cpu_with_two_stages_on_one_gpu", "[cud
 
 // Two context-parallel ranks as threads on one GPU (their "cp" and replica communicators staged
 // through host copies): each its two chunks of every sequence, qkv gathered and its gradient
-// reduce-scattered on device buffers, the cp attention kernels (the default: flash on CUDA cores,
-// head size 32; TRAINER_ATTENTION=reference: kernels/context_attention.cu's); against the cpu cp
-// run, in fp32 and bf16.
+// reduce-scattered on device buffers, the cp attention kernels (the default: flash, head size 32,
+// on tensor cores in bf16 with chunks of 32 rows (seq_len 128), else on CUDA cores;
+// TRAINER_ATTENTION=reference: kernels/context_attention.cu's); against the cpu cp run, in fp32
+// and bf16.
 TEST_CASE("cuda_context_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda][cp]") {
   auto probe = cuda_or_skip();
   if (!probe) return;
@@ -192,17 +193,19 @@ TEST_CASE("cuda_context_parallel_matches_cpu_with_two_ranks_on_one_gpu", "[cuda]
   const std::string saved = old ? old : "";
   for (const std::string kernel : {"tensor_core", "reference"}) {
     setenv("TRAINER_ATTENTION", kernel.c_str(), 1);  // (each run's backends read it)
-    for (const std::string precision : {"fp32", "bf16"}) {
-      config::RunConfig cfg = trainer::testing::small_train_config(64, 16, 2, 64, 2);
-      cfg.precision.compute = precision;
-      cfg.parallel.cp = kDp;
-      cfg.train.grad_clip = 0.05;
-      const auto ref = run(cfg, false, testing::Split::cp),
-                 gpu = run(cfg, true, testing::Split::cp);
-      for (int r = 0; r < kDp; ++r)
-        check_against_cpu(ref[size_t(r)], gpu[size_t(r)], precision == "fp32" ? 1e-4 : 2e-2,
-                          "cp 2, " + kernel + ", " + precision + ", rank " + std::to_string(r));
-    }
+    for (const std::string precision : {"fp32", "bf16"})
+      for (const int seq_len : {16, 128}) {
+        config::RunConfig cfg = trainer::testing::small_train_config(64, seq_len, 2, 64, 2);
+        cfg.precision.compute = precision;
+        cfg.parallel.cp = kDp;
+        cfg.train.grad_clip = 0.05;
+        const auto ref = run(cfg, false, testing::Split::cp),
+                   gpu = run(cfg, true, testing::Split::cp);
+        for (int r = 0; r < kDp; ++r)
+          check_against_cpu(ref[size_t(r)], gpu[size_t(r)], precision == "fp32" ? 1e-4 : 2e-2,
+                            "cp 2, " + kernel + ", " + precision + ", seq_len " +
+                                std::to_string(seq_len) + ", rank " + std::to_string(r));
+      }
   }
   old ? setenv("TRAINER_ATTENTION", saved.c_str(), 1) : unsetenv("TRAINER_ATTENTION");
 #endif

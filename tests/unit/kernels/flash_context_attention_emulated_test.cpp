@@ -59,22 +59,38 @@ struct CpCase {
 
 // One rank's forward and backward through the emulated kernels, fp32 or bf16 qkv (then a bf16
 // out, as bf16 compute runs them), against the cpu backend on the same values.
-template <class QkvT>
-void check_rank(const CpCase& c, int64_t rank, const std::vector<QkvT>& all,
+// The kernel families: flash (CUDA cores, fp32 or bf16 out) and mma (tensor cores, bf16 out).
+enum class Family { flash, mma };
+
+template <class OutT, class QkvT>
+void check_rank(Family family, const CpCase& c, int64_t rank, const std::vector<QkvT>& all,
                 const std::vector<float>& all_values) {
   const int64_t Tl = 2 * c.L, T = c.cp * Tl, C = c.NH * c.HS, B = c.B, NH = c.NH, cp = c.cp;
-  constexpr bool bf16 = std::is_same_v<QkvT, uint16_t>;
-  using OutT = QkvT;
+  constexpr bool bf16 = std::is_same_v<OutT, uint16_t>;
+  const bool mma = family == Family::mma;
   auto dy = randoms(B * Tl * C, 40 + uint32_t(rank));
   std::vector<QkvT> seq(sz(B * T * 3 * C));
   emu::context_to_sequence(seq.data(), all.data(), cp, B, Tl, 3 * C, kStream);
   std::vector<OutT> out = poisoned<OutT>(B * Tl * C);
-  auto lse = nans(B * NH * Tl), dsum = nans(B * NH * Tl), dseq = nans(B * T * 3 * C);
+  auto lse = nans(B * NH * Tl), dseq = nans(B * T * 3 * C);
+  auto work = nans(mma ? emu::mma_attention_backward_scratch_floats(B, Tl, C, NH) : B * NH * Tl);
   auto dall = nans(cp * B * Tl * 3 * C);
-  emu::flash_context_attention_forward(out.data(), lse.data(), seq.data(), rank, cp, B, Tl, C, NH,
-                                       kStream);
-  emu::flash_context_attention_backward(dseq.data(), dsum.data(), dy.data(), seq.data(), out.data(),
-                                        lse.data(), rank, cp, B, Tl, C, NH, kStream);
+  bool ran = false;
+  if constexpr (bf16)  // (the mma kernels write a bf16 out)
+    if (mma) {
+      emu::mma_context_attention_forward(out.data(), lse.data(), seq.data(), rank, cp, B, Tl, C, NH,
+                                         kStream);
+      emu::mma_context_attention_backward(dseq.data(), work.data(), dy.data(), seq.data(),
+                                          out.data(), lse.data(), rank, cp, B, Tl, C, NH, kStream);
+      ran = true;
+    }
+  REQUIRE((ran || !mma));
+  if (!ran) {
+    emu::flash_context_attention_forward(out.data(), lse.data(), seq.data(), rank, cp, B, Tl, C, NH,
+                                         kStream);
+    emu::flash_context_attention_backward(dseq.data(), work.data(), dy.data(), seq.data(),
+                                          out.data(), lse.data(), rank, cp, B, Tl, C, NH, kStream);
+  }
   emu::context_grad_from_sequence(dall.data(), dseq.data(), rank, cp, B, Tl, C, kStream);
 
   cpu::CpuBackend ref;
@@ -101,11 +117,11 @@ void check_rank(const CpCase& c, int64_t rank, const std::vector<QkvT>& all,
   const double out_err = rel_error(out_values, rout), lse_err = rel_error(lse, rlse),
                grad_err = rel_error(dall, rdall);
   INFO("out " << out_err << ", lse " << lse_err << ", dqkv_all " << grad_err);
-  // (bf16: the kernels take rowsum(dout * out) from the rounded out, the cpu from the
-  // probabilities; a bf16 tolerance, as for the whole-sequence flash kernels)
+  // (bf16 out: the kernels take rowsum(dout * out) from the rounded out, the cpu from the
+  // probabilities; mma: bf16 products. The tolerances of the whole-sequence kernels' tests.)
   CHECK(out_err < (bf16 ? 1e-2 : 1e-5));
-  CHECK(lse_err < 1e-5);
-  CHECK(grad_err < (bf16 ? 1e-2 : 1e-5));
+  CHECK(lse_err < (mma ? 1e-2 : 1e-5));
+  CHECK(grad_err < (mma ? 2e-2 : bf16 ? 1e-2 : 1e-5));
 }
 
 }  // namespace
@@ -115,7 +131,7 @@ TEST_CASE("flash_context_parallel_attention_matches_cpu_backend_in_emulation",
   // (kTile 32 at head size <= 64, 16 above)
   for (const CpCase& c : {CpCase{2, 1, 5, 2, 16},    // each chunk shorter than a tile
                           CpCase{3, 2, 3, 1, 32},    // three ranks, odd chunks
-                          CpCase{2, 1, 40, 2, 64},   // a tile spans both chunks
+                          CpCase{2, 1, 40, 1, 64},   // a tile spans both chunks
                           CpCase{2, 1, 24, 1, 128},  // 16-row tiles across both chunks
                           CpCase{4, 1, 16, 1, 80}})  // exactly one tile a chunk
     for (const bool bf16 : {false, true}) {
@@ -126,9 +142,41 @@ TEST_CASE("flash_context_parallel_attention_matches_cpu_backend_in_emulation",
         INFO("cp " << c.cp << " rank " << rank << ", B " << c.B << ", L " << c.L << ", NH " << c.NH
                    << ", HS " << c.HS << (bf16 ? ", bf16" : ", fp32"));
         if (bf16)
-          check_rank(c, rank, all16, floats_of(all16));
+          check_rank<uint16_t>(Family::flash, c, rank, all16, floats_of(all16));
         else
-          check_rank(c, rank, all, all);
+          check_rank<float>(Family::flash, c, rank, all, all);
       }
     }
+}
+
+// The tensor-core kernels (flash_attention_mma.cu, mma.sync emulated lane by lane) over chunks of
+// whole 32-row tiles, bf16 out, from an fp32 and a bf16 qkv; and the chunk lengths they refuse.
+TEST_CASE("mma_context_parallel_attention_matches_cpu_backend_in_emulation",
+          "[kernels][attention][cp]") {
+  // (64-key forward tiles to head size 64, 32 above; 64-row blocks: at L 32 one holds both
+  // chunks)
+  for (const CpCase& c : {CpCase{2, 1, 32, 2, 32}, CpCase{2, 1, 64, 1, 64},
+                          CpCase{3, 1, 32, 1, 128}, CpCase{2, 1, 32, 1, 80}})
+    for (const bool bf16_qkv : {false, true}) {
+      if (bf16_qkv && c.HS > 64) continue;  // (a bf16 qkv at the smaller sizes: emulation time)
+      const int64_t C = c.NH * c.HS, Tl = 2 * c.L;
+      const std::vector<float> all = randoms(c.cp * c.B * Tl * 3 * C, 31, -1, 1);
+      const std::vector<uint16_t> all16 = bf16_bits_of(all);
+      for (int64_t rank = 0; rank < c.cp; ++rank) {
+        INFO("cp " << c.cp << " rank " << rank << ", B " << c.B << ", L " << c.L << ", NH " << c.NH
+                   << ", HS " << c.HS << (bf16_qkv ? ", bf16 qkv" : ", fp32 qkv"));
+        if (bf16_qkv)
+          check_rank<uint16_t>(Family::mma, c, rank, all16, floats_of(all16));
+        else
+          check_rank<uint16_t>(Family::mma, c, rank, all, all);
+      }
+    }
+  CHECK(emu::mma_context_attention_supports(64, 64));
+  CHECK_FALSE(emu::mma_context_attention_supports(64, 48));  // chunks of 24 rows
+  CHECK_FALSE(emu::mma_context_attention_supports(16, 64));  // no mma kernel at head size 16
+  std::vector<uint16_t> out(16 * 64), seq(2 * 48 * 3 * 64);
+  std::vector<float> lse(48);
+  CHECK_THROWS_WITH(emu::mma_context_attention_forward(out.data(), lse.data(), seq.data(), 0, 2, 1,
+                                                       48, 64, 1, kStream),
+                    Catch::Contains("chunks of 24 rows"));
 }
