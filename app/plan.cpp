@@ -304,9 +304,8 @@ void register_plan(CLI::App& app) {
     // Under pipeline parallelism the numbers per rank are the heaviest stage's.
     const model::GptDims dims = model::GptDims::from_config(m);
     const plan::DeviceKind device = plan::device_kind(args->gpu, args->gpus, args->memory_gib);
-    // (context parallelism runs the reference kernels on cuda: CudaBackend::attention_forward_cp)
-    const bool flash = device.cuda && cfg.parallel.cp == 1 &&
-                       cuda_attention_uses_flash(attention, dims.head_dim());
+    // (context parallelism too: CudaBackend::attention_cp_state_shape)
+    const bool flash = device.cuda && cuda_attention_uses_flash(attention, dims.head_dim());
     const int pp = cfg.parallel.pp;
     const int stage = plan::heaviest_stage(cfg, cfg.parallel.zero, replicas, device, flash);
     if (pp > 1) {
@@ -329,8 +328,7 @@ void register_plan(CLI::App& app) {
     const double held = print_held_state(cfg, replicas, device, stage);
     std::string why_probabilities;  // on a GPU, where the flash kernels would not keep them
     if (device.cuda && !flash)
-      why_probabilities = cfg.parallel.cp > 1 ? "context parallelism runs the reference kernels"
-                          : attention == AttentionKernel::reference
+      why_probabilities = attention == AttentionKernel::reference
                               ? "TRAINER_ATTENTION=reference"
                               : "head size " + std::to_string(dims.head_dim()) +
                                     " has no flash kernel (they take " + flash_head_sizes_text() +

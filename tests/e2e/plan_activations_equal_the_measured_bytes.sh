@@ -43,6 +43,14 @@ echo "h200: flash $flash B, reference kernels $reference B"
 [ "$flash" -lt "$reference" ] || fail "flash's row statistics ($flash B) are not below the probabilities ($reference B)"
 grep -q "attention keeps T x T probabilities: TRAINER_ATTENTION=reference)" plan_h200_reference.txt \
   || { cat plan_h200_reference.txt; fail "the plan does not say why it keeps the probabilities"; }
+# Under context parallelism as well (the flash kernels over a cp rank's chunks of the sequence).
+plan_bytes h200_cp2 --gpu h200 --gpus 2 --set parallel.cp=2
+cp_flash=$plan
+TRAINER_ATTENTION=reference plan_bytes h200_cp2_reference --gpu h200 --gpus 2 --set parallel.cp=2
+echo "h200, cp 2: flash $cp_flash B, reference kernels $plan B"
+[ "$cp_flash" -lt "$plan" ] || fail "cp 2: flash's row statistics ($cp_flash B) are not below the probabilities ($plan B)"
+grep -q "attention keeps row log-sum-exps)" plan_h200_cp2.txt \
+  || { cat plan_h200_cp2.txt; fail "cp 2 on a GPU plans the probabilities"; }
 # Head size 128 (d_model 128, 1 head) has flash kernels; 48 (d_model 192, 4 heads) has none, and
 # the plan says so.
 plan_bytes h200_hs128 --gpu h200 --set model.n_head=1
