@@ -26,13 +26,19 @@ class Carver {
   size_t used_ = 0;
 };
 
+// The slot buffers' rows: a block per ep rank (GptDims::expert_block_rows).
+int64_t slot_rows(const ParamLayout& layout, int64_t B, int64_t T) {
+  const GptShard& s = layout.shard();
+  return s.ep_size * layout.dims().expert_block_rows(static_cast<int>(B), static_cast<int>(T),
+                                                     static_cast<int>(T) * s.cp_size, s.ep_size);
+}
+
 // A mixture-of-experts block's tensors (BlockActivations).
 void carve_experts(Carver& c, BlockActivations& b, const ParamLayout& layout, int64_t B, int64_t T,
                    DType mm) {
   const GptDims& d = layout.dims();
   const int64_t N = B * T, E = d.num_experts, K = d.top_k, C = d.d_model, FC = d.ffn_hidden();
-  const int cp = layout.shard().cp_size;
-  const int64_t S = E * B * d.expert_slots(static_cast<int>(T), static_cast<int>(T) * cp);
+  const int64_t S = slot_rows(layout, B, T);
   b.router_logits = c.take({N, E});
   b.moe_tables = c.take({2 * (N * K + S)}, DType::i32);
   // (the measuring pass has no memory: its views stay null)
@@ -62,7 +68,7 @@ void carve_expert_scratch(Carver& c, MoeScratch& m, const ParamLayout& layout, i
   const GptDims& d = layout.dims();
   const int64_t N = B * T, E = d.num_experts, K = d.top_k, C = d.d_model, FC = d.ffn_hidden();
   const int cp = layout.shard().cp_size;
-  const int64_t S = E * B * d.expert_slots(static_cast<int>(T), static_cast<int>(T) * cp);
+  const int64_t S = slot_rows(layout, B, T);
   const bool ep = layout.shard().ep_size > 1;
   if (ep) m.dispatch = c.take({S, C}, mm);
   m.dy = c.take({S, C}, mm);

@@ -53,10 +53,12 @@ struct BlockActivations {
   Tensor ln2, ln2_mean, ln2_rstd;
   Tensor fch, fch_gelu;  // [B,T,4C/tp] (empty in a mixture-of-experts block)
   Tensor residual_out;   // [B,T,C]
-  // Mixture of experts (GptDims::moe(); empty otherwise). N = B*T tokens, K = top_k, S = E * B *
-  // capacity slots (MoeRouting's layout: a block of E/ep experts' slots per ep rank, its kept
-  // rows first, pack_expert_slots). Under expert parallelism the experts' side holds, block i,
-  // what ep rank i sent this rank's experts (its first rows filled): S rows too.
+  // Mixture of experts (GptDims::moe(); empty otherwise). N = B*T tokens, K = top_k, S = ep *
+  // GptDims::expert_block_rows slots (MoeRouting's packed layout: a block per ep rank of its E/ep
+  // experts' kept rows, from its start, pack_expert_slots; a block holds the fewer of those
+  // experts' B * capacity slots and B*T * min(K, E/ep) rows). Under expert parallelism the
+  // experts' side holds, block i, what ep rank i sent this rank's experts (its first rows
+  // filled): S rows too.
   Tensor router_logits;  // [N, E] fp32
   // The routing's tables, views of one buffer (moe_tables, 32-bit words) that one upload fills:
   Tensor moe_tables;

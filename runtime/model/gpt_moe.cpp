@@ -37,7 +37,7 @@ Tensor slot_rows(const Tensor& t, int64_t first, int64_t n) {
 
 // Calls f(local expert e, part) for each run of the expert side's rows that holds tokens, where
 // part(t) is the run's rows of a [S, width] tensor t. The expert side is a block of rows per ep
-// rank (local experts x B * capacity), each holding, from its start, the rows that ep rank sent
+// rank (GptDims::expert_block_rows), each holding, from its start, the rows that ep rank sent
 // to this rank's experts, expert after expert (MoeRouting::expert_rows_in; pack_expert_slots):
 // the GEMMs skip the empty rest.
 template <class F>

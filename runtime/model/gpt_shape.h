@@ -41,6 +41,19 @@ struct GptDims {
   // The slots per expert per sequence of a rank that holds T of each sequence's sequence_T tokens
   // (context parallelism: T = sequence_T / cp): the whole sequence's capacity, at most T.
   int expert_slots(int T, int sequence_T) const { return std::min(expert_capacity(sequence_T), T); }
+  // The rows of one ep rank's block of the slot buffers (Activations' moe_*: ep blocks) for
+  // `sequences` sequences of which a rank holds T tokens each: its E / ep experts' slots, but no
+  // more than the tokens can fill, as a token picks an expert at most once: sequences * T *
+  // min(top_k, E / ep). (The packed rows of a block, pack_expert_slots, fill it from its start;
+  // dropless, this bounds the buffers by the top_k choices instead of num_experts times T.)
+  int64_t expert_block_rows(int sequences, int T, int sequence_T, int ep) const {
+    return moe_block_rows(num_experts / ep, top_k, sequences, T, expert_slots(T, sequence_T));
+  }
+  static int64_t moe_block_rows(int64_t local_experts, int64_t top_k, int64_t sequences, int64_t T,
+                                int64_t slots_per_sequence) {
+    return std::min(local_experts * sequences * slots_per_sequence,
+                    sequences * T * std::min(top_k, local_experts));
+  }
   static GptDims from_config(const config::ModelConfig& m);
 };
 

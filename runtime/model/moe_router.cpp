@@ -176,16 +176,20 @@ void pack_expert_slots(MoeRouting& r, int ep) {
   const int64_t E = r.experts, local = E / ep, per = r.slots_per_expert();
   TRAINER_CHECK(ep >= 1 && local * ep == E,
                 "pack_expert_slots: " << E << " experts over ep " << ep);
+  r.block_rows = GptDims::moe_block_rows(local, r.top_k, r.sequences, r.T, r.slots_per_sequence);
   // where each expert's first kept row goes: its block's start, after its block's earlier experts
   std::vector<int64_t> start(static_cast<size_t>(E));
   r.rows_to_rank.assign(static_cast<size_t>(ep), 0);
   for (int64_t e = 0; e < E; ++e) {
     int64_t& sent = r.rows_to_rank[static_cast<size_t>(e / local)];
-    start[static_cast<size_t>(e)] = e / local * local * per + sent;
+    start[static_cast<size_t>(e)] = e / local * r.block_rows + sent;
     sent += r.expert_rows[static_cast<size_t>(e)];
   }
-  std::vector<int32_t> token_of_slot(r.token_of_slot.size(), -1);
-  std::vector<float> slot_gate(r.slot_gate.size(), 0.0f);
+  for (const int64_t sent : r.rows_to_rank)  // (a token picks an expert at most once)
+    TRAINER_CHECK(sent <= r.block_rows, "pack_expert_slots: " << sent << " rows for one ep rank, "
+                                                              << r.block_rows << " in its block");
+  std::vector<int32_t> token_of_slot(static_cast<size_t>(ep * r.block_rows), -1);
+  std::vector<float> slot_gate(token_of_slot.size(), 0.0f);
   for (int32_t& s : r.slot) {
     if (s < 0) continue;  // dropped
     const int64_t e = s / per, packed = start[static_cast<size_t>(e)] + s % per;

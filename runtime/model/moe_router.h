@@ -43,16 +43,19 @@ struct MoeRouting {
   // [ep, E / ep] (Gpt fills it from an all-to-all of expert_rows); expert_rows when ep = 1.
   std::vector<int32_t> expert_rows_in;
   // After pack_expert_slots: the rows this rank sends to each ep rank's experts and receives
-  // for its own from each ([ep]; at ep 1 one each, the kept choices).
+  // for its own from each ([ep]; at ep 1 one each, the kept choices), and the rows of each ep
+  // rank's block of the packed slots (GptDims::expert_block_rows; ep blocks in all).
   std::vector<int64_t> rows_to_rank, rows_from_rank;
+  int64_t block_rows = 0;
   std::vector<float> chosen_share;  // [sequences, E] f_e
   double balance_loss_sum = 0;      // sum over sequences of E * sum_e f_e * P_e
   int64_t dropped = 0;              // choices past capacity
 
   int64_t tokens() const { return int64_t{sequences} * T; }
-  // Expert e's slots are the run [e * slots_per_expert(), (e + 1) * slots_per_expert()), in
-  // expert order; the choices it keeps fill its first expert_rows[e] of them, sequence after
-  // sequence, so that its GEMMs skip the rest. (pack_expert_slots moves them.)
+  // Before pack_expert_slots (on the host only): expert e's slots are the run
+  // [e * slots_per_expert(), (e + 1) * slots_per_expert()), in expert order; the choices it keeps
+  // fill its first expert_rows[e] of them, sequence after sequence. (pack_expert_slots moves them
+  // into the device's layout, ep blocks of block_rows.)
   int64_t slots_per_expert() const { return int64_t{sequences} * slots_per_sequence; }
   int64_t slots() const { return slots_per_expert() * experts; }
 };
@@ -86,11 +89,13 @@ void assign_slots(MoeRouting& r, const float* all_stats, const SequenceChunks& c
 MoeRouting route_tokens(const float* logits, const GptDims& dims, int sequences, int T);
 
 // Step 3, for the dispatch over `ep` expert-parallel ranks (1: none): ep rank j holds experts
-// [j * E / ep, (j + 1) * E / ep), whose slots are block j of the slots (E / ep experts'). Moves
-// each block's kept choices to its start, expert after expert (an expert's in their order), so
-// that one transfer of rows_to_rank[j] rows carries exactly what rank j's experts take, and sets
-// rows_to_rank. The receiving side's block i holds, the same way, its experts' rows from rank i
-// (expert_rows_in[i]; Gpt sets rows_from_rank).
+// [j * E / ep, (j + 1) * E / ep). Moves their kept choices to the start of block j of the packed
+// slots (ep blocks of block_rows, GptDims::expert_block_rows: no more than the tokens can fill,
+// fewer than the E / ep experts' slots when dropless), expert after expert (an expert's in their
+// order), so that one transfer of rows_to_rank[j] rows carries exactly what rank j's experts take;
+// sets rows_to_rank and block_rows. token_of_slot and slot_gate become the packed slots'. The
+// receiving side's block i holds, the same way, its experts' rows from rank i (expert_rows_in[i];
+// Gpt sets rows_from_rank).
 void pack_expert_slots(MoeRouting& r, int ep);
 
 // dlogits [N, E] (OVERWRITTEN): the gradient through the softmax of the gates' gradient dgate

@@ -1,8 +1,10 @@
 // The mixture-of-experts blocks: the router's rules on a hand-made case, and the whole model's
 // loss and backward (router, capacity drops, gates, experts, load-balancing loss) against a
 // float64 reference written token by token (reference_gpt.h) and its finite differences.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "runtime/core/rng.h"
@@ -70,42 +72,54 @@ TEST_CASE("moe_router_takes_first_choices_first_and_drops_past_capacity", "[mode
 // whole sequence's routing does, with the same gates, shares and balance loss (on every rank), and
 // their logits' gradients are the whole routing's.
 TEST_CASE("moe_router_packs_each_ep_ranks_kept_choices_at_its_blocks_start", "[model][moe]") {
-  // Over ep ranks, rank j's experts' slots are block j; packed, the block's kept choices come
+  // Over ep ranks, rank j's experts' rows go to block j; packed, the block's kept choices come
   // first (expert after expert), so that one transfer of rows_to_rank[j] rows carries them all.
-  const model::GptDims d = moe_dims(2, 1.0);  // capacity 2 of 4 tokens per expert and sequence
-  const int T = 4, sequences = 3;
-  SplitMix64 rng(5);
-  std::vector<float> logits(size_t(sequences * T * d.num_experts));
-  for (float& v : logits) v = float(rng.next() % 1000) / 250.0f;
-  const model::MoeRouting unpacked = model::route_tokens(logits.data(), d, sequences, T);
-  for (const int ep : {1, 2, 4}) {
-    INFO("ep " << ep);
-    model::MoeRouting r = unpacked;
-    model::pack_expert_slots(r, ep);
-    const int64_t local = d.num_experts / ep, block = local * r.slots_per_expert();
-    REQUIRE(r.rows_to_rank.size() == size_t(ep));
-    for (int j = 0; j < ep; ++j) {
-      int64_t kept = 0;
-      for (int64_t e = j * local; e < (j + 1) * local; ++e) kept += r.expert_rows[size_t(e)];
-      CHECK(r.rows_to_rank[size_t(j)] == kept);
-      for (int64_t s = j * block; s < (j + 1) * block; ++s)  // filled first, then empty
-        CHECK((r.token_of_slot[size_t(s)] >= 0) == (s - j * block < kept));
-    }
-    // every choice keeps its token, gate and expert (its block, in expert order), and the
-    // dropped stay dropped
-    for (size_t c = 0; c < r.slot.size(); ++c) {
-      INFO("choice " << c);
-      REQUIRE((r.slot[c] >= 0) == (unpacked.slot[c] >= 0));
-      if (r.slot[c] < 0) continue;
-      const int64_t s = r.slot[c], e = r.expert[c], j = e / local;
-      CHECK(r.token_of_slot[size_t(s)] == int32_t(c / size_t(d.top_k)));
-      CHECK(r.slot_gate[size_t(s)] == r.gate[c]);
-      int64_t first = j * block;  // expert e's run in its block
-      for (int64_t f = j * local; f < e; ++f) first += r.expert_rows[size_t(f)];
-      CHECK(s >= first);
-      CHECK(s < first + r.expert_rows[size_t(e)]);
-      // an expert's rows keep their order (the priority order)
-      CHECK(s - first == unpacked.slot[c] - e * unpacked.slots_per_expert());
+  // A block holds its experts' slots (capacity 2 of 4 tokens per expert and sequence: 2 * 3 per
+  // expert), or dropless (every expert 4 a sequence) no more than the tokens fill: 3 * 4 tokens
+  // times min(top_k, its experts) rows, where a token can reach min(top_k 2, its experts).
+  for (const double capacity : {1.0, std::numeric_limits<double>::infinity()}) {
+    const model::GptDims d = moe_dims(2, capacity);
+    const bool dropless = std::isinf(capacity);
+    const int T = 4, sequences = 3;
+    SplitMix64 rng(5);
+    std::vector<float> logits(size_t(sequences * T * d.num_experts));
+    for (float& v : logits) v = float(rng.next() % 1000) / 250.0f;
+    const model::MoeRouting unpacked = model::route_tokens(logits.data(), d, sequences, T);
+    CHECK((unpacked.dropped == 0 || !dropless));
+    for (const int ep : {1, 2, 4}) {
+      INFO("ep " << ep << (dropless ? ", dropless" : ", capacity factor 1"));
+      model::MoeRouting r = unpacked;
+      model::pack_expert_slots(r, ep);
+      const int64_t local = d.num_experts / ep, block = r.block_rows;
+      const int64_t expected_block = dropless ? 12 * std::min<int64_t>(2, local) : local * 6;
+      CHECK(block == expected_block);
+      CHECK(block == d.expert_block_rows(sequences, T, T, ep));  // what Activations allocates
+      CHECK(r.token_of_slot.size() == size_t(ep * block));
+      CHECK(r.slot_gate.size() == size_t(ep * block));
+      REQUIRE(r.rows_to_rank.size() == size_t(ep));
+      for (int j = 0; j < ep; ++j) {
+        int64_t kept = 0;
+        for (int64_t e = j * local; e < (j + 1) * local; ++e) kept += r.expert_rows[size_t(e)];
+        CHECK(r.rows_to_rank[size_t(j)] == kept);
+        for (int64_t s = j * block; s < (j + 1) * block; ++s)  // filled first, then empty
+          CHECK((r.token_of_slot[size_t(s)] >= 0) == (s - j * block < kept));
+      }
+      // every choice keeps its token, gate and expert (its block, in expert order), and the
+      // dropped stay dropped
+      for (size_t c = 0; c < r.slot.size(); ++c) {
+        INFO("choice " << c);
+        REQUIRE((r.slot[c] >= 0) == (unpacked.slot[c] >= 0));
+        if (r.slot[c] < 0) continue;
+        const int64_t s = r.slot[c], e = r.expert[c], j = e / local;
+        CHECK(r.token_of_slot[size_t(s)] == int32_t(c / size_t(d.top_k)));
+        CHECK(r.slot_gate[size_t(s)] == r.gate[c]);
+        int64_t first = j * block;  // expert e's run in its block
+        for (int64_t f = j * local; f < e; ++f) first += r.expert_rows[size_t(f)];
+        CHECK(s >= first);
+        CHECK(s < first + r.expert_rows[size_t(e)]);
+        // an expert's rows keep their order (the priority order)
+        CHECK(s - first == unpacked.slot[c] - e * unpacked.slots_per_expert());
+      }
     }
   }
 }
@@ -249,5 +263,32 @@ TEST_CASE("moe_gpt_loss_and_backward_match_float64_finite_differences", "[model]
     REQUIRE(std::abs(lm + aux - ref) <= 1e-5 * std::abs(ref));
 
     testing::check_gradient_against_finite_differences(gpt.layout(), p64, analytic, loss64);
+  }
+}
+
+// The slot buffers hold no more rows than the top_k choices of the micro-batch's tokens can fill:
+// dropless (an expert's capacity a whole sequence) they are B * T * top_k rows, not
+// num_experts * B * T; with a capacity factor, the fewer of the experts' slots and that.
+TEST_CASE("moe_slot_buffers_hold_at_most_the_tokens_top_k_choices", "[model][moe]") {
+  cpu::CpuBackend be;
+  const int B = 2, T = 8;  // 16 tokens, top_k 2: 32 choices
+  const double dropless = std::numeric_limits<double>::infinity();
+  struct Case {
+    int experts;
+    double capacity_factor;
+    int64_t rows;
+  };
+  // capacity ceil(cf * T * top_k / E) per expert and sequence: E 8, cf 0.5: 1 (16 slots);
+  // E 8, cf 1: 2 (32); E 8, cf 1.25: 3 (48 slots, of which 32 can be filled); E 4, cf 1: 4 (32)
+  for (const Case c : {Case{8, dropless, 32}, Case{4, dropless, 32}, Case{8, 0.5, 16},
+                       Case{8, 1.0, 32}, Case{8, 1.25, 32}, Case{4, 1.0, 32}}) {
+    INFO(c.experts << " experts, capacity factor " << c.capacity_factor);
+    model::GptDims d = moe_dims(2, c.capacity_factor);
+    d.seq_len = T;
+    d.num_experts = c.experts;
+    const model::ParamLayout layout(d, model::GptShard::whole(d));
+    const model::Activations a(be, layout, B, T);
+    CHECK(a.blocks.front().moe_in.shape[0] == c.rows);
+    CHECK(a.blocks.front().moe_token.numel() == c.rows);
   }
 }
