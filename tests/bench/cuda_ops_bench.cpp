@@ -308,6 +308,16 @@ void bench_cudnn_attention(const AttentionParts& tc, int64_t B, int64_t T, const
       ratio("mma.sync", tc.backward_s, cudnn.backward_s) + diff);
 }
 
+// "; max rel diff out X <grad> Y": a run's out and gradient against a reference run's.
+std::string out_and_grad_diff(const std::vector<float>& out, const std::vector<float>& ref_out,
+                              const char* grad, const std::vector<float>& g,
+                              const std::vector<float>& ref_g) {
+  char b[96];
+  std::snprintf(b, sizeof b, "; max rel diff out %.1e %s %.1e", max_rel_diff(out, ref_out), grad,
+                max_rel_diff(g, ref_g));
+  return b;
+}
+
 // Context parallelism's attention on cp rank 0 of 2 (its two chunks of every sequence over the
 // whole sequence's keys, Backend::attention_forward_cp): forward + backward on a bf16 qkv and out
 // with TRAINER_ATTENTION = kernel (tensor_core: the mma.sync kernels, flash: CUDA cores,
@@ -350,17 +360,14 @@ void bench_context_attention(int64_t N) {
   const ContextRun ref = run_context_attention("reference", B, Tl);
   const AttentionRun whole = run_attention("tensor_core", true, B, T, true);
   unsetenv("TRAINER_ATTENTION");
-  char err[96];
   row("cp attention fwd+bwd reference", shape, ref.seconds, tflops(flop, ref.seconds),
       "the probabilities [B,NH,Tl,T] kept");
-  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv_all %.1e",
-                max_rel_diff(flash.out, ref.out), max_rel_diff(flash.dall, ref.dall));
   row("cp attention fwd+bwd flash (CUDA cores)", shape, flash.seconds, tflops(flop, flash.seconds),
-      ratio("reference", ref.seconds, flash.seconds) + err);
-  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv_all %.1e",
-                max_rel_diff(mma.out, ref.out), max_rel_diff(mma.dall, ref.dall));
+      ratio("reference", ref.seconds, flash.seconds) +
+          out_and_grad_diff(flash.out, ref.out, "dqkv_all", flash.dall, ref.dall));
   row("cp attention fwd+bwd mma.sync", shape, mma.seconds, tflops(flop, mma.seconds),
-      ratio("reference", ref.seconds, mma.seconds) + err);
+      ratio("reference", ref.seconds, mma.seconds) +
+          out_and_grad_diff(mma.out, ref.out, "dqkv_all", mma.dall, ref.dall));
   // the whole sequence on one GPU: twice a cp rank's pairs
   row("attention fwd+bwd mma.sync, whole seq", "B" + std::to_string(B) + " T4096 12x64",
       whole.seconds, tflops(2 * flop, whole.seconds),
@@ -380,22 +387,18 @@ void bench_attention(int64_t N) {
   const AttentionRun tc16 = run_attention("tensor_core", true, B, T, true);
   const AttentionRun wmma = run_attention("wmma", true, B, T);
   unsetenv("TRAINER_ATTENTION");
-  char err[96];
   row("attention fwd+bwd reference fp32", shape, ref32.seconds, tflops(flop, ref32.seconds), "");
-  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv %.1e",
-                max_rel_diff(flash.out, ref32.out), max_rel_diff(flash.dqkv, ref32.dqkv));
   row("attention fwd+bwd flash fp32", shape, flash.seconds, tflops(flop, flash.seconds),
-      ratio("reference", ref32.seconds, flash.seconds) + err);
-  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv %.1e",
-                max_rel_diff(tc.out, ref16.out), max_rel_diff(tc.dqkv, ref16.dqkv));
+      ratio("reference", ref32.seconds, flash.seconds) +
+          out_and_grad_diff(flash.out, ref32.out, "dqkv", flash.dqkv, ref32.dqkv));
   row("attention fwd+bwd tensor cores bf16, mma.sync", shape, tc.seconds, tflops(flop, tc.seconds),
-      ratio("reference", ref16.seconds, tc.seconds) + err);
+      ratio("reference", ref16.seconds, tc.seconds) +
+          out_and_grad_diff(tc.out, ref16.out, "dqkv", tc.dqkv, ref16.dqkv));
   row("attention tensor cores mma.sync, bf16 qkv", shape, tc16.seconds, tflops(flop, tc16.seconds),
       ratio("fp32 qkv", tc.seconds, tc16.seconds));
-  std::snprintf(err, sizeof err, "; max rel diff out %.1e dqkv %.1e",
-                max_rel_diff(wmma.out, ref16.out), max_rel_diff(wmma.dqkv, ref16.dqkv));
   row("attention fwd+bwd tensor cores bf16, WMMA", shape, wmma.seconds, tflops(flop, wmma.seconds),
-      ratio("mma.sync", tc.seconds, wmma.seconds) + err);
+      ratio("mma.sync", tc.seconds, wmma.seconds) +
+          out_and_grad_diff(wmma.out, ref16.out, "dqkv", wmma.dqkv, ref16.dqkv));
 
   const AttentionParts rows16 = run_parts("tensor_core", B, T);
   const AttentionParts rows32 = run_parts("tensor_core_32", B, T);
