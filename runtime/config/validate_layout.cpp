@@ -148,12 +148,15 @@ void validate_layout(RunConfig& cfg, int world_size) {
 void check_runnable(const RunConfig& cfg) {
   const ParallelConfig& p = cfg.parallel;
   // ZeRO 2 and 3 reduce (and free) each micro-batch's gradients as backward makes them, but a
-  // stage's gradients are final only after its last micro-batch, and the tied embedding's only
-  // after the sum over the end stages (DeepSpeed refuses the same pairing).
+  // stage's gradients are final only after its last piece, and the tied embedding's only after
+  // the sum over the end stages (DeepSpeed refuses the same pairing). Under a schedule a stage's
+  // gradients (and, not to gather them once per piece, its weights) would stay whole from its
+  // first piece to its last: the peak of ZeRO 1 (torchtitan's FSDP with pp holds the same).
   if (p.pp > 1 && p.zero >= 2)
     fail(kv("parallel.zero", p.zero) + " with " + kv("parallel.pp", p.pp) +
          ": pipeline parallelism runs with zero 0 or 1 (ZeRO 2/3 shard the gradients as each "
-         "micro-batch's backward makes them)");
+         "micro-batch's backward makes them; under a pipeline schedule they stay whole until a "
+         "stage's last piece, so zero 1 holds the same peak: use parallel.zero = 1)");
   if (cfg.model.moe.num_experts > 0) check_experts_runnable(cfg);
 }
 
