@@ -36,7 +36,5 @@ done
 run_launch p1 2 4 1 20 "${det[@]}" --set checkpoint.dir=ckp --set train.stop_after_steps=10
 run_launch p2 2 4 1 20 "${det[@]}" --set checkpoint.dir=ckp --resume auto
 grep -q "resumed from ckp/step_00000010" p2.log || { cat p2.log; fail "p2 did not resume"; }
-cat p1/metrics.jsonl p2/metrics.jsonl > joined.jsonl
-compare_metrics full_0/metrics.jsonl joined.jsonl --exact --min-steps 20 \
-  || fail "resumed fp8 dp 2 run differs from the uninterrupted one"
+check_resume_exact full_0/metrics.jsonl p1/metrics.jsonl p2/metrics.jsonl 20 "fp8 dp 2 run"
 echo "fp8 dp 2: 20 losses bit-identical across the resume"

@@ -56,9 +56,7 @@ print("fp8 states of all 4 layers in the pp 2 checkpoint")
 PY
 run_launch p2 2 8 1 20 "${det[@]}" "${pp2[@]}" "${ck[@]}" --resume auto
 check_fp8_resumed p2 ck/step_00000010
-cat p1/metrics.jsonl p2/metrics.jsonl >joined.jsonl
-compare_metrics pp2/metrics.jsonl joined.jsonl --exact --min-steps 20 \
-  || fail "resumed fp8 pp 2 run differs from the uninterrupted one"
+check_resume_exact pp2/metrics.jsonl p1/metrics.jsonl p2/metrics.jsonl 20 "fp8 pp 2 run"
 echo "fp8 pp 2: 20 losses bit-identical across the resume"
 run_single one 8 1 20 "${det[@]}" --set checkpoint.dir=unused --resume ck/step_00000010
 check_fp8_resumed one ck/step_00000010

@@ -16,9 +16,7 @@ grep -q "resumed from ck_part/step_00000020" part2.log || { cat part2.log; fail 
 grep -q "ignoring incomplete write ck_part/step_00000030" part2.log \
   || { cat part2.log; fail "the manifest-less step_00000030 was not named"; }
 rmdir ck_part/step_00000030
-cat part1/metrics.jsonl part2/metrics.jsonl > joined.jsonl
-compare_metrics full/metrics.jsonl joined.jsonl --exact --min-steps 40 \
-  || fail "resumed run differs from the uninterrupted one"
+check_resume_exact full/metrics.jsonl part1/metrics.jsonl part2/metrics.jsonl 40 run
 /usr/bin/python3 - <<'PY' || fail "val losses of the resumed pair differ from the uninterrupted run's"
 import json
 def vals(path):

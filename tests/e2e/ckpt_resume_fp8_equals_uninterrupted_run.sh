@@ -11,7 +11,5 @@ run_single part1 8 1 20 "${det[@]}" --set checkpoint.dir=ck_part --set train.sto
 grep -q '"fp8_scaling"' ck_part/step_00000010/manifest.json || fail "no fp8 state in the manifest"
 run_single part2 8 1 20 "${det[@]}" --set checkpoint.dir=ck_part --resume auto
 check_fp8_resumed part2 ck_part/step_00000010
-cat part1/metrics.jsonl part2/metrics.jsonl > joined.jsonl
-compare_metrics full/metrics.jsonl joined.jsonl --exact --min-steps 20 \
-  || fail "resumed fp8 run differs from the uninterrupted one"
+check_resume_exact full/metrics.jsonl part1/metrics.jsonl part2/metrics.jsonl 20 "fp8 run"
 echo "20 fp8 losses bit-identical across the resume"

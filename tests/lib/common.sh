@@ -15,6 +15,14 @@ check_fp8_resumed() {
   grep -q "resumed from $2" "$1.log" || { cat "$1.log"; fail "$1 did not resume from $2"; }
   ! grep -q "no fp8 scaling state" "$1.log" || { cat "$1.log"; fail "$1: the fp8 state was not restored"; }
 }
+# check_resume_exact FULL FIRST SECOND STEPS WHAT: the metrics of a run stopped (FIRST) and resumed
+# (SECOND), joined (joined.jsonl), equal the uninterrupted run's (FULL) bit for bit over STEPS
+# steps; fails naming WHAT otherwise.
+check_resume_exact() {
+  cat "$2" "$3" >joined.jsonl
+  compare_metrics "$1" joined.jsonl --exact --min-steps "$4" \
+    || fail "resumed $5 differs from the uninterrupted one"
+}
 # json_get FILE EXPR: evaluates a Python expression on the parsed JSON document `d`.
 json_get() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 # expect_exit_2 "message part" NOT_CREATED trainer-args...: trainer refuses bad input: it exits 2,
