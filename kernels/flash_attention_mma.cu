@@ -692,15 +692,21 @@ void check_context_rows(int64_t head_size, int64_t Tl) {
                                 ", chunks of " + std::to_string(Tl / 2) +
                                 " rows (needs a multiple of " + std::to_string(kBwdTile) + ")");
 }
+// The cp launchers' check and head-size dispatch: f(the head size as a constant), nothing for an
+// empty batch.
+template <class F>
+void with_context_rows(int64_t B, int64_t Tl, int64_t C, int64_t NH, F&& f) {
+  check_context_rows(C / NH, Tl);
+  if (B * Tl == 0) return;
+  with_head_size<32, 64, 80, 96, 128>(C / NH, "mma attention", f);
+}
 }  // namespace
 
 template <class OutT, class QkvT>
 void mma_context_attention_forward(OutT* out, float* lse, const QkvT* seq, int64_t rank, int64_t cp,
                                    int64_t B, int64_t Tl, int64_t C, int64_t NH,
                                    cudaStream_t stream) {
-  check_context_rows(C / NH, Tl);
-  if (B * Tl == 0) return;
-  with_head_size<32, 64, 80, 96, 128>(C / NH, "mma attention", [&](auto hs) {
+  with_context_rows(B, Tl, C, NH, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     launch(mma_forward_kernel<HS, 1, OutT, QkvT>, attention_grid(B, Tl, NH, kRowsMma), kThreadsMma,
            stream, out, lse, seq, cp * Tl, C, NH, attention_scale(HS), context_rows(rank, cp, Tl));
@@ -713,9 +719,7 @@ void mma_context_attention_backward(float* dseq, float* scratch, const float* do
                                     const OutT* out, const float* lse, int64_t rank, int64_t cp,
                                     int64_t B, int64_t Tl, int64_t C, int64_t NH,
                                     cudaStream_t stream) {
-  check_context_rows(C / NH, Tl);
-  if (B * Tl == 0) return;
-  with_head_size<32, 64, 80, 96, 128>(C / NH, "mma attention", [&](auto hs) {
+  with_context_rows(B, Tl, C, NH, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
     const QueryRows rows = context_rows(rank, cp, Tl);
     const int64_t T = cp * Tl;
