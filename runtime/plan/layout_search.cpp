@@ -320,13 +320,13 @@ EpTraffic ep_traffic(const config::RunConfig& cfg) {
   const int ep = cfg.parallel.ep;
   if (ep <= 1 || cfg.model.moe.num_experts == 0) return t;
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
+  // (at tp > 1, with sequence parallelism, each tp rank routes B / tp whole sequences)
+  const int B = cfg.train.micro_batch / cfg.parallel.tp, T = cfg.model.seq_len / cfg.parallel.cp;
+  // the kept rows: at most one buffer block at ep 1, the fewer of the experts' slots and the
+  // top_k choices
+  const double rows = static_cast<double>(dims.expert_block_rows(B, T, cfg.model.seq_len, 1));
   const double forwards = cfg.activation_checkpointing == "full" ? 2 : 1,
-               L = cfg.model.n_layer / cfg.parallel.pp, T = cfg.model.seq_len / cfg.parallel.cp,
-               // (at tp > 1, with sequence parallelism, each tp rank routes B / tp sequences)
-      B = double(cfg.train.micro_batch) / cfg.parallel.tp,
-               rows = std::min(B * T * dims.top_k,
-                               double(dims.num_experts) * B *
-                                   dims.expert_slots(static_cast<int>(T), cfg.model.seq_len)),
+               L = cfg.model.n_layer / cfg.parallel.pp,
                mm = cfg.precision.compute == "fp32" ? 4 : 2;
   t.collectives = static_cast<int64_t>((2 * forwards + 2) * L) * cfg.train.grad_accum;
   t.sent_bytes = cfg.train.grad_accum * L * rows * dims.d_model * (ep - 1) / ep *

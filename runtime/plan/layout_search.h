@@ -158,8 +158,8 @@ CpTraffic cp_traffic(const config::RunConfig& cfg);
 // backward. Only the kept choices' rows travel (pack_expert_slots), not the slots' capacity:
 // B * T * top_k rows of d_model each (B: the sequences the rank routes, micro_batch / tp; T: its
 // tokens of each sequence) when the router balances the experts, as the balance loss drives it
-// to, and no choice is dropped; at most E * B * GptDims::expert_slots. (ep - 1) / ep of them
-// leave the rank. (Not counted: each block's exchange of the E kept counts.)
+// to, and no choice is dropped; at most E * B * GptDims::expert_slots (both:
+// GptDims::expert_block_rows at ep 1). (ep - 1) / ep of them leave the rank. (Not counted: each block's exchange of the E kept counts.)
 struct EpTraffic {
   int64_t collectives = 0;
   double sent_bytes = 0;
