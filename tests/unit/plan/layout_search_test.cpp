@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <tuple>
 
@@ -451,4 +452,26 @@ TEST_CASE(
                gathers = plan::dp_traffic_bytes(cfg, layout, 1, 4, 1) / 2;
   CHECK(t2 - t1 == Approx(t1 - gathers));  // a micro-batch more: its scatters, again
   CHECK(t1 - gathers >= gathers);
+}
+
+TEST_CASE("ep traffic: the kept rows, the fewer of the experts' slots and the top_k choices") {
+  // 4 experts, top_k 2, 3 layers, 4 sequences of 32 tokens, ep 2, fp32: per block a forward's
+  // rows out (4 B) and back (4 B), and backward's two (4 B each), half of them to the other rank
+  config::RunConfig cfg = testing::small_train_config(64, 32, 3, 48, 4);
+  cfg.model.moe.num_experts = 4;
+  cfg.model.moe.top_k = 2;
+  cfg.parallel.ep = 2;
+  cfg.train.micro_batch = 4;
+  const auto bytes_of = [&](int64_t rows) { return 3.0 * double(rows) * 48 * 0.5 * 16; };
+  // capacity 1.25: ceil(1.25 * 32 * 2 / 4) = 20 slots an expert a sequence, 320 in all; the 256
+  // choices are fewer
+  cfg.model.moe.capacity_factor = 1.25;
+  CHECK(plan::ep_traffic(cfg).sent_bytes == bytes_of(256));
+  CHECK(plan::ep_traffic(cfg).collectives == 3 * 4);
+  // capacity 0.5: 8 slots, 128 in all, fewer than the choices
+  cfg.model.moe.capacity_factor = 0.5;
+  CHECK(plan::ep_traffic(cfg).sent_bytes == bytes_of(128));
+  // dropless: the choices
+  cfg.model.moe.capacity_factor = std::numeric_limits<double>::infinity();
+  CHECK(plan::ep_traffic(cfg).sent_bytes == bytes_of(256));
 }
