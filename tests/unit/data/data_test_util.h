@@ -17,7 +17,7 @@ using trainer::testing::TempDir;
 inline void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) throw std::runtime_error("test: cannot create " + path);
-  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);  // (data() may be null)
   std::fclose(f);
 }
 
