@@ -5,7 +5,8 @@
 // run one after another, so a __shared__ array can be a function-local static. Covers what
 // kernels/ uses: shared memory, __syncthreads, __syncwarp, xor shuffles, grid-stride loops,
 // __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores are
-// done by lane 0, so kernels must __syncwarp() before reading a stored tile, as on a device),
+// done by lane 0 once the warp has arrived, so kernels must __syncwarp() before reading a stored
+// tile, as on a device),
 // and mma.sync.m16n8k16 and ldmatrix (kernels/mma.cuh) with each lane holding its own fragments
 // as a device lane does, exchanged through the warp's barrier, and cp.async (copies deferred to
 // the wait that covers them);
@@ -266,8 +267,12 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const 
     for (unsigned c = 0; c < 16; ++c)
       f.v[r][c] = layout == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
 }
+// A device's store_matrix_sync is warp-synchronous: every lane has done what comes before it (the
+// loads of the tile it overwrites included) when the tile is written, so lane 0 waits for the warp
+// here. Nothing waits after it: a lane reading the stored tile needs the kernel's __syncwarp().
 inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
                               unsigned ldm, layout_t layout) {
+  ::cuda_emulation::warp->sync.arrive_and_wait();
   if (::cuda_emulation::lane != 0) return;
   for (unsigned r = 0; r < 16; ++r)
     for (unsigned c = 0; c < 16; ++c)
