@@ -12,7 +12,6 @@ commands="$(dirname "$bin")/compile_commands.json"
 [ -f "$commands" ] || fail "no $commands (CMAKE_EXPORT_COMPILE_COMMANDS is on in CMakeLists.txt)"
 set +e
 /usr/bin/python3 - "$commands" <<'PY'
-
 import json, os, re, shlex, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -35,8 +34,7 @@ def without_cuda(entry):
         if a in ("-isystem", "-I") and i + 1 < len(args) and holds_cuda_headers(args[i + 1]):
             i += 2
             continue
-        if a.startswith("-DTRAINER_HAVE_CUD") or \
-           (a.startswith(("-I", "-isystem")) and holds_cuda_headers(a[2 if a[1] == "I" else 8:])):
+        if a.startswith("-DTRAINER_HAVE_CUD") or (a.startswith("-I") and holds_cuda_headers(a[2:])):
             i += 1
             continue
         if a == "-o":  # preprocess only, to nowhere
