@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the tests with a sanitizer and runs them through ctest (not part of CI: an instrumented
-# build of everything takes about 15 minutes on 2 cores). The cuda backend is left out (nvcc and
+# build of everything takes about 30 minutes on 2 cores). The cuda backend is left out (nvcc and
 # the sanitizers do not mix, and its tests need a device); the kernels are checked through their
 # emulation (tests/unit/kernels: the .cu sources run on cpu threads), where AddressSanitizer finds
 # out-of-bounds reads and writes of global and shared memory and ThreadSanitizer finds shared
