@@ -159,7 +159,8 @@ CpTraffic cp_traffic(const config::RunConfig& cfg);
 // B * T * top_k rows of d_model each (B: the sequences the rank routes, micro_batch / tp; T: its
 // tokens of each sequence) when the router balances the experts, as the balance loss drives it
 // to, and no choice is dropped; at most E * B * GptDims::expert_slots (both:
-// GptDims::expert_block_rows at ep 1). (ep - 1) / ep of them leave the rank. (Not counted: each block's exchange of the E kept counts.)
+// GptDims::expert_block_rows at ep 1). (ep - 1) / ep of them leave the rank. (Not counted: each
+// block's exchange of the E kept counts.)
 struct EpTraffic {
   int64_t collectives = 0;
   double sent_bytes = 0;
