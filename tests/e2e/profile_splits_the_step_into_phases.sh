@@ -45,7 +45,9 @@ def check(out, dp, recompute):  # recompute: none | full | selective
     assert p["unaccounted_s"] >= -1e-9 and p["unaccounted_s"] < 0.5 * p["step_time_s"], p
     times = [json.loads(l)["step_time_s"] for l in open(f"{out}/metrics.jsonl")]
     loop = sum(times[3:5]) / 2  # steps 4 and 5 as the loop timed them
-    assert loop * 0.999 <= p["step_time_s"] <= loop + 0.05, (p["step_time_s"], loop)
+    # the span misses only the host work before the first and after the last timed op: 0.1% of
+    # the step or 2 ms, whichever is more (under AddressSanitizer 1 ms, 0.2%, of a 538 ms step)
+    assert loop - max(0.001 * loop, 0.002) <= p["step_time_s"] <= loop + 0.05, (p["step_time_s"], loop)
     print(f"{out}: {len(phases)} phases, {got:.4g} FLOPs/step, span {p['step_time_s']*1e3:.1f} ms "
           f"(loop {loop*1e3:.1f} ms), {p['unaccounted_s']*1e3:.2f} ms in no phase")
 check("plain", 1, "none")
