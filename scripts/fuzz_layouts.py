@@ -11,7 +11,7 @@ as DESIGN.md's dist tests; bf16 rounds partial sums in a different order, so its
 and no grad-norm check). Half the trials also stop at a checkpoint and resume it under a second
 random grid (the loader resharded), whose steps must match the same reference. And `trainer
 plan` of the first grid must print the bytes its run allocated (report.json's memory.breakdown;
-see plan_mismatch for what it leaves out).
+per pipeline stage; see plan_mismatch for what it leaves out).
 
 A layout the config validation refuses (exit 2) is counted and its message kept, not failed: the
 summary lists the refusals so that a refusal of a combination that should run is visible.
@@ -177,13 +177,11 @@ def compare(ref, cand, steps, bf16):
 
 
 def plan_mismatch(settings, world, report_path, log):
-    """`trainer plan`'s bytes per rank against the run's report (memory.breakdown, rank 0's), or
-    None. At pp > 1 the plan gives the heaviest stage, which need not be rank 0's: not compared.
+    """`trainer plan`'s bytes per rank against the run's report, or None: at pp > 1 the plan
+    gives the stage that needs the most, the report each stage's (memory.breakdown_by_stage).
     The model state only at ZeRO 0 and 1: at 2 and 3 the cpu backend holds the pages of the
     units in flight, which the plan counts by the unit, not by the page (a few KB apart, more
     in small models: dist.zero_memory_falls_as_formula bounds it)."""
-    if settings.get("parallel.pp", 1) > 1:
-        return None
     cmd = [BIN, "plan", CONFIG, "--gpus", str(world), *args_of(settings)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     with open(log, "w") as f:
@@ -199,9 +197,11 @@ def plan_mismatch(settings, world, report_path, log):
     plan["activations"] = int(act.group(1))
     if settings.get("parallel.zero", 0) >= 2:
         plan = {"activations": plan["activations"]}
-    run = json.load(open(report_path))["memory"]["breakdown"]
+    stage = re.search(r"per rank below: stage (\d+)", r.stdout)
+    run = json.load(open(report_path))["memory"]["breakdown_by_stage"][int(stage.group(1)) if stage else 0]
     diff = {k: (v, run.get(k)) for k, v in plan.items() if run.get(k) != v}
-    return f"plan vs run bytes (plan, run): {diff}" if diff else None
+    where = f"stage {stage.group(1)} " if stage else ""
+    return f"plan vs run bytes, {where}(plan, run): {diff}" if diff else None
 
 
 def launch_cmd(world, settings, out, extra=()):

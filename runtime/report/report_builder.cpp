@@ -125,9 +125,11 @@ StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
 }
 
 MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
-                            const MemoryBreakdown& breakdown) {
+                            const MemoryBreakdown& breakdown,
+                            std::vector<MemoryBreakdown> by_stage) {
   MemoryInfo m;
   m.breakdown = breakdown;
+  m.breakdown_by_stage = std::move(by_stage);
   if (peak_bytes_per_rank.empty()) return m;
   m.peak_bytes_per_rank_max =
       *std::max_element(peak_bytes_per_rank.begin(), peak_bytes_per_rank.end());
@@ -141,7 +143,7 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
   report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
   report.stability = summarize_stability(obs.steps, obs.spikes);
-  report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown);
+  report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown, obs.stage_memory);
   const int exclude = report.throughput.warmup_steps_excluded;
   // Without the ranks' gathered times (a failed run) only a single rank's run knows its straggler.
   if (!obs.rank_step_times.empty())

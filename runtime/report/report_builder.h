@@ -23,9 +23,10 @@ struct Observations {
   std::vector<std::vector<double>> rank_step_times;  // [rank][step]; empty: rank 0 = steps
   std::vector<int64_t> peak_bytes_per_rank;
   MemoryBreakdown memory_breakdown;
-  std::vector<LossSpike> spikes;  // as the online SpikeDetector found them
-  int64_t start_tokens = 0;       // tokens seen before the first step (a resumed checkpoint's)
-  EarlierPoints earlier;          // a resumed job's earlier runs' logged points
+  std::vector<MemoryBreakdown> stage_memory;  // MemoryInfo::breakdown_by_stage
+  std::vector<LossSpike> spikes;              // as the online SpikeDetector found them
+  int64_t start_tokens = 0;  // tokens seen before the first step (a resumed checkpoint's)
+  EarlierPoints earlier;     // a resumed job's earlier runs' logged points
 };
 
 // First steps left out of timing statistics (start-up, allocation): min(3, n_steps - 1).
@@ -55,7 +56,8 @@ StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
                                   const std::vector<LossSpike>& spikes);
 
 MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
-                            const MemoryBreakdown& breakdown);
+                            const MemoryBreakdown& breakdown,
+                            std::vector<MemoryBreakdown> by_stage = {});
 
 // Fills throughput, loss, stability, stragglers, memory and run.steps_completed of `report`
 // from `obs`; the static sections (batch, model, hardware) must already be set.
@@ -73,6 +75,9 @@ class ReportBuilder {
   void record_eval(const EvalRecord& rec);
   void set_rank_step_times(std::vector<std::vector<double>> per_rank);
   void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);
+  void set_stage_memory(std::vector<MemoryBreakdown> by_stage) {
+    obs_.stage_memory = std::move(by_stage);
+  }
 
   RunReport& base() { return base_; }
   const Observations& observations() const { return obs_; }

@@ -105,17 +105,26 @@ ojson throughput_json(const ThroughputInfo& t) {
           {"grad_sync_wait_s", t.grad_sync_wait_s}};
 }
 
+ojson breakdown_json(const MemoryBreakdown& b) {
+  return {{"params", b.params},
+          {"grads", b.grads},
+          {"optimizer", b.optimizer},
+          {"activations", b.activations},
+          {"zero_staging", b.zero_staging}};
+}
+
 ojson memory_json(const MemoryInfo& m) {
-  const MemoryBreakdown& b = m.breakdown;
+  ojson by_stage = ojson::array();
+  for (size_t s = 0; s < m.breakdown_by_stage.size(); ++s) {
+    ojson stage = {{"stage", s}};
+    stage.update(breakdown_json(m.breakdown_by_stage[s]));
+    by_stage.push_back(stage);
+  }
   return {{"peak_bytes_per_rank",
            {{"max", or_null(m.peak_bytes_per_rank_max)},
             {"mean", or_null(m.peak_bytes_per_rank_mean)}}},
-          {"breakdown",
-           {{"params", b.params},
-            {"grads", b.grads},
-            {"optimizer", b.optimizer},
-            {"activations", b.activations},
-            {"zero_staging", b.zero_staging}}}};
+          {"breakdown", breakdown_json(m.breakdown)},
+          {"breakdown_by_stage", by_stage}};
 }
 
 ojson loss_json(const LossInfo& l) {

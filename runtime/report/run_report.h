@@ -104,6 +104,10 @@ struct MemoryInfo {
   std::optional<int64_t> peak_bytes_per_rank_max;
   std::optional<int64_t> peak_bytes_per_rank_mean;
   MemoryBreakdown breakdown;
+  // Each pipeline stage's first rank's (dp, cp and tp index 0), in stage order: the stages hold
+  // different layers, and `trainer plan` gives the one that needs the most. Gathered at the end
+  // of a run; empty in the report of one that failed.
+  std::vector<MemoryBreakdown> breakdown_by_stage;
 };
 
 struct LossInfo {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -70,6 +71,22 @@ std::vector<int64_t> gather_peak_memory(dist::Comm* world, const Backend& backen
   std::vector<int64_t> all(static_cast<size_t>(world->size()));
   world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);
   return all;
+}
+
+// Each pipeline stage's first rank's memory breakdown (dp, cp, tp index 0), in stage order.
+std::vector<report::MemoryBreakdown> gather_stage_memory(dist::Comm* world, const dist::Mesh& mesh,
+                                                         const report::MemoryBreakdown& mine) {
+  if (world == nullptr || world->size() == 1) return {mine};
+  const std::array<int64_t, 5> fields{mine.params, mine.grads, mine.optimizer, mine.activations,
+                                      mine.zero_staging};
+  std::vector<int64_t> all(fields.size() * static_cast<size_t>(world->size()));
+  world->all_gather(fields.data(), all.data(), fields.size(), dist::CommDType::i64);
+  std::vector<report::MemoryBreakdown> stages;
+  for (int s = 0; s < mesh.shape().pp; ++s) {
+    const auto* f = &all[static_cast<size_t>(mesh.rank_of({0, s, 0, 0})) * fields.size()];
+    stages.push_back({f[0], f[1], f[2], f[3], f[4]});
+  }
+  return stages;
 }
 
 // Nodes in the run: distinct host names over the world (world / local world size is wrong where
@@ -361,9 +378,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // 7. Report: gathered step times and memory of every rank.
       const auto all_times = gather_step_times(world, step_times);
       const auto peaks = gather_peak_memory(world, *backend);
+      const auto stage_memory = gather_stage_memory(world, mesh, memory_breakdown());
       if (lead) {
         builder->set_rank_step_times(all_times);
         builder->set_memory(peaks, memory_breakdown());
+        builder->set_stage_memory(stage_memory);
         // Short of train.steps: stopped on purpose (stop_after_steps, a signal), resumable.
         report::RunReport final_report = builder->finish(done < total ? "stopped" : "completed");
         final_report.hardware.kernels = backend->kernels();  // with what ran (cuDNN's calls)

@@ -156,6 +156,22 @@ TEST_CASE("nonfinite_steps_and_spikes_are_counted", "[report]") {
   CHECK(j["run"]["error"] == "loss diverged");
 }
 
+TEST_CASE("memory_breakdown_by_stage_lists_each_stage_in_order", "[report]") {
+  ReportBuilder b(testing::sample_base({}), 3.0);
+  b.record_step({1, 100, 2.0, 1.0, 1e-3, 0.1, false, false, {}, {}});
+  b.set_memory({300, 200}, {10, 20, 40, 80, 0});
+  // Not gathered (a run that failed before its end): an empty list, not rank 0's as stage 0.
+  CHECK(to_json(b.finish("failed"))["memory"]["breakdown_by_stage"] == nlohmann::json::array());
+  b.set_stage_memory({{10, 20, 40, 80, 0}, {11, 21, 41, 79, 5}});
+  const auto j = to_json(b.finish("completed"))["memory"];
+  CHECK(j["breakdown"]["activations"] == 80);  // rank 0's, as before
+  REQUIRE(j["breakdown_by_stage"].size() == 2);
+  CHECK(j["breakdown_by_stage"][0]["stage"] == 0);
+  // every field, "stage" first
+  CHECK(j["breakdown_by_stage"][1].dump() ==
+        R"({"stage":1,"params":11,"grads":21,"optimizer":41,"activations":79,"zero_staging":5})");
+}
+
 TEST_CASE("mixture_of_experts_statistics_are_summarized_only_for_moe_runs", "[report][moe]") {
   ReportBuilder dense(testing::sample_base({}), 3.0), moe(testing::sample_base({}), 3.0);
   for (int step = 1; step <= 4; ++step) {
