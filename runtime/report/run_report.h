@@ -95,7 +95,7 @@ struct ThroughputInfo {
 };
 
 struct MemoryBreakdown {
-  int64_t params = 0, grads = 0, optimizer = 0, activations = 0;  // bytes on rank 0
+  int64_t params = 0, grads = 0, optimizer = 0, activations = 0;  // bytes on one rank
   int64_t zero_staging = 0;  // ZeRO's communication staging (parallel/zero_layout.h)
 };
 
@@ -103,7 +103,7 @@ struct MemoryInfo {
   // Peak resident memory over the ranks; null when not gathered (a failed run).
   std::optional<int64_t> peak_bytes_per_rank_max;
   std::optional<int64_t> peak_bytes_per_rank_mean;
-  MemoryBreakdown breakdown;
+  MemoryBreakdown breakdown;  // rank 0's
   // Each pipeline stage's first rank's (dp, cp and tp index 0), in stage order: the stages hold
   // different layers, and `trainer plan` gives the one that needs the most. Gathered at the end
   // of a run; empty in the report of one that failed.
