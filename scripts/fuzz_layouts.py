@@ -162,20 +162,48 @@ def metrics(path):
     return rows
 
 
+def routing_flip(ref, cand, steps):
+    """The first step at which an fp32 MoE run routed a token differently from the reference, or
+    None. Reduction order differs between layouts by a few ulps (the losses agree to ~1e-9), and a
+    router score that close to a tie (top-k, or the capacity cut) can go either way: the balance
+    loss, whose counts are whole tokens, then jumps by ~1e-5 relative, or the dropped share moves."""
+    for s in steps:
+        a, b = ref.get(s, {}), cand.get(s, {})
+        if "moe_aux_loss" not in a or "moe_aux_loss" not in b:
+            return None
+        if a.get("moe_dropped_fraction") != b.get("moe_dropped_fraction") or \
+                abs(a["moe_aux_loss"] - b["moe_aux_loss"]) > 1e-7 * abs(a["moe_aux_loss"]):
+            return s
+    return None
+
+
 def compare(ref, cand, steps, bf16):
-    """The first mismatch as text, or None."""
+    """(the first mismatch as text or None, the step a routing flip ended the comparison at or
+    None). A flip is told from a bug by its signature: the runs agree to rounding (1e-7) on the
+    loss and the balance loss at every step before it, the flip step's loss still within 1e-4,
+    and it is not among the first two compared steps (a drift that a bug starts shows there: the
+    same weights on the same tokens, then one update). After it the two runs follow different,
+    equally right trajectories: the later steps are not compared."""
+    flip = None if bf16 else routing_flip(ref, cand, steps)
+    if flip is not None and flip in steps[:2]:
+        return f"step {flip}: routed differently within the first two compared steps", flip
     for s in steps:
         if s not in cand or s not in ref:
-            return f"step {s} missing ({'reference' if s not in ref else 'candidate'})"
+            return f"step {s} missing ({'reference' if s not in ref else 'candidate'})", flip
         fields = [("loss", 2e-3), ("val_loss", 2e-3)] if bf16 else \
             [("loss", 1e-4), ("grad_norm", 1e-4), ("val_loss", 1e-4)]
+        if flip is not None:
+            fields = [("loss", 1e-4)] if s == flip else \
+                fields + [("loss", 1e-7), ("moe_aux_loss", 1e-7)]
         for field, rtol in fields:
             if field not in ref[s] and field not in cand[s]:
                 continue  # val_loss off the eval steps
             a, b = ref[s].get(field), cand[s].get(field)
             if a is None or b is None or abs(a - b) > rtol * max(abs(a), 1e-12):
-                return f"step {s} {field}: reference {a}, layout {b} (rtol {rtol})"
-    return None
+                return f"step {s} {field}: reference {a}, layout {b} (rtol {rtol})", flip
+        if s == flip:
+            break
+    return None, flip
 
 
 def plan_mismatch(settings, world, report_path, log):
@@ -227,7 +255,7 @@ def main():
     rng = random.Random(a.seed)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     os.makedirs(a.keep, exist_ok=True)
-    refs, passed, refused, failed = {}, 0, [], []
+    refs, passed, refused, failed, flips = {}, 0, [], [], []
     shards = os.path.join(a.keep, "shards")
     write_shards(shards, a.seed)
     print(f"fuzz_layouts: seed {a.seed}, {a.trials} trials, {BIN}", flush=True)
@@ -282,12 +310,18 @@ def main():
         why = None if rc == 0 else f"rc {rc}"
         bf16 = train["precision.compute"] == "bf16"
         first = range(1, (RESUME_AT if resume else STEPS) + 1)
+        flip = None
         if why is None:
-            why = compare(ref, metrics(os.path.join(out, "metrics.jsonl")), first, bf16)
+            why, flip = compare(ref, metrics(os.path.join(out, "metrics.jsonl")), first, bf16)
+            if flip is not None:
+                flips.append(t)
+                desc += f" (routing flipped at step {flip}: later steps not compared)"
         if why is None:
             why = plan_mismatch(settings, world_of(grid), os.path.join(out, "report.json"),
                                 os.path.join(tdir, "plan.log"))
-        if why is None and resume:
+        if why is None and resume and flip is not None:
+            desc += " (its resume not compared)"
+        elif why is None and resume:
             g2, t2 = second_grid(rng, model, a.max_world, train["train.micro_batch"] * dp)
             if g2 is None:
                 g2, t2 = grid, dict(train)
@@ -311,7 +345,10 @@ def main():
                 if min(resumed, default=0) != RESUME_AT + 1:
                     why = f"the resumed run logged steps {sorted(resumed)}, not from {RESUME_AT + 1}"
                 else:
-                    why = compare(ref, resumed, range(RESUME_AT + 1, STEPS + 1), bf16)
+                    why, flip = compare(ref, resumed, range(RESUME_AT + 1, STEPS + 1), bf16)
+                    if flip is not None:
+                        flips.append(t)
+                        desc += f" (routing flipped at step {flip}: later steps not compared)"
         if why is None:
             passed += 1
             shutil.rmtree(tdir)
@@ -319,7 +356,8 @@ def main():
         else:
             failed.append((t, f"{why}: {desc}"))
             print(f"trial {t}: FAILED ({why}): {desc}", flush=True)
-    print(f"\n{passed} passed, {len(refused)} refused, {len(failed)} failed (seed {a.seed})")
+    print(f"\n{passed} passed, {len(refused)} refused, {len(failed)} failed (seed {a.seed}); "
+          f"{len(set(flips))} MoE trial(s) compared only up to a routing flip")
     for desc, msg in refused:
         print(f"refused: {desc}\n    {msg}")
     for t, why in failed:
