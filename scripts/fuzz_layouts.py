@@ -153,6 +153,12 @@ def run(cmd, log, env):
         return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=600).returncode
 
 
+def refusal(log):
+    """The validation's message in a refused run's log (its last error line)."""
+    lines = [l.strip() for l in open(log) if "error" in l.lower()]
+    return lines[-1] if lines else "?"
+
+
 def metrics(path):
     rows = {}
     for line in open(path):
@@ -244,6 +250,7 @@ def world_of(grid):
 
 
 def main():
+    global BIN
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--seed", type=int, default=int(time.time()))
@@ -251,7 +258,7 @@ def main():
     ap.add_argument("--keep", default="/tmp/fuzz_layouts")
     ap.add_argument("--trainer", default=BIN, help="the binary (default: $BUILD_DIR/trainer)")
     a = ap.parse_args()
-    globals()["BIN"] = a.trainer
+    BIN = a.trainer
     rng = random.Random(a.seed)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     os.makedirs(a.keep, exist_ok=True)
@@ -302,8 +309,7 @@ def main():
         rc = run(launch_cmd(world_of(grid), {**settings, **extra}, out), os.path.join(tdir, "run.log"),
                  env)
         if rc == 2:
-            msg = [l for l in open(os.path.join(tdir, "run.log")) if "error" in l.lower()]
-            refused.append((desc, msg[-1].strip() if msg else "?"))
+            refused.append((desc, refusal(os.path.join(tdir, "run.log"))))
             shutil.rmtree(tdir)
             print(f"trial {t}: refused: {desc}", flush=True)
             continue
@@ -334,8 +340,7 @@ def main():
             rc = run(launch_cmd(world_of(g2), s2, out2, ["--resume", os.path.join(tdir, "ck")]),
                      os.path.join(tdir, "resumed.log"), env)
             if rc == 2:
-                msg = [l for l in open(os.path.join(tdir, "resumed.log")) if "error" in l.lower()]
-                refused.append((desc, msg[-1].strip() if msg else "?"))
+                refused.append((desc, refusal(os.path.join(tdir, "resumed.log"))))
                 desc += " (resume refused)"
             elif rc != 0:
                 why = f"resumed run rc {rc}"
