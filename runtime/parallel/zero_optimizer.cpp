@@ -46,7 +46,10 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
 }
 
 ZeroOptimizer::~ZeroOptimizer() {
-  finish_gather(prefetch_);
+  // Not finish_gather: this runs while a failed step unwinds, and a prefetch whose peer died
+  // would throw out of a destructor (std::terminate: SIGABRT instead of the error naming the
+  // rank). Each RangeGather's destructor waits for its op and swallows the failure, which
+  // whoever waited on the group first has reported.
 }
 
 Range ZeroOptimizer::owned(size_t i) const {
