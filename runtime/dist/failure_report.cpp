@@ -32,16 +32,22 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
-// 1. Ranks that said why they died.
-std::string reported_failures(const FailureScope& s) {
+// 1. Ranks (global) that said why they died.
+std::string reported_failures(const FailureScope& s, const std::vector<int>& ranks) {
   std::string out;
-  for (int j = 0; j < s.size; ++j) {
-    if (j == s.rank) continue;
-    std::string key = "failed/" + std::to_string(s.global_rank(j));
+  for (int g : ranks) {
+    std::string key = "failed/" + std::to_string(g);
     if (!s.root_store->check({key})) continue;
-    out += (out.empty() ? "" : "; ") + ("rank " + std::to_string(s.global_rank(j)) +
-                                        " failed: " + text(s.root_store->get(key)));
+    out += (out.empty() ? "" : "; ") +
+           ("rank " + std::to_string(g) + " failed: " + text(s.root_store->get(key)));
   }
+  return out;
+}
+
+std::vector<int> other_members(const FailureScope& s) {
+  std::vector<int> out;
+  for (int j = 0; j < s.size; ++j)
+    if (j != s.rank) out.push_back(s.global_rank(j));
   return out;
 }
 
@@ -64,8 +70,8 @@ std::string broken_peer(const FailureScope& s, const std::string& cause) {
   return "";
 }
 
-// 3. Ranks without an arrival mark for this op after a grace period.
-std::string missing_ranks(const FailureScope& s, uint64_t seq, double grace_s) {
+// 3. Ranks (global) without an arrival mark for this op after a grace period.
+std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace_s) {
   auto key = [seq](int j) { return "arrived/" + std::to_string(seq) + "/" + std::to_string(j); };
   s.group_store->set(key(s.rank), bytes("1"));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
@@ -77,11 +83,25 @@ std::string missing_ranks(const FailureScope& s, uint64_t seq, double grace_s) {
     if (missing.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < deadline);
-  if (missing.empty()) return "";
-  return "ranks that did not arrive: " + rank_list(missing);
+  return missing;
+}
+
+// The reports of `ranks`, waiting up to `wait_s` for the first.
+std::string wait_for_reports(const FailureScope& s, const std::vector<int>& ranks, double wait_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  while (true) {
+    std::string found = reported_failures(s, ranks);
+    if (!found.empty() || std::chrono::steady_clock::now() >= deadline) return found;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace
+
+std::string store_gone(const StoreLost& e) {  // a TCP store is served by rank 0's process
+  return std::string("global rank 0, which serves the rendezvous store, is gone or hung (") +
+         e.what() + ")";
+}
 
 void publish_pair_addresses(Store& group_store, int rank, const std::vector<std::string>& addrs) {
   std::string lines;
@@ -93,18 +113,24 @@ void publish_pair_addresses(Store& group_store, int rank, const std::vector<std:
 std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
                               bool timed_out) {
   try {
-    std::string found = reported_failures(scope);
+    std::string found = reported_failures(scope, other_members(scope));
     if (found.empty() && !timed_out) found = broken_peer(scope, cause);
     // A short grace after a timeout: the others time out about when we did. After a broken
     // connection we could not map to a rank, the live ranks only report once they time out.
-    double grace_s = timed_out || !found.empty() ? std::clamp(scope.timeout_s / 10.0, 0.2, 2.0)
-                                                 : scope.timeout_s + 0.5;
-    std::string missing = missing_ranks(scope, op_seq, grace_s);  // also marks our arrival
-    if (found.empty()) found = missing;
-    return found;
-  } catch (const StoreLost& e) {  // a TCP store is served by rank 0's process
-    return std::string("global rank 0, which serves the rendezvous store, is gone or hung (") +
-           e.what() + ")";
+    const double grace_s = std::clamp(scope.timeout_s / 10.0, 0.2, 2.0);
+    const std::vector<int> missing =
+        missing_ranks(scope, op_seq, timed_out || !found.empty() ? grace_s : scope.timeout_s + 0.5);
+    if (!found.empty() || missing.empty()) return found;
+    // A rank that did not arrive is hung or dead, or alive and blocked in another op with the
+    // one that is (which it waits for in turn). Ours, published now, answers the ranks waiting
+    // for us; a blocked one's answers us once it times out too, about when we did.
+    const std::string ours = "ranks that did not arrive: " + rank_list(missing);
+    report_failure(*scope.root_store, scope.global_rank(scope.rank),
+                   ours + " (it timed out waiting for them)");
+    found = wait_for_reports(scope, missing, 2 * grace_s);
+    return found.empty() ? ours : ours + "; " + found;
+  } catch (const StoreLost& e) {
+    return store_gone(e);
   } catch (const std::exception& e) {
     return std::string("could not ask the store which rank failed (") + e.what() + ")";
   }

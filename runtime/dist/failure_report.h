@@ -29,6 +29,9 @@ void publish_pair_addresses(Store& group_store, int rank, const std::vector<std:
 std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
                               bool timed_out);
 
+// What to say when the store went away while naming a rank: its server lived in rank 0.
+std::string store_gone(const StoreLost& e);
+
 // Whether `addr` ("[127.0.0.1]:1429") appears in `text` as a whole address, not as the start of
 // a longer port ("[127.0.0.1]:14290"): how a transport error is matched to the peer it names.
 bool mentions_address(const std::string& text, const std::string& addr);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -56,8 +57,14 @@ gloo::transport::tcp::attr device_attr() {
 }
 
 bool looks_like_timeout(const std::string& what) {
-  return what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+  return what.find("Timed out") != std::string::npos ||
+         what.find("timed out") != std::string::npos ||
+         what.find("Connect timeout") != std::string::npos;
 }
+
+// The "op" whose arrival marks name the ranks missing from a failed connect (failure_report.h):
+// a number no real op reaches.
+constexpr uint64_t kConnectOp = ~uint64_t{0};
 
 std::string seconds_text(double s) {
   std::ostringstream os;
@@ -102,31 +109,46 @@ void GlooComm::connect() {
   try {
     auto dev = gloo::transport::tcp::CreateDevice(device_attr());
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
-    ctx->setTimeout(timeout());
+    // Gloo waits 5 x the context's timeout for a pair's first connect (tcp/pair.h), and gives
+    // each pair that timeout for good. A peer hung (alive, silent) while the group connects
+    // would hold the others for 5 timeouts: a fifth makes it one. The pairs' own timeout is
+    // used by nothing else here: every op passes its timeout explicitly (gloo_ops.cpp).
+    ctx->setTimeout(std::max(std::chrono::milliseconds(1), timeout() / 5));
     GlooStoreAdapter adapter(store_);
     ctx->connectFullMesh(adapter, dev);
+    ctx->setTimeout(timeout());
     ctx_ = ctx;
     std::vector<std::string> addrs(static_cast<size_t>(size_));
     for (int j = 0; j < size_; ++j)
       if (j != rank_) addrs[static_cast<size_t>(j)] = ctx_->getPair(j)->address().str();
     publish_pair_addresses(*store_, rank_, addrs);
   } catch (const std::exception& e) {
-    std::string missing;
-    for (int j = 0; j < size_; ++j) {
-      bool arrived = false;
-      try {
-        // connectFullMesh publishes rank j's addresses as "rank_<j>"
-        arrived =
-            store_->check({std::string(GlooStoreAdapter::kPrefix) + "rank_" + std::to_string(j)});
-      } catch (...) {
-      }
-      if (!arrived) missing += (missing.empty() ? "" : ", ") + std::to_string(global_rank(j));
-    }
+    const std::string who = who_failed_to_connect(e.what());
     throw CommError("comm '" + opts_.name + "' (global rank " + std::to_string(global_rank(rank_)) +
-                    "): connecting failed" +
-                    (missing.empty() ? "" : "; ranks that did not arrive: " + missing) + " [" +
-                    e.what() + "]");
+                    "): connecting failed" + (who.empty() ? "" : "; " + who) + " [" + e.what() +
+                    "]");
   }
+}
+
+// connectFullMesh publishes rank j's host as "rank_<j>", then its addresses as "<j>": a member
+// without both died or hung before it published. When all published, one died or hung while the
+// pairs connected: the live members all fail too (each has a pair with it), and the one that
+// marks no arrival is it (name_failed_ranks).
+std::string GlooComm::who_failed_to_connect(const std::string& cause) {
+  std::string missing;
+  try {
+    const std::string prefix = GlooStoreAdapter::kPrefix;
+    for (int j = 0; j < size_; ++j)
+      if (j != rank_ &&
+          !store_->check({prefix + "rank_" + std::to_string(j), prefix + std::to_string(j)}))
+        missing += (missing.empty() ? "" : ", ") + std::to_string(global_rank(j));
+  } catch (const StoreLost& e) {
+    return store_gone(e);
+  } catch (const std::exception& e) {
+    return std::string("could not ask the store which rank failed (") + e.what() + ")";
+  }
+  if (!missing.empty()) return "ranks that did not arrive: " + missing;
+  return name_failed_ranks(failure_scope(), kConnectOp, cause, looks_like_timeout(cause));
 }
 
 std::shared_ptr<Work> GlooComm::submit(const char* op, std::function<void()> body) {
@@ -142,11 +164,13 @@ std::shared_ptr<Work> GlooComm::submit(const char* op, std::function<void()> bod
   });
 }
 
+FailureScope GlooComm::failure_scope() {
+  return {store_.get(),   root_store_.get(), rank_, size_, [this](int j) { return global_rank(j); },
+          opts_.timeout_s};
+}
+
 void GlooComm::fail(const char* op, uint64_t seq, const std::string& cause, bool timed_out) {
-  FailureScope scope{
-      store_.get(),   root_store_.get(), rank_, size_, [this](int j) { return global_rank(j); },
-      opts_.timeout_s};
-  std::string who = size_ > 1 ? name_failed_ranks(scope, seq, cause, timed_out) : "";
+  std::string who = size_ > 1 ? name_failed_ranks(failure_scope(), seq, cause, timed_out) : "";
   throw CommError("comm '" + opts_.name + "' " + op + " (op #" + std::to_string(seq) +
                   ") failed on global rank " + std::to_string(global_rank(rank_)) +
                   (timed_out ? " after timeout " + seconds_text(opts_.timeout_s) : "") +

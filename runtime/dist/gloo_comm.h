@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "runtime/dist/comm.h"
+#include "runtime/dist/failure_report.h"
 #include "runtime/dist/work_queue.h"
 
 namespace gloo {
@@ -47,6 +48,8 @@ class GlooComm : public Comm {
  private:
   // Queues `body` as op `op`; its failures come out of Work::wait() as CommError.
   std::shared_ptr<Work> submit(const char* op, std::function<void()> body);
+  FailureScope failure_scope();
+  std::string who_failed_to_connect(const std::string& cause);
   [[noreturn]] void fail(const char* op, uint64_t seq, const std::string& cause, bool timed_out);
   void connect();
   std::chrono::milliseconds timeout() const;

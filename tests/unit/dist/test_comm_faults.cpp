@@ -141,6 +141,60 @@ TEST_CASE("a_rank_that_never_connects_is_named_when_the_others_give_up", "[comm]
   CHECK(took < 6.0);
 }
 
+// Gloo's connect publishes a rank's host ("gloo/rank_<j>") before its addresses ("gloo/<j>"): a
+// rank that died between the two is the one named.
+TEST_CASE("a_rank_that_dies_after_publishing_its_host_is_named", "[comm][fault]") {
+  auto errors = run_ranks(3, [](RankContext& ctx) {
+    ctx.store->set_timeout(std::chrono::milliseconds(1000));
+    if (ctx.rank == 2) {
+      ctx.group->set("gloo/rank_2", {'h'});
+      return;
+    }
+    auto comm = make_comm(ctx, 1.0, "tp");
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[static_cast<size_t>(r)]);
+    CHECK(has(errors[static_cast<size_t>(r)], "ranks that did not arrive: 2 ["));
+  }
+}
+
+// Rank 2 hangs in group b = {1, 2}; rank 1, blocked there, never reaches group a = {0, 1}'s op.
+// Rank 0 times out on rank 1, which is alive: its message says so, and adds rank 1's own report
+// (published as soon as rank 1 timed out too), which names rank 2, the one that hung.
+TEST_CASE("a_rank_blocked_on_a_hung_rank_passes_the_name_on", "[comm][fault]") {
+  std::atomic<int> done{0};
+  auto errors = run_ranks(3, [&](RankContext& ctx) {
+    auto group = [&](const std::string& name, std::vector<int> members) {
+      CommOptions o;
+      o.name = name;
+      o.timeout_s = kTimeoutS;
+      o.global_ranks = members;
+      const int me = ctx.rank == members[0] ? 0 : 1;
+      return make_gloo_comm(make_prefix_store(ctx.group, name), me, 2, o);
+    };
+    std::unique_ptr<Comm> a, b;
+    if (ctx.rank <= 1) a = group("a", {0, 1});
+    if (ctx.rank >= 1) b = group("b", {1, 2});
+    std::vector<float> v(16, 1.0f);
+    try {
+      if (ctx.rank == 0) a->all_reduce(v.data(), v.size(), CommDType::f32, ReduceOp::sum);
+      if (ctx.rank == 1) b->all_reduce(v.data(), v.size(), CommDType::f32, ReduceOp::sum);
+    } catch (...) {
+      ++done;
+      while (done < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      throw;
+    }
+    while (done < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // rank 2
+  });
+  INFO("rank 0: " << errors[0] << "\nrank 1: " << errors[1]);
+  CHECK(has(errors[1], "comm 'b' all_reduce"));
+  CHECK(has(errors[1], "ranks that did not arrive: 2"));
+  CHECK(has(errors[0], "comm 'a' all_reduce"));
+  CHECK(
+      has(errors[0], "ranks that did not arrive: 1; rank 1 failed: ranks that did not arrive: 2"));
+  CHECK(errors[2].empty());
+}
+
 TEST_CASE("a_transport_error_is_matched_to_the_peer_by_its_whole_address", "[comm][fault]") {
   const std::string cause = "Connection closed by peer [127.0.0.1]:14290";
   CHECK(mentions_address(cause, "[127.0.0.1]:14290"));
