@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/dist/socket_util.h"
 #include "runtime/dist/tcp_store_server.h"
 
@@ -153,6 +155,28 @@ void TcpStore::set_timeout(std::chrono::milliseconds t) {
 std::chrono::milliseconds TcpStore::timeout() const {
   std::lock_guard<std::mutex> lock(mu_);
   return timeout_;
+}
+
+void TcpStore::linger(std::chrono::milliseconds max) {
+  if (!server_) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int fd : idle_) net::close_fd(fd);  // this process's own connections
+    idle_.clear();
+    lost_ = "TcpStore: closed (the serving process is exiting)";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  bool told = false;
+  while (server_->open_connections() > 0 && std::chrono::steady_clock::now() < start + max) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!told && std::chrono::steady_clock::now() > start + std::chrono::milliseconds(500)) {
+      spdlog::info(
+          "keeping the rendezvous store up for the other ranks (at most {} s): "
+          "they read there which rank failed",
+          std::chrono::duration_cast<std::chrono::seconds>(max).count());
+      told = true;
+    }
+  }
 }
 
 std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, bool is_server,

@@ -33,6 +33,7 @@ class TcpStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   void set_timeout(std::chrono::milliseconds t) override;
   std::chrono::milliseconds timeout() const override;
+  void linger(std::chrono::milliseconds max) override;
 
  private:
   // Sends one request frame and returns the reply body.

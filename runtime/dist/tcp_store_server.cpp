@@ -79,6 +79,7 @@ void TcpStoreServer::run() {
       return true;
     });
     conns_.erase(dead, conns_.end());
+    open_ = conns_.size();
   }
 }
 

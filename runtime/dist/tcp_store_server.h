@@ -26,6 +26,8 @@ class TcpStoreServer {
 
   int port() const { return port_; }
   size_t dropped_connections() const { return dropped_.load(); }
+  // Client connections open now (as of the server thread's last pass, at most ~1 s old).
+  size_t open_connections() const { return open_.load(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -59,6 +61,7 @@ class TcpStoreServer {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<size_t> dropped_{0};
+  std::atomic<size_t> open_{0};
   std::map<std::string, std::vector<uint8_t>> data_;
   std::vector<std::unique_ptr<Conn>> conns_;
   std::thread thread_;

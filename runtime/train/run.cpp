@@ -114,6 +114,15 @@ std::string failure_text(const std::string& what, int step_running) {
   return step_running > 0 ? "step " + std::to_string(step_running) + ": " + what : what;
 }
 
+// How long a failing rank keeps serving the store (Store::linger) for the ranks still finding
+// out: they fail within about a step of it, when blocked on the same dead or hung peer, and then
+// take a grace of at most 2 s to name it (failure_report.cpp). Bounded: a hung peer's connection
+// never closes, and it must not hold this process for its whole timeout.
+std::chrono::milliseconds store_linger(double timeout_s) {
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(std::clamp(timeout_s / 2, 1.0, 30.0) * 1000));
+}
+
 report::ProfileInfo log_profile(const PhaseProfiler& profiler, int first_step) {
   report::ProfileInfo profile = report::summarize_profile(profiler, first_step);
   for (const std::string& line : report::profile_table(profile)) spdlog::info("{}", line);
@@ -409,6 +418,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       failed.profile = profile;
       report::write_report(failed, cfg.run.out_dir);
     }
+    if (store) store->linger(store_linger(cfg.distributed.timeout_s));
     if (step_running == 0) throw;
     // The step is named in the message; bad input found mid-run (data) still exits 2.
     if (dynamic_cast<const config::ConfigError*>(&e)) throw config::ConfigError(what);

@@ -123,3 +123,34 @@ TEST_CASE("tcp_store_client_fails_at_once_after_the_server_is_gone", "[store]") 
   }
   CHECK(std::chrono::steady_clock::now() - t0 < 1s);
 }
+
+// A failing rank 0 keeps serving until the others have read who failed and left: linger returns
+// once their connections close, and after its bound when one never closes (a hung rank's).
+TEST_CASE("tcp_store_linger_serves_until_the_clients_leave_or_the_bound_passes", "[store]") {
+  TcpStore server("127.0.0.1", 0, true, 5000ms);
+  server.set("failed/0", bytes("why"));
+  auto client = make_tcp_store("127.0.0.1", server.port(), false, 5000ms);
+  std::string read_during_linger;
+  std::thread leaver([&] {
+    std::this_thread::sleep_for(300ms);
+    const auto v = client->get("failed/0");  // still served
+    read_during_linger.assign(v.begin(), v.end());
+    client.reset();  // the rank exits
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  server.linger(10s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  leaver.join();
+  CHECK(read_during_linger == "why");
+  CHECK(took >= 250ms);
+  CHECK(took < 3s);  // not the bound
+
+  auto stays = make_tcp_store("127.0.0.1", server.port(), false, 5000ms);
+  stays->set("k", bytes("v"));
+  t0 = std::chrono::steady_clock::now();
+  server.linger(600ms);  // `stays` never leaves
+  const auto bounded = std::chrono::steady_clock::now() - t0;
+  CHECK(bounded >= 550ms);
+  CHECK(bounded < 3s);
+  CHECK_THROWS_AS(server.set("after", bytes("x")), StoreLost);  // closed for its own use
+}
