@@ -26,9 +26,9 @@ std::string text(const std::vector<uint8_t>& v) {
   return {v.begin(), v.end()};
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
+std::string rank_list(const std::vector<int>& ranks, const char* separator = ", ") {
   std::string s;
-  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  for (int r : ranks) s += (s.empty() ? "" : separator) + std::to_string(r);
   return s;
 }
 
@@ -70,8 +70,10 @@ std::string broken_peer(const FailureScope& s, const std::string& cause) {
   return "";
 }
 
-// 3. Ranks (global) without an arrival mark for this op after a grace period.
-std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace_s) {
+// 3. Ranks (global) without an arrival mark for this op after a grace period. Marks ours first.
+// until_report: the wait also ends once another member reported its failure.
+std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace_s,
+                               bool until_report) {
   auto key = [seq](int j) { return "arrived/" + std::to_string(seq) + "/" + std::to_string(j); };
   s.group_store->set(key(s.rank), bytes("1"));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
@@ -80,18 +82,47 @@ std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace
     missing.clear();
     for (int j = 0; j < s.size; ++j)
       if (!s.group_store->check({key(j)})) missing.push_back(s.global_rank(j));
-    if (missing.empty()) break;
+    if (missing.empty() || (until_report && !reported_failures(s, other_members(s)).empty())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < deadline);
   return missing;
 }
 
-// The reports of `ranks`, waiting up to `wait_s` for the first.
-std::string wait_for_reports(const FailureScope& s, const std::vector<int>& ranks, double wait_s) {
+// 4. Where the ranks that did not arrive are stuck. Each rank that timed out publishes whom it
+// waited for ("waits_for/<global rank>", the root store); following those from `start` ends at
+// ranks that published nothing: hung or dead (or, for a moment, not timed out yet). Waits
+// `wait_s` for the others to publish (they time out about when we did), less if every end
+// already reported why it died.
+std::vector<int> parse_ranks(const std::string& list) {
+  std::vector<int> out;
+  std::istringstream in(list);
+  for (std::string r; std::getline(in, r, ',');) out.push_back(std::stoi(r));
+  return out;
+}
+
+std::vector<int> chain_ends(const FailureScope& s, const std::vector<int>& start, double wait_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   while (true) {
-    std::string found = reported_failures(s, ranks);
-    if (!found.empty() || std::chrono::steady_clock::now() >= deadline) return found;
+    std::vector<int> ends, seen = start, todo = start;
+    while (!todo.empty()) {
+      const int g = todo.back();
+      todo.pop_back();
+      const std::string key = "waits_for/" + std::to_string(g);
+      if (!s.root_store->check({key})) {
+        ends.push_back(g);
+        continue;
+      }
+      for (int next : parse_ranks(text(s.root_store->get(key))))
+        if (std::find(seen.begin(), seen.end(), next) == seen.end()) {
+          seen.push_back(next);
+          todo.push_back(next);
+        }
+    }
+    std::sort(ends.begin(), ends.end());
+    const bool all_reported = !ends.empty() && std::all_of(ends.begin(), ends.end(), [&](int g) {
+      return s.root_store->check({"failed/" + std::to_string(g)});
+    });
+    if (all_reported || std::chrono::steady_clock::now() >= deadline) return ends;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -113,22 +144,30 @@ void publish_pair_addresses(Store& group_store, int rank, const std::vector<std:
 std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
                               bool timed_out) {
   try {
-    std::string found = reported_failures(scope, other_members(scope));
+    const std::vector<int> others = other_members(scope);
+    std::string found = reported_failures(scope, others);
     if (found.empty() && !timed_out) found = broken_peer(scope, cause);
     // A short grace after a timeout: the others time out about when we did. After a broken
-    // connection we could not map to a rank, the live ranks only report once they time out.
+    // connection we could not map to a rank (one that died before it published its addresses),
+    // the live ranks fail at once too, or once they time out: wait for the first report.
     const double grace_s = std::clamp(scope.timeout_s / 10.0, 0.2, 2.0);
+    const bool unknown = found.empty() && !timed_out;
     const std::vector<int> missing =
-        missing_ranks(scope, op_seq, timed_out || !found.empty() ? grace_s : scope.timeout_s + 0.5);
+        missing_ranks(scope, op_seq, unknown ? scope.timeout_s + 0.5 : grace_s, unknown);
+    if (unknown) found = reported_failures(scope, others);
     if (!found.empty() || missing.empty()) return found;
-    // A rank that did not arrive is hung or dead, or alive and blocked in another op with the
-    // one that is (which it waits for in turn). Ours, published now, answers the ranks waiting
-    // for us; a blocked one's answers us once it times out too, about when we did.
+    // A rank that did not arrive is hung or dead, or alive and blocked in another op on one that
+    // is: name the ends of the chain. Ours, published now, continues the chains through us.
     const std::string ours = "ranks that did not arrive: " + rank_list(missing);
-    report_failure(*scope.root_store, scope.global_rank(scope.rank),
-                   ours + " (it timed out waiting for them)");
-    found = wait_for_reports(scope, missing, 2 * grace_s);
-    return found.empty() ? ours : ours + "; " + found;
+    scope.root_store->set("waits_for/" + std::to_string(scope.global_rank(scope.rank)),
+                          bytes(rank_list(missing, ",")));
+    const std::vector<int> ends = chain_ends(scope, missing, 2 * grace_s);
+    const std::string why = reported_failures(scope, ends);
+    std::vector<int> sorted = missing;
+    std::sort(sorted.begin(), sorted.end());
+    if (ends.empty() || ends == sorted) return why.empty() ? ours : ours + "; " + why;
+    return ours + ", blocked in turn on rank(s) " + rank_list(ends) +
+           (why.empty() ? " (hung or dead)" : "; " + why);
   } catch (const StoreLost& e) {
     return store_gone(e);
   } catch (const std::exception& e) {

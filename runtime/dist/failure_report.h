@@ -4,7 +4,10 @@
 //  2. the peer whose connection broke (gloo's message holds the peer's pair address, which every
 //     rank published as "addr/<rank>" in the group store after connecting);
 //  3. after a timeout: ranks that did not reach the op. Each failing rank marks
-//     "arrived/<op seq>/<rank>"; members without the mark after a short grace did not arrive.
+//     "arrived/<op seq>/<rank>"; members without the mark after a short grace did not arrive;
+//  4. and where those are stuck: each rank that timed out publishes whom it waited for (root key
+//     "waits_for/<global rank>"), and the chains from the missing ranks end at the ones that hung
+//     or died (a rank blocked in a tp op on a hung peer never reaches the dp op we wait in).
 #include <functional>
 #include <string>
 #include <vector>

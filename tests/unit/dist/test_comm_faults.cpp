@@ -159,8 +159,8 @@ TEST_CASE("a_rank_that_dies_after_publishing_its_host_is_named", "[comm][fault]"
 }
 
 // Rank 2 hangs in group b = {1, 2}; rank 1, blocked there, never reaches group a = {0, 1}'s op.
-// Rank 0 times out on rank 1, which is alive: its message says so, and adds rank 1's own report
-// (published as soon as rank 1 timed out too), which names rank 2, the one that hung.
+// Rank 0 times out on rank 1, which is alive: its message says so, and follows rank 1's "waits
+// for 2" (published when rank 1 timed out too) to rank 2, the one that hung.
 TEST_CASE("a_rank_blocked_on_a_hung_rank_passes_the_name_on", "[comm][fault]") {
   std::atomic<int> done{0};
   auto errors = run_ranks(3, [&](RankContext& ctx) {
@@ -191,7 +191,7 @@ TEST_CASE("a_rank_blocked_on_a_hung_rank_passes_the_name_on", "[comm][fault]") {
   CHECK(has(errors[1], "ranks that did not arrive: 2"));
   CHECK(has(errors[0], "comm 'a' all_reduce"));
   CHECK(
-      has(errors[0], "ranks that did not arrive: 1; rank 1 failed: ranks that did not arrive: 2"));
+      has(errors[0], "ranks that did not arrive: 1, blocked in turn on rank(s) 2 (hung or dead)"));
   CHECK(errors[2].empty());
 }
 
