@@ -51,8 +51,8 @@ std::vector<int> other_members(const FailureScope& s) {
   return out;
 }
 
-// 2. The peer whose pair address appears in the transport's error message.
-std::string broken_peer(const FailureScope& s, const std::string& cause) {
+// 2. The peer (global rank, or -1) whose pair address appears in the transport's error message.
+int broken_peer(const FailureScope& s, const std::string& cause, std::string* addr_out) {
   for (int j = 0; j < s.size; ++j) {
     std::string key = "addr/" + std::to_string(j);
     if (j == s.rank || !s.group_store->check({key})) continue;
@@ -62,12 +62,13 @@ std::string broken_peer(const FailureScope& s, const std::string& cause) {
       auto eq = line.find('=');
       if (eq == std::string::npos || line.substr(0, eq) != std::to_string(s.rank)) continue;
       std::string addr = line.substr(eq + 1);
-      if (!addr.empty() && mentions_address(cause, addr))
-        return "lost the connection to rank " + std::to_string(s.global_rank(j)) + " (" + addr +
-               "; it died or closed its communicator)";
+      if (!addr.empty() && mentions_address(cause, addr)) {
+        *addr_out = addr;
+        return s.global_rank(j);
+      }
     }
   }
-  return "";
+  return -1;
 }
 
 // 3. Ranks (global) without an arrival mark for this op after a grace period. Marks ours first.
@@ -127,6 +128,30 @@ std::vector<int> chain_ends(const FailureScope& s, const std::vector<int>& start
   }
 }
 
+// 5. A broken connection, named by the peer's address, and where that peer was stuck when it
+// timed out (its waits_for chain), if it did.
+std::string through_broken_peer(const FailureScope& s, const std::string& cause) {
+  std::string addr;
+  const int peer = broken_peer(s, cause, &addr);
+  if (peer < 0) return "";
+  const std::string found = "lost the connection to rank " + std::to_string(peer) + " (" + addr +
+                            "; it died or closed its communicator)";
+  // It marks timed_out/<rank> right after its sockets closed: a moment to see the mark.
+  const std::string mark = "timed_out/" + std::to_string(peer);
+  const auto seen_by = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (!s.root_store->check({mark})) {
+    if (std::chrono::steady_clock::now() >= seen_by) return found;  // it died
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // It publishes whom it waited for after its grace; the chain settles the grace after that.
+  const double grace_s = std::clamp(s.timeout_s / 10.0, 0.2, 2.0);
+  const std::vector<int> ends = chain_ends(s, {peer}, 3 * grace_s);
+  if (ends == std::vector<int>{peer}) return found;
+  const std::string why = reported_failures(s, ends);
+  return found + ", which timed out waiting in turn on rank(s) " + rank_list(ends) +
+         (why.empty() ? " (hung or dead)" : "; " + why);
+}
+
 }  // namespace
 
 std::string store_gone(const StoreLost& e) {  // a TCP store is served by rank 0's process
@@ -144,9 +169,13 @@ void publish_pair_addresses(Store& group_store, int rank, const std::vector<std:
 std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
                               bool timed_out) {
   try {
+    const std::string me = std::to_string(scope.global_rank(scope.rank));
+    // Gloo closes a pair's socket as soon as an op on it times out: the peer sees a broken
+    // connection to a rank that is alive and only about to name whom it waited for.
+    if (timed_out) scope.root_store->set("timed_out/" + me, bytes("1"));
     const std::vector<int> others = other_members(scope);
     std::string found = reported_failures(scope, others);
-    if (found.empty() && !timed_out) found = broken_peer(scope, cause);
+    if (found.empty() && !timed_out) found = through_broken_peer(scope, cause);
     // A short grace after a timeout: the others time out about when we did. After a broken
     // connection we could not map to a rank (one that died before it published its addresses),
     // the live ranks fail at once too, or once they time out: wait for the first report.
@@ -156,12 +185,23 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
         missing_ranks(scope, op_seq, unknown ? scope.timeout_s + 0.5 : grace_s, unknown);
     if (unknown) found = reported_failures(scope, others);
     if (!found.empty() || missing.empty()) return found;
+    return name_missing_ranks(scope, missing);
+  } catch (const StoreLost& e) {
+    return store_gone(e);
+  } catch (const std::exception& e) {
+    return std::string("could not ask the store which rank failed (") + e.what() + ")";
+  }
+}
+
+std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>& missing) {
+  try {
     // A rank that did not arrive is hung or dead, or alive and blocked in another op on one that
     // is: name the ends of the chain. Ours, published now, continues the chains through us.
     const std::string ours = "ranks that did not arrive: " + rank_list(missing);
     scope.root_store->set("waits_for/" + std::to_string(scope.global_rank(scope.rank)),
                           bytes(rank_list(missing, ",")));
-    const std::vector<int> ends = chain_ends(scope, missing, 2 * grace_s);
+    const double wait_s = 2 * std::clamp(scope.timeout_s / 10.0, 0.2, 2.0);
+    const std::vector<int> ends = chain_ends(scope, missing, wait_s);
     const std::string why = reported_failures(scope, ends);
     std::vector<int> sorted = missing;
     std::sort(sorted.begin(), sorted.end());

@@ -7,7 +7,9 @@
 //     "arrived/<op seq>/<rank>"; members without the mark after a short grace did not arrive;
 //  4. and where those are stuck: each rank that timed out publishes whom it waited for (root key
 //     "waits_for/<global rank>"), and the chains from the missing ranks end at the ones that hung
-//     or died (a rank blocked in a tp op on a hung peer never reaches the dp op we wait in).
+//     or died (a rank blocked in a tp op on a hung peer never reaches the dp op we wait in);
+//  5. a broken connection to a peer that timed out (root key "timed_out/<global rank>": gloo
+//     closed its sockets then) is followed the same way, through that peer's chain.
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,6 +33,10 @@ void publish_pair_addresses(Store& group_store, int rank, const std::vector<std:
 // A sentence naming the failed or missing global rank(s), or "" when none can be named.
 std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
                               bool timed_out);
+
+// "ranks that did not arrive: <missing (global ranks)>", and where they are stuck (4. above);
+// publishes whom this rank waited for.
+std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>& missing);
 
 // What to say when the store went away while naming a rank: its server lived in rank 0.
 std::string store_gone(const StoreLost& e);

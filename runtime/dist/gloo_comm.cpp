@@ -135,19 +135,20 @@ void GlooComm::connect() {
 // pairs connected: the live members all fail too (each has a pair with it), and the one that
 // marks no arrival is it (name_failed_ranks).
 std::string GlooComm::who_failed_to_connect(const std::string& cause) {
-  std::string missing;
+  std::vector<int> missing;
   try {
     const std::string prefix = GlooStoreAdapter::kPrefix;
     for (int j = 0; j < size_; ++j)
       if (j != rank_ &&
           !store_->check({prefix + "rank_" + std::to_string(j), prefix + std::to_string(j)}))
-        missing += (missing.empty() ? "" : ", ") + std::to_string(global_rank(j));
+        missing.push_back(global_rank(j));
   } catch (const StoreLost& e) {
     return store_gone(e);
   } catch (const std::exception& e) {
     return std::string("could not ask the store which rank failed (") + e.what() + ")";
   }
-  if (!missing.empty()) return "ranks that did not arrive: " + missing;
+  // (one that did not arrive may be connecting another group, with a rank that hung)
+  if (!missing.empty()) return name_missing_ranks(failure_scope(), missing);
   return name_failed_ranks(failure_scope(), kConnectOp, cause, looks_like_timeout(cause));
 }
 
