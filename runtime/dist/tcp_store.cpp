@@ -1,6 +1,8 @@
 #include "runtime/dist/tcp_store.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -30,20 +32,29 @@ TcpStore::TcpStore(const std::string& host, int port, bool is_server,
     server_ = std::make_unique<TcpStoreServer>(host, port);
     port_ = server_->port();
   }
-  release(connect_with_backoff());  // fail early when the server is unreachable
+  release(connect_with_backoff(false));  // fail early when the server is unreachable
 }
 
 TcpStore::~TcpStore() {
   for (int fd : idle_) net::close_fd(fd);
 }
 
-int TcpStore::connect_with_backoff() {
+int TcpStore::connect_with_backoff(bool server_was_up) {
   auto deadline = std::chrono::steady_clock::now() + timeout();
   auto delay = std::chrono::milliseconds(10);
   std::string error;
   while (true) {
     int fd = net::connect_tcp(host_, port_, &error);
     if (fd >= 0) return fd;
+    // Once this store has connected, a refusal means the serving process is gone (several of
+    // this rank's communicators naming a failure at once each need a connection): say so now,
+    // not after the timeout.
+    if (server_was_up && error == std::strerror(ECONNREFUSED)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lost_ = "TcpStore: connection to " + host_ + ":" + std::to_string(port_) +
+              " refused (server gone)";
+      throw StoreLost(lost_);
+    }
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) break;
     std::this_thread::sleep_for(
@@ -64,7 +75,7 @@ int TcpStore::acquire() {
       return fd;
     }
   }
-  return connect_with_backoff();
+  return connect_with_backoff(true);
 }
 
 void TcpStore::release(int fd) {

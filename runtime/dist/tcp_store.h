@@ -41,7 +41,7 @@ class TcpStore : public Store {
   std::vector<uint8_t> call(const wire::Writer& request, bool blocking = false);
   int acquire();
   void release(int fd);
-  int connect_with_backoff();
+  int connect_with_backoff(bool server_was_up);
   [[noreturn]] void throw_timeout(const char* what, const std::vector<std::string>& keys) const;
 
   std::string host_;
