@@ -44,6 +44,11 @@ std::string reported_failures(const FailureScope& s, const std::vector<int>& ran
   return out;
 }
 
+// How long to give the others to reach the same point: they time out about when we did.
+double grace_s(const FailureScope& s) {
+  return std::clamp(s.timeout_s / 10.0, 0.2, 2.0);
+}
+
 std::vector<int> other_members(const FailureScope& s) {
   std::vector<int> out;
   for (int j = 0; j < s.size; ++j)
@@ -144,8 +149,7 @@ std::string through_broken_peer(const FailureScope& s, const std::string& cause)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // It publishes whom it waited for after its grace; the chain settles the grace after that.
-  const double grace_s = std::clamp(s.timeout_s / 10.0, 0.2, 2.0);
-  const std::vector<int> ends = chain_ends(s, {peer}, 3 * grace_s);
+  const std::vector<int> ends = chain_ends(s, {peer}, 3 * grace_s(s));
   if (ends == std::vector<int>{peer}) return found;
   const std::string why = reported_failures(s, ends);
   return found + ", which timed out waiting in turn on rank(s) " + rank_list(ends) +
@@ -154,9 +158,11 @@ std::string through_broken_peer(const FailureScope& s, const std::string& cause)
 
 }  // namespace
 
-std::string store_gone(const StoreLost& e) {  // a TCP store is served by rank 0's process
-  return std::string("global rank 0, which serves the rendezvous store, is gone or hung (") +
-         e.what() + ")";
+std::string cannot_name(const std::exception& e) {
+  if (dynamic_cast<const StoreLost*>(&e))  // a TCP store is served by rank 0's process
+    return std::string("global rank 0, which serves the rendezvous store, is gone or hung (") +
+           e.what() + ")";
+  return std::string("could not ask the store which rank failed (") + e.what() + ")";
 }
 
 void publish_pair_addresses(Store& group_store, int rank, const std::vector<std::string>& addrs) {
@@ -179,17 +185,14 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     // A short grace after a timeout: the others time out about when we did. After a broken
     // connection we could not map to a rank (one that died before it published its addresses),
     // the live ranks fail at once too, or once they time out: wait for the first report.
-    const double grace_s = std::clamp(scope.timeout_s / 10.0, 0.2, 2.0);
     const bool unknown = found.empty() && !timed_out;
     const std::vector<int> missing =
-        missing_ranks(scope, op_seq, unknown ? scope.timeout_s + 0.5 : grace_s, unknown);
+        missing_ranks(scope, op_seq, unknown ? scope.timeout_s + 0.5 : grace_s(scope), unknown);
     if (unknown) found = reported_failures(scope, others);
     if (!found.empty() || missing.empty()) return found;
     return name_missing_ranks(scope, missing);
-  } catch (const StoreLost& e) {
-    return store_gone(e);
   } catch (const std::exception& e) {
-    return std::string("could not ask the store which rank failed (") + e.what() + ")";
+    return cannot_name(e);
   }
 }
 
@@ -200,18 +203,15 @@ std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>
     const std::string ours = "ranks that did not arrive: " + rank_list(missing);
     scope.root_store->set("waits_for/" + std::to_string(scope.global_rank(scope.rank)),
                           bytes(rank_list(missing, ",")));
-    const double wait_s = 2 * std::clamp(scope.timeout_s / 10.0, 0.2, 2.0);
-    const std::vector<int> ends = chain_ends(scope, missing, wait_s);
+    const std::vector<int> ends = chain_ends(scope, missing, 2 * grace_s(scope));
     const std::string why = reported_failures(scope, ends);
     std::vector<int> sorted = missing;
     std::sort(sorted.begin(), sorted.end());
     if (ends.empty() || ends == sorted) return why.empty() ? ours : ours + "; " + why;
     return ours + ", blocked in turn on rank(s) " + rank_list(ends) +
            (why.empty() ? " (hung or dead)" : "; " + why);
-  } catch (const StoreLost& e) {
-    return store_gone(e);
   } catch (const std::exception& e) {
-    return std::string("could not ask the store which rank failed (") + e.what() + ")";
+    return cannot_name(e);
   }
 }
 

@@ -38,8 +38,8 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
 // publishes whom this rank waited for.
 std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>& missing);
 
-// What to say when the store went away while naming a rank: its server lived in rank 0.
-std::string store_gone(const StoreLost& e);
+// What to say when the store failed while naming a rank (StoreLost: its server, rank 0, is gone).
+std::string cannot_name(const std::exception& e);
 
 // Whether `addr` ("[127.0.0.1]:1429") appears in `text` as a whole address, not as the start of
 // a longer port ("[127.0.0.1]:14290"): how a transport error is matched to the peer it names.

@@ -142,10 +142,8 @@ std::string GlooComm::who_failed_to_connect(const std::string& cause) {
       if (j != rank_ &&
           !store_->check({prefix + "rank_" + std::to_string(j), prefix + std::to_string(j)}))
         missing.push_back(global_rank(j));
-  } catch (const StoreLost& e) {
-    return store_gone(e);
   } catch (const std::exception& e) {
-    return std::string("could not ask the store which rank failed (") + e.what() + ")";
+    return cannot_name(e);
   }
   // (one that did not arrive may be connecting another group, with a rank that hung)
   if (!missing.empty()) return name_missing_ranks(failure_scope(), missing);

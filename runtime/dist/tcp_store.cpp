@@ -182,9 +182,9 @@ void TcpStore::linger(std::chrono::milliseconds max) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!told && std::chrono::steady_clock::now() > start + std::chrono::milliseconds(500)) {
       spdlog::info(
-          "keeping the rendezvous store up for the other ranks (at most {} s): "
+          "keeping the rendezvous store up for the other ranks (at most {:.1f} s): "
           "they read there which rank failed",
-          std::chrono::duration_cast<std::chrono::seconds>(max).count());
+          std::chrono::duration<double>(max).count());
       told = true;
     }
   }

@@ -116,8 +116,8 @@ std::string failure_text(const std::string& what, int step_running) {
 
 // How long a failing rank keeps serving the store (Store::linger) for the ranks still finding
 // out: they fail within about a step of it, when blocked on the same dead or hung peer, and then
-// take a grace of at most 2 s to name it (failure_report.cpp). Bounded: a hung peer's connection
-// never closes, and it must not hold this process for its whole timeout.
+// take a few graces of timeout/10 (0.2-2 s each) to name it (failure_report.cpp). Bounded: a hung
+// peer's connection never closes, and it must not hold this process for its whole timeout.
 std::chrono::milliseconds store_linger(double timeout_s) {
   return std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(timeout_s / 2, 1.0, 30.0) * 1000));
