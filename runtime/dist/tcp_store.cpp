@@ -86,9 +86,11 @@ void TcpStore::release(int fd) {
 std::vector<uint8_t> TcpStore::call(const wire::Writer& request, bool blocking) {
   int fd = acquire();
   // The server answers a blocked get/wait by its deadline, and anything else at once; the
-  // margins only guard against a hung server.
+  // margins only guard against a hung server (rank 0 stopped), and bound how long the others
+  // wait past their timeout to say so.
   const double timeout_s = static_cast<double>(timeout().count()) / 1000.0;
-  net::set_recv_timeout(fd, blocking ? timeout_s + 30.0 : std::clamp(timeout_s, 1.0, 30.0));
+  const double margin_s = std::clamp(timeout_s / 2, 2.0, 30.0);
+  net::set_recv_timeout(fd, blocking ? timeout_s + margin_s : std::clamp(timeout_s, 1.0, 30.0));
   auto frame = request.frame();
   uint8_t len_bytes[4];
   std::vector<uint8_t> body;

@@ -154,3 +154,21 @@ TEST_CASE("tcp_store_linger_serves_until_the_clients_leave_or_the_bound_passes",
   CHECK(bounded < 3s);
   CHECK_THROWS_AS(server.set("after", bytes("x")), StoreLost);  // closed for its own use
 }
+
+// A hung server (rank 0 stopped: its socket accepts, nothing answers): a blocked get gives up at
+// its timeout plus a margin of timeout/2 (at least 2 s, at most 30 s), and says the server is
+// gone or hung, so that the ranks waiting on it name rank 0 within about their timeout.
+TEST_CASE("tcp_store_get_on_a_hung_server_gives_up_after_timeout_and_margin", "[store]") {
+  // A listener that never accepts stands in for a stopped rank 0: the kernel completes the
+  // connection, and the request waits in its buffer.
+  int port = 0;
+  const int hung = net::listen_tcp("127.0.0.1", 0, &port);
+  REQUIRE(hung >= 0);
+  auto stuck = make_tcp_store("127.0.0.1", port, false, 1000ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(stuck->get("never"), StoreLost);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 2500ms);  // the timeout and the margin: a slow server is not cut short
+  CHECK(took < 5s);       // not timeout + 30 s
+  net::close_fd(hung);
+}
