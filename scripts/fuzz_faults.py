@@ -184,6 +184,61 @@ def check_survivors(group, victim, fault_at, timeout_s):
     return None, slowest
 
 
+def faulted_run(tdir, world, settings, env, fault, ck, timeout_s):
+    """Runs the layout with `fault` (kind, victim, step, delay in s) and checks the others.
+    Returns (the broken promise or None, the slowest survivor's seconds to exit, the fault in
+    words, the last step rank 0 reported saved)."""
+    kind, victim, step, delay = fault
+    fenv = dict(env)
+    what = f"{kind} rank {victim}"
+    if kind in ("throw", "exit"):
+        fenv["TRAINER_TEST_FAULT"] = f"rank={victim},step={step},kind={kind}"
+        what += f" at step {step}"
+    else:
+        what += f" at {delay:.2f} s"
+    run = Group(tdir, "fault", world, {**settings, "checkpoint.dir": ck}, fenv)
+    if kind in ("kill", "stop"):
+        time.sleep(max(0.0, run.start + delay - time.monotonic()))
+        run.procs[victim].send_signal(signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
+        fault_at = time.monotonic()
+    else:
+        run.wait([victim], time.monotonic() + 600)
+        fault_at = run.ended[victim] or time.monotonic()
+    why, slowest = check_survivors(run, victim, fault_at, timeout_s)
+    run.kill_all()
+    reported = last_reported_save(log_text(run.logs[0]), ck)
+    if why is None and reported and not os.path.exists(f"{ck}/step_{reported:08d}/manifest.json"):
+        why = f"step {reported} was reported saved but {ck}/step_{reported:08d} is incomplete"
+    return why, slowest, what, reported
+
+
+def check_resume(tdir, world, settings, env, ck, reported, ref):
+    """`--resume auto` on the same layout must load `reported` or a newer complete checkpoint and
+    log the clean run's losses from the step after it, bit for bit. Returns (the broken promise
+    or None, the step it loaded)."""
+    res = Group(tdir, "resumed", world, {**settings, "checkpoint.dir": ck,
+                                         "checkpoint.every_steps": 0}, env, ["--resume", "auto"])
+    res.wait(range(world), time.monotonic() + 600)
+    rcs = [p.returncode for p in res.procs]
+    res.kill_all()
+    m = re.search(r"resumed from " + re.escape(ck) + r"/step_(\d+)", log_text(res.logs[0]))
+    loaded = int(m.group(1)) if m else 0
+    rows = metrics_of(res.outs[0])
+    if any(rc != 0 for rc in rcs):
+        return f"the resumed run failed, rcs {rcs}", loaded
+    if loaded < reported:
+        return f"step {reported} was reported saved, but the resume loaded {loaded or 'nothing'}", \
+            loaded
+    if loaded < STEPS and min(rows, default=0) != loaded + 1:  # (== STEPS: nothing to train)
+        return f"resumed from step {loaded}, but logged steps {sorted(rows)}", loaded
+    for s in range(loaded + 1, STEPS + 1):
+        for field in ("loss", "grad_norm", "val_loss"):
+            a, b = ref.get(s, {}).get(field), rows.get(s, {}).get(field)
+            if a != b:
+                return f"step {s} {field}: clean {a}, resumed {b}", loaded
+    return None, loaded
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=30)
@@ -219,7 +274,6 @@ def main():
         tdir = os.path.join(a.keep, f"trial_{t:03d}")
         shutil.rmtree(tdir, ignore_errors=True)
         os.makedirs(tdir)
-        why = None
         # 1. The clean run: the reference and how long a run takes.
         clean = Group(tdir, "clean", world, {**settings, "checkpoint.dir": f"{tdir}/ck_clean"}, env)
         clean.wait(range(world), time.monotonic() + 600)
@@ -236,57 +290,16 @@ def main():
             print(f"trial {t}: FAILED (clean run rcs {rcs}): {desc}", flush=True)
             continue
         ref = layouts.metrics(os.path.join(clean.outs[0], "metrics.jsonl"))
-        # 2. The faulted run.
+        # 2. The faulted run; 3. the last checkpoint it reported saved must resume exactly.
         ck = f"{tdir}/ck"
-        fenv = dict(env)
-        what = f"{kind} rank {victim}"
-        if kind in ("throw", "exit"):
-            fenv["TRAINER_TEST_FAULT"] = f"rank={victim},step={step},kind={kind}"
-            what += f" at step {step}"
-        else:
-            delay = moment * duration
-            what += f" at {delay:.2f} s of {duration:.2f} s"
-        run = Group(tdir, "fault", world, {**settings, "checkpoint.dir": ck}, fenv)
-        if kind in ("kill", "stop"):
-            time.sleep(max(0.0, run.start + delay - time.monotonic()))
-            run.procs[victim].send_signal(signal.SIGKILL if kind == "kill" else signal.SIGSTOP)
-            fault_at = time.monotonic()
-        else:
-            run.wait([victim], time.monotonic() + 600)
-            fault_at = run.ended[victim] or time.monotonic()
-        why, slowest = check_survivors(run, victim, fault_at, a.timeout_s)
-        run.kill_all()
+        fault = (kind, victim, step, moment * duration)
+        why, slowest, what, reported = faulted_run(tdir, world, settings, env, fault, ck,
+                                                   a.timeout_s)
         if slowest is not None:
             latencies.append(slowest)
-        desc = f"{what}: {desc}"
-        # 3. The checkpoints: the last one reported saved (rank 0 reports) must resume exactly.
+        desc = f"{what}{f' of {duration:.2f} s' if kind in ('kill', 'stop') else ''}: {desc}"
         if why is None:
-            reported = last_reported_save(log_text(run.logs[0]), ck)
-            if reported and not os.path.exists(f"{ck}/step_{reported:08d}/manifest.json"):
-                why = f"step {reported} was reported saved but {ck}/step_{reported:08d} is incomplete"
-        if why is None:
-            res = Group(tdir, "resumed", world, {**settings, "checkpoint.dir": ck,
-                                                 "checkpoint.every_steps": 0}, env,
-                        ["--resume", "auto"])
-            res.wait(range(world), time.monotonic() + 600)
-            rcs = [p.returncode for p in res.procs]
-            res.kill_all()
-            text = log_text(res.logs[0])
-            m = re.search(r"resumed from " + re.escape(ck) + r"/step_(\d+)", text)
-            loaded = int(m.group(1)) if m else 0
-            rows = metrics_of(res.outs[0])
-            if any(rc != 0 for rc in rcs):
-                why = f"the resumed run failed, rcs {rcs}"
-            elif loaded < reported:
-                why = f"step {reported} was reported saved, but the resume loaded {loaded or 'nothing'}"
-            elif loaded < STEPS and min(rows, default=0) != loaded + 1:  # (== STEPS: no steps)
-                why = f"resumed from step {loaded}, but logged steps {sorted(rows)}"
-            else:
-                for s in range(loaded + 1, STEPS + 1):
-                    for field in ("loss", "grad_norm", "val_loss"):
-                        if ref.get(s, {}).get(field) != rows.get(s, {}).get(field):
-                            why = why or (f"step {s} {field}: clean {ref.get(s, {}).get(field)}, "
-                                          f"resumed {rows.get(s, {}).get(field)}")
+            why, loaded = check_resume(tdir, world, settings, env, ck, reported, ref)
             desc += f" (saved {reported}, resumed {loaded})"
         if why is None:
             passed += 1
