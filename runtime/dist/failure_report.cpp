@@ -77,9 +77,9 @@ int broken_peer(const FailureScope& s, const std::string& cause, std::string* ad
 }
 
 // 3. Ranks (global) without an arrival mark for this op after a grace period. Marks ours first.
-// until_report: the wait also ends once another member reported its failure.
+// until_report: the wait also ends once one of `others` reported its failure.
 std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace_s,
-                               bool until_report) {
+                               bool until_report, const std::vector<int>& others) {
   auto key = [seq](int j) { return "arrived/" + std::to_string(seq) + "/" + std::to_string(j); };
   s.group_store->set(key(s.rank), bytes("1"));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
@@ -88,7 +88,7 @@ std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace
     missing.clear();
     for (int j = 0; j < s.size; ++j)
       if (!s.group_store->check({key(j)})) missing.push_back(s.global_rank(j));
-    if (missing.empty() || (until_report && !reported_failures(s, other_members(s)).empty())) break;
+    if (missing.empty() || (until_report && !reported_failures(s, others).empty())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < deadline);
   return missing;
@@ -186,8 +186,8 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     // connection we could not map to a rank (one that died before it published its addresses),
     // the live ranks fail at once too, or once they time out: wait for the first report.
     const bool unknown = found.empty() && !timed_out;
-    const std::vector<int> missing =
-        missing_ranks(scope, op_seq, unknown ? scope.timeout_s + 0.5 : grace_s(scope), unknown);
+    const std::vector<int> missing = missing_ranks(
+        scope, op_seq, unknown ? scope.timeout_s + 0.5 : grace_s(scope), unknown, others);
     if (unknown) found = reported_failures(scope, others);
     if (!found.empty() || missing.empty()) return found;
     return name_missing_ranks(scope, missing);
