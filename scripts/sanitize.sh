@@ -9,7 +9,8 @@
 #   scripts/sanitize.sh tsan [CTEST ARGS]   ThreadSanitizer; default: the emulated kernels
 # A report fails the test (UBSan does not recover; ThreadSanitizer exits 66). OpenMP runs one
 # thread under ThreadSanitizer: libgomp is not instrumented and its threads would report races
-# that are not there. The largest emulated kernel tests need more than ctest's 300 s under
+# that are not there; races reported inside libgloo are suppressed (scripts/tsan-gloo.supp says
+# why). The largest emulated kernel tests need more than ctest's 300 s under
 # ThreadSanitizer here; run those from build-tsan/tests/unit_kernels by name.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +21,7 @@ case $kind in
         default=(-R '^unit\.') ;;
   tsan) flags="-fsanitize=thread"
         default=(-R '^unit\.kernels\.')
+        export TSAN_OPTIONS="suppressions=$root/scripts/tsan-gloo.supp ${TSAN_OPTIONS:-}"
         export OMP_NUM_THREADS=1 ;;
   *) echo "sanitize.sh: '$kind' is not asan or tsan" >&2; exit 2 ;;
 esac
