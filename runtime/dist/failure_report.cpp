@@ -158,6 +158,12 @@ std::string through_broken_peer(const FailureScope& s, const std::string& cause)
 
 }  // namespace
 
+std::string seconds_text(double s) {
+  std::ostringstream os;
+  os << s << " s";
+  return os.str();
+}
+
 std::string cannot_name(const std::exception& e) {
   if (dynamic_cast<const StoreLost*>(&e))  // a TCP store is served by rank 0's process
     return std::string("global rank 0, which serves the rendezvous store, is gone or hung (") +

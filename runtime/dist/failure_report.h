@@ -38,6 +38,9 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
 // publishes whom this rank waited for.
 std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>& missing);
 
+// "300 s", "0.5 s": a timeout in a message.
+std::string seconds_text(double s);
+
 // What to say when the store failed while naming a rank (StoreLost: its server, rank 0, is gone).
 std::string cannot_name(const std::exception& e);
 

@@ -66,12 +66,6 @@ bool looks_like_timeout(const std::string& what) {
 // a number no real op reaches.
 constexpr uint64_t kConnectOp = ~uint64_t{0};
 
-std::string seconds_text(double s) {
-  std::ostringstream os;
-  os << s << " s";
-  return os.str();
-}
-
 }  // namespace
 
 GlooComm::GlooComm(std::shared_ptr<Store> store, int rank, int size, const CommOptions& opts)

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/dist/failure_report.h"
+#include "runtime/dist/in_flight_ops.h"
 #include "runtime/dist/nccl_comm.h"
+#include "runtime/dist/prefix_store.h"
 
 namespace trainer::dist {
 namespace {
@@ -57,6 +60,12 @@ bool is_device_pointer(const void* p) {
 
 class NcclComm;
 
+// An op's completion event, shared by its Work and the communicator's in-flight list.
+using SharedEvent = std::shared_ptr<CUevent_st>;
+SharedEvent make_shared_event(cudaEvent_t e) {
+  return SharedEvent(e, [](cudaEvent_t p) { cudaEventDestroy(p); });
+}
+
 // Whether the work before `event` finished. A not-ready query is cleared from the runtime's last
 // error (as PyTorch does), so that the next launch check cannot report it as a failure; any
 // other error surfaces at the caller's cudaEventSynchronize.
@@ -71,26 +80,31 @@ bool event_done(cudaEvent_t event) {
 
 class NcclWork : public Work {
  public:
-  NcclWork(NcclComm* comm, cudaEvent_t done, std::string what)
-      : comm_(comm), done_(done), what_(std::move(what)) {}
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(NcclComm* comm, SharedEvent done, std::string what, uint64_t seq)
+      : comm_(comm), done_(std::move(done)), what_(std::move(what)), seq_(seq) {}
   void wait() override;
-  bool done() override { return event_done(done_); }
+  bool done() override { return event_done(done_.get()); }
 
  private:
   NcclComm* comm_;
-  cudaEvent_t done_;
+  SharedEvent done_;
   std::string what_;
+  uint64_t seq_;
 };
 
 class NcclComm : public Comm {
  public:
   NcclComm(std::shared_ptr<Store> store, int rank, int size, const CommOptions& opts,
            cudaStream_t compute)
-      : rank_(rank), size_(size), opts_(opts), compute_(compute) {
+      : rank_(rank),
+        size_(size),
+        opts_(opts),
+        compute_(compute),
+        store_(std::move(store)),
+        root_store_(root_store(store_)) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMalloc(&staging_, kStagingBytes));
-    init(*store);
+    init();
   }
   ~NcclComm() override {
     if (comm_) {
@@ -190,18 +204,20 @@ class NcclComm : public Comm {
     })->wait();
   }
 
-  // Polls until `ready()` or the timeout; on timeout or an NCCL async error, aborts and throws.
+  // Polls until `ready()` or the timeout; on timeout or an NCCL async error, names the rank
+  // that failed (op `seq`; kInitOp while connecting), aborts and throws.
   template <class Ready>
-  void watch(const std::string& what, Ready ready) {
+  void watch(const std::string& what, uint64_t seq, Ready ready) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(opts_.timeout_s);
     for (;;) {
       ncclResult_t async = ncclSuccess;
       if (comm_) ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress)
-        fail(what + ": " + ncclGetErrorString(async) + " (" + ncclGetLastError(comm_) + ")");
+        fail_naming(what, seq,
+                    std::string(ncclGetErrorString(async)) + " (" + ncclGetLastError(comm_) + ")");
       if (ready()) return;
       if (Clock::now() > deadline)
-        fail(what + " timed out after " + std::to_string(opts_.timeout_s) + " s" + missing_ranks());
+        fail_naming(what, seq, "timed out after " + seconds_text(opts_.timeout_s));
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
@@ -240,6 +256,20 @@ class NcclComm : public Comm {
     }
   }
 
+  // A failed or timed-out op: who failed, before the abort (the live members are stuck in the same
+  // op and time out about when we do). NCCL's errors name no peer, so a remote error is treated as
+  // a timeout: the members that do not reach the op within a grace, or the ranks that reported
+  // dying, are named. During init, the ranks that never published their arrival.
+  [[noreturn]] void fail_naming(const std::string& what, uint64_t seq, const std::string& cause) {
+    if (seq == kInitOp) fail(what + ": " + cause + missing_at_init());
+    const uint64_t stuck = in_flight_.oldest_unfinished(seq);
+    const FailureScope scope{
+        store_.get(),   root_store_.get(), rank_, size_, [this](int j) { return global_rank(j); },
+        opts_.timeout_s};
+    const std::string who = name_failed_ranks(scope, stuck, cause, /*timed_out=*/true);
+    fail(what + " (op #" + std::to_string(stuck) + "): " + cause + (who.empty() ? "" : "; " + who));
+  }
+
   [[noreturn]] void fail(const std::string& msg) {
     if (comm_ && !aborted_) {
       ncclCommAbort(comm_);  // frees the peers' kernels too, so nobody hangs on us
@@ -251,7 +281,10 @@ class NcclComm : public Comm {
                     "): " + msg);
   }
 
-  void init(Store& store) {
+  static constexpr uint64_t kInitOp = ~uint64_t{0};
+
+  void init() {
+    Store& store = *store_;
     ncclUniqueId id{};
     if (rank_ == 0) {
       const ncclResult_t r = ncclGetUniqueId(&id);
@@ -263,23 +296,20 @@ class NcclComm : public Comm {
       std::memcpy(id.internal, bytes.data(), bytes.size());
     }
     store.set("nccl_arrived/" + std::to_string(rank_), {1});
-    store_ = &store;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     const ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
     if (r != ncclSuccess && r != ncclInProgress)
       fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
-    watch("init", [&] {
+    watch("init", kInitOp, [&] {
       ncclResult_t state = ncclInProgress;
       ncclCommGetAsyncError(comm_, &state);
       return state == ncclSuccess;
     });
-    store_ = nullptr;  // the store is only consulted during init
   }
 
-  // " (never arrived: ranks 2, 3)" from the arrival keys, during init only.
-  std::string missing_ranks() {
-    if (!store_) return "";
+  // " (never arrived: ranks 2, 3)" from the arrival keys of init.
+  std::string missing_at_init() {
     std::ostringstream os;
     int missing = 0;
     try {
@@ -295,6 +325,7 @@ class NcclComm : public Comm {
   template <class Launch>
   std::shared_ptr<Work> enqueue(const char* what, Launch launch) {
     if (!comm_) fail(std::string(what) + " on an aborted communicator");
+    const uint64_t seq = next_seq_++;  // every member issues the same ops in the same order
     cudaEvent_t ready = nullptr, done = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(ready, compute_));  // after the work that produced the inputs
@@ -303,14 +334,16 @@ class NcclComm : public Comm {
     const ncclResult_t r = launch();
     if (r != ncclSuccess && r != ncclInProgress)
       fail(std::string(what) + ": " + ncclGetErrorString(r));
-    watch(std::string(what) + " (enqueue)", [&] {
+    watch(std::string(what) + " (enqueue)", seq, [&] {
       ncclResult_t state = ncclInProgress;
       ncclCommGetAsyncError(comm_, &state);
       return state != ncclInProgress;
     });
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    SharedEvent shared = make_shared_event(done);
     CUDA_CHECK(cudaEventRecord(done, stream_));
-    return std::make_shared<NcclWork>(this, done, what);
+    in_flight_.add(seq, [shared] { return event_done(shared.get()); });
+    return std::make_shared<NcclWork>(this, std::move(shared), what, seq);
   }
 
   friend class NcclWork;
@@ -320,13 +353,16 @@ class NcclComm : public Comm {
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
   void* staging_ = nullptr;
-  Store* store_ = nullptr;
+  std::shared_ptr<Store> store_;       // this group's (prefixed): ids, arrival marks
+  std::shared_ptr<Store> root_store_;  // "failed/<rank>" reports, chains of waits
+  uint64_t next_seq_ = 0;
+  InFlightOps in_flight_;
 };
 
 void NcclWork::wait() {
-  comm_->watch(what_, [&] { return event_done(done_); });
-  CUDA_CHECK(cudaEventSynchronize(done_));  // surfaces a kernel error, if any
-  CUDA_CHECK(cudaStreamWaitEvent(comm_->compute_, done_, 0));
+  comm_->watch(what_, seq_, [&] { return event_done(done_.get()); });
+  CUDA_CHECK(cudaEventSynchronize(done_.get()));  // surfaces a kernel error, if any
+  CUDA_CHECK(cudaStreamWaitEvent(comm_->compute_, done_.get(), 0));
 }
 
 }  // namespace

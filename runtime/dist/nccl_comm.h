@@ -1,7 +1,10 @@
 #pragma once
 // NcclComm: dist::Comm on NCCL for device buffers (the cuda backend's). The unique id goes
 // through the Store; init is non-blocking and watched: past opts.timeout_s the communicator is
-// aborted (ncclCommAbort) and CommError names the group and the ranks that never arrived.
+// aborted (ncclCommAbort) and CommError names the group and the ranks that never arrived. An op
+// that times out or fails is named the same way as a Gloo one (failure_report.h: the ranks that
+// reported dying, else the members that did not reach the oldest op still in flight, and where
+// they are stuck) before the abort.
 // Ops run on the communicator's own stream after the work already queued on `compute_stream`;
 // blocking ops and Work::wait() return once the result is in place. Small host buffers of the
 // blocking all_reduce and broadcast (all_reduce_scalar, a step count) are staged through a device
