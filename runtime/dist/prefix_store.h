@@ -19,6 +19,9 @@ class PrefixStore : public Store {
   }
   void wait(const std::vector<std::string>& keys) override { base_->wait(prefixed(keys)); }
   bool check(const std::vector<std::string>& keys) override { return base_->check(prefixed(keys)); }
+  std::vector<MaybeValue> get_existing(const std::vector<std::string>& keys) override {
+    return base_->get_existing(prefixed(keys));
+  }
   void set_timeout(std::chrono::milliseconds t) override { base_->set_timeout(t); }
   std::chrono::milliseconds timeout() const override { return base_->timeout(); }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct StoreLost : StoreError {
   using StoreError::StoreError;
 };
 
+// A key's value, or nullopt where the key does not exist.
+using MaybeValue = std::optional<std::vector<uint8_t>>;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -38,6 +42,11 @@ class Store {
   // Blocks until all keys exist (throws StoreTimeout naming the missing ones).
   virtual void wait(const std::vector<std::string>& keys) = 0;
   virtual bool check(const std::vector<std::string>& keys) = 0;  // non-blocking: all exist?
+  // Non-blocking: the value of each key that exists now, nullopt for the others. A TCP store
+  // answers in one request: naming a failed rank polls a key per member of the group, and a
+  // request per key made that N requests per poll per rank, N^2 for a group failing together.
+  // (This default asks per key.)
+  virtual std::vector<MaybeValue> get_existing(const std::vector<std::string>& keys);
   virtual void set_timeout(std::chrono::milliseconds t) = 0;
   virtual std::chrono::milliseconds timeout() const = 0;
   // Called by a failing process before it exits. Where it serves the store (TCP, rank 0), it

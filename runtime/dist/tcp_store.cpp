@@ -160,6 +160,17 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   return r.u8() != 0;
 }
 
+std::vector<MaybeValue> TcpStore::get_existing(const std::vector<std::string>& keys) {
+  auto body = call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::get_existing)).strs(keys));
+  wire::Reader r(body.data(), body.size());
+  r.u8();
+  std::vector<MaybeValue> out(keys.size());
+  if (r.u32() != keys.size()) throw StoreError("TcpStore get_existing: bad reply");
+  for (auto& v : out)
+    if (r.u8() != 0) v = r.bytes();
+  return out;
+}
+
 void TcpStore::set_timeout(std::chrono::milliseconds t) {
   std::lock_guard<std::mutex> lock(mu_);
   timeout_ = t;

@@ -185,6 +185,18 @@ void TcpStoreServer::handle(Conn& c, wire::Reader& r) {
       reply(c, wire::Writer().u8(static_cast<uint8_t>(wire::Status::ok)).u8(all ? 1 : 0));
       return;
     }
+    case wire::Cmd::get_existing: {
+      const std::vector<std::string> keys = r.strs();
+      wire::Writer w;
+      w.u8(static_cast<uint8_t>(wire::Status::ok)).u32(static_cast<uint32_t>(keys.size()));
+      for (const auto& k : keys) {
+        auto it = data_.find(k);
+        w.u8(it == data_.end() ? 0 : 1);
+        if (it != data_.end()) w.bytes(it->second.data(), it->second.size());
+      }
+      reply(c, w);
+      return;
+    }
     case wire::Cmd::get:
     case wire::Cmd::wait: {
       auto keys = cmd == wire::Cmd::get ? std::vector<std::string>{r.str()} : r.strs();

@@ -103,6 +103,29 @@ void check_store_semantics(const Fixture& f) {
     CHECK(waited < 2s);
     CHECK_THROWS_AS(b->get("never"), StoreTimeout);
   }
+  SECTION("get_existing returns the values of the keys that exist, in order, without blocking") {
+    a->set("e/1", bytes("one"));
+    a->set("e/3", std::vector<uint8_t>{});  // an empty value exists
+    b->set_timeout(5000ms);
+    auto t0 = std::chrono::steady_clock::now();
+    const std::vector<MaybeValue> got = b->get_existing({"e/0", "e/1", "e/2", "e/3", "e/1"});
+    CHECK(std::chrono::steady_clock::now() - t0 < 1s);
+    REQUIRE(got.size() == 5);
+    CHECK_FALSE(got[0]);
+    REQUIRE(got[1]);
+    CHECK(text(*got[1]) == "one");
+    CHECK_FALSE(got[2]);
+    REQUIRE(got[3]);
+    CHECK(got[3]->empty());
+    REQUIRE(got[4]);
+    CHECK(text(*got[4]) == "one");
+    CHECK(b->get_existing({}).empty());
+    auto pb = make_prefix_store(b, "e");  // through a prefix store, prefixed
+    const std::vector<MaybeValue> prefixed = pb->get_existing({"1", "2"});
+    REQUIRE(prefixed.size() == 2);
+    CHECK((prefixed[0] && text(*prefixed[0]) == "one"));
+    CHECK_FALSE(prefixed[1]);
+  }
   SECTION("a prefix store keeps its keys apart and reaches the same data") {
     auto pa = make_prefix_store(a, "grp");
     pa->set("k", bytes("inner"));
