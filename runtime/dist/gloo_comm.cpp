@@ -132,10 +132,16 @@ std::string GlooComm::who_failed_to_connect(const std::string& cause) {
   std::vector<int> missing;
   try {
     const std::string prefix = GlooStoreAdapter::kPrefix;
-    for (int j = 0; j < size_; ++j)
-      if (j != rank_ &&
-          !store_->check({prefix + "rank_" + std::to_string(j), prefix + std::to_string(j)}))
-        missing.push_back(global_rank(j));
+    std::vector<std::string> keys;  // both keys of every member: one request
+    for (int j = 0; j < size_; ++j) {
+      keys.push_back(prefix + "rank_" + std::to_string(j));
+      keys.push_back(prefix + std::to_string(j));
+    }
+    const std::vector<MaybeValue> published = store_->get_existing(keys);
+    for (int j = 0; j < size_; ++j) {
+      const size_t at = 2 * static_cast<size_t>(j);
+      if (j != rank_ && !(published[at] && published[at + 1])) missing.push_back(global_rank(j));
+    }
   } catch (const std::exception& e) {
     return cannot_name(e);
   }

@@ -313,9 +313,11 @@ class NcclComm : public Comm {
     std::ostringstream os;
     int missing = 0;
     try {
+      std::vector<std::string> keys;
+      for (int r = 0; r < size_; ++r) keys.push_back("nccl_arrived/" + std::to_string(r));
+      const std::vector<MaybeValue> arrived = store_->get_existing(keys);  // one request
       for (int r = 0; r < size_; ++r)
-        if (!store_->check({"nccl_arrived/" + std::to_string(r)}))
-          os << (missing++ ? ", " : "") << global_rank(r);
+        if (!arrived[static_cast<size_t>(r)]) os << (missing++ ? ", " : "") << global_rank(r);
     } catch (const std::exception&) {
       return "";
     }
