@@ -272,13 +272,17 @@ class NcclComm : public Comm {
 
   [[noreturn]] void fail(const std::string& msg) {
     if (comm_ && !aborted_) {
-      ncclCommAbort(comm_);  // frees the peers' kernels too, so nobody hangs on us
+      // Ends this rank's kernels on the communicator; the peers' fail on the closed connections
+      // or time out in their own watch.
+      ncclCommAbort(comm_);
       aborted_ = true;
       comm_ = nullptr;
     }
-    throw CommError("nccl group '" + opts_.name + "' (rank " + std::to_string(rank_) + " of " +
-                    std::to_string(size_) + ", global rank " + std::to_string(global_rank(rank_)) +
-                    "): " + msg);
+    const std::string text = "nccl group '" + opts_.name + "' (rank " + std::to_string(rank_) +
+                             " of " + std::to_string(size_) + ", global rank " +
+                             std::to_string(global_rank(rank_)) + "): " + msg;
+    if (first_failure_.empty()) first_failure_ = text;
+    throw CommError(text);
   }
 
   static constexpr uint64_t kInitOp = ~uint64_t{0};
@@ -326,7 +330,8 @@ class NcclComm : public Comm {
 
   template <class Launch>
   std::shared_ptr<Work> enqueue(const char* what, Launch launch) {
-    if (!comm_) fail(std::string(what) + " on an aborted communicator");
+    // An op after the failure (one whose error a destructor swallowed) repeats its reason.
+    if (!comm_) fail(std::string(what) + " on an aborted communicator, after: " + first_failure_);
     const uint64_t seq = next_seq_++;  // every member issues the same ops in the same order
     cudaEvent_t ready = nullptr, done = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
@@ -354,6 +359,7 @@ class NcclComm : public Comm {
   cudaStream_t compute_, stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
+  std::string first_failure_;  // the message of the failure that aborted the communicator
   void* staging_ = nullptr;
   std::shared_ptr<Store> store_;       // this group's (prefixed): ids, arrival marks
   std::shared_ptr<Store> root_store_;  // "failed/<rank>" reports, chains of waits
