@@ -106,14 +106,15 @@ std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace
                                bool until_report, const std::vector<int>& others) {
   const std::string prefix = "arrived/" + std::to_string(seq) + "/";
   s.group_store->set(prefix + std::to_string(s.rank), bytes("1"));
-  const std::vector<int> members = local_ranks(s);
+  std::vector<std::string> marks;
+  for (int j = 0; j < s.size; ++j) marks.push_back(prefix + std::to_string(j));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
   std::vector<int> missing;
   do {
-    const std::vector<MaybeValue> marks = values_of(*s.group_store, prefix, members);
+    const std::vector<bool> marked = s.group_store->which_exist(marks);
     missing.clear();
     for (int j = 0; j < s.size; ++j)
-      if (!marks[static_cast<size_t>(j)]) missing.push_back(s.global_rank(j));
+      if (!marked[static_cast<size_t>(j)]) missing.push_back(s.global_rank(j));
     if (missing.empty() || (until_report && !reported_failures(s, others).empty())) break;
     std::this_thread::sleep_for(poll_period(s));
   } while (std::chrono::steady_clock::now() < deadline);

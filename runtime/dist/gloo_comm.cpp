@@ -137,7 +137,7 @@ std::string GlooComm::who_failed_to_connect(const std::string& cause) {
       keys.push_back(prefix + "rank_" + std::to_string(j));
       keys.push_back(prefix + std::to_string(j));
     }
-    const std::vector<MaybeValue> published = store_->get_existing(keys);
+    const std::vector<bool> published = store_->which_exist(keys);
     for (int j = 0; j < size_; ++j) {
       const size_t at = 2 * static_cast<size_t>(j);
       if (j != rank_ && !(published[at] && published[at + 1])) missing.push_back(global_rank(j));

@@ -319,7 +319,7 @@ class NcclComm : public Comm {
     try {
       std::vector<std::string> keys;
       for (int r = 0; r < size_; ++r) keys.push_back("nccl_arrived/" + std::to_string(r));
-      const std::vector<MaybeValue> arrived = store_->get_existing(keys);  // one request
+      const std::vector<bool> arrived = store_->which_exist(keys);  // one request
       for (int r = 0; r < size_; ++r)
         if (!arrived[static_cast<size_t>(r)]) os << (missing++ ? ", " : "") << global_rank(r);
     } catch (const std::exception&) {

@@ -22,6 +22,9 @@ class PrefixStore : public Store {
   std::vector<MaybeValue> get_existing(const std::vector<std::string>& keys) override {
     return base_->get_existing(prefixed(keys));
   }
+  std::vector<bool> which_exist(const std::vector<std::string>& keys) override {
+    return base_->which_exist(prefixed(keys));
+  }
   void set_timeout(std::chrono::milliseconds t) override { base_->set_timeout(t); }
   std::chrono::milliseconds timeout() const override { return base_->timeout(); }
 

@@ -9,4 +9,11 @@ std::vector<MaybeValue> Store::get_existing(const std::vector<std::string>& keys
   return out;
 }
 
+std::vector<bool> Store::which_exist(const std::vector<std::string>& keys) {
+  std::vector<bool> out;
+  out.reserve(keys.size());
+  for (const auto& k : keys) out.push_back(check({k}));
+  return out;
+}
+
 }  // namespace trainer::dist

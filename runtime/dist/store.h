@@ -42,11 +42,13 @@ class Store {
   // Blocks until all keys exist (throws StoreTimeout naming the missing ones).
   virtual void wait(const std::vector<std::string>& keys) = 0;
   virtual bool check(const std::vector<std::string>& keys) = 0;  // non-blocking: all exist?
-  // Non-blocking: the value of each key that exists now, nullopt for the others. A TCP store
-  // answers in one request: naming a failed rank polls a key per member of the group, and a
-  // request per key made that N requests per poll per rank, N^2 for a group failing together.
-  // (This default asks per key.)
+  // Non-blocking: the value of each key that exists now, nullopt for the others; and whether
+  // each exists, without its value (Gloo's address keys hold kilobytes). A TCP store answers
+  // each in one request: naming a failed rank polls a key per member of the group, and a request
+  // per key made that N requests per poll per rank, N^2 for a group failing together. (These
+  // defaults ask per key.)
   virtual std::vector<MaybeValue> get_existing(const std::vector<std::string>& keys);
+  virtual std::vector<bool> which_exist(const std::vector<std::string>& keys);
   virtual void set_timeout(std::chrono::milliseconds t) = 0;
   virtual std::chrono::milliseconds timeout() const = 0;
   // Called by a failing process before it exits. Where it serves the store (TCP, rank 0), it

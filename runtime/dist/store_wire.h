@@ -10,7 +10,15 @@
 
 namespace trainer::dist::wire {
 
-enum class Cmd : uint8_t { set = 1, get = 2, add = 3, wait = 4, check = 5, get_existing = 6 };
+enum class Cmd : uint8_t {
+  set = 1,
+  get = 2,
+  add = 3,
+  wait = 4,
+  check = 5,
+  get_existing = 6,
+  which_exist = 7
+};
 enum class Status : uint8_t { ok = 0, timeout = 1 };
 
 // Larger frames are refused, so a peer sending garbage cannot make the server allocate gigabytes.

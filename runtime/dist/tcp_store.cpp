@@ -171,6 +171,16 @@ std::vector<MaybeValue> TcpStore::get_existing(const std::vector<std::string>& k
   return out;
 }
 
+std::vector<bool> TcpStore::which_exist(const std::vector<std::string>& keys) {
+  auto body = call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::which_exist)).strs(keys));
+  wire::Reader r(body.data(), body.size());
+  r.u8();
+  std::vector<bool> out(keys.size());
+  if (r.u32() != keys.size()) throw StoreError("TcpStore which_exist: bad reply");
+  for (size_t i = 0; i < out.size(); ++i) out[i] = r.u8() != 0;
+  return out;
+}
+
 void TcpStore::set_timeout(std::chrono::milliseconds t) {
   std::lock_guard<std::mutex> lock(mu_);
   timeout_ = t;

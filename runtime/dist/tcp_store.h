@@ -32,6 +32,7 @@ class TcpStore : public Store {
   void wait(const std::vector<std::string>& keys) override;
   bool check(const std::vector<std::string>& keys) override;
   std::vector<MaybeValue> get_existing(const std::vector<std::string>& keys) override;
+  std::vector<bool> which_exist(const std::vector<std::string>& keys) override;
   void set_timeout(std::chrono::milliseconds t) override;
   std::chrono::milliseconds timeout() const override;
   void linger(std::chrono::milliseconds max) override;

@@ -197,6 +197,14 @@ void TcpStoreServer::handle(Conn& c, wire::Reader& r) {
       reply(c, w);
       return;
     }
+    case wire::Cmd::which_exist: {
+      const std::vector<std::string> keys = r.strs();
+      wire::Writer w;
+      w.u8(static_cast<uint8_t>(wire::Status::ok)).u32(static_cast<uint32_t>(keys.size()));
+      for (const auto& k : keys) w.u8(data_.count(k) ? 1 : 0);
+      reply(c, w);
+      return;
+    }
     case wire::Cmd::get:
     case wire::Cmd::wait: {
       auto keys = cmd == wire::Cmd::get ? std::vector<std::string>{r.str()} : r.strs();

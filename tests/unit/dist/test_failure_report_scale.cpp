@@ -1,6 +1,7 @@
 // Naming a hung rank asks the store a number of times that does not grow with the group: every
 // member of a group that fails together polls the marks of all the others, and a request per
-// key made that size^2 requests per poll at the server (failure_report.cpp, Store::get_existing).
+// key made that size^2 requests per poll at the server (failure_report.cpp,
+// Store::get_existing and which_exist).
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -45,6 +46,10 @@ class CountingStore : public Store {
   std::vector<MaybeValue> get_existing(const std::vector<std::string>& keys) override {
     ++requests;
     return base_->get_existing(keys);
+  }
+  std::vector<bool> which_exist(const std::vector<std::string>& keys) override {
+    ++requests;
+    return base_->which_exist(keys);
   }
   void set_timeout(std::chrono::milliseconds t) override { base_->set_timeout(t); }
   std::chrono::milliseconds timeout() const override { return base_->timeout(); }

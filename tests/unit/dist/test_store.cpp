@@ -103,7 +103,8 @@ void check_store_semantics(const Fixture& f) {
     CHECK(waited < 2s);
     CHECK_THROWS_AS(b->get("never"), StoreTimeout);
   }
-  SECTION("get_existing returns the values of the keys that exist, in order, without blocking") {
+  SECTION(
+      "get_existing and which_exist answer for the keys that exist, in order, without blocking") {
     a->set("e/1", bytes("one"));
     a->set("e/3", std::vector<uint8_t>{});  // an empty value exists
     b->set_timeout(5000ms);
@@ -120,11 +121,15 @@ void check_store_semantics(const Fixture& f) {
     REQUIRE(got[4]);
     CHECK(text(*got[4]) == "one");
     CHECK(b->get_existing({}).empty());
+    CHECK(b->which_exist({"e/0", "e/1", "e/2", "e/3"}) ==
+          std::vector<bool>{false, true, false, true});
+    CHECK(b->which_exist({}).empty());
     auto pb = make_prefix_store(b, "e");  // through a prefix store, prefixed
     const std::vector<MaybeValue> prefixed = pb->get_existing({"1", "2"});
     REQUIRE(prefixed.size() == 2);
     CHECK((prefixed[0] && text(*prefixed[0]) == "one"));
     CHECK_FALSE(prefixed[1]);
+    CHECK(pb->which_exist({"2", "3"}) == std::vector<bool>{false, true});
   }
   SECTION("a prefix store keeps its keys apart and reaches the same data") {
     auto pa = make_prefix_store(a, "grp");
