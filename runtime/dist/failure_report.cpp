@@ -100,12 +100,15 @@ int broken_peer(const FailureScope& s, const std::string& cause, std::string* ad
   return -1;
 }
 
-// 3. Ranks (global) without an arrival mark for this op after a grace period. Marks ours first.
+// 3. Ranks (global) without an arrival mark for this op after a grace period (ours is set).
 // until_report: the wait also ends once one of `others` reported its failure.
+std::string arrival_prefix(uint64_t seq) {
+  return "arrived/" + std::to_string(seq) + "/";
+}
+
 std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace_s,
                                bool until_report, const std::vector<int>& others) {
-  const std::string prefix = "arrived/" + std::to_string(seq) + "/";
-  s.group_store->set(prefix + std::to_string(s.rank), bytes("1"));
+  const std::string prefix = arrival_prefix(seq);
   std::vector<std::string> marks;
   for (int j = 0; j < s.size; ++j) marks.push_back(prefix + std::to_string(j));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
@@ -166,6 +169,9 @@ std::string through_broken_peer(const FailureScope& s, const std::string& cause)
   std::string addr;
   const int peer = broken_peer(s, cause, &addr);
   if (peer < 0) return "";
+  // Ranks waiting on this one follow their chain through it to the peer, and on from there.
+  s.root_store->set("waits_for/" + std::to_string(s.global_rank(s.rank)),
+                    bytes(std::to_string(peer)));
   const std::string found = "lost the connection to rank " + std::to_string(peer) + " (" + addr +
                             "; it died or closed its communicator)";
   // It marks timed_out/<rank> right after its sockets closed: a moment to see the mark.
@@ -209,6 +215,9 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
                               bool timed_out) {
   try {
     const std::string me = std::to_string(scope.global_rank(scope.rank));
+    // This rank reached the op: marked before anything that waits (following a broken
+    // connection's peer takes a few graces), or the members timing out meanwhile count it missing.
+    scope.group_store->set(arrival_prefix(op_seq) + std::to_string(scope.rank), bytes("1"));
     // Gloo closes a pair's socket as soon as an op on it times out: the peer sees a broken
     // connection to a rank that is alive and only about to name whom it waited for.
     if (timed_out) scope.root_store->set("timed_out/" + me, bytes("1"));
