@@ -9,7 +9,9 @@
 //     "waits_for/<global rank>"), and the chains from the missing ranks end at the ones that hung
 //     or died (a rank blocked in a tp op on a hung peer never reaches the dp op we wait in);
 //  5. a broken connection to a peer that timed out (root key "timed_out/<global rank>": gloo
-//     closed its sockets then) is followed the same way, through that peer's chain.
+//     closed its sockets then) is followed the same way, through that peer's chain; the rank
+//     publishes that it waited for that peer, so chains through it go on to where the peer was
+//     stuck. Every failing rank marks its arrival at the op first, before anything that waits.
 #include <functional>
 #include <string>
 #include <vector>
