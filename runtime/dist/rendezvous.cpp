@@ -1,11 +1,25 @@
 #include "runtime/dist/rendezvous.h"
 
+#include <string>
+
 namespace trainer::dist {
 
 std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,
                                              std::chrono::milliseconds timeout) {
   if (!env.store_dir.empty()) return make_file_store(env.store_dir, timeout);
-  return make_tcp_store(env.master_addr, rendezvous_port(env), env.rank == 0, timeout);
+  const int port = rendezvous_port(env);
+  try {
+    return make_tcp_store(env.master_addr, port, env.rank == 0, timeout);
+  } catch (const StoreTimeout& e) {
+    if (env.rank == 0) throw;
+    // The store is rank 0's: say so, or a rank 0 that died or hung before serving goes unnamed.
+    const std::string where = env.master_addr + ":" + std::to_string(port);
+    throw StoreTimeout("rendezvous: global rank 0, which serves the store at " + where +
+                       ", did not answer within " + std::to_string(timeout.count()) +
+                       " ms: it has not started, died or hung before serving, or MASTER_ADDR and "
+                       "MASTER_PORT do not point at it (" +
+                       e.what() + ")");
+  }
 }
 
 }  // namespace trainer::dist

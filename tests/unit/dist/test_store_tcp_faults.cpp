@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/dist/rendezvous.h"
 #include "runtime/dist/socket_util.h"
 #include "runtime/dist/store_wire.h"
 #include "runtime/dist/tcp_store.h"
@@ -91,6 +92,29 @@ TEST_CASE("tcp_store_client_gives_up_connecting_at_its_timeout", "[store]") {
   auto took = std::chrono::steady_clock::now() - t0;
   CHECK(took >= 250ms);
   CHECK(took < 3s);
+}
+
+TEST_CASE("a_rendezvous_whose_rank_0_never_serves_names_rank_0", "[store]") {
+  // Rank 0 stopped or died before it served the store: the others' error must name it.
+  int port;
+  {
+    TcpStore probe("127.0.0.1", 0, true, 1000ms);
+    port = probe.port();
+  }  // now free
+  LaunchEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.master_port = port;
+  try {
+    make_rendezvous_store(env, 300ms);
+    FAIL("connected to a store nobody serves");
+  } catch (const StoreTimeout& e) {
+    const std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find("global rank 0, which serves the store at 127.0.0.1:" + std::to_string(port)) !=
+          std::string::npos);
+    CHECK(msg.find("MASTER_ADDR and MASTER_PORT") != std::string::npos);
+  }
 }
 
 TEST_CASE("tcp_store_client_that_starts_first_connects_once_the_server_is_up", "[store]") {
