@@ -52,9 +52,10 @@ class Store {
   virtual void set_timeout(std::chrono::milliseconds t) = 0;
   virtual std::chrono::milliseconds timeout() const = 0;
   // Called by a failing process before it exits. Where it serves the store (TCP, rank 0), it
-  // keeps serving until every other process has closed its connections or `max` passed: ranks
-  // still finding out read there who failed ("failed/<rank>"), where a server gone with this
-  // process would make them blame rank 0. Elsewhere nothing to do.
+  // keeps serving until every other process has closed its connections, or none has closed one
+  // for `max` (a hung rank's never closes), and at most 4 x max: ranks still finding out read
+  // there who failed ("failed/<rank>"), where a server gone with this process would make them
+  // blame rank 0. Elsewhere nothing to do.
   virtual void linger(std::chrono::milliseconds /*max*/) {}
 };
 

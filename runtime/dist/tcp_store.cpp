@@ -199,15 +199,26 @@ void TcpStore::linger(std::chrono::milliseconds max) {
     idle_.clear();
     lost_ = "TcpStore: closed (the serving process is exiting)";
   }
+  // A hung rank's connections never close: give up once none has closed for `max`. A failure
+  // that travels round a Gloo ring (each rank learns of it when its neighbour exits) closes them
+  // one after another, for longer than `max`; 4 x max bounds that.
   const auto start = std::chrono::steady_clock::now();
+  auto quiet_until = start + max;
+  size_t open = server_->open_connections();
   bool told = false;
-  while (server_->open_connections() > 0 && std::chrono::steady_clock::now() < start + max) {
+  while (open > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!told && std::chrono::steady_clock::now() > start + std::chrono::milliseconds(500)) {
+    const auto now = std::chrono::steady_clock::now();
+    const size_t still_open = server_->open_connections();
+    if (still_open < open) quiet_until = now + max;
+    open = still_open;
+    if (now >= quiet_until || now >= start + 4 * max) break;
+    if (!told && now > start + std::chrono::milliseconds(500)) {
       spdlog::info(
-          "keeping the rendezvous store up for the other ranks (at most {:.1f} s): "
-          "they read there which rank failed",
-          std::chrono::duration<double>(max).count());
+          "keeping the rendezvous store up for the other ranks while they leave (up to {:.1f} s "
+          "after the last one left, {:.1f} s in all): they read there which rank failed",
+          std::chrono::duration<double>(max).count(),
+          std::chrono::duration<double>(4 * max).count());
       told = true;
     }
   }

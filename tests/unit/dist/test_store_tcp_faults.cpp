@@ -179,6 +179,33 @@ TEST_CASE("tcp_store_linger_serves_until_the_clients_leave_or_the_bound_passes",
   CHECK_THROWS_AS(server.set("after", bytes("x")), StoreLost);  // closed for its own use
 }
 
+// A failure travelling round a Gloo ring: the ranks learn of it one after another, each when its
+// neighbour exits, so they leave the store one by one for longer than the bound. Linger serves
+// them all: the bound counts from the last one that left (fuzz_faults seed 17, trial 11).
+TEST_CASE("tcp_store_linger_serves_a_cascade_of_leavers_past_its_bound", "[store]") {
+  TcpStore server("127.0.0.1", 0, true, 5000ms);
+  server.set("failed/2", bytes("why"));
+  std::vector<std::shared_ptr<Store>> ranks;
+  for (int i = 0; i < 4; ++i)
+    ranks.push_back(make_tcp_store("127.0.0.1", server.port(), false, 5000ms));
+  std::vector<std::string> read(ranks.size());
+  std::thread cascade([&] {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      std::this_thread::sleep_for(300ms);
+      const auto v = ranks[i]->get("failed/2");
+      read[i].assign(v.begin(), v.end());
+      ranks[i].reset();  // exits
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  server.linger(500ms);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  cascade.join();
+  for (const auto& r : read) CHECK(r == "why");
+  CHECK(took >= 1100ms);  // served the last one, 1.2 s in: past the 500 ms bound
+  CHECK(took < 2000ms);   // and returned when it left (not at 4 x 500 ms)
+}
+
 // A hung server (rank 0 stopped: its socket accepts, nothing answers): a blocked get gives up at
 // its timeout plus a margin of timeout/2 (at least 2 s, at most 30 s), and says the server is
 // gone or hung, so that the ranks waiting on it name rank 0 within about their timeout.
