@@ -23,6 +23,16 @@ uint8_t status_byte(wire::Status s) {
   return static_cast<uint8_t>(s);
 }
 
+// Reads a reply that answers each key of a request in turn (after its status byte and count).
+template <typename ReadAnswer>
+void read_answer_per_key(const std::vector<uint8_t>& body, size_t keys, const char* what,
+                         ReadAnswer read_answer) {
+  wire::Reader r(body.data(), body.size());
+  r.u8();
+  if (r.u32() != keys) throw StoreError(std::string("TcpStore ") + what + ": bad reply");
+  for (size_t i = 0; i < keys; ++i) read_answer(r, i);
+}
+
 }  // namespace
 
 TcpStore::TcpStore(const std::string& host, int port, bool is_server,
@@ -162,22 +172,18 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
 
 std::vector<MaybeValue> TcpStore::get_existing(const std::vector<std::string>& keys) {
   auto body = call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::get_existing)).strs(keys));
-  wire::Reader r(body.data(), body.size());
-  r.u8();
   std::vector<MaybeValue> out(keys.size());
-  if (r.u32() != keys.size()) throw StoreError("TcpStore get_existing: bad reply");
-  for (auto& v : out)
-    if (r.u8() != 0) v = r.bytes();
+  read_answer_per_key(body, keys.size(), "get_existing", [&](wire::Reader& r, size_t i) {
+    if (r.u8() != 0) out[i] = r.bytes();
+  });
   return out;
 }
 
 std::vector<bool> TcpStore::which_exist(const std::vector<std::string>& keys) {
   auto body = call(wire::Writer().u8(static_cast<uint8_t>(wire::Cmd::which_exist)).strs(keys));
-  wire::Reader r(body.data(), body.size());
-  r.u8();
   std::vector<bool> out(keys.size());
-  if (r.u32() != keys.size()) throw StoreError("TcpStore which_exist: bad reply");
-  for (size_t i = 0; i < out.size(); ++i) out[i] = r.u8() != 0;
+  read_answer_per_key(body, keys.size(), "which_exist",
+                      [&](wire::Reader& r, size_t i) { out[i] = r.u8() != 0; });
   return out;
 }
 
