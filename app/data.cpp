@@ -8,14 +8,14 @@
 namespace trainer::app {
 
 void register_data(CLI::App& app) {
-  CLI::App* data = app.add_subcommand("data", "Token data: prepare llm.c token shards from text");
+  CLI::App* data = app.add_subcommand("data", "Token data: prepare llm.c token shards from text.");
   data->require_subcommand(1);
 
   auto options = std::make_shared<data::PrepareOptions>();
   CLI::App* prepare = data->add_subcommand(
       "prepare",
       "Tokenize text files (byte-level: each byte is a token, vocab 256) into "
-      "<output>/train_NNNNNN.bin and <output>/val_NNNNNN.bin in llm.c's shard format");
+      "<output>/train_NNNNNN.bin and <output>/val_NNNNNN.bin in llm.c's shard format.");
   prepare
       ->add_option("--input", options->inputs,
                    "Text files to tokenize, concatenated in the order given")

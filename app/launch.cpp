@@ -76,19 +76,19 @@ int run_launch(CLI::App& cmd, LaunchArgs& args) {
 void register_launch(CLI::App& app) {
   auto args = std::make_shared<LaunchArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "launch", "run N local ranks of `trainer train RUN.yaml [train args]` as one group");
+      "launch", "Run N local ranks of `trainer train RUN.yaml [train args]` as one group.");
   // Required, checked in run_launch: there a missing one can be told apart from one misplaced
   // after RUN.yaml.
-  cmd->add_option("--nproc-per-node", args->opts.nproc_per_node, "ranks on this node (required)");
-  cmd->add_option("--nnodes", args->opts.nnodes, "nodes in the job")->capture_default_str();
-  cmd->add_option("--node-rank", args->opts.node_rank, "this node's index in [0, nnodes)")
+  cmd->add_option("--nproc-per-node", args->opts.nproc_per_node, "Ranks on this node (required)");
+  cmd->add_option("--nnodes", args->opts.nnodes, "Nodes in the job")->capture_default_str();
+  cmd->add_option("--node-rank", args->opts.node_rank, "This node's index in [0, nnodes)")
       ->capture_default_str();
   cmd->add_option("--master-addr", args->opts.master_addr,
-                  "rank 0's host (default 127.0.0.1 on one node; required with --nnodes > 1)");
+                  "Rank 0's host (default 127.0.0.1 on one node; required with --nnodes > 1)");
   cmd->add_option("--master-port", args->opts.master_port,
-                  "rendezvous port (default: a free port; required with --nnodes > 1)");
+                  "Rendezvous port (default: a free port; required with --nnodes > 1)");
   cmd->add_option("--grace-s", args->grace_s,
-                  "seconds between SIGTERM and SIGKILL after a failure (0 to 3600)")
+                  "Seconds between SIGTERM and SIGKILL after a failure (0 to 3600)")
       ->capture_default_str();
   // The first positional (RUN.yaml) and everything after it are left for the ranks.
   cmd->prefix_command();
