@@ -1,7 +1,7 @@
 # `trainer --help` lists every verb; each verb's --help explains its options.
 source "$2/tests/lib/common.sh"
 "$bin" --help > help.txt
-for verb in train launch plan compare data; do
+for verb in train launch plan compare data ckpt; do
   grep -q "^  $verb" help.txt || { cat help.txt; fail "--help does not list $verb"; }
   "$bin" $verb --help > verb.txt || fail "$verb --help failed"
   [ "$(wc -l < verb.txt)" -ge 3 ] || { cat verb.txt; fail "$verb --help says too little"; }
