@@ -8,8 +8,8 @@
 # bf16, and compare the loss curves (loose tolerance: reduction orders differ); on sm_90 and
 # later also fp8 against the cuda bf16 curve (FP8_RTOL, default 5e-2); train
 # configs/gpt2_small_cuda.yaml for GPT2_STEPS (default 20) steps for tokens/s and MFU (bf16, bf16
-# with cuDNN's attention, fp8 where the GPU has it, bf16 with the GEMM algorithms tuned, both of
-# those together where cuDNN's run trained, and bf16 in 6 heads of 128), each with 3 steps
+# with cuDNN's attention, bf16 with the GEMM algorithms tuned, both of those together where
+# cuDNN's run trained, fp8 where the GPU has it, and bf16 in 6 heads of 128), each with 3 steps
 # profiled (device time by phase: the default run's longest phases get a table); run the bf16
 # attention test under compute-sanitizer (memcheck, racecheck) where the toolkit has it; time the
 # mma attention kernels under Nsight Compute where it is present; print the tables last. A failed
@@ -182,8 +182,6 @@ if fits 60 "GPT-2 small bf16, cuDNN attention"; then
     cudnn_log_summary "$out/cudnn-gpt2.log"
   fi
 fi
-# fp8 after the bf16 figure is safe, and only with the time for it.
-if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true; fi
 # The same bf16 run with each GEMM shape's cuBLASLt algorithm tuned (TRAINER_GEMM_AUTOTUNE=1: the
 # first calls try the heuristic's candidates, timed, and the shape keeps the fastest), to compare
 # with the default's step. (Attention at 32 rows a warp, TRAINER_ATTENTION=tensor_core_32, lost to
@@ -193,10 +191,13 @@ if fits 60 "GPT-2 small bf16, GEMM algorithms tuned"; then
 fi
 # Both at once, where cuDNN's attention trained: the fastest configuration this build has, so the
 # one that measures the MFU target (each alone was measured above, against the default).
-if [ -f "$out/gpt2-cudnn/report.json" ] && grep -q '"status": *"completed"' "$out/gpt2-cudnn/report.json" &&
+cudnn_report="$out/gpt2-cudnn/report.json"
+if [ -f "$cudnn_report" ] && grep -q '"status": *"completed"' "$cudnn_report" &&
   fits 60 "GPT-2 small bf16, cuDNN attention and GEMM algorithms tuned"; then
   TRAINER_ATTENTION=cudnn TRAINER_GEMM_AUTOTUNE=1 gpt2 gpt2-cudnn-tuned bf16 || true
 fi
+# fp8 after the bf16 figures (the target's) is safe, and only with the time for it.
+if [ "$fp8" = yes ] && fits 90 "GPT-2 small fp8"; then gpt2 gpt2-fp8 fp8 || true; fi
 # The same width in 6 heads of 128 (Llama's head size, and most larger models'): the same
 # parameters and FLOPs, so its MFU sets the mma.sync kernels at 128 beside 64 in a whole step.
 if fits 60 "GPT-2 small bf16, 6 heads of 128"; then
