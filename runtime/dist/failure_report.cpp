@@ -136,6 +136,12 @@ std::vector<int> parse_ranks(const std::string& list) {
   return out;
 }
 
+// Publishes whom this rank waited for: the chains through it go on to them.
+void publish_waits_for(const FailureScope& s, const std::vector<int>& ranks) {
+  s.root_store->set("waits_for/" + std::to_string(s.global_rank(s.rank)),
+                    bytes(rank_list(ranks, ",")));
+}
+
 std::vector<int> chain_ends(const FailureScope& s, const std::vector<int>& start, double wait_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
   while (true) {
@@ -170,8 +176,7 @@ std::string through_broken_peer(const FailureScope& s, const std::string& cause)
   const int peer = broken_peer(s, cause, &addr);
   if (peer < 0) return "";
   // Ranks waiting on this one follow their chain through it to the peer, and on from there.
-  s.root_store->set("waits_for/" + std::to_string(s.global_rank(s.rank)),
-                    bytes(std::to_string(peer)));
+  publish_waits_for(s, {peer});
   const std::string found = "lost the connection to rank " + std::to_string(peer) + " (" + addr +
                             "; it died or closed its communicator)";
   // It marks timed_out/<rank> right after its sockets closed: a moment to see the mark.
@@ -226,11 +231,16 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     if (found.empty() && !timed_out) found = through_broken_peer(scope, cause);
     // A short grace after a timeout: the others time out about when we did. After a broken
     // connection we could not map to a rank (one that died before it published its addresses),
-    // the live ranks fail at once too, or once they time out: wait for the first report.
+    // the live ranks fail at once too, or once they time out: wait for the first report. Whom
+    // we wait for is unknown meanwhile; the members still missing after the grace stand for it,
+    // so that ranks blocked on this one in other groups follow the chain on through them.
     const bool unknown = found.empty() && !timed_out;
-    const std::vector<int> missing = missing_ranks(
-        scope, op_seq, unknown ? scope.timeout_s + 0.5 : grace_s(scope), unknown, others);
-    if (unknown) found = reported_failures(scope, others);
+    std::vector<int> missing = missing_ranks(scope, op_seq, grace_s(scope), unknown, others);
+    if (unknown) {
+      if (!missing.empty()) publish_waits_for(scope, missing);
+      missing = missing_ranks(scope, op_seq, scope.timeout_s + 0.5 - grace_s(scope), true, others);
+      found = reported_failures(scope, others);
+    }
     if (!found.empty() || missing.empty()) return found;
     return name_missing_ranks(scope, missing);
   } catch (const std::exception& e) {
@@ -243,8 +253,8 @@ std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>
     // A rank that did not arrive is hung or dead, or alive and blocked in another op on one that
     // is: name the ends of the chain. Ours, published now, continues the chains through us.
     const std::string ours = "ranks that did not arrive: " + rank_list(missing);
-    scope.root_store->set("waits_for/" + std::to_string(scope.global_rank(scope.rank)),
-                          bytes(rank_list(missing, ",")));
+    publish_waits_for(scope, missing);
+    if (scope.release_peers) scope.release_peers();
     const std::vector<int> ends = chain_ends(scope, missing, 2 * grace_s(scope));
     const std::string why = reported_failures(scope, ends);
     std::vector<int> sorted = missing;

@@ -9,9 +9,10 @@
 //     "waits_for/<global rank>"), and the chains from the missing ranks end at the ones that hung
 //     or died (a rank blocked in a tp op on a hung peer never reaches the dp op we wait in);
 //  5. a broken connection to a peer that timed out (root key "timed_out/<global rank>": gloo
-//     closed its sockets then) is followed the same way, through that peer's chain; the rank
-//     publishes that it waited for that peer, so chains through it go on to where the peer was
-//     stuck. Every failing rank marks its arrival at the op first, before anything that waits.
+//     closed the op's sockets then, and the peer closes the rest once it published whom it waited
+//     for) is followed the same way, through that peer's chain; the rank publishes that it
+//     waited for that peer, so chains through it go on to where the peer was stuck.
+// Every failing rank marks its arrival at the op first, before anything that waits.
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ struct FailureScope {
   int size;
   std::function<int(int)> global_rank;
   double timeout_s;
+  // Closes this rank's connections in the group; called once it has published whom it waited
+  // for (4. below). A member that reached the op late is still blocked in it with us: it fails now
+  // on the broken connection and follows our chain (5.), in time for the ranks waiting on it in
+  // other groups, which otherwise give up on their chains before we exit and it finds out.
+  std::function<void()> release_peers = {};
 };
 
 // addrs[j]: the address of this rank's end of its connection to member j (empty for itself).
@@ -37,7 +43,7 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
                               bool timed_out);
 
 // "ranks that did not arrive: <missing (global ranks)>", and where they are stuck (4. above);
-// publishes whom this rank waited for.
+// publishes whom this rank waited for, then releases its peers (FailureScope::release_peers).
 std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>& missing);
 
 // "300 s", "0.5 s": a timeout in a message.

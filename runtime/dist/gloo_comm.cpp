@@ -169,7 +169,10 @@ FailureScope GlooComm::failure_scope() {
 }
 
 void GlooComm::fail(const char* op, uint64_t seq, const std::string& cause, bool timed_out) {
-  std::string who = size_ > 1 ? name_failed_ranks(failure_scope(), seq, cause, timed_out) : "";
+  FailureScope scope = failure_scope();
+  // On the worker thread, the context's only user; the queue runs no op after a failure.
+  scope.release_peers = [this] { ctx_.reset(); };
+  std::string who = size_ > 1 ? name_failed_ranks(scope, seq, cause, timed_out) : "";
   throw CommError("comm '" + opts_.name + "' " + op + " (op #" + std::to_string(seq) +
                   ") failed on global rank " + std::to_string(global_rank(rank_)) +
                   (timed_out ? " after timeout " + seconds_text(opts_.timeout_s) : "") +

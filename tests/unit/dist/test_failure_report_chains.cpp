@@ -1,14 +1,17 @@
-// A rank whose connection broke because its peer timed out (Gloo closes a pair's socket when an
-// op on it times out) is alive and in the op: it must count as arrived for the members timing out
-// beside it, and pass the chain on to the ranks waiting on it in other groups. Found by
-// scripts/fuzz_faults.py (seed 15, trial 13: tp 4 x cp 2, rank 1 stopped; rank 7 named rank 3).
+// Chains of failures across groups: a rank blocked on one that is blocked in turn must name where
+// the chain ends, however the rank in the middle found out about the failure. Each member runs
+// name_failed_ranks on its own thread against one TCP store, all starting together, as the ranks
+// of a group do when its op times out.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <latch>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "runtime/dist/comm.h"
 #include "runtime/dist/failure_report.h"
 #include "runtime/dist/prefix_store.h"
 #include "runtime/dist/tcp_store.h"
@@ -16,46 +19,133 @@
 using namespace trainer::dist;
 using namespace std::chrono_literals;
 
+namespace {
+
+constexpr double kTimeoutS = 2.0;  // a grace of 0.2 s
+
+struct Member {
+  std::string group;
+  int rank;  // in the group
+  std::vector<int> globals;
+  std::string cause;
+  bool timed_out;
+  std::function<void()> until_it_fails = {};  // runs after the common start
+  std::function<void()> release_peers = {};
+  bool reports = false;  // sets "failed/<global rank>" after naming, as a failing rank does
+  std::chrono::milliseconds exit_after = 0ms;  // then, before its connections close
+  std::function<void()> on_exit = {};
+};
+
+// What each global rank said.
+std::vector<std::string> name_together(TcpStore& server, const std::vector<Member>& members) {
+  std::vector<std::string> named(8);
+  std::latch start(static_cast<std::ptrdiff_t>(members.size()));
+  std::vector<std::thread> threads;
+  for (const Member& m : members)
+    threads.emplace_back([&, m] {
+      auto root = make_tcp_store("127.0.0.1", server.port(), false, 10000ms);
+      auto store = make_prefix_store(root, m.group);
+      const int me = m.globals[static_cast<size_t>(m.rank)];
+      FailureScope scope{store.get(),
+                         root.get(),
+                         m.rank,
+                         static_cast<int>(m.globals.size()),
+                         [globals = m.globals](int j) { return globals[static_cast<size_t>(j)]; },
+                         kTimeoutS};
+      scope.release_peers = m.release_peers;
+      start.arrive_and_wait();
+      if (m.until_it_fails) m.until_it_fails();
+      std::string& said = named[static_cast<size_t>(me)];
+      said = name_failed_ranks(scope, 0, m.cause, m.timed_out);
+      if (m.reports) report_failure(*root, me, said);
+      std::this_thread::sleep_for(m.exit_after);
+      if (m.on_exit) m.on_exit();
+    });
+  for (auto& t : threads) t.join();
+  return named;
+}
+
+// Rank 2 of group `group`'s end of its pair with member 3, as it published it after connecting.
+void publish_rank2_pair_with_3(TcpStore& server, const std::string& group) {
+  make_prefix_store(std::shared_ptr<Store>(&server, [](Store*) {}), group)
+      ->set("addr/2", {'3', '=', '[', '1', ']', ':', '5', '5', '5', '5', '\n'});
+}
+
+const char* const kTimedOut = "Timed out waiting 2000ms for recv";
+const char* const kClosedByRank2 = "Connection closed by peer [1]:5555";
+
+}  // namespace
+
 TEST_CASE("a_rank_that_lost_a_timed_out_peer_counts_as_arrived_and_passes_the_chain_on",
           "[comm][fault]") {
   // Group tp = global ranks 0-3, group cp = {3, 7}. Rank 1 hangs in tp's op. Ranks 0 and 2 time
-  // out in it; rank 3's connection to rank 2 breaks as 2 times out; rank 7 times out in cp's op,
-  // which rank 3 never reaches.
-  constexpr double kTimeoutS = 2.0;  // a grace of 0.2 s
-  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
-  // Rank 2's ends of its pairs, as it published them after connecting.
-  make_prefix_store(server, "tp")
-      ->set("addr/2", {'0', '=', '[', '1', ']', ':', '1', '\n', '3', '=', '[', '1', ']', ':', '5',
-                       '5', '5', '5', '\n'});
-  std::vector<std::string> named(8);
-  std::latch start(4);
-  auto member = [&](const std::string& group, int rank, std::vector<int> globals,
-                    const std::string& cause, bool timed_out) {
-    return std::thread([&, group, rank, globals, cause, timed_out] {
-      auto root = make_tcp_store("127.0.0.1", server->port(), false, 10000ms);
-      auto store = make_prefix_store(root, group);
-      const FailureScope scope{store.get(),
-                               root.get(),
-                               rank,
-                               static_cast<int>(globals.size()),
-                               [globals](int j) { return globals[static_cast<size_t>(j)]; },
-                               kTimeoutS};
-      start.arrive_and_wait();
-      named[static_cast<size_t>(globals[static_cast<size_t>(rank)])] =
-          name_failed_ranks(scope, 0, cause, timed_out);
-    });
-  };
+  // out in it; rank 3's connection to rank 2 breaks as 2 times out (Gloo closes a pair's socket
+  // when an op on it times out); rank 7 times out in cp's op, which rank 3 never reaches. Rank 3
+  // is alive and in the op: it counts as arrived for the members timing out beside it, and passes
+  // the chain on. Found by scripts/fuzz_faults.py (seed 15, trial 13: tp 4 x cp 2, rank 1
+  // stopped; rank 7 named rank 3).
+  TcpStore server("127.0.0.1", 0, true, 10000ms);
+  publish_rank2_pair_with_3(server, "tp");
   const std::vector<int> tp = {0, 1, 2, 3}, cp = {3, 7};
-  std::vector<std::thread> ranks;
-  ranks.push_back(member("tp", 0, tp, "Timed out waiting 2000ms for recv", true));
-  ranks.push_back(member("tp", 2, tp, "Timed out waiting 2000ms for send", true));
-  ranks.push_back(member("tp", 3, tp, "Connection closed by peer [1]:5555", false));
-  ranks.push_back(member("cp", 1, cp, "Timed out waiting 2000ms for send", true));
-  for (auto& t : ranks) t.join();
+  const auto named = name_together(server, {{"tp", 0, tp, kTimedOut, true},
+                                            {"tp", 2, tp, kTimedOut, true},
+                                            {"tp", 3, tp, kClosedByRank2, false},
+                                            {"cp", 1, cp, kTimedOut, true}});
   CHECK(named[0] == "ranks that did not arrive: 1");  // not "1, 3": 3 is in the op
   CHECK(named[2] == "ranks that did not arrive: 1");
   CHECK(named[3] ==
         "lost the connection to rank 2 ([1]:5555; it died or closed its communicator), which "
         "timed out waiting in turn on rank(s) 1 (hung or dead)");
+  CHECK(named[7] == "ranks that did not arrive: 3, blocked in turn on rank(s) 1 (hung or dead)");
+}
+
+TEST_CASE("a_rank_that_published_whom_it_waited_for_releases_the_members_that_came_late",
+          "[comm][fault]") {
+  // Group cp = global ranks 0-3, group pp = {3, 7}. Rank 1 hangs in cp's op. Ranks 0 and 2 time
+  // out in it; rank 3 reached it later than their grace, so it is still blocked there with rank 2
+  // and learns of the failure only when rank 2's connection to it breaks. Rank 7 times out in
+  // pp's op, which rank 3 never reached. Rank 2 must release its peers once it has said whom it
+  // waited for: if its connection broke only as it exited, rank 3 would fail after rank 7 gave up
+  // following the chain through it, and rank 7 would name rank 3.
+  TcpStore server("127.0.0.1", 0, true, 10000ms);
+  publish_rank2_pair_with_3(server, "cp");
+  std::atomic<bool> rank2_released{false}, rank2_exited{false};
+  const std::vector<int> cp = {0, 1, 2, 3}, pp = {3, 7};
+  Member rank2{"cp", 2, cp, kTimedOut, true};
+  rank2.release_peers = [&] { rank2_released = true; };
+  rank2.reports = true;
+  rank2.on_exit = [&] { rank2_exited = true; };
+  Member rank3{"cp", 3, cp, kClosedByRank2, false};
+  rank3.until_it_fails = [&] {
+    while (!rank2_released && !rank2_exited) std::this_thread::sleep_for(2ms);
+  };
+  rank3.reports = true;
+  const auto named = name_together(
+      server, {{"cp", 0, cp, kTimedOut, true}, rank2, rank3, {"pp", 1, pp, kTimedOut, true}});
+  CHECK(rank2_released);
+  // Rank 3 had not arrived within rank 2's grace; its chain leads back to rank 1.
+  CHECK(named[2].rfind("ranks that did not arrive: 1, 3", 0) == 0);
+  CHECK(named[3] ==
+        "lost the connection to rank 2 ([1]:5555; it died or closed its communicator), which "
+        "timed out waiting in turn on rank(s) 1 (hung or dead)");
+  CHECK(named[7] == "ranks that did not arrive: 3, blocked in turn on rank(s) 1 (hung or dead)");
+}
+
+TEST_CASE("a_rank_whose_broken_connection_names_no_member_passes_the_chain_on_to_the_missing",
+          "[comm][fault]") {
+  // As above, but rank 3 fails with the others, on a broken connection whose address matches no
+  // member's pair. It waits for a report (the others time out or fail at once too) and must say
+  // meanwhile whom it waits for: the members still missing after its grace. Otherwise rank 7
+  // gives up on the chain through rank 3 before the reports come (they follow the timed-out
+  // ranks' own chain waits and exits) and names rank 3.
+  TcpStore server("127.0.0.1", 0, true, 10000ms);
+  const std::vector<int> cp = {0, 1, 2, 3}, pp = {3, 7};
+  Member rank0{"cp", 0, cp, kTimedOut, true}, rank2{"cp", 2, cp, kTimedOut, true};
+  rank0.reports = rank2.reports = true;
+  Member rank3{"cp", 3, cp, "Connection closed by peer [9.9.9.9]:1", false};
+  rank3.reports = true;
+  const auto named = name_together(server, {rank0, rank2, rank3, {"pp", 1, pp, kTimedOut, true}});
+  CHECK(named[0] == "ranks that did not arrive: 1");
+  CHECK(named[3].find(" failed: ranks that did not arrive: 1") != std::string::npos);  // 0's or 2's
   CHECK(named[7] == "ranks that did not arrive: 3, blocked in turn on rank(s) 1 (hung or dead)");
 }
