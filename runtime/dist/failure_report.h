@@ -29,7 +29,7 @@ struct FailureScope {
   std::function<int(int)> global_rank;
   double timeout_s;
   // Closes this rank's connections in the group; called once it has published whom it waited
-  // for (4. below). A member that reached the op late is still blocked in it with us: it fails now
+  // for (4. above). A member that reached the op late is still blocked in it with us: it fails now
   // on the broken connection and follows our chain (5.), in time for the ranks waiting on it in
   // other groups, which otherwise give up on their chains before we exit and it finds out.
   std::function<void()> release_peers = {};

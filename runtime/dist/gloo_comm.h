@@ -69,7 +69,7 @@ class GlooComm : public Comm {
   int rank_;
   int size_;
   CommOptions opts_;
-  std::shared_ptr<gloo::Context> ctx_;  // null for size 1, and once an op failed
+  std::shared_ptr<gloo::Context> ctx_;  // null for size 1, and once a failed op released the peers
   std::map<int, std::deque<std::vector<uint8_t>>> self_mailbox_;  // tag -> messages to self
   uint64_t next_seq_ = 0;                                         // worker thread only
   std::unique_ptr<WorkQueue> queue_;  // last: joined before the context goes away
