@@ -153,6 +153,12 @@ def draw_trial(rng, max_world, shards):
     return settings, layouts.world_of(grid), desc
 
 
+def exit_times(group, ranks, fault_at):
+    """'rank: seconds' from the fault to each rank's exit, for the order of events in a failure."""
+    return ", ".join(f"{r}: {group.ended[r] - fault_at:.2f}" for r in ranks
+                     if group.ended[r] is not None)
+
+
 def check_survivors(group, victim, fault_at, timeout_s):
     """The first broken promise among the ranks other than `victim`, or None; and the slowest
     rank's seconds from the fault to its exit."""
@@ -180,7 +186,8 @@ def check_survivors(group, victim, fault_at, timeout_s):
         if not names_rank(text, victim):
             err = [l for l in text.splitlines() if "error" in l.lower()]
             return (f"rank {r} exited {rc} without naming rank {victim}: "
-                    f"{err[-1] if err else text.splitlines()[-1:]}"), slowest
+                    f"{err[-1] if err else text.splitlines()[-1:]} "
+                    f"(exits after the fault, s: {exit_times(group, others, fault_at)})"), slowest
     return None, slowest
 
 
