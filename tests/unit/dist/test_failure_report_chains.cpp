@@ -32,18 +32,17 @@ struct Member {
   std::function<void()> until_it_fails = {};  // runs after the common start
   std::function<void()> release_peers = {};
   bool reports = false;  // sets "failed/<global rank>" after naming, as a failing rank does
-  std::chrono::milliseconds exit_after = 0ms;  // then, before its connections close
   std::function<void()> on_exit = {};
 };
 
-// What each global rank said.
-std::vector<std::string> name_together(TcpStore& server, const std::vector<Member>& members) {
+// What each global rank said; the store is served on `port`.
+std::vector<std::string> name_together(int port, const std::vector<Member>& members) {
   std::vector<std::string> named(8);
   std::latch start(static_cast<std::ptrdiff_t>(members.size()));
   std::vector<std::thread> threads;
   for (const Member& m : members)
     threads.emplace_back([&, m] {
-      auto root = make_tcp_store("127.0.0.1", server.port(), false, 10000ms);
+      auto root = make_tcp_store("127.0.0.1", port, false, 10000ms);
       auto store = make_prefix_store(root, m.group);
       const int me = m.globals[static_cast<size_t>(m.rank)];
       FailureScope scope{store.get(),
@@ -58,7 +57,6 @@ std::vector<std::string> name_together(TcpStore& server, const std::vector<Membe
       std::string& said = named[static_cast<size_t>(me)];
       said = name_failed_ranks(scope, 0, m.cause, m.timed_out);
       if (m.reports) report_failure(*root, me, said);
-      std::this_thread::sleep_for(m.exit_after);
       if (m.on_exit) m.on_exit();
     });
   for (auto& t : threads) t.join();
@@ -66,9 +64,9 @@ std::vector<std::string> name_together(TcpStore& server, const std::vector<Membe
 }
 
 // Rank 2 of group `group`'s end of its pair with member 3, as it published it after connecting.
-void publish_rank2_pair_with_3(TcpStore& server, const std::string& group) {
-  make_prefix_store(std::shared_ptr<Store>(&server, [](Store*) {}), group)
-      ->set("addr/2", {'3', '=', '[', '1', ']', ':', '5', '5', '5', '5', '\n'});
+void publish_rank2_pair_with_3(const std::shared_ptr<Store>& server, const std::string& group) {
+  const std::string line = "3=[1]:5555\n";
+  make_prefix_store(server, group)->set("addr/2", {line.begin(), line.end()});
 }
 
 const char* const kTimedOut = "Timed out waiting 2000ms for recv";
@@ -90,13 +88,13 @@ TEST_CASE("a_rank_that_lost_a_timed_out_peer_counts_as_arrived_and_passes_the_ch
   // is alive and in the op: it counts as arrived for the members timing out beside it, and passes
   // the chain on. Found by scripts/fuzz_faults.py (seed 15, trial 13: tp 4 x cp 2, rank 1
   // stopped; rank 7 named rank 3).
-  TcpStore server("127.0.0.1", 0, true, 10000ms);
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
   publish_rank2_pair_with_3(server, "tp");
   const std::vector<int> tp = {0, 1, 2, 3}, cp = {3, 7};
-  const auto named = name_together(server, {{"tp", 0, tp, kTimedOut, true},
-                                            {"tp", 2, tp, kTimedOut, true},
-                                            {"tp", 3, tp, kClosedByRank2, false},
-                                            {"cp", 1, cp, kTimedOut, true}});
+  const auto named = name_together(server->port(), {{"tp", 0, tp, kTimedOut, true},
+                                                    {"tp", 2, tp, kTimedOut, true},
+                                                    {"tp", 3, tp, kClosedByRank2, false},
+                                                    {"cp", 1, cp, kTimedOut, true}});
   CHECK(named[0] == "ranks that did not arrive: 1");  // not "1, 3": 3 is in the op
   CHECK(named[2] == "ranks that did not arrive: 1");
   CHECK(named[3] == kRank3NamesRank1ThroughRank2);
@@ -111,7 +109,7 @@ TEST_CASE("a_rank_that_published_whom_it_waited_for_releases_the_members_that_ca
   // pp's op, which rank 3 never reached. Rank 2 must release its peers once it has said whom it
   // waited for: if its connection broke only as it exited, rank 3 would fail after rank 7 gave up
   // following the chain through it, and rank 7 would name rank 3.
-  TcpStore server("127.0.0.1", 0, true, 10000ms);
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
   publish_rank2_pair_with_3(server, "cp");
   std::atomic<bool> rank2_released{false}, rank2_exited{false};
   const std::vector<int> cp = {0, 1, 2, 3}, pp = {3, 7};
@@ -124,8 +122,9 @@ TEST_CASE("a_rank_that_published_whom_it_waited_for_releases_the_members_that_ca
     while (!rank2_released && !rank2_exited) std::this_thread::sleep_for(2ms);
   };
   rank3.reports = true;
-  const auto named = name_together(
-      server, {{"cp", 0, cp, kTimedOut, true}, rank2, rank3, {"pp", 1, pp, kTimedOut, true}});
+  const auto named =
+      name_together(server->port(),
+                    {{"cp", 0, cp, kTimedOut, true}, rank2, rank3, {"pp", 1, pp, kTimedOut, true}});
   CHECK(rank2_released);
   // Rank 3 had not arrived within rank 2's grace; its chain leads back to rank 1.
   CHECK(named[2].rfind("ranks that did not arrive: 1, 3", 0) == 0);
@@ -140,13 +139,14 @@ TEST_CASE("a_rank_whose_broken_connection_names_no_member_passes_the_chain_on_to
   // meanwhile whom it waits for: the members still missing after its grace. Otherwise rank 7
   // gives up on the chain through rank 3 before the reports come (they follow the timed-out
   // ranks' own chain waits and exits) and names rank 3.
-  TcpStore server("127.0.0.1", 0, true, 10000ms);
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
   const std::vector<int> cp = {0, 1, 2, 3}, pp = {3, 7};
   Member rank0{"cp", 0, cp, kTimedOut, true}, rank2{"cp", 2, cp, kTimedOut, true};
   rank0.reports = rank2.reports = true;
   Member rank3{"cp", 3, cp, "Connection closed by peer [9.9.9.9]:1", false};
   rank3.reports = true;
-  const auto named = name_together(server, {rank0, rank2, rank3, {"pp", 1, pp, kTimedOut, true}});
+  const auto named =
+      name_together(server->port(), {rank0, rank2, rank3, {"pp", 1, pp, kTimedOut, true}});
   CHECK(named[0] == "ranks that did not arrive: 1");
   CHECK(named[3].find(" failed: ranks that did not arrive: 1") != std::string::npos);  // 0's or 2's
   CHECK(named[7] == kRank7NamesRank1ThroughRank3);
