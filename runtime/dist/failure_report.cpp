@@ -100,12 +100,13 @@ int broken_peer(const FailureScope& s, const std::string& cause, std::string* ad
   return -1;
 }
 
-// 3. Ranks (global) without an arrival mark for this op after a grace period (ours is set).
-// until_report: the wait also ends once one of `others` reported its failure.
+// The keys that mark each member's arrival at op `seq`: "arrived/<seq>/<rank in the group>".
 std::string arrival_prefix(uint64_t seq) {
   return "arrived/" + std::to_string(seq) + "/";
 }
 
+// 3. Ranks (global) without an arrival mark for this op after a grace period (ours is set).
+// until_report: the wait also ends once one of `others` reported its failure.
 std::vector<int> missing_ranks(const FailureScope& s, uint64_t seq, double grace_s,
                                bool until_report, const std::vector<int>& others) {
   const std::string prefix = arrival_prefix(seq);
