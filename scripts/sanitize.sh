@@ -7,6 +7,8 @@
 # memory used by two threads of a block without a barrier between them.
 #   scripts/sanitize.sh asan [CTEST ARGS]   AddressSanitizer + UBSan; default: every unit test
 #   scripts/sanitize.sh tsan [CTEST ARGS]   ThreadSanitizer; default: the emulated kernels
+# SANITIZE_TARGETS="unit_dist trainer" builds only those targets (minutes, not half an hour): for
+# checking one module's tests, or the trainer under scripts/fuzz_faults.py --trainer.
 # A report fails the test (UBSan does not recover; ThreadSanitizer exits 66). OpenMP runs one
 # thread under ThreadSanitizer: libgomp is not instrumented and its threads would report races
 # that are not there; races reported inside libgloo are suppressed (scripts/tsan-gloo.supp says
@@ -29,7 +31,8 @@ build=$root/build-$kind
 # -Werror off: the sanitizers make gcc 12 warn inside libstdc++ (<regex>'s maybe-uninitialized).
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRAINER_CUDA=OFF \
   -DTRAINER_WERROR=OFF -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
-cmake --build "$build" -j "$(nproc)"
+# shellcheck disable=SC2086  # a list of targets
+cmake --build "$build" -j "$(nproc)" ${SANITIZE_TARGETS:+--target $SANITIZE_TARGETS}
 cd "$build"
 export UBSAN_OPTIONS=print_stacktrace=1
 (($#)) || set -- "${default[@]}"
