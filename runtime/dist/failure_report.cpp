@@ -79,9 +79,25 @@ std::vector<int> other_members(const FailureScope& s) {
   return out;
 }
 
-// 2. The peer (global rank, or -1) whose pair address appears in the transport's error message.
-int broken_peer(const FailureScope& s, const std::string& cause, std::string* addr_out) {
+// Whether a transport error names a peer's address, as Gloo's do ("... peer [127.0.0.1]:4213").
+bool names_an_address(const std::string& cause) {
+  for (size_t at = cause.find("]:"); at != std::string::npos; at = cause.find("]:", at + 1))
+    if (at + 2 < cause.size() && std::isdigit(static_cast<unsigned char>(cause[at + 2])))
+      return true;
+  return false;
+}
+
+// 2. The peer (global rank, or -1) whose pair address appears in the transport's error message;
+// `how_out` says how it was found. A member publishes its addresses right after the group
+// connected: one that died in between published none, and a broken connection whose address
+// matches no published one was to it, when it is the only member without them. (Otherwise the
+// rank waits for a report that the dead one never writes, a whole timeout, and rank 0's store,
+// which lingers seconds, may be gone by then.)
+int broken_peer(const FailureScope& s, const std::string& cause, std::string* how_out) {
   const std::vector<MaybeValue> published = values_of(*s.group_store, "addr/", local_ranks(s));
+  std::vector<int> unpublished;
+  for (int j = 0; j < s.size; ++j)
+    if (j != s.rank && !published[static_cast<size_t>(j)]) unpublished.push_back(j);
   for (int j = 0; j < s.size; ++j) {
     const MaybeValue& addrs = published[static_cast<size_t>(j)];
     if (j == s.rank || !addrs) continue;
@@ -92,10 +108,14 @@ int broken_peer(const FailureScope& s, const std::string& cause, std::string* ad
       if (eq == std::string::npos || line.substr(0, eq) != std::to_string(s.rank)) continue;
       std::string addr = line.substr(eq + 1);
       if (!addr.empty() && mentions_address(cause, addr)) {
-        *addr_out = addr;
+        *how_out = addr;
         return s.global_rank(j);
       }
     }
+  }
+  if (unpublished.size() == 1 && names_an_address(cause)) {
+    *how_out = "the one member that had not published its addresses";
+    return s.global_rank(unpublished[0]);
   }
   return -1;
 }
@@ -173,26 +193,30 @@ std::vector<int> chain_ends(const FailureScope& s, const std::vector<int>& start
 // 5. A broken connection, named by the peer's address, and where that peer was stuck when it
 // timed out (its waits_for chain), if it did.
 std::string through_broken_peer(const FailureScope& s, const std::string& cause) {
-  std::string addr;
-  const int peer = broken_peer(s, cause, &addr);
+  std::string how;
+  const int peer = broken_peer(s, cause, &how);
   if (peer < 0) return "";
-  // Ranks waiting on this one follow their chain through it to the peer, and on from there.
-  publish_waits_for(s, {peer});
-  const std::string found = "lost the connection to rank " + std::to_string(peer) + " (" + addr +
+  const std::string found = "lost the connection to rank " + std::to_string(peer) + " (" + how +
                             "; it died or closed its communicator)";
-  // It marks timed_out/<rank> right after its sockets closed: a moment to see the mark.
-  const std::string mark = "timed_out/" + std::to_string(peer);
-  const auto seen_by = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  while (!s.root_store->check({mark})) {
-    if (std::chrono::steady_clock::now() >= seen_by) return found;  // it died
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  try {
+    // Ranks waiting on this one follow their chain through it to the peer, and on from there.
+    publish_waits_for(s, {peer});
+    // It marks timed_out/<rank> right after its sockets closed: a moment to see the mark.
+    const std::string mark = "timed_out/" + std::to_string(peer);
+    const auto seen_by = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (!s.root_store->check({mark})) {
+      if (std::chrono::steady_clock::now() >= seen_by) return found;  // it died
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    // It publishes whom it waited for after its grace; the chain settles the grace after that.
+    const std::vector<int> ends = chain_ends(s, {peer}, 3 * grace_s(s));
+    if (ends == std::vector<int>{peer}) return found;
+    const std::string why = reported_failures(s, ends);
+    return found + ", which timed out waiting in turn on rank(s) " + rank_list(ends) +
+           (why.empty() ? " (hung or dead)" : "; " + why);
+  } catch (const StoreError&) {
+    return found;  // the store went away (rank 0 exited): the peer is named all the same
   }
-  // It publishes whom it waited for after its grace; the chain settles the grace after that.
-  const std::vector<int> ends = chain_ends(s, {peer}, 3 * grace_s(s));
-  if (ends == std::vector<int>{peer}) return found;
-  const std::string why = reported_failures(s, ends);
-  return found + ", which timed out waiting in turn on rank(s) " + rank_list(ends) +
-         (why.empty() ? " (hung or dead)" : "; " + why);
 }
 
 }  // namespace
@@ -219,6 +243,7 @@ void publish_pair_addresses(Store& group_store, int rank, const std::vector<std:
 
 std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
                               bool timed_out) {
+  std::string found;  // kept when the store goes away after it named someone
   try {
     const std::string me = std::to_string(scope.global_rank(scope.rank));
     // This rank reached the op: marked before anything that waits (following a broken
@@ -228,7 +253,7 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     // connection to a rank that is alive and only about to name whom it waited for.
     if (timed_out) scope.root_store->set("timed_out/" + me, bytes("1"));
     const std::vector<int> others = other_members(scope);
-    std::string found = reported_failures(scope, others);
+    found = reported_failures(scope, others);
     if (found.empty() && !timed_out) found = through_broken_peer(scope, cause);
     // A short grace after a timeout: the others time out about when we did. After a broken
     // connection we could not map to a rank (one that died before it published its addresses),
@@ -245,7 +270,7 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     if (!found.empty() || missing.empty()) return found;
     return name_missing_ranks(scope, missing);
   } catch (const std::exception& e) {
-    return cannot_name(e);
+    return found.empty() ? cannot_name(e) : found;
   }
 }
 

@@ -2,7 +2,8 @@
 // Naming the rank behind a communicator failure, through the store. In order of preference:
 //  1. ranks that reported their own death (report_failure: root key "failed/<global rank>");
 //  2. the peer whose connection broke (gloo's message holds the peer's pair address, which every
-//     rank published as "addr/<rank>" in the group store after connecting);
+//     rank published as "addr/<rank>" in the group store after connecting; an address nobody
+//     published is the one member's that has not: it died before it could);
 //  3. after a timeout: ranks that did not reach the op. Each failing rank marks
 //     "arrived/<op seq>/<rank>"; members without the mark after a short grace did not arrive;
 //  4. and where those are stuck: each rank that timed out publishes whom it waited for (root key

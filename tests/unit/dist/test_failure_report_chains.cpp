@@ -151,3 +151,103 @@ TEST_CASE("a_rank_whose_broken_connection_names_no_member_passes_the_chain_on_to
   CHECK(named[3].find(" failed: ranks that did not arrive: 1") != std::string::npos);  // 0's or 2's
   CHECK(named[7] == kRank7NamesRank1ThroughRank3);
 }
+
+TEST_CASE("a_broken_connection_to_the_one_member_without_published_addresses_names_it",
+          "[comm][fault]") {
+  // Group dp = global ranks {1, 3}. Rank 1 connected the group and was killed before it published
+  // its pair addresses; rank 3's first op fails on the closed connection. The address in Gloo's
+  // message matches nothing published, and no report will come from rank 1: rank 3 waited a whole
+  // timeout for one, by when rank 0's store (it lingers seconds) may be gone, and rank 0 blamed.
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
+  const std::vector<int> dp = {1, 3};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto named = name_together(
+      server->port(), {{"dp", 1, dp, "Connection closed by peer [127.0.0.1]:53171", false}});
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(named[3] ==
+        "lost the connection to rank 1 (the one member that had not published its addresses; it "
+        "died or closed its communicator)");
+  CHECK(took_s < kTimeoutS);  // not after waiting out a report that cannot come
+}
+
+TEST_CASE("a_member_without_published_addresses_is_named_only_when_it_is_the_only_one",
+          "[comm][fault]") {
+  // Group = global ranks {4, 5, 6}: rank 4 published, rank 5 did not, rank 6 fails on an address
+  // nobody published: rank 5's. With rank 4 unpublished too, it could be either: no guess.
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
+  const std::string rank0_line = "2=[127.0.0.1]:1111\n";
+  make_prefix_store(server, "one")->set("addr/0", {rank0_line.begin(), rank0_line.end()});
+  const std::vector<int> group = {4, 5, 6};
+  const std::string cause = "Connection closed by peer [127.0.0.1]:2222";
+  const auto one = name_together(server->port(), {{"one", 2, group, cause, false}});
+  CHECK(one[6].rfind("lost the connection to rank 5 (the one member", 0) == 0);
+  const auto two = name_together(server->port(), {{"two", 2, group, cause, false}});
+  CHECK(two[6].find("lost the connection") == std::string::npos);
+  CHECK(two[6] == "ranks that did not arrive: 4, 5");
+}
+
+namespace {
+
+// A store whose server goes away (every call throws StoreLost) once a key starting with `after`
+// has been set: rank 0 exiting while a rank is naming a failure.
+class StoreLostAfter : public Store {
+ public:
+  StoreLostAfter(std::shared_ptr<Store> base, std::string after)
+      : base_(std::move(base)), after_(std::move(after)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    check_up();
+    base_->set(key, value);
+    if (key.rfind(after_, 0) == 0) gone_ = true;
+  }
+  std::vector<uint8_t> get(const std::string& key) override {
+    check_up();
+    return base_->get(key);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    check_up();
+    return base_->add(key, delta);
+  }
+  void wait(const std::vector<std::string>& keys) override {
+    check_up();
+    base_->wait(keys);
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    check_up();
+    return base_->check(keys);
+  }
+  std::vector<MaybeValue> get_existing(const std::vector<std::string>& keys) override {
+    check_up();
+    return base_->get_existing(keys);
+  }
+  std::vector<bool> which_exist(const std::vector<std::string>& keys) override {
+    check_up();
+    return base_->which_exist(keys);
+  }
+  void set_timeout(std::chrono::milliseconds t) override { base_->set_timeout(t); }
+  std::chrono::milliseconds timeout() const override { return base_->timeout(); }
+
+ private:
+  void check_up() const {
+    if (gone_) throw StoreLost("TcpStore: connection to 127.0.0.1:1 lost (test)");
+  }
+  std::shared_ptr<Store> base_;
+  std::string after_;
+  bool gone_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("a_rank_that_named_the_broken_peer_keeps_it_when_the_store_goes_away", "[comm][fault]") {
+  // Rank 3's connection to rank 2 broke and it matched the address; then rank 0, which serves the
+  // store, exits. What it found stands: "rank 0 is gone" would name the wrong rank.
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
+  publish_rank2_pair_with_3(server, "tp");
+  auto root = std::make_shared<StoreLostAfter>(server, "waits_for/");
+  auto store = make_prefix_store(root, "tp");
+  const std::vector<int> tp = {0, 1, 2, 3};
+  FailureScope scope{
+      store.get(), root.get(), 3, 4, [&](int j) { return tp[static_cast<size_t>(j)]; }, kTimeoutS};
+  CHECK(name_failed_ranks(scope, 0, kClosedByRank2, false) ==
+        "lost the connection to rank 2 ([1]:5555; it died or closed its communicator)");
+}
