@@ -275,10 +275,10 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
 }
 
 std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>& missing) {
+  // A rank that did not arrive is hung or dead, or alive and blocked in another op on one that
+  // is: name the ends of the chain. Ours, published now, continues the chains through us.
+  const std::string ours = "ranks that did not arrive: " + rank_list(missing);
   try {
-    // A rank that did not arrive is hung or dead, or alive and blocked in another op on one that
-    // is: name the ends of the chain. Ours, published now, continues the chains through us.
-    const std::string ours = "ranks that did not arrive: " + rank_list(missing);
     publish_waits_for(scope, missing);
     if (scope.release_peers) scope.release_peers();
     const std::vector<int> ends = chain_ends(scope, missing, 2 * grace_s(scope));
@@ -289,7 +289,7 @@ std::string name_missing_ranks(const FailureScope& scope, const std::vector<int>
     return ours + ", blocked in turn on rank(s) " + rank_list(ends) +
            (why.empty() ? " (hung or dead)" : "; " + why);
   } catch (const std::exception& e) {
-    return cannot_name(e);
+    return ours + " (not followed further: " + cannot_name(e) + ")";  // who is missing is known
   }
 }
 

@@ -251,3 +251,18 @@ TEST_CASE("a_rank_that_named_the_broken_peer_keeps_it_when_the_store_goes_away",
   CHECK(name_failed_ranks(scope, 0, kClosedByRank2, false) ==
         "lost the connection to rank 2 ([1]:5555; it died or closed its communicator)");
 }
+
+TEST_CASE("a_rank_that_found_who_did_not_arrive_keeps_them_when_the_store_goes_away",
+          "[comm][fault]") {
+  // Rank 2 timed out waiting for rank 1, published whom it waited for, and the store went away
+  // while it followed the chain on: the ranks that did not arrive still come first.
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
+  auto root = std::make_shared<StoreLostAfter>(server, "waits_for/");
+  auto store = make_prefix_store(root, "tp");
+  const std::vector<int> tp = {0, 1, 2, 3};
+  FailureScope scope{
+      store.get(), root.get(), 2, 4, [&](int j) { return tp[static_cast<size_t>(j)]; }, kTimeoutS};
+  CHECK(name_missing_ranks(scope, {1}) ==
+        "ranks that did not arrive: 1 (not followed further: global rank 0, which serves the "
+        "rendezvous store, is gone or hung (TcpStore: connection to 127.0.0.1:1 lost (test)))");
+}
