@@ -197,7 +197,7 @@ if [ -f "$cudnn_report" ] && grep -q '"status": *"completed"' "$cudnn_report" &&
   fits 60 "GPT-2 small bf16, cuDNN attention and GEMM algorithms tuned"; then
   TRAINER_ATTENTION=cudnn TRAINER_GEMM_AUTOTUNE=1 gpt2 gpt2-cudnn-tuned bf16 || true
 fi
-# The same tokens a step in one micro-batch of 64 (llm.c's, and 31 GiB a rank by `trainer plan`):
+# The same tokens a step in one micro-batch of 64 (llm.c's, and 30 GiB a rank by `trainer plan`):
 # each GEMM four times as tall (the 768-wide ones ran at 250-550 TFLOP/s at 16), a quarter of the
 # launches. With the fastest settings above: cuDNN's attention where it trained, tuned GEMMs.
 if fits 60 "GPT-2 small bf16, micro_batch 64 x grad_accum 1"; then
