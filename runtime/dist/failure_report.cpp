@@ -96,11 +96,13 @@ bool names_an_address(const std::string& cause) {
 int broken_peer(const FailureScope& s, const std::string& cause, std::string* how_out) {
   const std::vector<MaybeValue> published = values_of(*s.group_store, "addr/", local_ranks(s));
   std::vector<int> unpublished;
-  for (int j = 0; j < s.size; ++j)
-    if (j != s.rank && !published[static_cast<size_t>(j)]) unpublished.push_back(j);
   for (int j = 0; j < s.size; ++j) {
     const MaybeValue& addrs = published[static_cast<size_t>(j)];
-    if (j == s.rank || !addrs) continue;
+    if (j == s.rank) continue;
+    if (!addrs) {
+      unpublished.push_back(j);
+      continue;
+    }
     std::istringstream lines(text(*addrs));
     std::string line;
     while (std::getline(lines, line)) {
