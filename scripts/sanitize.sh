@@ -2,7 +2,8 @@
 # Builds the tests with a sanitizer and runs them through ctest (not part of CI: an instrumented
 # build of everything takes about 30 minutes on 2 cores). The cuda backend is left out (nvcc and
 # the sanitizers do not mix, and its tests need a device); the kernels are checked through their
-# emulation (tests/unit/kernels: the .cu sources run on cpu threads), where AddressSanitizer finds
+# emulation (tests/unit/kernels: the .cu sources run on the cpu, each CUDA thread a std::thread
+# under a sanitizer, where other builds run them as fibers), where AddressSanitizer finds
 # out-of-bounds reads and writes of global and shared memory and ThreadSanitizer finds shared
 # memory used by two threads of a block without a barrier between them.
 #   scripts/sanitize.sh asan [CTEST ARGS]   AddressSanitizer + UBSan; default: every unit test

@@ -1,12 +1,22 @@
 #pragma once
-// Runs CUDA device code on the cpu, so the kernels are tested where there is no GPU: each thread
-// of a block is a std::thread, __syncthreads() is a std::barrier over the block and
-// __shfl_xor_sync() an exchange through a barrier over the warp (32 consecutive threads); blocks
-// run one after another, so a __shared__ array can be a function-local static. Covers what
-// kernels/ uses: shared memory, __syncthreads, __syncwarp, xor shuffles, grid-stride loops,
-// __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores are
-// done by lane 0 once the warp has arrived, so kernels must __syncwarp() before reading a stored
-// tile, as on a device),
+// Runs CUDA device code on the cpu, so the kernels are tested where there is no GPU. The threads
+// of a block are fibers of the calling thread: the first in the block's order that can run goes
+// on until it waits at a barrier or returns, so one warp runs as far ahead of the next as its
+// barriers let it; __syncthreads() is a barrier over the block and __shfl_xor_sync() an exchange
+// through a barrier over the warp (32 consecutive threads); blocks run one after another, so a
+// __shared__ array can be a function-local static. The order is thread order in even blocks and
+// the reverse in odd ones: a thread that reads another's write without a barrier between them
+// reads stale memory in one of the two. A block whose threads all wait at barriers that cannot
+// complete throws rather than hang.
+// Under a sanitizer (or with TRAINER_EMULATION_THREADS defined for the whole build) each thread
+// is a std::thread and each barrier a std::barrier instead: ThreadSanitizer sees a missing barrier
+// between threads, not between fibers of one thread, and AddressSanitizer would need to be told
+// of every fiber switch. Elsewhere fibers, because a std::barrier over a block's threads costs a
+// round of futex wake-ups and context switches: an order of magnitude slower.
+// Covers what kernels/ uses: shared memory, __syncthreads, __syncwarp, xor shuffles, grid-stride
+// loops, __nv_bfloat16 and the nvcuda::wmma 16x16x16 API (each lane holds the whole tile; stores
+// are done by lane 0 once the warp has arrived, so kernels must __syncwarp() before reading a
+// stored tile, as on a device),
 // and mma.sync.m16n8k16 and ldmatrix (kernels/mma.cuh) with each lane holding its own fragments
 // as a device lane does, exchanged through the warp's barrier, and cp.async (copies deferred to
 // the wait that covers them);
@@ -20,13 +30,30 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "runtime/cpu/ops_optim.h"
+
+#if !defined(TRAINER_EMULATION_THREADS) && \
+    (defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__))
+#define TRAINER_EMULATION_THREADS 1
+#endif
+#if !defined(TRAINER_EMULATION_THREADS) && defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define TRAINER_EMULATION_THREADS 1
+#endif
+#endif
+#ifndef TRAINER_EMULATION_THREADS
+#include <setjmp.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#endif
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -38,17 +65,62 @@ using cudaStream_t = struct EmulatedStream*;
 
 namespace cuda_emulation {
 
+#ifdef TRAINER_EMULATION_THREADS
+class Barrier {
+ public:
+  explicit Barrier(std::ptrdiff_t threads) : sync_(threads) {}
+  void arrive_and_wait() { sync_.arrive_and_wait(); }
+  void arrive_and_drop() { sync_.arrive_and_drop(); }
+
+ private:
+  std::barrier<> sync_;
+};
+#else
+// A barrier among fibers: an arriving fiber yields until every thread still in the block (or
+// warp) has arrived; a thread that returned counts no more.
+class Barrier {
+ public:
+  explicit Barrier(std::ptrdiff_t threads) : expected_(threads) {}
+  void arrive_and_wait();  // after the scheduler, below
+  void arrive_and_drop() {
+    --expected_;
+    if (arrived_ > 0 && arrived_ == expected_) complete();
+  }
+  uint64_t phase() const { return phase_; }
+
+ private:
+  void complete() {
+    arrived_ = 0;
+    ++phase_;
+  }
+  std::ptrdiff_t expected_, arrived_ = 0;
+  uint64_t phase_ = 0;  // completions so far
+};
+#endif
+
 struct Warp {
   explicit Warp(std::ptrdiff_t lanes) : sync(lanes) {}
-  std::barrier<> sync;
+  Barrier sync;
   std::array<uint64_t, 32> slot{};                 // one value per lane (up to 8 bytes)
   std::array<std::array<uint32_t, 6>, 32> frag{};  // mma_m16n8k16: each lane's a[4], b[2]
 };
 
+// One thread's cp.async copies: its open group and the committed ones, oldest first.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+};
+struct AsyncCopies {
+  std::vector<AsyncCopy> open;
+  std::vector<std::vector<AsyncCopy>> groups;
+};
+
+// The running CUDA thread's view: with fibers, the scheduler sets these at every switch.
 inline thread_local dim3 thread_idx, block_idx, block_dim, grid_dim;
-inline thread_local std::barrier<>* block_barrier = nullptr;
+inline thread_local Barrier* block_barrier = nullptr;
 inline thread_local Warp* warp = nullptr;
 inline thread_local unsigned lane = 0;
+inline thread_local AsyncCopies* async_copies = nullptr;
 
 // One block's barriers: fresh for every block, because a thread that returns early drops out of
 // them for the rest of its block (as an exited CUDA thread no longer counts at __syncthreads).
@@ -57,10 +129,21 @@ struct BlockState {
     for (unsigned w = 0; w * 32 < threads; ++w)
       warps.push_back(std::make_unique<Warp>(std::min(32u, threads - w * 32)));
   }
-  std::barrier<> sync;
+  Barrier sync;
   std::vector<std::unique_ptr<Warp>> warps;
 };
 
+inline dim3 index_in(unsigned i, const dim3& extent) {
+  return dim3(i % extent.x, i / extent.x % extent.y, i / (extent.x * extent.y));
+}
+
+// A thread that has returned no longer takes part in its block's barriers.
+inline void leave_block() {
+  warp->sync.arrive_and_drop();
+  block_barrier->arrive_and_drop();
+}
+
+#ifdef TRAINER_EMULATION_THREADS
 // Runs kernel() over grid x block: block.x * block.y * block.z std::threads, created once, run
 // every block in turn (the next block starts when all threads have finished this one).
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
@@ -72,22 +155,192 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   std::vector<std::jthread> pool;
   for (unsigned t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      thread_idx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+      AsyncCopies copies;
+      async_copies = &copies;
+      thread_idx = index_in(t, block);
       block_dim = block;
       grid_dim = grid;
       lane = t % 32;
       for (unsigned b = 0; b < blocks; ++b) {
-        block_idx = dim3(b % grid.x, b / grid.x % grid.y, b / (grid.x * grid.y));
+        block_idx = index_in(b, grid);
         block_barrier = &state->sync;
         warp = state->warps[t / 32].get();
         kernel();
-        // A thread that has returned no longer takes part in this block's barriers.
-        warp->sync.arrive_and_drop();
-        block_barrier->arrive_and_drop();
+        leave_block();
         block_done.arrive_and_wait();
       }
     });
 }
+#else
+// A fiber's stack: mapped on first use and kept for later launches, with a guard page below it
+// so that an overflow faults instead of writing over the next stack.
+class FiberStack {
+ public:
+  static constexpr size_t kBytes = size_t{1} << 20, kGuard = 4096;
+  FiberStack() {
+    void* p = mmap(nullptr, kBytes + kGuard, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("cuda emulation: cannot map a fiber stack");
+    base_ = static_cast<char*>(p);
+    mprotect(base_, kGuard, PROT_NONE);
+  }
+  ~FiberStack() { munmap(base_, kBytes + kGuard); }
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  char* bottom() const { return base_ + kGuard; }
+
+ private:
+  char* base_ = nullptr;
+};
+
+// A fiber enters its stack once through ucontext (makecontext gives it the stack) and switches
+// after that through _setjmp/_longjmp, which, unlike swapcontext, do not save and restore the
+// signal mask with a system call each: that call was 90% of the emulated kernels' time. A
+// fortified build checks that longjmp never goes to a deeper frame, which a switch to another
+// stack looks like: there every switch goes through swapcontext.
+#if defined(_FORTIFY_SOURCE)
+inline constexpr bool kSwitchByJump = false;
+#else
+inline constexpr bool kSwitchByJump = true;
+#endif
+struct FiberContext {
+  ucontext_t context;
+  jmp_buf jump;
+};
+
+struct Fiber {
+  FiberContext saved;
+  bool started = false;
+  dim3 thread_idx;
+  Warp* warp = nullptr;
+  AsyncCopies copies;
+  const Barrier* waits_at = nullptr;  // with the phase it waits to end
+  uint64_t waits_for_phase = 0;
+  bool done = false;
+};
+
+// The block whose fibers this thread is running.
+struct FiberBlock {
+  FiberContext scheduler;
+  std::unique_ptr<Fiber[]> fibers;
+  Fiber* current = nullptr;
+  const std::function<void()>* kernel = nullptr;
+  std::exception_ptr error;
+};
+inline thread_local FiberBlock* fiber_block = nullptr;
+inline thread_local std::vector<std::unique_ptr<FiberStack>> fiber_stacks;
+
+// From the scheduler to fiber f, until it yields. Not inlined, as yield(): _setjmp returns twice,
+// which makes the compiler distrust the locals of the function that calls it.
+[[gnu::noinline]] inline void resume(FiberBlock& b, Fiber& f) {
+  if (!kSwitchByJump) {
+    swapcontext(&b.scheduler.context, &f.saved.context);
+  } else if (_setjmp(b.scheduler.jump) == 0) {
+    if (f.started) _longjmp(f.saved.jump, 1);
+    f.started = true;
+    setcontext(&f.saved.context);
+  }
+}
+// From the running fiber back to the scheduler.
+[[gnu::noinline]] inline void yield(FiberBlock& b, Fiber& me) {
+  if (!kSwitchByJump)
+    swapcontext(&me.saved.context, &b.scheduler.context);
+  else if (_setjmp(me.saved.jump) == 0)
+    _longjmp(b.scheduler.jump, 1);
+}
+
+inline void fiber_main() {
+  FiberBlock& b = *fiber_block;
+  try {
+    (*b.kernel)();
+  } catch (...) {  // never unwind past the fiber's first frame; rethrown after the block
+    if (!b.error) b.error = std::current_exception();
+  }
+  leave_block();
+  b.current->done = true;
+  yield(b, *b.current);  // never resumed
+}
+
+inline void Barrier::arrive_and_wait() {
+  FiberBlock& b = *fiber_block;
+  const uint64_t mine = phase_;
+  if (++arrived_ == expected_) return complete();
+  Fiber& me = *b.current;
+  me.waits_at = this;
+  me.waits_for_phase = mine;
+  while (phase_ == mine) yield(b, me);
+  me.waits_at = nullptr;
+}
+
+// A context that starts fiber_main on `stack` (which never returns). Not inlined: getcontext
+// returns twice, as _setjmp.
+[[gnu::noinline]] inline void start_context(ucontext_t& context, const FiberStack& stack) {
+  getcontext(&context);
+  context.uc_stack.ss_sp = stack.bottom();
+  context.uc_stack.ss_size = FiberStack::kBytes;
+  context.uc_link = nullptr;
+  makecontext(&context, fiber_main, 0);
+}
+
+// Runs one block: always the first fiber in the block's order that can run (has not returned,
+// and is not waiting at a barrier that has not completed since it arrived), until it yields. So
+// a warp runs ahead of the next as far as its barriers let it: a block-wide barrier left out
+// shows even where the warps exchange values in between. None can run while some have not
+// returned: a deadlock.
+inline void run_block(unsigned threads, BlockState& state, bool reverse,
+                      const std::function<void()>& kernel, const dim3& block) {
+  while (fiber_stacks.size() < threads) fiber_stacks.push_back(std::make_unique<FiberStack>());
+  FiberBlock b;
+  b.kernel = &kernel;
+  b.fibers = std::make_unique<Fiber[]>(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    Fiber& f = b.fibers[t];
+    f.thread_idx = index_in(t, block);
+    f.warp = state.warps[t / 32].get();
+    start_context(f.saved.context, *fiber_stacks[t]);
+  }
+  fiber_block = &b;
+  block_barrier = &state.sync;
+  const auto can_run = [](const Fiber& f) {
+    return !f.done && (!f.waits_at || f.waits_at->phase() != f.waits_for_phase);
+  };
+  for (unsigned live = threads; live > 0;) {
+    unsigned i = 0;
+    while (i < threads && !can_run(b.fibers[reverse ? threads - 1 - i : i])) ++i;
+    if (i == threads) {
+      fiber_block = nullptr;
+      if (b.error) std::rethrow_exception(b.error);
+      throw std::logic_error(
+          "cuda emulation: every thread left in the block waits at a barrier that cannot "
+          "complete (a __syncthreads or warp exchange that not every thread reaches)");
+    }
+    const unsigned t = reverse ? threads - 1 - i : i;
+    Fiber& f = b.fibers[t];
+    b.current = &f;
+    thread_idx = f.thread_idx;
+    lane = t % 32;
+    warp = f.warp;
+    async_copies = &f.copies;
+    resume(b, f);
+    if (f.done) --live;
+  }
+  fiber_block = nullptr;
+  if (b.error) std::rethrow_exception(b.error);
+}
+
+// Runs kernel() over grid x block, one block after another, each block's threads as fibers.
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
+  const unsigned threads = block.x * block.y * block.z;
+  const unsigned blocks = grid.x * grid.y * grid.z;
+  block_dim = block;
+  grid_dim = grid;
+  for (unsigned b = 0; b < blocks; ++b) {
+    BlockState state(threads);
+    block_idx = index_in(b, grid);
+    run_block(threads, state, b % 2 == 1, kernel, block);
+  }
+}
+#endif
 }  // namespace cuda_emulation
 
 #define threadIdx (::cuda_emulation::thread_idx)
@@ -123,7 +376,7 @@ inline float __fmul_rn(float a, float b) {
   return p;
 }
 
-// Integer atomics (the threads of a block run at once); each returns the old value.
+// Integer atomics (atomic where a block's threads are std::threads); each returns the old value.
 inline int32_t atomicAdd(int32_t* p, int32_t v) {
   return std::atomic_ref<int32_t>(*p).fetch_add(v);
 }
@@ -186,24 +439,17 @@ void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
 // kernels/mma.cuh's cp.async: a copy is only queued in its thread's open group; commit closes the
 // group; cp_async_wait<N> performs the copies of all but the newest N groups. A kernel that
 // reads a tile before the wait that covers it therefore reads stale shared memory here too.
-namespace cuda_emulation {
-struct AsyncCopy {
-  void* dst;
-  const void* src;
-};
-inline thread_local std::vector<AsyncCopy> async_open;
-inline thread_local std::vector<std::vector<AsyncCopy>> async_groups;  // committed, oldest first
-}  // namespace cuda_emulation
 inline void cp_async16(void* dst, const void* src) {
-  ::cuda_emulation::async_open.push_back({dst, src});
+  ::cuda_emulation::async_copies->open.push_back({dst, src});
 }
 inline void cp_async_commit() {
-  ::cuda_emulation::async_groups.push_back(std::move(::cuda_emulation::async_open));
-  ::cuda_emulation::async_open.clear();
+  auto& q = *::cuda_emulation::async_copies;
+  q.groups.push_back(std::move(q.open));
+  q.open.clear();
 }
 template <int kPending>
 void cp_async_wait() {
-  auto& groups = ::cuda_emulation::async_groups;
+  auto& groups = ::cuda_emulation::async_copies->groups;
   while (groups.size() > static_cast<size_t>(kPending)) {
     for (const auto& c : groups.front()) std::memcpy(c.dst, c.src, 16);
     groups.erase(groups.begin());

@@ -1,10 +1,10 @@
 // The flash attention kernels (kernels/flash_attention.cu, launchers included), run on the cpu
-// through cuda_emulation.h (32 real threads per block meeting at real barriers), against the
-// cpu backend: forward output, the row log-sum-exp (against float64), and dqkv, in fp32 and with
-// a bf16 output; over lengths below, at and across the 32-row tiles (16 above head size 64) and
-// head sizes 16/32/64/80/96/128.
-// This checks the indexing, causal masking, online softmax and backward algebra of the exact
-// kernel source on machines without a GPU; tests/unit/cuda runs the same checks on a device.
+// through cuda_emulation.h (each CUDA thread a fiber, meeting the others at barriers), against
+// the cpu backend: forward output, the row log-sum-exp (against float64), and dqkv, in fp32 and
+// with a bf16 output; over lengths below, at and across the 32-row tiles (16 above head size 64)
+// and head sizes 16/32/64/80/96/128. This checks the indexing, causal masking, online softmax and
+// backward algebra of the exact kernel source on machines without a GPU; tests/unit/cuda runs the
+// same checks on a device.
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>

@@ -1,0 +1,129 @@
+// The cpu emulation of CUDA (cuda_emulation.h) that the kernel tests run on: its barriers, with
+// threads that return early and a partial last warp, its xor shuffles, and, where the threads of
+// a block are fibers (every build but the sanitizers'), that a read lacking a barrier is seen,
+// that a barrier not every thread reaches throws instead of hanging, and that a kernel's
+// exception reaches the launch.
+#include <catch2/catch.hpp>
+#include <stdexcept>
+#include <vector>
+
+#include "tests/unit/kernels/emulated.h"
+
+namespace {
+
+constexpr int kThreads = 80;  // two warps and a partial one of 16
+
+// Each thread reads its neighbours' writes across barriers; one in seven returns after the first
+// read, and the barriers after it complete without them.
+__global__ void neighbours_kernel(int* out) {
+  __shared__ int seen[kThreads];
+  const int t = static_cast<int>(threadIdx.x), block = static_cast<int>(blockIdx.x);
+  seen[t] = 1000 * block + t;
+  __syncthreads();
+  const int first = seen[(t + 1) % kThreads];
+  if (t % 7 == 0) {
+    out[block * kThreads + t] = first;
+    return;
+  }
+  __syncthreads();  // every first read done before the second writes
+  seen[t] = 100000 + 1000 * block + t;
+  __syncthreads();
+  out[block * kThreads + t] = first + seen[(t + 3) % kThreads];
+}
+
+int expected_neighbours(int block, int t) {
+  const int first = 1000 * block + (t + 1) % kThreads;
+  if (t % 7 == 0) return first;
+  const int u = (t + 3) % kThreads;
+  return first + (u % 7 == 0 ? 1000 * block + u : 100000 + 1000 * block + u);
+}
+
+// The sum of the warp's lane numbers, by xor shuffles, in every lane.
+__global__ void warp_sum_kernel(int* out) {
+  int v = static_cast<int>(threadIdx.x % 32);
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  out[threadIdx.x] = v;
+}
+
+}  // namespace
+
+TEST_CASE("emulated_barriers_order_the_threads_of_each_block", "[kernels][emulation]") {
+  const int blocks = 3;
+  std::vector<int> out(blocks * kThreads, -1);
+  int* o = out.data();
+  cuda_emulation::launch(dim3(blocks), dim3(kThreads), [&] { neighbours_kernel(o); });
+  for (int b = 0; b < blocks; ++b)
+    for (int t = 0; t < kThreads; ++t) {
+      INFO("block " << b << " thread " << t);
+      CHECK(out[static_cast<size_t>(b * kThreads + t)] == expected_neighbours(b, t));
+    }
+}
+
+TEST_CASE("emulated_xor_shuffles_exchange_within_each_warp", "[kernels][emulation]") {
+  std::vector<int> out(96, -1);
+  int* o = out.data();
+  cuda_emulation::launch(dim3(1), dim3(96), [&] { warp_sum_kernel(o); });
+  for (int v : out) CHECK(v == 31 * 32 / 2);
+}
+
+#ifndef TRAINER_EMULATION_THREADS
+namespace {
+
+// Reads the next thread's write with no barrier between.
+__global__ void missing_barrier_kernel(int* out) {
+  __shared__ int seen[kThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  seen[t] = 1000 * static_cast<int>(blockIdx.x) + t;
+  out[blockIdx.x * kThreads + t] = seen[(t + 1) % kThreads];
+}
+
+// Lane 0 waits at the warp's barrier, the other threads at the block's: neither completes.
+__global__ void split_barrier_kernel() {
+  if (threadIdx.x == 0)
+    __syncwarp();
+  else
+    __syncthreads();
+}
+
+__global__ void throwing_kernel(int* out) {
+  __syncthreads();
+  if (threadIdx.x == 5) throw std::runtime_error("thread 5 gives up");
+  __syncthreads();
+  out[threadIdx.x] = 1;
+}
+
+}  // namespace
+
+TEST_CASE("emulated_fibers_show_a_read_without_a_barrier_in_one_of_two_blocks",
+          "[kernels][emulation]") {
+  // Block 0 runs its threads in order (each reads before the next writes), block 1 in reverse.
+  std::vector<int> out(2 * kThreads, -1);
+  int* o = out.data();
+  cuda_emulation::launch(dim3(2), dim3(kThreads), [&] { missing_barrier_kernel(o); });
+  int stale = 0;
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < kThreads; ++t)
+      stale += out[static_cast<size_t>(b * kThreads + t)] != 1000 * b + (t + 1) % kThreads;
+  CHECK(stale > 0);
+}
+
+TEST_CASE("emulated_fibers_throw_on_a_barrier_that_cannot_complete", "[kernels][emulation]") {
+  CHECK_THROWS_WITH(
+      cuda_emulation::launch(dim3(1), dim3(64), [] { split_barrier_kernel(); }),
+      Catch::Contains("every thread left in the block waits at a barrier that cannot complete"));
+  // The next launch runs as usual.
+  std::vector<int> out(96, -1);
+  int* o = out.data();
+  cuda_emulation::launch(dim3(1), dim3(96), [&] { warp_sum_kernel(o); });
+  CHECK(out[95] == 31 * 32 / 2);
+}
+
+TEST_CASE("emulated_fibers_pass_a_kernels_exception_to_the_launch", "[kernels][emulation]") {
+  std::vector<int> out(64, 0);
+  int* o = out.data();
+  CHECK_THROWS_WITH(cuda_emulation::launch(dim3(1), dim3(64), [&] { throwing_kernel(o); }),
+                    "thread 5 gives up");
+  CHECK(out[5] == 0);
+  CHECK(out[4] == 1);  // the others went on past the barrier thread 5 left
+}
+#endif
