@@ -13,15 +13,22 @@ namespace {
 
 constexpr int kThreads = 80;  // two warps and a partial one of 16
 
-// Each thread reads its neighbours' writes across barriers; one in seven returns after the first
-// read, and the barriers after it complete without them.
+bool returns_early(int t) {
+  return t % 7 == 0 || t == kThreads - 1;
+}
+
+// Each thread reads its neighbours' writes across barriers; one in seven and the last return
+// after the first read, and the barriers after it complete without them. The last thread passes
+// its warp's barrier first, so that in thread order it returns after all others arrived at the
+// next block barrier: its leaving completes that barrier.
 __global__ void neighbours_kernel(int* out) {
   __shared__ int seen[kThreads];
   const int t = static_cast<int>(threadIdx.x), block = static_cast<int>(blockIdx.x);
   seen[t] = 1000 * block + t;
   __syncthreads();
   const int first = seen[(t + 1) % kThreads];
-  if (t % 7 == 0) {
+  if (t >= 64) __syncwarp();  // the partial warp
+  if (returns_early(t)) {
     out[block * kThreads + t] = first;
     return;
   }
@@ -33,9 +40,9 @@ __global__ void neighbours_kernel(int* out) {
 
 int expected_neighbours(int block, int t) {
   const int first = 1000 * block + (t + 1) % kThreads;
-  if (t % 7 == 0) return first;
+  if (returns_early(t)) return first;
   const int u = (t + 3) % kThreads;
-  return first + (u % 7 == 0 ? 1000 * block + u : 100000 + 1000 * block + u);
+  return first + (returns_early(u) ? 1000 * block + u : 100000 + 1000 * block + u);
 }
 
 // The sum of the warp's lane numbers, by xor shuffles, in every lane.
@@ -69,12 +76,23 @@ TEST_CASE("emulated_xor_shuffles_exchange_within_each_warp", "[kernels][emulatio
 #ifndef TRAINER_EMULATION_THREADS
 namespace {
 
-// Reads the next thread's write with no barrier between.
+// Reads the previous thread's write with no barrier between.
 __global__ void missing_barrier_kernel(int* out) {
   __shared__ int seen[kThreads];
   const int t = static_cast<int>(threadIdx.x);
   seen[t] = 1000 * static_cast<int>(blockIdx.x) + t;
-  out[blockIdx.x * kThreads + t] = seen[(t + 1) % kThreads];
+  out[blockIdx.x * kThreads + t] = seen[t > 0 ? t - 1 : 0];
+}
+
+// Reads the other warp's write after an exchange within the own warp, then after a block barrier.
+__global__ void warp_ahead_kernel(int* before, int* after) {
+  __shared__ int seen[64];
+  const int t = static_cast<int>(threadIdx.x);
+  seen[t] = 1000 * static_cast<int>(blockIdx.x) + t + 1;
+  (void)__shfl_xor_sync(0xffffffffu, t, 1);
+  before[blockIdx.x * 64 + t] = seen[(t + 32) % 64];
+  __syncthreads();
+  after[blockIdx.x * 64 + t] = seen[(t + 32) % 64];
 }
 
 // Lane 0 waits at the warp's barrier, the other threads at the block's: neither completes.
@@ -96,15 +114,35 @@ __global__ void throwing_kernel(int* out) {
 
 TEST_CASE("emulated_fibers_show_a_read_without_a_barrier_in_one_of_two_blocks",
           "[kernels][emulation]") {
-  // Block 0 runs its threads in order (each reads before the next writes), block 1 in reverse.
+  // Block 0 runs its threads in order (each reads after the previous one wrote), block 1 in
+  // reverse (each reads before it wrote): the second block's reads are stale.
   std::vector<int> out(2 * kThreads, -1);
   int* o = out.data();
   cuda_emulation::launch(dim3(2), dim3(kThreads), [&] { missing_barrier_kernel(o); });
-  int stale = 0;
+  int stale[2] = {0, 0};
   for (int b = 0; b < 2; ++b)
     for (int t = 0; t < kThreads; ++t)
-      stale += out[static_cast<size_t>(b * kThreads + t)] != 1000 * b + (t + 1) % kThreads;
-  CHECK(stale > 0);
+      stale[b] += out[static_cast<size_t>(b * kThreads + t)] != 1000 * b + (t > 0 ? t - 1 : 0);
+  CHECK(stale[0] == 0);
+  CHECK(stale[1] == kThreads - 1);
+}
+
+TEST_CASE("emulated_fibers_let_a_warp_run_ahead_of_the_next_up_to_a_block_barrier",
+          "[kernels][emulation]") {
+  // Warp 0 of block 0 (warp 1 of block 1) passes its exchange and reads before the other warp
+  // has started; after the block barrier every read is fresh.
+  std::vector<int> before(128, -1), after(128, -1);
+  int *b0 = before.data(), *a0 = after.data();
+  cuda_emulation::launch(dim3(2), dim3(64), [&] { warp_ahead_kernel(b0, a0); });
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 64; ++t) {
+      INFO("block " << b << " thread " << t);
+      const size_t i = static_cast<size_t>(b * 64 + t);
+      const int fresh = 1000 * b + (t + 32) % 64 + 1;
+      const bool first_warp = t / 32 == b;  // the warp that runs first in this block's order
+      CHECK((before[i] == fresh) == !first_warp);
+      CHECK(after[i] == fresh);
+    }
 }
 
 TEST_CASE("emulated_fibers_throw_on_a_barrier_that_cannot_complete", "[kernels][emulation]") {
