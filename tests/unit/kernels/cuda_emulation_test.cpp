@@ -18,9 +18,9 @@ bool returns_early(int t) {
 }
 
 // Each thread reads its neighbours' writes across barriers; one in seven and the last return
-// after the first read, and the barriers after it complete without them. The last thread passes
-// its warp's barrier first, so that in thread order it returns after all others arrived at the
-// next block barrier: its leaving completes that barrier.
+// after the first read, and the barriers after it complete without them. The partial warp meets
+// at a barrier of its own first, so that in thread order the last thread returns after all others
+// arrived at the next block barrier: its leaving completes that barrier.
 __global__ void neighbours_kernel(int* out) {
   __shared__ int seen[kThreads];
   const int t = static_cast<int>(threadIdx.x), block = static_cast<int>(blockIdx.x);
