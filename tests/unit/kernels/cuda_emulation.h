@@ -89,10 +89,7 @@ class Barrier {
   uint64_t phase() const { return phase_; }
 
  private:
-  void complete() {
-    arrived_ = 0;
-    ++phase_;
-  }
+  void complete();  // after the scheduler, below
   std::ptrdiff_t expected_, arrived_ = 0;
   uint64_t phase_ = 0;  // completions so far
 };
@@ -216,59 +213,70 @@ struct Fiber {
   AsyncCopies copies;
   const Barrier* waits_at = nullptr;  // with the phase it waits to end
   uint64_t waits_for_phase = 0;
-  bool done = false;
+  bool done = false;  // with this block
 };
 
-// The block whose fibers this thread is running.
-struct FiberBlock {
+// The launch whose fibers this thread is running. A fiber lives for the whole launch and runs
+// the kernel once per block, as a std::thread of the other way does.
+struct FiberLaunch {
   FiberContext scheduler;
   std::unique_ptr<Fiber[]> fibers;
   Fiber* current = nullptr;
   const std::function<void()>* kernel = nullptr;
+  uint64_t completions = 0;  // of barriers: each may let fibers run that could not
   std::exception_ptr error;
 };
-inline thread_local FiberBlock* fiber_block = nullptr;
+inline thread_local FiberLaunch* fiber_launch = nullptr;
 inline thread_local std::vector<std::unique_ptr<FiberStack>> fiber_stacks;
 
 // From the scheduler to fiber f, until it yields. Not inlined, as yield(): _setjmp returns twice,
 // which makes the compiler distrust the locals of the function that calls it.
-[[gnu::noinline]] inline void resume(FiberBlock& b, Fiber& f) {
+[[gnu::noinline]] inline void resume(FiberLaunch& l, Fiber& f) {
   if (!kSwitchByJump) {
-    swapcontext(&b.scheduler.context, &f.saved.context);
-  } else if (_setjmp(b.scheduler.jump) == 0) {
+    swapcontext(&l.scheduler.context, &f.saved.context);
+  } else if (_setjmp(l.scheduler.jump) == 0) {
     if (f.started) _longjmp(f.saved.jump, 1);
     f.started = true;
     setcontext(&f.saved.context);
   }
 }
 // From the running fiber back to the scheduler.
-[[gnu::noinline]] inline void yield(FiberBlock& b, Fiber& me) {
+[[gnu::noinline]] inline void yield(FiberLaunch& l, Fiber& me) {
   if (!kSwitchByJump)
-    swapcontext(&me.saved.context, &b.scheduler.context);
+    swapcontext(&me.saved.context, &l.scheduler.context);
   else if (_setjmp(me.saved.jump) == 0)
-    _longjmp(b.scheduler.jump, 1);
+    _longjmp(l.scheduler.jump, 1);
 }
 
+// A CUDA thread, block after block: resumed for the next block once it is done with this one.
 inline void fiber_main() {
-  FiberBlock& b = *fiber_block;
-  try {
-    (*b.kernel)();
-  } catch (...) {  // never unwind past the fiber's first frame; rethrown after the block
-    if (!b.error) b.error = std::current_exception();
+  FiberLaunch& l = *fiber_launch;
+  for (;;) {
+    try {
+      (*l.kernel)();
+    } catch (...) {  // never unwind past the fiber's first frame; rethrown after the block
+      if (!l.error) l.error = std::current_exception();
+    }
+    leave_block();
+    l.current->done = true;
+    yield(l, *l.current);
   }
-  leave_block();
-  b.current->done = true;
-  yield(b, *b.current);  // never resumed
+}
+
+inline void Barrier::complete() {
+  arrived_ = 0;
+  ++phase_;
+  ++fiber_launch->completions;
 }
 
 inline void Barrier::arrive_and_wait() {
-  FiberBlock& b = *fiber_block;
+  FiberLaunch& l = *fiber_launch;
   const uint64_t mine = phase_;
   if (++arrived_ == expected_) return complete();
-  Fiber& me = *b.current;
+  Fiber& me = *l.current;
   me.waits_at = this;
   me.waits_for_phase = mine;
-  while (phase_ == mine) yield(b, me);
+  while (phase_ == mine) yield(l, me);
   me.waits_at = nullptr;
 }
 
@@ -286,58 +294,67 @@ inline void Barrier::arrive_and_wait() {
 // and is not waiting at a barrier that has not completed since it arrived), until it yields. So
 // a warp runs ahead of the next as far as its barriers let it: a block-wide barrier left out
 // shows even where the warps exchange values in between. None can run while some have not
-// returned: a deadlock.
-inline void run_block(unsigned threads, BlockState& state, bool reverse,
-                      const std::function<void()>& kernel, const dim3& block) {
-  while (fiber_stacks.size() < threads) fiber_stacks.push_back(std::make_unique<FiberStack>());
-  FiberBlock b;
-  b.kernel = &kernel;
-  b.fibers = std::make_unique<Fiber[]>(threads);
+// returned: a deadlock. The fibers before `first` could not run when last looked at, and
+// nothing but a barrier's completion changes that: the scan starts over only then.
+inline void run_block(FiberLaunch& l, unsigned threads, BlockState& state, bool reverse) {
   for (unsigned t = 0; t < threads; ++t) {
-    Fiber& f = b.fibers[t];
-    f.thread_idx = index_in(t, block);
+    Fiber& f = l.fibers[t];
     f.warp = state.warps[t / 32].get();
-    start_context(f.saved.context, *fiber_stacks[t]);
+    f.done = false;
   }
-  fiber_block = &b;
   block_barrier = &state.sync;
+  const auto fiber_at = [&](unsigned i) -> Fiber& {
+    return l.fibers[reverse ? threads - 1 - i : i];
+  };
   const auto can_run = [](const Fiber& f) {
     return !f.done && (!f.waits_at || f.waits_at->phase() != f.waits_for_phase);
   };
+  unsigned first = 0;
+  uint64_t completions = l.completions;
   for (unsigned live = threads; live > 0;) {
-    unsigned i = 0;
-    while (i < threads && !can_run(b.fibers[reverse ? threads - 1 - i : i])) ++i;
-    if (i == threads) {
-      fiber_block = nullptr;
-      if (b.error) std::rethrow_exception(b.error);
+    if (l.completions != completions) first = 0, completions = l.completions;
+    while (first < threads && !can_run(fiber_at(first))) ++first;
+    if (first == threads) {
+      if (l.error) std::rethrow_exception(l.error);
       throw std::logic_error(
           "cuda emulation: every thread left in the block waits at a barrier that cannot "
           "complete (a __syncthreads or warp exchange that not every thread reaches)");
     }
-    const unsigned t = reverse ? threads - 1 - i : i;
-    Fiber& f = b.fibers[t];
-    b.current = &f;
+    const unsigned t = reverse ? threads - 1 - first : first;
+    Fiber& f = l.fibers[t];
+    l.current = &f;
     thread_idx = f.thread_idx;
     lane = t % 32;
     warp = f.warp;
     async_copies = &f.copies;
-    resume(b, f);
+    resume(l, f);
     if (f.done) --live;
   }
-  fiber_block = nullptr;
-  if (b.error) std::rethrow_exception(b.error);
+  if (l.error) std::rethrow_exception(l.error);
 }
 
-// Runs kernel() over grid x block, one block after another, each block's threads as fibers.
+// Runs kernel() over grid x block, one block after another, each thread of a block a fiber.
 inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   const unsigned threads = block.x * block.y * block.z;
   const unsigned blocks = grid.x * grid.y * grid.z;
+  while (fiber_stacks.size() < threads) fiber_stacks.push_back(std::make_unique<FiberStack>());
+  FiberLaunch l;
+  l.kernel = &kernel;
+  l.fibers = std::make_unique<Fiber[]>(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    l.fibers[t].thread_idx = index_in(t, block);
+    start_context(l.fibers[t].saved.context, *fiber_stacks[t]);
+  }
+  fiber_launch = &l;
+  struct Unset {  // the launch's fibers are left where they are, to start afresh next launch
+    ~Unset() { fiber_launch = nullptr; }
+  } unset;
   block_dim = block;
   grid_dim = grid;
   for (unsigned b = 0; b < blocks; ++b) {
     BlockState state(threads);
     block_idx = index_in(b, grid);
-    run_block(threads, state, b % 2 == 1, kernel, block);
+    run_block(l, threads, state, b % 2 == 1);
   }
 }
 #endif
