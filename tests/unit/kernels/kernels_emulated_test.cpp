@@ -293,6 +293,30 @@ TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_and_other_shard_to
     }
 }
 
+// The backward's bucket offsets come from a one-block scan of the token counts, 1024 threads
+// each summing a chunk of the vocabulary. Over a vocabulary of exactly 1024 every thread has a
+// token, the last one too: the thread that completes the scan's first barrier reads its prefix
+// only after the second (scripts/mutate_barriers.sh: without this case, taking that barrier out
+// failed no test, since with a small vocabulary the threads that read early have no tokens).
+TEST_CASE("emulated_embedding_backward_matches_cpu_over_a_vocabulary_of_1024", "[kernels]") {
+  cpu::CpuBackend ref;
+  const int64_t B = 2, T = 16, C = 4, V = 1024;
+  std::vector<int32_t> tok(static_cast<size_t>(B * T));
+  std::mt19937 gen(10);
+  for (auto& t : tok) t = static_cast<int32_t>(gen() % V);
+  tok[0] = tok[5] = static_cast<int32_t>(V - 1);  // the last thread's token, twice
+  auto dy = randoms(B * T * C, 3), dwte = randoms(V * C, 4), dwpe = randoms(T * C, 5);
+  std::vector<float> rdwte = dwte, rdwpe = dwpe;
+  std::vector<int32_t> scratch(static_cast<size_t>(emu::embedding_backward_scratch_ints(B * T, V)),
+                               -7);
+  emu::embedding_backward(dwte.data(), dwpe.data(), dy.data(), tok.data(), scratch.data(), 0, B, T,
+                          C, V, kStream);
+  ref.embedding_backward(host(rdwte, {V, C}), host(rdwpe, {T, C}), host(dy, {B, T, C}),
+                         host(tok, {B, T}), 0);
+  check_close(dwte, rdwte, kTol, "embedding dwte");
+  check_close(dwpe, rdwpe, kTol, "embedding dwpe");
+}
+
 TEST_CASE("emulated_softmax_cross_entropy_matches_cpu_with_ignored_targets_and_padding",
           "[kernels]") {
   cpu::CpuBackend ref;
