@@ -189,9 +189,12 @@ TEST_CASE("emulated_fused_gelu_fallback_kernels_match_cpu", "[kernels][bf16]") {
   check_close(dbias, want, kTol, "bias_backward of a bf16 dout");
 }
 
-TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {
+namespace {
+
+// The reference attention kernels (attention.cu) against the cpu backend at sequence length T.
+void check_reference_attention(int64_t T) {
   cpu::CpuBackend ref;
-  const int64_t B = 2, T = 13, NH = 3, HS = 8, C = NH * HS;
+  const int64_t B = 2, NH = 3, HS = 8, C = NH * HS;
   auto qkv = randoms(B * T * 3 * C, 1, -2, 2), dy = randoms(B * T * C, 2);
   auto dqkv = nans(B * T * 3 * C), out = nans(B * T * C), att = nans(B * NH * T * T);
   std::vector<float> dpre(att.size()), rout(out.size()), ratt(att.size()), rdqkv = dqkv;
@@ -207,50 +210,65 @@ TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {
   check_close(dqkv, rdqkv, kTol, "attention dqkv");
 }
 
+}  // namespace
+
+// Rows of 13 keys (all in one warp of the block) and of up to 70 (three warps, each with keys:
+// block_reduce's max then sum must not overwrite the warps' partial maxima before all have read).
+TEST_CASE("emulated_reference_attention_kernels_match_cpu", "[kernels]") {
+  for (const int64_t T : {13, 70}) {
+    INFO("T=" << T);
+    check_reference_attention(T);
+  }
+}
+
 // Each cp rank's out, att and dqkv_all (its share of every rank's gradient) as the cpu backend's
 // (itself tested against whole-sequence attention, tests/unit/cpu/context_attention_test.cpp);
 // from bf16 qkv too (the cpu reading the same bf16 values; out rounded to bf16 once).
 TEST_CASE("emulated_context_parallel_attention_kernels_match_cpu", "[kernels][cp]") {
   cpu::CpuBackend ref;
-  const int64_t cp = 3, B = 2, L = 3, Tl = 2 * L, NH = 2, HS = 8, C = NH * HS, T = cp * Tl;
-  const std::vector<float> all = randoms(cp * B * Tl * 3 * C, 3, -2, 2);
-  const std::vector<uint16_t> all16 = bf16_bits_of(all);
-  for (const bool bf16 : {false, true})
-    for (int64_t rank = 0; rank < cp; ++rank) {
-      INFO((bf16 ? "bf16" : "fp32") << " qkv, cp rank " << rank << " of " << cp);
-      auto dy = randoms(B * Tl * C, 4 + uint32_t(rank));
-      auto att = nans(B * NH * Tl * T), dall = nans(cp * B * Tl * 3 * C);
-      auto dseq = nans(B * T * 3 * C), dpre = nans(B * NH * Tl * T);
-      std::vector<float> out;
-      if (bf16) {
-        std::vector<uint16_t> seq(sz(B * T * 3 * C), 0xffff), out16(sz(B * Tl * C), 0xffff);
-        emu::context_to_sequence(seq.data(), all16.data(), cp, B, Tl, 3 * C, kStream);
-        emu::context_attention_forward(out16.data(), att.data(), seq.data(), rank, cp, B, Tl, C, NH,
-                                       kStream);
-        emu::context_attention_backward(dall.data(), dseq.data(), dpre.data(), dy.data(),
-                                        seq.data(), att.data(), rank, cp, B, Tl, C, NH, kStream);
-        out = floats_of(out16);
-      } else {
-        auto seq = nans(B * T * 3 * C);
-        out = nans(B * Tl * C);
-        emu::context_to_sequence(seq.data(), all.data(), cp, B, Tl, 3 * C, kStream);
-        emu::context_attention_forward(out.data(), att.data(), seq.data(), rank, cp, B, Tl, C, NH,
-                                       kStream);
-        emu::context_attention_backward(dall.data(), dseq.data(), dpre.data(), dy.data(),
-                                        seq.data(), att.data(), rank, cp, B, Tl, C, NH, kStream);
+  const int64_t cp = 3, B = 2, NH = 2, HS = 8, C = NH * HS;
+  // Tl=6 (every row's keys in one warp) and Tl=24: up to 72 keys, three warps with keys each
+  for (const int64_t L : {3, 12}) {
+    const int64_t Tl = 2 * L, T = cp * Tl;
+    const std::vector<float> all = randoms(cp * B * Tl * 3 * C, 3, -2, 2);
+    const std::vector<uint16_t> all16 = bf16_bits_of(all);
+    for (const bool bf16 : {false, true})
+      for (int64_t rank = 0; rank < cp; ++rank) {
+        INFO((bf16 ? "bf16" : "fp32") << " qkv, Tl " << Tl << ", cp rank " << rank << " of " << cp);
+        auto dy = randoms(B * Tl * C, 4 + uint32_t(rank));
+        auto att = nans(B * NH * Tl * T), dall = nans(cp * B * Tl * 3 * C);
+        auto dseq = nans(B * T * 3 * C), dpre = nans(B * NH * Tl * T);
+        std::vector<float> out;
+        if (bf16) {
+          std::vector<uint16_t> seq(sz(B * T * 3 * C), 0xffff), out16(sz(B * Tl * C), 0xffff);
+          emu::context_to_sequence(seq.data(), all16.data(), cp, B, Tl, 3 * C, kStream);
+          emu::context_attention_forward(out16.data(), att.data(), seq.data(), rank, cp, B, Tl, C,
+                                         NH, kStream);
+          emu::context_attention_backward(dall.data(), dseq.data(), dpre.data(), dy.data(),
+                                          seq.data(), att.data(), rank, cp, B, Tl, C, NH, kStream);
+          out = floats_of(out16);
+        } else {
+          auto seq = nans(B * T * 3 * C);
+          out = nans(B * Tl * C);
+          emu::context_to_sequence(seq.data(), all.data(), cp, B, Tl, 3 * C, kStream);
+          emu::context_attention_forward(out.data(), att.data(), seq.data(), rank, cp, B, Tl, C, NH,
+                                         kStream);
+          emu::context_attention_backward(dall.data(), dseq.data(), dpre.data(), dy.data(),
+                                          seq.data(), att.data(), rank, cp, B, Tl, C, NH, kStream);
+        }
+        std::vector<float> in = bf16 ? floats_of(all16) : all;
+        std::vector<float> rout(out.size()), ratt(att.size()), rdall(all.size());
+        const ContextSplit split{int(rank), int(cp)};
+        ref.attention_forward_cp(host(rout, {B, Tl, C}), host(ratt, {B, NH, Tl, T}),
+                                 host(in, {cp, B, Tl, 3 * C}), split, int(NH));
+        ref.attention_backward_cp(host(rdall, {cp, B, Tl, 3 * C}), host(dy, {B, Tl, C}),
+                                  host(in, {cp, B, Tl, 3 * C}), host(rout, {B, Tl, C}),
+                                  host(ratt, {B, NH, Tl, T}), split, int(NH));
+        check_close(out, rout, bf16 ? 1e-2 : kTol, "cp attention out");
+        check_close(att, ratt, kTol, "cp attention att");
+        check_close(dall, rdall, kTol, "cp attention dqkv_all");
       }
-      std::vector<float> in = bf16 ? floats_of(all16) : all;
-      std::vector<float> rout(out.size()), ratt(att.size()), rdall(all.size());
-      const ContextSplit split{int(rank), int(cp)};
-      ref.attention_forward_cp(host(rout, {B, Tl, C}), host(ratt, {B, NH, Tl, T}),
-                               host(in, {cp, B, Tl, 3 * C}), split, int(NH));
-      ref.attention_backward_cp(host(rdall, {cp, B, Tl, 3 * C}), host(dy, {B, Tl, C}),
-                                host(in, {cp, B, Tl, 3 * C}), host(rout, {B, Tl, C}),
-                                host(ratt, {B, NH, Tl, T}), split, int(NH));
-      check_close(out, rout, bf16 ? 1e-2 : kTol, "cp attention out");
-      check_close(att, ratt, kTol, "cp attention att");
-      check_close(dall, rdall, kTol, "cp attention dqkv_all");
-    }
+  }
 }
 
 TEST_CASE("emulated_embedding_kernels_match_cpu_with_repeated_and_other_shard_tokens",
