@@ -127,8 +127,9 @@ void ZeroOptimizer::finish_oldest_scatter() {
 void ZeroOptimizer::reduce_gradients() {
   if (stage_ == 1)
     for (const ZeroSegment& s : segments_)
-      reduce_scatter_in_place(group(s), s.shards,
-                              model_.grads().slice(s.flat.begin, s.flat.size()));
+      if (s.sharded())  // (a group of one has nothing to sum: on cuda it is Gloo, host memory only)
+        reduce_scatter_in_place(group(s), s.shards,
+                                model_.grads().slice(s.flat.begin, s.flat.size()));
   while (!scatters_.empty()) finish_oldest_scatter();
 }
 
@@ -158,9 +159,10 @@ void ZeroOptimizer::step(float lr, float beta1, float beta2, float eps, float we
 void ZeroOptimizer::publish_params() {
   if (stage_ < 3) {
     for (const ZeroSegment& s : segments_)
-      all_gather_in_place(be_, group(s), s.shards,
-                          model_.params().slice(s.flat.begin, s.flat.size()),
-                          gather_staging_.tensor());
+      if (s.sharded())  // (each rank of a group of one holds all of its segment)
+        all_gather_in_place(be_, group(s), s.shards,
+                            model_.params().slice(s.flat.begin, s.flat.size()),
+                            gather_staging_.tensor());
   } else {
     finish_gather(prefetch_);
     prefetch_unit_ = -1;

@@ -7,12 +7,20 @@
 // backend's compute stream. The world group stays on Gloo: it carries host values only (step times,
 // stop flags, checkpoint commits).
 #include <memory>
+#include <string>
 
 #include "runtime/core/backend.h"
 #include "runtime/dist/mesh.h"
 #include "runtime/dist/store.h"
 
 namespace trainer::train {
+
+// Whether make_comm_factory gives the group named `group` (an axis name) of `size` ranks NCCL on
+// the cuda backend (device memory), rather than Gloo (host memory only). A group of one rank is
+// always Gloo: the code above the backend must not hand it device memory (it has nothing to
+// exchange).
+bool nccl_group_on_cuda(const std::string& group, int size, bool context_parallel,
+                        bool expert_parallel);
 
 // context_parallel: the cp and dp x cp groups (activations, gradients) are NCCL on cuda too;
 // expert_parallel: the ep and edp groups (tokens to the experts, the experts' gradients).

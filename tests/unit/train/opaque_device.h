@@ -8,6 +8,7 @@
 // CpuBackend's, so a run on these must give the plain cpu run's numbers bit for bit.
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "runtime/core/backend.h"
@@ -172,57 +173,69 @@ class OpaqueBackend : public Backend {
   mutable cpu::CpuBackend cpu_;
 };
 
+// device_memory false: a group the cuda backend gives Gloo (train::nccl_group_on_cuda), which
+// must never be handed backend memory: a tagged pointer throws, naming the group.
 class OpaqueComm : public dist::Comm {
  public:
-  explicit OpaqueComm(std::unique_ptr<dist::Comm> inner) : inner_(std::move(inner)) {}
+  explicit OpaqueComm(std::unique_ptr<dist::Comm> inner, bool device_memory = true)
+      : inner_(std::move(inner)), device_memory_(device_memory) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
   int global_rank(int r) const override { return inner_->global_rank(r); }
   void all_reduce(void* d, size_t n, dist::CommDType t, dist::ReduceOp op) override {
-    inner_->all_reduce(untag(d), n, t, op);
+    inner_->all_reduce(pass(d), n, t, op);
   }
   std::shared_ptr<dist::Work> all_reduce_async(void* d, size_t n, dist::CommDType t,
                                                dist::ReduceOp op) override {
-    return inner_->all_reduce_async(untag(d), n, t, op);
+    return inner_->all_reduce_async(pass(d), n, t, op);
   }
   void reduce_scatter(const void* i, void* o, size_t n, dist::CommDType t,
                       dist::ReduceOp op) override {
-    inner_->reduce_scatter(untag(i), untag(o), n, t, op);
+    inner_->reduce_scatter(pass(i), pass(o), n, t, op);
   }
   std::shared_ptr<dist::Work> reduce_scatter_async(const void* i, void* o, size_t n,
                                                    dist::CommDType t, dist::ReduceOp op) override {
-    return inner_->reduce_scatter_async(untag(i), untag(o), n, t, op);
+    return inner_->reduce_scatter_async(pass(i), pass(o), n, t, op);
   }
   void all_gather(const void* i, void* o, size_t n, dist::CommDType t) override {
-    inner_->all_gather(untag(i), untag(o), n, t);
+    inner_->all_gather(pass(i), pass(o), n, t);
   }
   std::shared_ptr<dist::Work> all_gather_async(const void* i, void* o, size_t n,
                                                dist::CommDType t) override {
-    return inner_->all_gather_async(untag(i), untag(o), n, t);
+    return inner_->all_gather_async(pass(i), pass(o), n, t);
   }
   void broadcast(void* d, size_t n, dist::CommDType t, int root) override {
-    inner_->broadcast(untag(d), n, t, root);
+    inner_->broadcast(pass(d), n, t, root);
   }
   void all_to_all(const void* i, void* o, size_t n, dist::CommDType t) override {
-    inner_->all_to_all(untag(i), untag(o), n, t);
+    inner_->all_to_all(pass(i), pass(o), n, t);
   }
   void send(const void* d, size_t bytes, int peer, int tag_) override {
-    inner_->send(untag(d), bytes, peer, tag_);
+    inner_->send(pass(d), bytes, peer, tag_);
   }
   void recv(void* d, size_t bytes, int peer, int tag_) override {
-    inner_->recv(untag(d), bytes, peer, tag_);
+    inner_->recv(pass(d), bytes, peer, tag_);
   }
   void send_recv_batch(const std::vector<dist::P2pTransfer>& transfers) override {
     std::vector<dist::P2pTransfer> host = transfers;
     for (dist::P2pTransfer& t : host)
-      if (t.bytes > 0) t.data = untag(t.data);
+      if (t.bytes > 0) t.data = pass(t.data);
     inner_->send_recv_batch(host);
   }
   void barrier() override { inner_->barrier(); }
 
  private:
+  template <class T>
+  T* pass(T* p) const {
+    if (!device_memory_ && tagged(p))
+      throw std::logic_error("backend memory handed to the " + name() + " group of " +
+                             std::to_string(size()) +
+                             " rank(s), which the cuda backend runs on Gloo (host memory only)");
+    return untag(p);
+  }
   std::unique_ptr<dist::Comm> inner_;
+  bool device_memory_;
 };
 
 }  // namespace trainer::testing

@@ -3,7 +3,8 @@
 // and NCCL need: on OpaqueBackend/OpaqueComm (opaque_device.h), where a host access to backend
 // memory faults (the test dies of SIGSEGV), two data-parallel ranks train for three steps in
 // every ZeRO stage and precision, then take the checkpoint-resume path, and give the plain cpu
-// run's losses, gradient norms and weights bit for bit.
+// run's losses, gradient norms and weights bit for bit. A group the cuda backend runs on Gloo
+// (train::nccl_group_on_cuda: a group of one rank, say) must not be handed backend memory at all.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "runtime/cpu/cpu_backend.h"
+#include "runtime/train/device_comms.h"
 #include "tests/unit/small_train_config.h"
 #include "tests/unit/train/dp_trace.h"
 #include "tests/unit/train/opaque_device.h"
@@ -26,17 +28,23 @@ using Trace = testing::DpTrace;
 
 std::vector<Trace> run(const config::RunConfig& cfg, bool opaque,
                        testing::Split split = testing::Split::dp, int ranks = kDp) {
+  // Each group as the cuda backend makes it: NCCL (device memory) or Gloo (host memory only).
+  const auto as_on_cuda = [split](std::unique_ptr<dist::Comm> comm) {
+    const bool nccl = train::nccl_group_on_cuda(
+        comm->name(), comm->size(), split == testing::Split::cp, split == testing::Split::ep);
+    return std::make_unique<testing::OpaqueComm>(std::move(comm), nccl);
+  };
   return testing::run_dp_ranks(
       cfg, ranks, kSteps,
       [&](std::unique_ptr<dist::Comm>& comm) -> std::unique_ptr<Backend> {
         if (!opaque) return std::make_unique<cpu::CpuBackend>();
-        comm = std::make_unique<testing::OpaqueComm>(std::move(comm));
+        comm = as_on_cuda(std::move(comm));
         return std::make_unique<testing::OpaqueBackend>();
       },
       opaque ? "opaque device" : "cpu", split,
       [&](std::unique_ptr<dist::Comm> comm) -> std::unique_ptr<dist::Comm> {
         if (!opaque) return comm;
-        return std::make_unique<testing::OpaqueComm>(std::move(comm));
+        return as_on_cuda(std::move(comm));
       });
 }
 
