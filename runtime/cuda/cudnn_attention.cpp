@@ -145,6 +145,11 @@ std::string shape_name(const AttentionShape& s, bool backward) {
 
 }  // namespace
 
+float sdpa_mask_fill(size_t version) {
+  return version < 91000 ? std::numeric_limits<float>::lowest()
+                         : -std::numeric_limits<float>::infinity();
+}
+
 std::string sdpa_version_refusal(size_t version, const AttentionShape& s, bool backward) {
   if (version >= 91000 && version < 91002)
     return "cuDNN " + std::to_string(version) + " has known SDPA bugs (9.10.0, 9.10.1)";
@@ -311,7 +316,7 @@ void CudnnAttention::forward(uint16_t* out, float* lse, const uint16_t* qkv,
                              const AttentionShape& s) {
   const SdpaGraph& g = planned(s, false);
   const int64_t C = s.NH * s.HS;
-  float scale = attention_scale(s.HS), neg_inf = -std::numeric_limits<float>::infinity();
+  float scale = attention_scale(s.HS), neg_inf = sdpa_mask_fill(version_);
   void* ws = g.plan->workspace_bytes ? workspace_(g.plan->workspace_bytes) : nullptr;
   cudnn_graph::execute(handle_, *g.plan, {kQ, kK, kV, kO, kStats, kScale, kNegInf},
                        {const_cast<uint16_t*>(qkv), const_cast<uint16_t*>(qkv + C),
@@ -325,7 +330,7 @@ void CudnnAttention::backward(uint16_t* dqkv, const uint16_t* dout, const uint16
   const SdpaGraph& g = planned(s, true);
   const int64_t C = s.NH * s.HS;
   float scale = attention_scale(s.HS), one = 1.0f;
-  float neg_inf = -std::numeric_limits<float>::infinity();
+  float neg_inf = sdpa_mask_fill(version_);
   auto* ws = static_cast<char*>(workspace_(g.own_workspace_bytes + g.plan->workspace_bytes));
   cudnn_graph::execute(
       handle_, *g.plan,

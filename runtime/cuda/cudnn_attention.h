@@ -50,6 +50,11 @@ SdpaGraph sdpa_backward_graph(const AttentionShape& s, cudnnDataType_t index_mat
 // none). version: cudnnGetVersion()'s, 91900 for 9.19.0.
 std::string sdpa_version_refusal(size_t version, const AttentionShape& s, bool backward);
 
+// The score the causal mask puts over a later key: -inf, or below cuDNN 9.10 the lowest float, as
+// cuDNN's frontend passes to those versions (a row masked whole within a tile would otherwise give
+// -inf - -inf = NaN there).
+float sdpa_mask_fill(size_t version);
+
 class CudnnAttention {
  public:
   // Device memory of at least the given bytes, valid on the stream until the next request.

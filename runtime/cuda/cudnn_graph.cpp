@@ -116,7 +116,9 @@ Descriptor reduction(cudnnReduceTensorOp_t reduce, const Descriptor& x, const De
   Descriptor r(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
   r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce)
       .set(CUDNN_ATTR_REDUCTION_COMP_TYPE, math);
+#if CUDNN_VERSION >= 91100  // (the attribute is new in 9.11's headers)
   if (cudnn().get_version() >= 91100) r.set_bool(CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, false);
+#endif
   r.finalize(what);
   Descriptor op(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
   op.set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, r)

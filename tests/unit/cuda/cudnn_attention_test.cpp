@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "runtime/cuda/cuda_backend.h"
@@ -72,6 +73,14 @@ TEST_CASE("cudnn_versions_with_known_sdpa_limits_hand_the_shape_back", "[cuda]")
   CHECK(cuda::sdpa_version_refusal(91501, aligned, true).empty());
   check_refused(91501, ragged, true, "T % 128");
   CHECK(cuda::sdpa_version_refusal(91600, ragged, true).empty());
+}
+
+// The causal mask's fill: -inf from 9.10 on, the lowest float before, as cuDNN's frontend gives.
+TEST_CASE("cudnn_sdpa_mask_fill_follows_the_version", "[cuda]") {
+  CHECK(cuda::sdpa_mask_fill(91900) == -std::numeric_limits<float>::infinity());
+  CHECK(cuda::sdpa_mask_fill(91000) == -std::numeric_limits<float>::infinity());
+  CHECK(cuda::sdpa_mask_fill(90900) == std::numeric_limits<float>::lowest());
+  CHECK(cuda::sdpa_mask_fill(90000) == std::numeric_limits<float>::lowest());
 }
 
 namespace {
