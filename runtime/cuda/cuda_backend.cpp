@@ -45,6 +45,14 @@ int device_count(std::string* why) {
   return n;
 }
 
+int device_for_local_rank(int local_rank, int visible) {
+  if (visible == 1) return 0;  // bound to one GPU per rank (or one GPU only: NCCL refuses sharing)
+  TRAINER_CHECK(local_rank >= 0 && local_rank < visible,
+                "cuda backend: LOCAL_RANK " << local_rank << " but only " << visible
+                                            << " visible device(s) (CUDA_VISIBLE_DEVICES?)");
+  return local_rank;
+}
+
 CudaBackend::CudaBackend(int local_rank) {
   attention_kernel_ = attention_kernel_from_env();
   gelu_epilogue_ = env_switch("TRAINER_GELU_EPILOGUE", gelu_epilogue_,
@@ -55,10 +63,7 @@ CudaBackend::CudaBackend(int local_rank) {
   std::string why;
   const int n = device_count(&why);
   if (n == 0) throw CudaError("cuda backend: no CUDA device (" + why + ")");
-  TRAINER_CHECK(local_rank >= 0 && local_rank < n,
-                "cuda backend: LOCAL_RANK " << local_rank << " but only " << n
-                                            << " visible device(s) (CUDA_VISIBLE_DEVICES?)");
-  device_ = local_rank;
+  device_ = device_for_local_rank(local_rank, n);
   CUDA_CHECK(cudaSetDevice(device_));
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));

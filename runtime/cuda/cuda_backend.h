@@ -21,6 +21,11 @@ class CudnnAttention;  // cudnn_attention.h (builds with cuDNN's headers only)
 // Number of visible devices, or 0 with the reason (driver missing, no device) in *why.
 int device_count(std::string* why = nullptr);
 
+// The device a rank uses among `visible` ones: LOCAL_RANK's, or device 0 when the rank sees just
+// one (Slurm's --gpus-per-task=1 and --gpu-bind give each task its own GPU as device 0). Throws
+// naming LOCAL_RANK when it has no device of its own.
+int device_for_local_rank(int local_rank, int visible);
+
 class CudaBackend : public Backend {
  public:
   // Uses device local_rank (throws when it does not exist); cudaSetDevice for this thread.

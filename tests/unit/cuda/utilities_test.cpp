@@ -3,10 +3,20 @@
 #include <chrono>
 #include <cstring>
 
+#include "runtime/cuda/cuda_backend.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 
 using namespace trainer;
 using namespace trainer::cuda::test;
+
+// Runs with no device too: which device a rank takes by LOCAL_RANK and the devices it sees.
+TEST_CASE("cuda_device_is_local_rank_or_the_one_visible", "[cuda]") {
+  CHECK(cuda::device_for_local_rank(0, 8) == 0);
+  CHECK(cuda::device_for_local_rank(5, 8) == 5);
+  CHECK(cuda::device_for_local_rank(3, 1) == 0);  // srun --gpus-per-task=1: its GPU is device 0
+  CHECK_THROWS_WITH(cuda::device_for_local_rank(4, 4),
+                    Catch::Contains("LOCAL_RANK 4 but only 4 visible device(s)"));
+}
 
 TEST_CASE("cuda_adamw_scale_axpy_match_cpu", "[cuda]") {
   auto gpu = cuda_or_skip();
