@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/dist/exit_deadline.h"
 #include "runtime/dist/failure_report.h"
 #include "runtime/dist/in_flight_ops.h"
 #include "runtime/dist/nccl_comm.h"
@@ -66,6 +67,14 @@ SharedEvent make_shared_event(cudaEvent_t e) {
   return SharedEvent(e, [](cudaEvent_t p) { cudaEventDestroy(p); });
 }
 
+// The communicator's asynchronous state (ncclInProgress while a nonblocking call runs), or the
+// query's own error when it fails: a failed query must not read as "still in progress".
+ncclResult_t async_state(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  const ncclResult_t query = ncclCommGetAsyncError(comm, &state);
+  return query != ncclSuccess ? query : state;
+}
+
 // Whether the work before `event` finished. A not-ready query is cleared from the runtime's last
 // error (as PyTorch does), so that the next launch check cannot report it as a failure; any
 // other error surfaces at the caller's cudaEventSynchronize.
@@ -107,15 +116,19 @@ class NcclComm : public Comm {
     init();
   }
   ~NcclComm() override {
+    const bool unwinding = aborted_ || std::uncaught_exceptions() > 0;
+    if (unwinding) arm_teardown_deadline("unwinding after an error");
     if (comm_) {
       // Unwinding from an error: abort (peers stuck in a collective with us are freed too)
       // rather than wait up to the timeout for a finalize that may never complete.
-      if (!aborted_ && std::uncaught_exceptions() == 0 && finalized())
+      if (!unwinding && finalized())
         ncclCommDestroy(comm_);
       else
         ncclCommAbort(comm_);
     }
-    cudaFree(staging_);
+    // After an error another communicator's kernel may still spin on a dead peer, and cudaFree
+    // waits for every kernel on the device: the process is ending, the 64 KiB can stay.
+    if (!unwinding) cudaFree(staging_);
     cudaStreamDestroy(stream_);
   }
 
@@ -210,8 +223,7 @@ class NcclComm : public Comm {
   void watch(const std::string& what, uint64_t seq, Ready ready) {
     const auto deadline = Clock::now() + std::chrono::duration<double>(opts_.timeout_s);
     for (;;) {
-      ncclResult_t async = ncclSuccess;
-      if (comm_) ncclCommGetAsyncError(comm_, &async);
+      const ncclResult_t async = comm_ ? async_state(comm_) : ncclSuccess;
       if (async != ncclSuccess && async != ncclInProgress)
         fail_naming(what, seq,
                     std::string(ncclGetErrorString(async)) + " (" + ncclGetLastError(comm_) + ")");
@@ -248,8 +260,7 @@ class NcclComm : public Comm {
     if (r != ncclSuccess && r != ncclInProgress) return false;
     const auto deadline = Clock::now() + std::chrono::duration<double>(opts_.timeout_s);
     for (;;) {
-      ncclResult_t state = ncclInProgress;
-      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return false;
+      const ncclResult_t state = async_state(comm_);
       if (state != ncclInProgress) return state == ncclSuccess;
       if (Clock::now() > deadline) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -270,7 +281,16 @@ class NcclComm : public Comm {
     fail(what + " (op #" + std::to_string(stuck) + "): " + cause + (who.empty() ? "" : "; " + who));
   }
 
+  // After a failure, the process ends by exit_deadline.h's deadline if tearing down hangs: the
+  // naming may wait on the store (timeout_s), then the lead's store lingers (at most 30 s).
+  void arm_teardown_deadline(const std::string& why) const {
+    arm_exit_deadline(
+        opts_.timeout_s + 120, 1,
+        "nccl group '" + opts_.name + "' (rank " + std::to_string(rank_) + "): " + why);
+  }
+
   [[noreturn]] void fail(const std::string& msg) {
+    arm_teardown_deadline(msg);
     if (comm_ && !aborted_) {
       // Ends this rank's kernels on the communicator; the peers' fail on the closed connections
       // or time out in their own watch.
@@ -305,11 +325,7 @@ class NcclComm : public Comm {
     const ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
     if (r != ncclSuccess && r != ncclInProgress)
       fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
-    watch("init", kInitOp, [&] {
-      ncclResult_t state = ncclInProgress;
-      ncclCommGetAsyncError(comm_, &state);
-      return state == ncclSuccess;
-    });
+    watch("init", kInitOp, [&] { return async_state(comm_) == ncclSuccess; });
   }
 
   // " (never arrived: ranks 2, 3)" from the arrival keys of init.
@@ -341,11 +357,8 @@ class NcclComm : public Comm {
     const ncclResult_t r = launch();
     if (r != ncclSuccess && r != ncclInProgress)
       fail(std::string(what) + ": " + ncclGetErrorString(r));
-    watch(std::string(what) + " (enqueue)", seq, [&] {
-      ncclResult_t state = ncclInProgress;
-      ncclCommGetAsyncError(comm_, &state);
-      return state != ncclInProgress;
-    });
+    watch(std::string(what) + " (enqueue)", seq,
+          [&] { return async_state(comm_) != ncclInProgress; });
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     SharedEvent shared = make_shared_event(done);
     CUDA_CHECK(cudaEventRecord(done, stream_));
