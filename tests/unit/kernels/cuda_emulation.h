@@ -4,10 +4,13 @@
 // on until it waits at a barrier or returns, so one warp runs as far ahead of the next as its
 // barriers let it; __syncthreads() is a barrier over the block and __shfl_xor_sync() an exchange
 // through a barrier over the warp (32 consecutive threads); blocks run one after another, so a
-// __shared__ array can be a function-local static. The order is thread order in even blocks and
-// the reverse in odd ones: a thread that reads another's write without a barrier between them
-// reads stale memory in one of the two. A block whose threads all wait at barriers that cannot
-// complete throws rather than hang.
+// __shared__ array can be a function-local static. The order is thread order in blocks 0, 3, 6,
+// ..., the reverse in blocks 1, 4, 7, ...: a thread that reads another's write without a barrier
+// between them reads stale memory in one of the two. Blocks 2, 5, 8, ... shuffle instead: each
+// switch goes to a pseudo-random thread that can run (seeded by the block, so runs repeat), and
+// the warps drift apart between block barriers as on a device, so a warp that overwrites shared
+// memory another warp still reads without a __syncthreads between shows there too. A block whose
+// threads all wait at barriers that cannot complete throws rather than hang.
 // Under a sanitizer (or with TRAINER_EMULATION_THREADS defined for the whole build) each thread
 // is a std::thread and each barrier a std::barrier instead: ThreadSanitizer sees a missing barrier
 // between threads, not between fibers of one thread, and AddressSanitizer would need to be told
@@ -290,13 +293,18 @@ inline void Barrier::arrive_and_wait() {
   makecontext(&context, fiber_main, 0);
 }
 
+enum class BlockOrder { forward, reverse, shuffled };
+
 // Runs one block: always the first fiber in the block's order that can run (has not returned,
 // and is not waiting at a barrier that has not completed since it arrived), until it yields. So
 // a warp runs ahead of the next as far as its barriers let it: a block-wide barrier left out
 // shows even where the warps exchange values in between. None can run while some have not
 // returned: a deadlock. The fibers before `first` could not run when last looked at, and
-// nothing but a barrier's completion changes that: the scan starts over only then.
-inline void run_block(FiberLaunch& l, unsigned threads, BlockState& state, bool reverse) {
+// nothing but a barrier's completion changes that: the scan starts over only then. Shuffled:
+// the scan starts at a pseudo-random fiber each time and wraps.
+inline void run_block(FiberLaunch& l, unsigned threads, BlockState& state, BlockOrder order,
+                      uint64_t seed) {
+  const bool reverse = order == BlockOrder::reverse;
   for (unsigned t = 0; t < threads; ++t) {
     Fiber& f = l.fibers[t];
     f.warp = state.warps[t / 32].get();
@@ -312,8 +320,18 @@ inline void run_block(FiberLaunch& l, unsigned threads, BlockState& state, bool 
   unsigned first = 0;
   uint64_t completions = l.completions;
   for (unsigned live = threads; live > 0;) {
-    if (l.completions != completions) first = 0, completions = l.completions;
-    while (first < threads && !can_run(fiber_at(first))) ++first;
+    if (order == BlockOrder::shuffled) {
+      seed += 0x9e3779b97f4a7c15ull;  // splitmix64
+      uint64_t z = (seed ^ (seed >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      const auto start = static_cast<unsigned>((z ^ (z >> 31)) % threads);
+      unsigned i = 0;
+      while (i < threads && !can_run(fiber_at((start + i) % threads))) ++i;
+      first = i == threads ? threads : (start + i) % threads;
+    } else {
+      if (l.completions != completions) first = 0, completions = l.completions;
+      while (first < threads && !can_run(fiber_at(first))) ++first;
+    }
     if (first == threads) {
       if (l.error) std::rethrow_exception(l.error);
       throw std::logic_error(
@@ -354,7 +372,10 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& kernel) {
   for (unsigned b = 0; b < blocks; ++b) {
     BlockState state(threads);
     block_idx = index_in(b, grid);
-    run_block(l, threads, state, b % 2 == 1);
+    const BlockOrder order = b % 3 == 0   ? BlockOrder::forward
+                             : b % 3 == 1 ? BlockOrder::reverse
+                                          : BlockOrder::shuffled;
+    run_block(l, threads, state, order, b);
   }
 }
 #endif
