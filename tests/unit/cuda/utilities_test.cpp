@@ -3,12 +3,15 @@
 #include <chrono>
 #include <cstring>
 
-#include "runtime/cuda/cuda_backend.h"
 #include "tests/unit/cuda/cuda_test_util.h"
+#ifdef TRAINER_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#endif
 
 using namespace trainer;
 using namespace trainer::cuda::test;
 
+#ifdef TRAINER_HAVE_CUDA
 // Runs with no device too: which device a rank takes by LOCAL_RANK and the devices it sees.
 TEST_CASE("cuda_device_is_local_rank_or_the_one_visible", "[cuda]") {
   CHECK(cuda::device_for_local_rank(0, 8) == 0);
@@ -17,6 +20,7 @@ TEST_CASE("cuda_device_is_local_rank_or_the_one_visible", "[cuda]") {
   CHECK_THROWS_WITH(cuda::device_for_local_rank(4, 4),
                     Catch::Contains("LOCAL_RANK 4 but only 4 visible device(s)"));
 }
+#endif
 
 TEST_CASE("cuda_adamw_scale_axpy_match_cpu", "[cuda]") {
   auto gpu = cuda_or_skip();
