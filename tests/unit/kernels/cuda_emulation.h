@@ -41,6 +41,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/core/rng.h"
 #include "runtime/cpu/ops_optim.h"
 
 #if !defined(TRAINER_EMULATION_THREADS) && \
@@ -319,12 +320,10 @@ inline void run_block(FiberLaunch& l, unsigned threads, BlockState& state, Block
   };
   unsigned first = 0;
   uint64_t completions = l.completions;
+  trainer::SplitMix64 random(seed);  // (shuffled only)
   for (unsigned live = threads; live > 0;) {
     if (order == BlockOrder::shuffled) {
-      seed += 0x9e3779b97f4a7c15ull;  // splitmix64
-      uint64_t z = (seed ^ (seed >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      const auto start = static_cast<unsigned>((z ^ (z >> 31)) % threads);
+      const auto start = static_cast<unsigned>(random.next() % threads);
       unsigned i = 0;
       while (i < threads && !can_run(fiber_at((start + i) % threads))) ++i;
       first = i == threads ? threads : (start + i) % threads;
