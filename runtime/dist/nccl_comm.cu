@@ -111,9 +111,18 @@ class NcclComm : public Comm {
         compute_(compute),
         store_(std::move(store)),
         root_store_(root_store(store_)) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaMalloc(&staging_, kStagingBytes));
-    init();
+    try {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaMalloc(&staging_, kStagingBytes));
+      init();
+    } catch (...) {
+      // No destructor runs for a constructor that throws: release what init left behind (a
+      // failed init already aborted its communicator; a lost store leaves none).
+      if (comm_) ncclCommAbort(comm_);
+      if (staging_) cudaFree(staging_);
+      if (stream_) cudaStreamDestroy(stream_);
+      throw;
+    }
   }
   ~NcclComm() override {
     const bool unwinding = aborted_ || std::uncaught_exceptions() > 0;
