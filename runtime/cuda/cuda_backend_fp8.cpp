@@ -25,6 +25,12 @@ void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor
   check_numel(fp8_amax, 2, op, "fp8_amax");
   const float* state = need_f32(fp8_state, op, "fp8_state");
   float* amax = need_f32(fp8_amax, op, "fp8_amax");
+  // Every operand checked before the first launch: a host tensor is refused, not read by a kernel.
+  const auto* inp_bf16 = static_cast<const uint16_t*>(need_operand(inp, op, "inp"));
+  const auto* weight_bf16 = static_cast<const uint16_t*>(need_operand(weight, op, "weight"));
+  check_linear_activation_dtype(out, DType::bf16, op, "out");
+  void* out_data = need_operand_out(out, op, "out");
+  float* bias_data = opt_f32(bias, op, "bias");
   // Scratch: inp and weight in e4m3 (each 256-byte aligned for cuBLASLt), the amax partials, and
   // the used scale and its inverse per operand, each in its own 256 bytes (cuBLASLt refused every
   // algorithm for a descale 4 bytes past an aligned address: an H200, cuBLASLt 13.1).
@@ -38,21 +44,19 @@ void CudaBackend::matmul_forward_fp8(Tensor out, const Tensor& inp, const Tensor
   auto* partials = reinterpret_cast<float*>(base + inp_bytes + weight_bytes);
   char* scales = base + inp_bytes + weight_bytes + partial_bytes;
   const auto scale_slot = [&](int i) { return reinterpret_cast<float*>(scales + i * 256); };
-  kernels::fp8_quantize_delayed(q_inp, static_cast<const uint16_t*>(inp.data), d.N * d.C, state,
-                                amax, scale_slot(0), scale_slot(1), partials, stream_);
-  kernels::fp8_quantize_delayed(q_weight, static_cast<const uint16_t*>(weight.data), d.OC * d.C,
-                                state + kFp8TensorFloats, amax + 1, scale_slot(2), scale_slot(3),
-                                partials, stream_);
+  kernels::fp8_quantize_delayed(q_inp, inp_bf16, d.N * d.C, state, amax, scale_slot(0),
+                                scale_slot(1), partials, stream_);
+  kernels::fp8_quantize_delayed(q_weight, weight_bf16, d.OC * d.C, state + kFp8TensorFloats,
+                                amax + 1, scale_slot(2), scale_slot(3), partials, stream_);
   // The bias rides in cuBLASLt's epilogue, and a bf16 out is the GEMM's own output; where
   // cuBLASLt refuses either with fp8 inputs, run_gemm falls back to fp32 sums, the bias kernel
   // and a cast, as for bf16 inputs.
-  check_linear_activation_dtype(out, DType::bf16, op, "out");
   LtGemmArgs g;
   g.fp8_inputs = true;
   g.bf16_output = out.dtype == DType::bf16;
   g.trans_b = true, g.m = d.N, g.n = d.OC, g.k = d.C;
-  g.a = q_inp, g.b = q_weight, g.c = need_operand_out(out, op, "out");
-  g.bias = opt_f32(bias, op, "bias");
+  g.a = q_inp, g.b = q_weight, g.c = out_data;
+  g.bias = bias_data;
   g.a_scale = scale_slot(1), g.b_scale = scale_slot(3);  // the inverses: the descales
   run_gemm(g);
 }

@@ -96,6 +96,25 @@ TEST_CASE("cuda_fp8_matmul_and_scaling_state_match_cpu", "[cuda][fp8]") {
   CHECK(download(*gpu, raised) == std::vector<float>{1e3f, ref_amax[1]});
 }
 
+TEST_CASE("cuda_fp8_matmul_refuses_host_operands_before_any_launch", "[cuda][fp8]") {
+  auto gpu = fp8_cuda_or_skip();
+  if (!gpu) return;
+  const int64_t N = 16, C = 16, OC = 16;
+  std::vector<uint16_t> x_host = bf16_bits_of(randoms(N * C, 4));
+  std::vector<float> out_host(static_cast<size_t>(N * OC));
+  Tensor x = upload(*gpu, x_host, {N, C}, DType::bf16);
+  Tensor w = upload(*gpu, bf16_bits_of(randoms(OC * C, 5)), {OC, C}, DType::bf16);
+  Tensor state = upload(*gpu, std::vector<float>(kFp8StateFloats, 0.0f), {kFp8StateFloats});
+  Tensor amax = poisoned(*gpu, {2});
+  CHECK_THROWS_WITH(gpu->matmul_forward_fp8(poisoned(*gpu, {N, OC}), host_bf16(x_host, {N, C}), w,
+                                            Tensor(), state, amax),
+                    Catch::Contains("matmul_forward_fp8: inp is not a cuda tensor"));
+  CHECK_THROWS_WITH(gpu->matmul_forward_fp8(host(out_host, {N, OC}), x, w, Tensor(), state, amax),
+                    Catch::Contains("matmul_forward_fp8: out is not a cuda tensor"));
+  // Neither call quantized anything: the amaxes are still the poison.
+  for (float a : download(*gpu, amax)) CHECK(std::isnan(a));
+}
+
 TEST_CASE("cuda_fp8_matmul_of_an_experts_row_count_matches_cpu", "[cuda][fp8][moe]") {
   // A mixture of experts' fp8 GEMMs take each expert's token count of rows (any number): the
   // inner dimensions (d_model and the MLP width) are multiples of 16, the rows need not be.
