@@ -240,9 +240,10 @@ SdpaGraph sdpa_backward_graph(const AttentionShape& s, cudnnDataType_t index_mat
   const Descriptor& dst = b.scores_transposed(CUDNN_DATA_BFLOAT16);
   b.reshape(ds, dst);
   b.matmul(dst, q, dk);
-  // dq = dS k, accumulated in fp32, then rounded
-  const Descriptor& k =
-      b.virt(head_dims, {b.T() * 3 * b.C(), b.D(), 3 * b.C(), 1}, CUDNN_DATA_BFLOAT16);
+  // dq = dS k, accumulated in fp32, then rounded. K's reshape is declared fp32 as the frontend
+  // leaves it (its virtual tensors default to the graph's intermediate type), unlike P^T and dS^T,
+  // which it declares in the inputs' type.
+  const Descriptor& k = b.virt(head_dims, {b.T() * 3 * b.C(), b.D(), 3 * b.C(), 1});
   b.reshape(kt, k);
   b.matmul(ds, k, dq_accum);
   b.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, dq);
