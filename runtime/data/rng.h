@@ -8,14 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/core/rng.h"
+
 namespace trainer::data {
 
-inline uint64_t splitmix64_next(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using trainer::splitmix64_next;  // (runtime/core/rng.h)
 
 // One seed from several words (a base seed, a purpose tag, an index...); order matters.
 inline uint64_t derive_seed(std::initializer_list<uint64_t> words) {
