@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -12,14 +11,10 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
 #include "runtime/train/host_shard.h"
+#include "runtime/train/stop_signals.h"
 
 namespace trainer::train {
 namespace {
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-}
 
 // All ranks agree on one yes/no: rank 0's verdict, or any rank's `flag` with ReduceOp::max.
 bool any_rank(dist::Comm* world, bool flag) {
@@ -47,17 +42,12 @@ Checkpointing::Checkpointing(const config::RunConfig& cfg, std::string resume, T
       rank_(rank),
       dp_size_(dp_size),
       tokens_per_step_(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * dp_size *
-                       cfg.model.seq_len) {
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
-}
+                       cfg.model.seq_len) {}
 
 Checkpointing::~Checkpointing() {
   // A write still in flight (the run failed) is waited for but never committed: its step_N.tmp
   // stays incomplete, and resume ignores it.
   if (pending_ && pending_->written.valid()) pending_->written.wait();
-  std::signal(SIGTERM, SIG_DFL);
-  std::signal(SIGINT, SIG_DFL);
 }
 
 std::string Checkpointing::pick_resume_dir() {
@@ -207,7 +197,7 @@ void Checkpointing::load(const std::string& step_dir) {
 }
 
 bool Checkpointing::stop_signalled() {
-  return any_rank(world_, g_stop_signal != 0);
+  return any_rank(world_, StopSignals::received());
 }
 
 bool Checkpointing::after_step(int done) {

@@ -32,6 +32,7 @@
 #include "runtime/train/device_comms.h"
 #include "runtime/train/fault_injection.h"
 #include "runtime/train/process_stats.h"
+#include "runtime/train/stop_signals.h"
 #include "runtime/train/train_step.h"
 
 namespace trainer::train {
@@ -171,6 +172,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // Rank 0's profile, summarized and logged as soon as its window ends (or the run stops inside
   // it): a run that fails later still reports it.
   std::optional<report::ProfileInfo> profile;
+  StopSignals stop_signals;  // (stop_signals.h: held until the failure report is written)
 
   try {
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
@@ -248,6 +250,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
             cfg.train.eval_batches, eval_batches, val_loader->tokens_per_sample(), eval_batches);
 
       // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
+      stop_signals.catch_now();
       Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
                                 dp.size());
       const int first_step = checkpoints.restore();
