@@ -260,12 +260,15 @@ std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const 
     const std::vector<int> others = other_members(scope);
     found = reported_failures(scope, others);
     if (found.empty() && !timed_out) found = through_broken_peer(scope, cause);
+    // Named: nothing to wait for (our arrival is marked, and the run reports our failure, with
+    // this name, for the chains that end at us).
+    if (!found.empty()) return found;
     // A short grace after a timeout: the others time out about when we did. After a broken
     // connection we could not map to a rank (one that died before it published its addresses),
     // the live ranks fail at once too, or once they time out: wait for the first report. Whom
     // we wait for is unknown meanwhile; the members still missing after the grace stand for it,
     // so that ranks blocked on this one in other groups follow the chain on through them.
-    const bool unknown = found.empty() && !timed_out;
+    const bool unknown = !timed_out;
     std::vector<int> missing = missing_ranks(scope, op_seq, grace_s(scope), unknown, others);
     if (unknown) {
       if (!missing.empty()) publish_waits_for(scope, missing);
