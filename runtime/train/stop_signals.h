@@ -18,7 +18,8 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // From here on a SIGTERM or SIGINT sets the flag that received() reads.
+  // From here on a SIGTERM or SIGINT sets the flag that received() reads; a second one ends the
+  // process (the default action).
   void catch_now();
   // Whether one arrived since a catch_now().
   static bool received();
