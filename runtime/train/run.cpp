@@ -173,6 +173,21 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // it): a run that fails later still reports it.
   std::optional<report::ProfileInfo> profile;
   StopSignals stop_signals;  // (stop_signals.h: held until the failure report is written)
+  // Rank 0's failed report.json, written once: before the teardown where it can (the teardown may
+  // wait on a hung peer longer than a launcher's SIGTERM-to-SIGKILL grace). Never throws: the
+  // failure itself is what the caller must see.
+  bool failed_report_written = false;
+  const auto write_failed_report = [&](const std::string& what) {
+    if (!lead || !builder || failed_report_written) return;
+    failed_report_written = true;
+    try {
+      report::RunReport failed = builder->finish("failed", what);
+      failed.profile = profile;
+      report::write_report(failed, cfg.run.out_dir);
+    } catch (const std::exception& e) {
+      spdlog::error("could not write the failed run's report: {}", e.what());
+    }
+  };
 
   try {
     auto backend = make_backend(cfg.hardware.device, env.local_rank);
@@ -409,18 +424,16 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // Recorded while this rank's communicators are still open (unwinding closes them next):
       // peers that see its sockets close find the reason in the store and name this rank, not
       // the next one to close.
-      if (store) dist::report_failure(*store, env.rank, failure_text(e.what(), step_running));
+      const std::string what = failure_text(e.what(), step_running);
+      if (store) dist::report_failure(*store, env.rank, what);
       failure_reported = true;
+      write_failed_report(what);
       throw;
     }
   } catch (const std::exception& e) {
     const std::string what = failure_text(e.what(), step_running);
     if (store && !failure_reported) dist::report_failure(*store, env.rank, what);
-    if (lead && builder) {
-      report::RunReport failed = builder->finish("failed", what);
-      failed.profile = profile;
-      report::write_report(failed, cfg.run.out_dir);
-    }
+    write_failed_report(what);
     if (store) store->linger(store_linger(cfg.distributed.timeout_s));
     if (step_running == 0) throw;
     // The step is named in the message; bad input found mid-run (data) still exits 2.
