@@ -96,8 +96,11 @@ TEST_CASE("a_rank_that_closes_its_communicator_is_named_by_the_others", "[comm][
       while (survivors_done < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return;
     }
-    // Start once rank 3's sockets are closed (a fixed sleep was not enough under load).
-    while (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // Start once rank 3's sockets are closed (a fixed sleep was not enough under load); bounded,
+    // so that a rank 3 that failed before it got there fails the checks below, not hangs them.
+    for (const auto until = Clock::now() + std::chrono::seconds(30);
+         !closed && Clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::vector<float> v(1 << 12, 1.0f);
     auto t0 = Clock::now();
     std::string error;
