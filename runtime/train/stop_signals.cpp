@@ -5,15 +5,11 @@
 namespace trainer::train {
 namespace {
 
+// Every signal only asks for the stop, a repeated one too: under Slurm a task gets SIGTERM from its
+// step's daemon and again from srun, which forwards its own; under torchrun a terminal's Ctrl-C
+// reaches the workers and torchrun forwards it. SIGQUIT (Ctrl-\) and SIGKILL still end it at once.
 volatile std::sig_atomic_t g_stop_signal = 0;
-// The first signal asks for a stop; a second one (Ctrl-C again) ends the process as the default
-// action would: a stop or a failure's teardown that waits on a hung peer can take a timeout.
 extern "C" void on_stop_signal(int sig) {
-  if (g_stop_signal != 0) {
-    std::signal(sig, SIG_DFL);  // (both async-signal-safe)
-    std::raise(sig);
-    return;
-  }
   g_stop_signal = sig;
 }
 

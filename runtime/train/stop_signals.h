@@ -18,8 +18,7 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // From here on a SIGTERM or SIGINT sets the flag that received() reads; a second one ends the
-  // process (the default action).
+  // From here on a SIGTERM or SIGINT (each time) sets the flag that received() reads.
   void catch_now();
   // Whether one arrived since a catch_now().
   static bool received();
