@@ -25,8 +25,8 @@ class StopSignals {
 
  private:
   bool catching_ = false;
-  struct sigaction previous_term_ {
-  }, previous_int_{};
+  struct sigaction previous_term_ = {};
+  struct sigaction previous_int_ = {};
 };
 
 }  // namespace trainer::train
