@@ -1,16 +1,23 @@
 # SIGTERM to the launcher, or to one rank only, makes the whole group save a checkpoint at the
 # end of the current step and exit 0; the checkpoint's step is the last logged step, and
-# --resume continues from there. The same with pp 2 (SIGTERM to one stage).
+# --resume continues from there. The same with pp 2 (SIGTERM to one stage), and with SIGTERM sent
+# to a rank twice (under Slurm the step's daemon sends one and srun forwards its own).
 source "$2/tests/lib/dist_common.sh"
 c=(--set model.seq_len=32 --set train.steps=100000)
-stop_run() {  # stop_run NAME WHO(launcher|rank) [args]
+stop_run() {  # stop_run NAME WHO(launcher|rank|rank_twice) [args]
   local name=$1 who=$2
   shift 2
   "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
     --set train.micro_batch=4 --set checkpoint.dir=ck_$name --out $name "$@" >$name.log 2>&1 &
   local launcher=$!
   for _ in $(seq 600); do [ "$(cat $name/metrics.jsonl 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
-  if [ $who = launcher ]; then kill -TERM $launcher; else kill -TERM "$(pgrep -P $launcher | tail -1)"; fi
+  local rank_pid
+  rank_pid=$(pgrep -P $launcher | tail -1)
+  case $who in
+    launcher) kill -TERM $launcher ;;
+    rank) kill -TERM "$rank_pid" ;;
+    rank_twice) kill -TERM "$rank_pid" && kill -TERM "$rank_pid" ;;
+  esac
   set +e; wait $launcher; local rc=$?; set -e
   [ $rc -eq 0 ] || { cat $name.log; fail "$name: exit $rc after SIGTERM to the $who, want 0"; }
   local last saved
@@ -22,6 +29,7 @@ stop_run() {  # stop_run NAME WHO(launcher|rank) [args]
 stop_run term_launcher launcher
 stop_run term_rank rank
 stop_run term_rank_pp rank --set parallel.pp=2 --set parallel.pipeline.microbatches=2
+stop_run term_rank_twice rank_twice
 saved=$("$bin" ckpt inspect ck_term_rank | sed -n 's/^step \([0-9]*\),.*/\1/p')
 run_launch again 2 4 1 100000 --set model.seq_len=32 --set checkpoint.dir=ck_term_rank \
   --set train.stop_after_steps=$((saved + 1))
