@@ -207,8 +207,7 @@ std::string through_broken_peer(const FailureScope& s, const std::string& cause)
     // host may take a while between the two; a dead peer's report waits that long).
     const std::string mark = "timed_out/" + std::to_string(peer);
     const auto seen_by =
-        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::milliseconds>(
-                                               std::chrono::duration<double>(grace_s(s)));
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s(s));
     while (!s.root_store->check({mark})) {
       if (std::chrono::steady_clock::now() >= seen_by) return found;  // it died
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
