@@ -168,18 +168,20 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   const bool lead = env.rank == 0;
   std::optional<report::ReportBuilder> builder;  // outside the try: a failed run still reports
   int step_running = 0;  // the 1-based step in progress, named in a failure (0: none)
-  bool failure_reported = false;
   // Rank 0's profile, summarized and logged as soon as its window ends (or the run stops inside
   // it): a run that fails later still reports it.
   std::optional<report::ProfileInfo> profile;
   StopSignals stop_signals;  // (stop_signals.h: held until the failure report is written)
-  // Rank 0's failed report.json, written once: before the teardown where it can (the teardown may
-  // wait on a hung peer longer than a launcher's SIGTERM-to-SIGKILL grace). Never throws: the
-  // failure itself is what the caller must see.
-  bool failed_report_written = false;
-  const auto write_failed_report = [&](const std::string& what) {
-    if (!lead || !builder || failed_report_written) return;
-    failed_report_written = true;
+  // A failure, recorded once: in the store ("failed/<rank>", for the peers that name it) and, on
+  // rank 0, in the failed report.json. Before the teardown where it can: peers that see this
+  // rank's sockets close must find the reason, and the teardown may wait on a hung peer longer
+  // than a launcher's SIGTERM-to-SIGKILL grace. Never throws over the failure itself.
+  bool failure_recorded = false;
+  const auto record_failure = [&](const std::string& what) {
+    if (failure_recorded) return;
+    failure_recorded = true;
+    if (store) dist::report_failure(*store, env.rank, what);
+    if (!lead || !builder) return;
     try {
       report::RunReport failed = builder->finish("failed", what);
       failed.profile = profile;
@@ -424,16 +426,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // Recorded while this rank's communicators are still open (unwinding closes them next):
       // peers that see its sockets close find the reason in the store and name this rank, not
       // the next one to close.
-      const std::string what = failure_text(e.what(), step_running);
-      if (store) dist::report_failure(*store, env.rank, what);
-      failure_reported = true;
-      write_failed_report(what);
+      record_failure(failure_text(e.what(), step_running));
       throw;
     }
   } catch (const std::exception& e) {
     const std::string what = failure_text(e.what(), step_running);
-    if (store && !failure_reported) dist::report_failure(*store, env.rank, what);
-    write_failed_report(what);
+    record_failure(what);
     if (store) store->linger(store_linger(cfg.distributed.timeout_s));
     if (step_running == 0) throw;
     // The step is named in the message; bad input found mid-run (data) still exits 2.
