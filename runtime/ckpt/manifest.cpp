@@ -149,13 +149,21 @@ Manifest read_manifest(const std::string& step_dir) {
 }
 
 std::string model_difference(const model::GptDims& saved, const model::GptDims& wanted) {
-  const nlohmann::json a = dims_json(saved), b = dims_json(wanted);
   std::string out;
-  for (const auto& [k, v] : a.items()) {
-    if (b.at(k) == v) continue;
-    if (!out.empty()) out += ", ";
-    out += "model." + k + " " + v.dump() + " (checkpoint) vs " + b.at(k).dump() + " (config)";
-  }
+  auto compare = [&](const std::string& key, const nlohmann::json& a, const nlohmann::json& b) {
+    if (a == b) return;
+    out += (out.empty() ? "model." : ", model.") + key + " " + a.dump() + " (checkpoint) vs " +
+           b.dump() + " (config)";
+  };
+  compare("vocab_size", saved.vocab, wanted.vocab);
+  if (saved.padded_vocab() != wanted.padded_vocab())  // the multiple alone changes no shape
+    compare("make_vocab_size_divisible_by", saved.vocab_multiple, wanted.vocab_multiple);
+  compare("seq_len", saved.seq_len, wanted.seq_len);
+  compare("n_layer", saved.n_layer, wanted.n_layer);
+  compare("d_model", saved.d_model, wanted.d_model);
+  compare("n_head", saved.n_head, wanted.n_head);
+  compare("ffn_mult", saved.ffn_mult, wanted.ffn_mult);
+  compare("moe.num_experts", saved.num_experts, wanted.num_experts);  // 0: dense
   return out;
 }
 

@@ -66,7 +66,10 @@ nlohmann::json to_json(const Manifest& m);
 Manifest manifest_from_json(const nlohmann::json& j);  // throws CheckpointError
 Manifest read_manifest(const std::string& step_dir);   // throws CheckpointError
 
-// "" when equal, else e.g. "n_layer 4 (checkpoint) vs 2 (config)".
+// "" when the two models have the same tensors, else each setting that differs, e.g.
+// "model.n_layer 4 (checkpoint) vs 2 (config)": the sizes and the number of experts (0, dense),
+// and n_head (the same shapes, another model). The mixture's top_k, capacity factor and aux-loss
+// weight change training, not the weights: a resume logs them with the other changed settings.
 std::string model_difference(const model::GptDims& saved, const model::GptDims& wanted);
 
 // Pieces covering flat elements [begin, end) of a layout's buffer, in layout order.

@@ -339,6 +339,26 @@ TEST_CASE("model_difference_names_each_differing_key") {
   CHECK(model_difference(a, b).empty());
   b.n_layer = 3;
   CHECK_THAT(model_difference(a, b), Catch::Contains("model.n_layer 2 (checkpoint) vs 3 (config)"));
+
+  // A dense checkpoint into a mixture of experts and back: the number of experts (0, dense).
+  model::GptDims moe = small_dims();
+  moe.num_experts = 4;
+  CHECK(model_difference(a, moe) == "model.moe.num_experts 0 (checkpoint) vs 4 (config)");
+  CHECK(model_difference(moe, a) == "model.moe.num_experts 4 (checkpoint) vs 0 (config)");
+  // The mixture's routing and loss settings change training, not the tensors.
+  model::GptDims routed = moe;
+  routed.top_k = 1;
+  routed.capacity_factor = 2.0;
+  routed.aux_loss_coef = 0.02;
+  CHECK(model_difference(moe, routed).empty());
+
+  // The vocabulary's multiple matters only where it changes wte's padded rows (50 -> 64).
+  model::GptDims padded = small_dims();
+  padded.vocab_multiple = 2;  // 50 rows either way
+  CHECK(model_difference(a, padded).empty());
+  padded.vocab_multiple = 64;
+  CHECK(model_difference(a, padded) ==
+        "model.make_vocab_size_divisible_by 1 (checkpoint) vs 64 (config)");
 }
 
 TEST_CASE("hf_and_llmc_exports_read_back_to_the_same_weights") {
