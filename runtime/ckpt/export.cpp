@@ -1,5 +1,6 @@
 #include "runtime/ckpt/export.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -89,8 +90,23 @@ GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
   return w;
 }
 
+// The blocks a safetensors file holds: 1 + the highest N of its "h.N." tensors.
+int hf_layers(const SafetensorsReader& r) {
+  int layers = 0;
+  for (const auto& [name, info] : r.tensors()) {
+    int n = 0;
+    if (std::sscanf(name.c_str(), "h.%d.", &n) == 1) layers = std::max(layers, n + 1);
+  }
+  return layers;
+}
+
 GlobalWeights read_hf(const std::string& path, const model::GptDims& d) {
   SafetensorsReader r(path);
+  // A file with more blocks than the model has its shapes right for every block the model reads:
+  // it would load, its last blocks dropped.
+  if (const int layers = hf_layers(r); layers != d.n_layer)
+    throw CheckpointError(path + ": model.n_layer is " + std::to_string(layers) + " in the file, " +
+                          std::to_string(d.n_layer) + " in the config");
   GlobalWeights w;
   const auto layout = whole_layout(d);
   for (const auto& spec : layout.params()) {

@@ -381,10 +381,16 @@ TEST_CASE("hf_and_llmc_exports_read_back_to_the_same_weights") {
   const int64_t vp = 128;
   const int64_t expect = 256 * 4 + (layout.total_numel() + (vp - d.vocab) * d.d_model) * 4;
   CHECK(static_cast<int64_t>(fs::file_size(llmc)) == expect);
-  model::GptDims other = d;
-  other.n_layer = 3;
-  CHECK_THROWS_WITH(read_weight_file(llmc, other), Catch::Contains("n_layer"));
-  CHECK_THROWS_WITH(read_weight_file(hf, other), Catch::Contains("h.2."));
+  // Another number of blocks, more or fewer (fewer would read the file's first blocks and
+  // drop the rest), is refused by both formats.
+  for (int n_layer : {3, 1}) {
+    model::GptDims other = d;
+    other.n_layer = n_layer;
+    const std::string why =
+        "model.n_layer is 2 in the file, " + std::to_string(n_layer) + " in the config";
+    CHECK_THROWS_WITH(read_weight_file(llmc, other), Catch::Contains(why));
+    CHECK_THROWS_WITH(read_weight_file(hf, other), Catch::Contains(why));
+  }
 }
 
 TEST_CASE("exports_hold_vocab_size_rows_whatever_the_models_vocab_padding") {
