@@ -65,6 +65,65 @@ std::string header_json(const std::vector<TensorToWrite>& tensors,
   return s;
 }
 
+[[noreturn]] void bad_header(const std::string& path, const std::string& what) {
+  throw CheckpointError(path + ": bad header: " + what);
+}
+
+// Bytes per element of the dtypes safetensors defines; 0 for one it does not.
+int64_t dtype_bytes(const std::string& dtype) {
+  static const std::map<std::string, int64_t> bytes = {
+      {"F64", 8}, {"I64", 8}, {"U64", 8},  {"F32", 4},     {"I32", 4},
+      {"U32", 4}, {"F16", 2}, {"BF16", 2}, {"I16", 2},     {"U16", 2},
+      {"I8", 1},  {"U8", 1},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+  const auto it = bytes.find(dtype);
+  return it == bytes.end() ? 0 : it->second;
+}
+
+// One tensor's entry, {"dtype", "shape", "data_offsets": [begin, end)}, checked the way the
+// safetensors format defines it, so that a damaged header names the tensor and what is wrong.
+TensorInfo tensor_info_from(const std::string& path, const std::string& name,
+                            const nlohmann::json& v) {
+  const std::string tensor = "tensor '" + name + "'";
+  if (!v.is_object()) bad_header(path, tensor + " is " + v.dump() + ", not an object");
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!v.contains(key)) bad_header(path, tensor + " has no " + key);
+  const nlohmann::json &dtype = v.at("dtype"), &shape = v.at("shape"),
+                       &offsets = v.at("data_offsets");
+  if (!dtype.is_string() || dtype_bytes(dtype.get<std::string>()) == 0)
+    bad_header(path, tensor + " has dtype " + dtype.dump() + ", not a safetensors dtype");
+  TensorInfo t;
+  t.dtype = dtype.get<std::string>();
+  int64_t numel = 1;
+  if (!shape.is_array()) bad_header(path, tensor + " has shape " + shape.dump());
+  for (const nlohmann::json& n : shape) {
+    if (!n.is_number_unsigned()) bad_header(path, tensor + " has shape " + shape.dump());
+    t.shape.push_back(n.get<int64_t>());
+    if (__builtin_mul_overflow(numel, t.shape.back(), &numel))
+      bad_header(path, tensor + " has shape " + shape.dump() + ", too many elements");
+  }
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned() || offsets[0].get<int64_t>() > offsets[1].get<int64_t>())
+    bad_header(path, tensor + " has data_offsets " + offsets.dump() + ", not [begin, end]");
+  t.begin = offsets[0].get<int64_t>();
+  t.end = offsets[1].get<int64_t>();
+  if (t.end - t.begin != numel * dtype_bytes(t.dtype))
+    bad_header(path, tensor + " spans " + std::to_string(t.end - t.begin) + " bytes; its " +
+                         t.dtype + " shape " + shape.dump() + " needs " +
+                         std::to_string(numel * dtype_bytes(t.dtype)));
+  return t;
+}
+
+std::map<std::string, std::string> metadata_from(const std::string& path, const nlohmann::json& v) {
+  if (!v.is_object()) bad_header(path, "__metadata__ is " + v.dump() + ", not an object");
+  std::map<std::string, std::string> out;
+  for (const auto& [k, s] : v.items()) {
+    if (!s.is_string())
+      bad_header(path, "__metadata__ '" + k + "' is " + s.dump() + ", not a string");
+    out[k] = s.get<std::string>();
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
@@ -121,14 +180,14 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   } catch (const std::exception& e) {
     throw CheckpointError(path + ": bad header: " + e.what());
   }
+  if (!h.is_object()) throw CheckpointError(path + ": bad header: not a JSON object");
   int64_t data_end = 0;
   for (const auto& [name, v] : h.items()) {
     if (name == "__metadata__") {
-      for (const auto& [k, s] : v.items()) metadata_[k] = s.get<std::string>();
+      metadata_ = metadata_from(path, v);
       continue;
     }
-    TensorInfo t{v.at("dtype").get<std::string>(), v.at("shape").get<std::vector<int64_t>>(),
-                 v.at("data_offsets")[0].get<int64_t>(), v.at("data_offsets")[1].get<int64_t>()};
+    const TensorInfo t = tensor_info_from(path, name, v);
     data_end = std::max(data_end, t.end);
     tensors_[name] = t;
   }

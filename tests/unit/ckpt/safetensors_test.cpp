@@ -60,3 +60,47 @@ TEST_CASE("safetensors_truncated_file_is_refused") {
   fs::resize_file(path, fs::file_size(path) - 10);
   CHECK_THROWS_WITH(SafetensorsReader(path), Catch::Contains("truncated"));
 }
+
+namespace {
+// A file of a header `header` (padded as write_safetensors pads it) and 12 data bytes.
+std::string file_with_header(const std::string& name, std::string header) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const std::string path = scratch(name);
+  std::ofstream out(path, std::ios::binary);
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out << header << std::string(12, '\0');
+  return path;
+}
+}  // namespace
+
+TEST_CASE("safetensors_damaged_header_entries_are_refused_naming_the_tensor") {
+  const std::string good = R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}})";
+  CHECK(SafetensorsReader(file_with_header("good.safetensors", good)).info("x").end == 12);
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"x": {"dtype": "F32", "shape": [3]}})", "tensor 'x' has no data_offsets"},
+      {R"({"x": {"shape": [3], "data_offsets": [0, 12]}})", "tensor 'x' has no dtype"},
+      {R"({"x": 5})", "tensor 'x' is 5, not an object"},
+      {R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": "a"}})",
+       "tensor 'x' has data_offsets \"a\", not [begin, end]"},
+      {R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [12, 0]}})",
+       "tensor 'x' has data_offsets [12,0]"},
+      {R"({"x": {"dtype": "F32", "shape": [-3], "data_offsets": [0, 12]}})",
+       "tensor 'x' has shape [-3]"},
+      {R"({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 12]}})",
+       "tensor 'x' spans 12 bytes; its F32 shape [4] needs 16"},
+      {R"({"x": {"dtype": "Q4", "shape": [3], "data_offsets": [0, 12]}})",
+       "tensor 'x' has dtype \"Q4\", not a safetensors dtype"},
+      {R"({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}, "__metadata__": [1]})",
+       "__metadata__ is [1], not an object"},
+      {R"({"__metadata__": {"format": 1}})", "__metadata__ 'format' is 1, not a string"},
+      {R"([1, 2])", "not a JSON object"},
+  };
+  for (const auto& [header, why] : cases) {
+    INFO(header);
+    const std::string path = file_with_header("bad.safetensors", header);
+    CHECK_THROWS_AS(SafetensorsReader(path), CheckpointError);
+    CHECK_THROWS_WITH(SafetensorsReader(path), Catch::Contains(path + ": bad header: " + why));
+  }
+}
