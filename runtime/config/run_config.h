@@ -165,6 +165,9 @@ void validate(RunConfig& cfg, int world_size);
 // one (its nearest existing ancestor a writable directory): found before a run, not at its
 // first write. Throws ConfigError.
 void check_output_dir(const std::string& key, const std::string& dir);
+// Why `path` cannot be read as an input file ("no such file", "is a directory", "is not a
+// regular file (a pipe, socket or device)"), or "" when it can.
+std::string input_file_problem(const std::string& path);
 // What a training run writes: run.out_dir, and checkpoint.dir where saves are configured (not
 // part of validate(): `plan` writes nothing and may run where the paths cannot be created).
 void check_output_dirs(const RunConfig& cfg);

@@ -98,10 +98,20 @@ void check_fp8(const RunConfig& c) {
          kv("d_model", c.model.d_model) + ", " + kv("tp", p.tp) + ", " + kv("rows", rows));
 }
 
-void check_init_from(const ModelConfig& m) {
+std::string input_file_problem(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!m.init_from.empty() && !std::filesystem::is_regular_file(m.init_from, ec))
-    fail("model.init_from = \"" + m.init_from + "\": no such file");
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) return "no such file";
+  if (fs::is_directory(st)) return "is a directory";
+  if (!fs::is_regular_file(st)) return "is not a regular file (a pipe, socket or device)";
+  return "";
+}
+
+void check_init_from(const ModelConfig& m) {
+  if (m.init_from.empty()) return;
+  if (const std::string problem = input_file_problem(m.init_from); !problem.empty())
+    fail("model.init_from = \"" + m.init_from + "\": " + problem);
 }
 
 void check_output_dirs(const RunConfig& cfg) {

@@ -68,14 +68,10 @@ void check_options(const PrepareOptions& o) {
   if (o.output_dir.empty()) throw ConfigError("data prepare: no --output directory given");
   config::check_output_dir("data prepare --output", o.output_dir);
   if (o.max_shard_tokens < 1) throw ConfigError("data prepare: max_shard_tokens must be >= 1");
-  for (const auto& input : o.inputs) {
-    std::error_code ec;
-    if (fs::is_directory(input, ec))
-      throw ConfigError("data prepare: --input " + input + ": is a directory; expected a file");
-    if (!fs::is_regular_file(input, ec)) {
-      throw ConfigError("data prepare: --input " + input + ": no such file");
-    }
-  }
+  for (const auto& input : o.inputs)  // (files: prepare sizes them before it reads them)
+    if (const std::string problem = config::input_file_problem(input); !problem.empty())
+      throw ConfigError("data prepare: --input " + input + ": " + problem +
+                        "; expected a text file");
 }
 
 // Token counts of the val split: the last val_fraction, at least 2 tokens when requested.

@@ -68,7 +68,8 @@ void check_header(const Header& header, const std::string& path, int64_t file_by
 }  // namespace
 
 ShardReader::ShardReader(std::string path) : path_(std::move(path)) {
-  FdGuard guard{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a named pipe would block the open until a writer came; it is refused below.
+  FdGuard guard{::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   if (guard.fd < 0) fail(path_, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(guard.fd, &st) != 0) fail(path_, std::string("cannot stat: ") + std::strerror(errno));

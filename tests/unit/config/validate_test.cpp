@@ -1,4 +1,6 @@
 // validate(): divisibility of the model and batch by the grid, dp auto, cross-key rules, data.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -191,7 +193,27 @@ TEST_CASE("data_glob_matching_shards_is_valid", "[config][validate]") {
 
 TEST_CASE("init_from_must_exist", "[config][validate]") {
   RunConfig c = with({"model.init_from=/nonexistent/gpt2.bin"});
-  REQUIRE_THROWS_WITH(validate(c, 1), Contains("model.init_from = \"/nonexistent/gpt2.bin\""));
+  REQUIRE_THROWS_WITH(validate(c, 1),
+                      Contains("model.init_from = \"/nonexistent/gpt2.bin\": no such file"));
+}
+
+TEST_CASE("input_files_that_cannot_be_read_as_files_are_named_for_what_they_are",
+          "[config][validate]") {
+  const fs::path dir = fs::temp_directory_path() / "trainer_config_input_files_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "model.safetensors", pipe = dir / "pipe";
+  std::ofstream(file) << "x";
+  REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+  CHECK(input_file_problem(file.string()).empty());
+  CHECK(input_file_problem((dir / "none").string()) == "no such file");
+  CHECK(input_file_problem(dir.string()) == "is a directory");
+  // A pipe exists (bash's <(...) gives one): not "no such file".
+  CHECK(input_file_problem(pipe.string()) == "is not a regular file (a pipe, socket or device)");
+  RunConfig c = with({"model.init_from=" + pipe.string()});
+  CHECK_THROWS_WITH(validate(c, 1), Contains("model.init_from = \"" + pipe.string() +
+                                             "\": is not a regular file (a pipe"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("validation_creates_no_files", "[config][validate]") {

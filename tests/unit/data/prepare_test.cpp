@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <string>
@@ -118,6 +120,11 @@ TEST_CASE("prepare_rejects_bad_input_with_config_errors", "[data][prepare]") {
   auto a_dir = o;
   a_dir.inputs = {dir.file("")};
   CHECK_THROWS_WITH(prepare_data(a_dir), Contains("is a directory"));
+  auto a_pipe = o;  // (bash's <(...)): exists, but prepare sizes its inputs before reading them
+  a_pipe.inputs = {dir.file("pipe")};
+  REQUIRE(::mkfifo(a_pipe.inputs[0].c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(prepare_data(a_pipe),
+                    Contains("--input " + a_pipe.inputs[0] + ": is not a regular file (a pipe"));
   auto just_above = o;
   just_above.val_fraction = 1.0000001;
   CHECK_THROWS_WITH(prepare_data(just_above), Contains("--val-fraction 1.0000001"));

@@ -1,4 +1,11 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
 
 #include "runtime/data/data_error.h"
 #include "runtime/data/shard_file.h"
@@ -76,6 +83,29 @@ TEST_CASE("truncated_or_padded_shard_is_an_error_with_expected_and_found_size", 
   write_bytes(header_only_part, std::vector<unsigned char>(100, 0));
   CHECK_THROWS_WITH(ShardReader(header_only_part),
                     Contains(header_only_part) && Contains("100 bytes"));
+}
+
+TEST_CASE("a_named_pipe_as_a_shard_is_refused_without_waiting_for_a_writer", "[data][shard]") {
+  TempDir dir("fifo");
+  const std::string path = dir.file("pipe.bin");
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  // A reader's plain open() of a pipe waits for a writer. If ShardReader's does, this thread
+  // becomes the writer after 5 s (so the test ends either way) and says it had to.
+  std::atomic<bool> returned{false}, had_to_write{false};
+  std::thread writer([&] {
+    for (int i = 0; i < 100 && !returned; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!returned) {
+      had_to_write = true;
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);  // fails while no reader waits
+      if (fd >= 0) ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  CHECK_THROWS_WITH(ShardReader(path), Contains(path) && Contains("not a regular file"));
+  returned = true;
+  writer.join();
+  CHECK_FALSE(had_to_write);
 }
 
 TEST_CASE("missing_shard_is_an_error_naming_the_file", "[data][shard]") {
