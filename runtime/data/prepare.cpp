@@ -102,9 +102,15 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
   summary.val_tokens = val_token_count(summary.total_tokens, options.val_fraction);
   summary.train_tokens = summary.total_tokens - summary.val_tokens;
   if (summary.train_tokens < 2) {
-    throw ConfigError("data prepare: the inputs hold " + std::to_string(summary.total_tokens) +
-                      " tokens; train needs at least 2 and val " +
-                      std::to_string(summary.val_tokens));
+    std::ostringstream os;
+    os.precision(17);
+    os << "data prepare: the inputs hold " << summary.total_tokens << " tokens";
+    if (summary.val_tokens > 0)
+      os << "; --val-fraction " << options.val_fraction << " takes " << summary.val_tokens
+         << " of them for val (at least 2), which leaves "
+         << std::max<int64_t>(0, summary.train_tokens) << " for train";
+    os << "; train needs at least 2";
+    throw ConfigError(os.str());
   }
 
   fs::create_directories(options.output_dir);

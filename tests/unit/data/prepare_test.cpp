@@ -120,6 +120,19 @@ TEST_CASE("prepare_rejects_bad_input_with_config_errors", "[data][prepare]") {
   auto a_dir = o;
   a_dir.inputs = {dir.file("")};
   CHECK_THROWS_WITH(prepare_data(a_dir), Contains("is a directory"));
+  // "some text for the test": 22 tokens, every one of them val's at a fraction just under 1.
+  auto all_val = o;
+  all_val.val_fraction = 0.9999999999999999;
+  CHECK_THROWS_WITH(prepare_data(all_val),
+                    Contains("the inputs hold 22 tokens; --val-fraction 0.99999999999999989 takes "
+                             "22 of them for val (at least 2), which leaves 0 for train; train "
+                             "needs at least 2"));
+  auto one_token = o;
+  write_bytes(dir.file("one.txt"), text_bytes("x"));
+  one_token.inputs = {dir.file("one.txt")};
+  one_token.val_fraction = 0;
+  CHECK_THROWS_WITH(prepare_data(one_token),
+                    Contains("the inputs hold 1 tokens; train needs at least 2"));
   auto a_pipe = o;  // (bash's <(...)): exists, but prepare sizes its inputs before reading them
   a_pipe.inputs = {dir.file("pipe")};
   REQUIRE(::mkfifo(a_pipe.inputs[0].c_str(), 0600) == 0);
