@@ -32,6 +32,7 @@
 #include "runtime/train/device_comms.h"
 #include "runtime/train/fault_injection.h"
 #include "runtime/train/process_stats.h"
+#include "runtime/train/run_dir_lock.h"
 #include "runtime/train/stop_signals.h"
 #include "runtime/train/train_step.h"
 
@@ -145,6 +146,14 @@ void log_banner(const report::RunReport& base, const report::RunContext& ctx,
   spdlog::info("peak {:.3f} TFLOP/s per device ({})", ctx.peak.tflops, ctx.peak.source);
 }
 
+// Whether `path` is `dir` or lies under it (both made absolute and normal, not resolved).
+bool inside(const std::string& path, const std::string& dir) {
+  const auto a = std::filesystem::absolute(path).lexically_normal();
+  const auto b = std::filesystem::absolute(dir).lexically_normal();
+  const std::filesystem::path rel = a.lexically_relative(b);
+  return !rel.empty() && *rel.begin() != "..";
+}
+
 }  // namespace
 
 int run_training(config::RunConfig cfg, const RunOptions& opts) {
@@ -172,6 +181,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // it): a run that fails later still reports it.
   std::optional<report::ProfileInfo> profile;
   StopSignals stop_signals;  // (stop_signals.h: held until the failure report is written)
+  // Rank 0 holds its run's directories (run_dir_lock.h) until the last report is written.
+  std::optional<RunDirLock> out_dir_lock, checkpoint_dir_lock;
   // A failure, recorded once: in the store ("failed/<rank>", for the peers that name it) and, on
   // rank 0, in the failed report.json. Before the teardown where it can: peers that see this
   // rank's sockets close must find the reason, and the teardown may wait on a hung peer longer
@@ -216,6 +227,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                        shape.tp > 1 ? ", tp" : "", shape.pp > 1 ? ", pp" : "",
                        shape.cp > 1 ? ", cp" : "", shape.ep > 1 ? ", ep, edp" : "",
                        dp_transport(*backend));
+      }
+      if (lead) {  // (after the comms: the others learn of a refusal from them at once)
+        out_dir_lock.emplace("run.out_dir", cfg.run.out_dir);
+        const bool saves = cfg.checkpoint.every_steps > 0 || cfg.train.stop_after_steps > 0;
+        if (saves && !inside(cfg.checkpoint_dir(), cfg.run.out_dir))
+          checkpoint_dir_lock.emplace("checkpoint.dir", cfg.checkpoint_dir());
       }
       // Ranks are numbered node by node and tp fastest, so a tp group stays on one node exactly
       // when tp divides the ranks per node.
