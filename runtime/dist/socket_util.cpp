@@ -38,7 +38,8 @@ int listen_tcp(const std::string& host_for_message, int port, int* bound_port) {
   return fd;
 }
 
-int connect_tcp(const std::string& host, int port, std::string* error) {
+int connect_tcp(const std::string& host, int port, std::string* error, bool* unknown_host) {
+  if (unknown_host) *unknown_host = false;
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -46,6 +47,7 @@ int connect_tcp(const std::string& host, int port, std::string* error) {
   int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
   if (rc != 0) {
     *error = std::string("cannot resolve host: ") + ::gai_strerror(rc);
+    if (unknown_host) *unknown_host = rc == EAI_NONAME;
     return -1;
   }
   int fd = -1;

@@ -9,8 +9,11 @@ namespace trainer::dist::net {
 // Throws StoreError naming host:port when the port cannot be bound (e.g. already in use).
 int listen_tcp(const std::string& host_for_message, int port, int* bound_port);
 
-// One connection attempt; returns the fd, or -1 with *error set.
-int connect_tcp(const std::string& host, int port, std::string* error);
+// One connection attempt; returns the fd, or -1 with *error set. *unknown_host (when given) says
+// whether the name does not resolve at all (EAI_NONAME: no retry will help; EAI_AGAIN, a DNS
+// server that does not answer now, is not that).
+int connect_tcp(const std::string& host, int port, std::string* error,
+                bool* unknown_host = nullptr);
 
 // Blocking full write / read; return false when the peer closed or the socket failed.
 bool write_all(int fd, const void* data, size_t n);

@@ -54,8 +54,13 @@ int TcpStore::connect_with_backoff(bool server_was_up) {
   auto delay = std::chrono::milliseconds(10);
   std::string error;
   while (true) {
-    int fd = net::connect_tcp(host_, port_, &error);
+    bool unknown_host = false;
+    int fd = net::connect_tcp(host_, port_, &error, &unknown_host);
     if (fd >= 0) return fd;
+    if (unknown_host)  // a misspelt MASTER_ADDR / --master-addr: say so now, not after the timeout
+      throw StoreError("TcpStore: cannot resolve the store's host '" + host_ +
+                       "' (MASTER_ADDR, or trainer launch --master-addr): " +
+                       error.substr(error.find(": ") + 2));
     // Once this store has connected, a refusal means the serving process is gone (several of
     // this rank's communicators naming a failure at once each need a connection): say so now,
     // not after the timeout.
