@@ -259,6 +259,23 @@ void check_consistent(const std::string& step_dir, const Manifest& m) {
   auto bad = [&](const std::string& what) {
     throw CheckpointError(step_dir + "/manifest.json: " + what);
   };
+  // The numbers a checkpoint this runtime wrote has: a hand-edited or damaged one is refused
+  // here, not half loaded.
+  const int64_t named = step_of_dir_name(fs::path(step_dir).filename().string());
+  if (m.step < 0 || (named >= 0 && m.step != named))
+    bad("step " + std::to_string(m.step) + " is not the directory's (" +
+        fs::path(step_dir).filename().string() + ")");
+  if (m.tokens < 0 || m.adam_step < 0)
+    bad("tokens " + std::to_string(m.tokens) + " and adam_step " + std::to_string(m.adam_step) +
+        " must be >= 0");
+  const Grid& g = m.grid;
+  if (g.dp < 1 || g.tp < 1 || g.pp < 1 || g.cp < 1 || g.ep < 1 || g.zero < 0 || g.zero > 3 ||
+      int64_t{g.dp} * g.tp * g.pp * g.cp != g.world)
+    bad("grid " + g.describe() + " is not a layout (world = dp x tp x pp x cp, each >= 1)");
+  if (m.loader.shard < 0 || m.loader.offset < 0 || m.loader.epoch < 0)
+    bad("the loader's position (shard " + std::to_string(m.loader.shard) + ", offset " +
+        std::to_string(m.loader.offset) + ", epoch " + std::to_string(m.loader.epoch) +
+        ") is negative");
   const model::GptDims& d = m.model;
   if (d.vocab < 1 || d.seq_len < 1 || d.n_layer < 1 || d.n_layer > 100000 || d.d_model < 1 ||
       d.n_head < 1 || d.d_model % d.n_head != 0 || d.ffn_mult < 1 || d.vocab_multiple < 1 ||

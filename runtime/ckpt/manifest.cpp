@@ -133,7 +133,10 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     }
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(std::string("manifest: ") + e.what());
+    // "key 'world' not found", without the library's "[json.exception.out_of_range.403] "
+    const std::string what = e.what();
+    const size_t id_end = what.find("] ");
+    throw CheckpointError(id_end == std::string::npos ? what : what.substr(id_end + 2));
   }
 }
 

@@ -291,6 +291,23 @@ TEST_CASE("a_manifest_whose_parts_disagree_is_refused_naming_the_part") {
       Catch::Contains("rank_00000.safetensors lists elements"));
   CHECK_THAT(verify_edited([](nlohmann::json& j) { j["model"]["n_head"] = 0; }),
              Catch::Contains("sizes are not a model"));
+  // Numbers no run writes (the directory is step_00000005).
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["step"] = -1; }),
+             Catch::Contains("manifest.json: step -1 is not the directory's (step_00000005)"));
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["step"] = 7; }),
+             Catch::Contains("step 7 is not the directory's (step_00000005)"));
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["tokens"] = -5; }),
+             Catch::Contains("tokens -5 and adam_step 5 must be >= 0"));
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["grid"]["dp"] = 0; }),
+             Catch::Contains("grid world 2 (dp 0 tp 1 pp 1 cp 1, zero 1) is not a layout"));
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["loader"]["offset"] = -128; }),
+             Catch::Contains("the loader's position (shard 0, offset -128, epoch 0) is negative"));
+  // A missing or mistyped field is named without the JSON library's exception id.
+  const std::string missing = verify_edited([](nlohmann::json& j) { j["grid"].erase("world"); });
+  CHECK_THAT(missing, Catch::Contains("manifest.json: invalid manifest: key 'world' not found"));
+  CHECK_THAT(missing, !Catch::Contains("json.exception"));
+  CHECK_THAT(verify_edited([](nlohmann::json& j) { j["step"] = "x"; }),
+             Catch::Contains("invalid manifest: type must be number, but is string"));
 }
 
 TEST_CASE("keep_prunes_to_the_newest_complete_checkpoints_and_tmp_dirs_are_not_listed") {
