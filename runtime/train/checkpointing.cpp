@@ -58,7 +58,13 @@ std::string Checkpointing::pick_resume_dir() {
       throw config::ConfigError("--resume " + resume_ +
                                 ": no such directory (expected auto, none, a checkpoint step "
                                 "directory or a checkpoint.dir)");
-    return ckpt::resolve_step_dir(resume_);
+    try {
+      return ckpt::resolve_step_dir(resume_);
+    } catch (const ckpt::CheckpointError& e) {  // a directory, but no checkpoint: bad input
+      throw config::ConfigError("--resume " + std::string(e.what()) +
+                                " (expected auto, none, a checkpoint step directory or a "
+                                "checkpoint.dir)");
+    }
   }
   std::vector<std::string> incomplete;
   const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir(), &incomplete);

@@ -77,6 +77,9 @@ refused() {  # refused OUT "message part" train args...
 refused rewind "holds step_00000040 of an earlier run, past step 20" --resume ck_part/step_00000020
 refused fresh "holds step_00000020, step_00000040 of an earlier run, past step 0" --resume none
 refused nowhere "--resume ck_nowhere: no such directory" --resume ck_nowhere
+mkdir -p not_a_ckpt
+refused not_ckpt "--resume not_a_ckpt: no checkpoint (no manifest.json, no step_* dirs)" \
+  --resume not_a_ckpt
 [ "$(ls ck_part | tr '\n' ' ')" = "step_00000020 step_00000040 " ] \
   || fail "a refused run touched the checkpoints: $(ls ck_part)"
 echo "starts below existing checkpoints refused"
