@@ -228,12 +228,6 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                        shape.cp > 1 ? ", cp" : "", shape.ep > 1 ? ", ep, edp" : "",
                        dp_transport(*backend));
       }
-      if (lead) {  // (after the comms: the others learn of a refusal from them at once)
-        out_dir_lock.emplace("run.out_dir", cfg.run.out_dir);
-        const bool saves = cfg.checkpoint.every_steps > 0 || cfg.train.stop_after_steps > 0;
-        if (saves && !inside(cfg.checkpoint_dir(), cfg.run.out_dir))
-          checkpoint_dir_lock.emplace("checkpoint.dir", cfg.checkpoint_dir());
-      }
       // Ranks are numbered node by node and tp fastest, so a tp group stays on one node exactly
       // when tp divides the ranks per node.
       if (lead && shape.tp > 1 && env.local_world_size % shape.tp != 0)
@@ -288,6 +282,15 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
                                 dp.size());
       const int first_step = checkpoints.restore();
+      // Before this rank writes anything in its directories, after what a bad --resume or
+      // model.init_from is refused for (nothing created then), with the comms up (the others
+      // learn of a refusal at once).
+      if (lead) {
+        out_dir_lock.emplace("run.out_dir", cfg.run.out_dir);
+        const bool saves = cfg.checkpoint.every_steps > 0 || cfg.train.stop_after_steps > 0;
+        if (saves && !inside(cfg.checkpoint_dir(), cfg.run.out_dir))
+          checkpoint_dir_lock.emplace("checkpoint.dir", cfg.checkpoint_dir());
+      }
       // fp8 states no checkpoint set: the whole weights' scales (a tp slice's amax is not)
       if (gpt.fp8_states_new()) trainer.seed_fp8_weight_scales();
       const int total = cfg.train.steps;
