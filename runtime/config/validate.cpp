@@ -80,6 +80,15 @@ void check_output_dir(const std::string& key, const std::string& dir) {
   if (access(p.c_str(), W_OK | X_OK) != 0)
     fail(key + " = \"" + dir + "\": " + p.string() + " is not writable (" + std::strerror(errno) +
          ")");
+  // access() says yes to root everywhere, /proc and /sys included: create what is missing, then
+  // take it away again (empty directories only: nothing is left behind by a check).
+  const fs::path target = fs::absolute(dir, ec);
+  if (fs::exists(target, ec)) return;
+  fs::create_directories(target, ec);
+  const std::string failure = ec ? ec.message() : "";
+  for (fs::path q = target; q != p && q != q.parent_path(); q = q.parent_path())
+    fs::remove(q, ec);  // (fails harmlessly where nothing was made)
+  if (!failure.empty()) fail(key + " = \"" + dir + "\": cannot create it: " + failure);
 }
 
 // What the fp8 forward GEMMs cannot take: shapes cuBLASLt's fp8 kernels refuse (every inner

@@ -197,6 +197,20 @@ TEST_CASE("init_from_must_exist", "[config][validate]") {
                       Contains("model.init_from = \"/nonexistent/gpt2.bin\": no such file"));
 }
 
+TEST_CASE("an_output_dir_that_cannot_be_created_is_refused_and_a_check_leaves_nothing",
+          "[config][validate]") {
+  // /proc takes no new directories, whoever asks (root's access() says it is writable).
+  CHECK_THROWS_AS(check_output_dir("run.out_dir", "/proc/trainer_out/x"), ConfigError);
+  CHECK_THROWS_WITH(check_output_dir("run.out_dir", "/proc/trainer_out/x"),
+                    Contains("run.out_dir = \"/proc/trainer_out/x\": "));
+  const fs::path root = fs::temp_directory_path() / "trainer_output_dir_check_test";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  CHECK_NOTHROW(check_output_dir("run.out_dir", (root / "a/b/c").string()));
+  CHECK(fs::is_empty(root));  // a, a/b and a/b/c made and taken away again
+  fs::remove_all(root);
+}
+
 TEST_CASE("input_files_that_cannot_be_read_as_files_are_named_for_what_they_are",
           "[config][validate]") {
   const fs::path dir = fs::temp_directory_path() / "trainer_config_input_files_test";
