@@ -123,19 +123,25 @@ RunConfig parse_config(const std::string& yaml_text, const std::vector<std::stri
 }
 
 RunConfig load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
-  if (std::filesystem::is_directory(path))
+  std::error_code ec;  // (a loop of links or a name too long: the open below says which)
+  if (std::filesystem::is_directory(path, ec))
     fail("config file '" + path + "' is a directory; expected a YAML run config");
   std::ifstream in(path);
   if (!in) fail("cannot read config file '" + path + "': " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
+  // Read to its end, or to a size no run config has (a device like /dev/zero has no end).
+  constexpr size_t kMaxConfigBytes = 16 << 20;
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes)
+    fail("config file '" + path + "' is larger than 16 MiB; expected a YAML run config");
   try {
     // An empty file is more likely a mistake than a request for every default (`-` is that).
-    if (load_document(text.str()).IsNull())
+    if (load_document(text).IsNull())
       fail(
           "the file is empty; expected a mapping of sections (model, train, ...), or `-` for "
           "the embedded default");
-    return parse_config(text.str(), overrides);
+    return parse_config(text, overrides);
   } catch (const ConfigError& e) {
     // Keep the "config: " prefix, add the file: "config: runs/a.yaml: train.lr = ...".
     throw ConfigError("config: " + path + ": " + std::string(e.what()).substr(8));

@@ -1,5 +1,6 @@
 // Bad input gives a ConfigError naming the key, the value and what is allowed.
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include "runtime/config/run_config.h"
 
@@ -142,4 +143,20 @@ TEST_CASE("out_of_range_values_name_the_bound", "[config][errors]") {
 
 TEST_CASE("missing_config_file_names_the_path", "[config][errors]") {
   REQUIRE_THROWS_WITH(load_config_file("/nonexistent/run.yaml"), Contains("/nonexistent/run.yaml"));
+}
+
+TEST_CASE("a_config_path_that_cannot_be_read_is_a_config_error_saying_why", "[config][errors]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "trainer_config_path_errors_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string loop = (dir / "loop.yaml").string();
+  std::filesystem::create_symlink(loop, loop);  // a link to itself
+  CHECK_THROWS_AS(load_config_file(loop), ConfigError);
+  CHECK_THROWS_WITH(load_config_file(loop), Contains("cannot read config file '" + loop +
+                                                     "': Too many levels of symbolic links"));
+  // A device without an end (or a file of that size) is no run config: refused, not read for ever.
+  CHECK_THROWS_WITH(load_config_file("/dev/zero"),
+                    Contains("config file '/dev/zero' is larger than 16 MiB"));
+  std::filesystem::remove_all(dir);
 }
