@@ -203,7 +203,16 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   };
 
   try {
-    auto backend = make_backend(cfg.hardware.device, env.local_rank);
+    std::unique_ptr<Backend> backend;
+    try {
+      backend = make_backend(cfg.hardware.device, env.local_rank);
+    } catch (const std::exception& e) {
+      // No GPU here, or a binary built without CUDA: the config asks for what this machine has
+      // not (bad input, named as such), not a fault of the run.
+      if (cfg.hardware.device != "cuda" || cuda_backend_available()) throw;
+      throw config::ConfigError("config: hardware.device = cuda: " + std::string(e.what()) +
+                                "; use hardware.device = cpu");
+    }
     // The grid and its communicators after the backend, so destroyed before it, also when an
     // error unwinds: an NCCL comm then aborts its collectives in flight (a dead peer's), which the
     // backend's cudaFree of its arena would otherwise wait on, leaving this rank hanging.

@@ -39,6 +39,10 @@ expect_error "make_vocab_size_divisible_by = 2147483647: must be in [1, 65536]" 
 expect_error "distributed.timeout_s = 1e+300: must be in [0.001, 604800]" \
   --set distributed.timeout_s=1e300
 expect_error "tokens per step" --set train.micro_batch=2000000000 --set train.grad_accum=2000000000
+# A GPU asked for where there is none (or a binary without CUDA): bad input, naming the key.
+if [ ! -e /dev/nvidiactl ]; then
+  expect_error "hardware.device = cuda: " --set hardware.device=cuda
+fi
 touch a_file
 expect_error "checkpoint.dir = \"a_file/ck\"" --set checkpoint.dir=a_file/ck \
   --set checkpoint.every_steps=10
