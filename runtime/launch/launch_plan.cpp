@@ -30,7 +30,8 @@ void validate(const LaunchOptions& o) {
   if (o.nnodes > 1 && (o.master_addr.empty() || o.master_port == 0))
     bad_option("--nnodes > 1 needs --master-addr and --master-port (the same on every node)");
   if (o.master_port < 0 || o.master_port > 65535)
-    bad_option("--master-port " + std::to_string(o.master_port) + " must be in [1, 65535]");
+    bad_option("--master-port " + std::to_string(o.master_port) +
+               " must be in [1, 65535] (or 0, the default on one node: a free port)");
   if (o.run_yaml.empty()) bad_option("missing RUN.yaml");
 }
 
