@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "app/verbs.h"
 #include "runtime/config/run_config.h"
@@ -35,6 +36,13 @@ int main(int argc, char** argv) {
   } catch (const config::ConfigError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr,
+                 "error: out of memory: %s. `trainer plan RUN.yaml --gpus N` gives the memory a "
+                 "layout needs per rank; smaller model sizes or train.micro_batch, activation "
+                 "checkpointing, ZeRO or more ranks need less\n",
+                 e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -11,11 +11,15 @@
 
 namespace trainer::cpu {
 
+HostOutOfMemory::HostOutOfMemory(size_t bytes)
+    : what_("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes (" +
+            std::to_string(bytes >> 20) + " MiB) of host memory") {}
+
 void* CpuBackend::alloc(size_t bytes) {
   constexpr size_t kAlign = 64;
   const size_t rounded = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   void* p = std::aligned_alloc(kAlign, rounded);
-  if (!p) throw std::bad_alloc();
+  if (!p) throw HostOutOfMemory(rounded);
   return p;
 }
 

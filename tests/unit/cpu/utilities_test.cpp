@@ -156,6 +156,15 @@ TEST_CASE("memory_ops_allocate_aligned_and_round_trip", "[cpu][memory]") {
   be.free(q);
 }
 
+TEST_CASE("an_allocation_the_machine_cannot_give_says_how_many_bytes", "[cpu][memory]") {
+  CpuBackend be;
+  const size_t huge = size_t{1} << 60;  // an exbibyte: no machine's
+  CHECK_THROWS_AS(be.alloc(huge), std::bad_alloc);
+  CHECK_THROWS_WITH(be.alloc(huge),
+                    "cpu backend: cannot allocate 1152921504606846976 bytes "
+                    "(1099511627776 MiB) of host memory");
+}
+
 // The cpu backend's memory is the process's: the report's peak per rank is then the host's RSS.
 TEST_CASE("cpu_backend_has_no_device_peak_of_its_own", "[cpu][memory]") {
   CHECK_FALSE(CpuBackend().peak_device_bytes().has_value());
