@@ -55,9 +55,10 @@ std::string Checkpointing::pick_resume_dir() {
   if (resume_ != "auto") {
     std::error_code ec;
     if (!std::filesystem::is_directory(resume_, ec))
-      throw config::ConfigError("--resume " + resume_ +
-                                ": no such directory (expected auto, none, a checkpoint step "
-                                "directory or a checkpoint.dir)");
+      throw config::ConfigError(
+          "--resume " + resume_ +
+          (std::filesystem::exists(resume_, ec) ? ": not a directory" : ": no such directory") +
+          " (expected auto, none, a checkpoint step directory or a checkpoint.dir)");
     try {
       return ckpt::resolve_step_dir(resume_);
     } catch (const ckpt::CheckpointError& e) {  // a directory, but no checkpoint: bad input
@@ -159,17 +160,24 @@ void Checkpointing::load(const std::string& step_dir) {
   // Rank 0 checks every file's checksum and the model shape; the others follow its verdict.
   const auto t0 = std::chrono::steady_clock::now();
   std::string error;
+  bool model_differs = false;
   if (rank_ == 0) try {
       const ckpt::Manifest m = ckpt::verify_checkpoint(step_dir);
       const std::string diff =
           ckpt::model_difference(m.model, model::GptDims::from_config(cfg_.model));
-      if (!diff.empty()) error = "the model shape differs: " + diff;
+      model_differs = !diff.empty();
+      if (model_differs) error = "the model shape differs: " + diff;
     } catch (const std::exception& e) {
       error = e.what();
     }
-  if (any_rank(world_, !error.empty()))
-    throw ckpt::CheckpointError("checkpoint " + step_dir +
-                                " refused: " + (error.empty() ? "see rank 0" : error));
+  if (any_rank(world_, !error.empty())) {
+    const std::string what =
+        "checkpoint " + step_dir + " refused: " + (error.empty() ? "see rank 0" : error);
+    // A config that asks for another model is bad input (exit 2, as model.init_from's); a
+    // damaged checkpoint is not.
+    if (any_rank(world_, model_differs)) throw config::ConfigError("config: " + what);
+    throw ckpt::CheckpointError(what);
+  }
   const auto t1 = std::chrono::steady_clock::now();
   ckpt::CheckpointReader reader(step_dir);
   const ckpt::Manifest& m = reader.manifest();

@@ -43,18 +43,21 @@ for l in open('ref/metrics.jsonl'):
 compare_metrics ref_tail.jsonl resumed/metrics.jsonl --exact --min-steps 20 \
   || fail "resumed losses differ from the uninterrupted run"
 
-refused() {  # refused NAME PATTERN [train args]: the run must fail and print PATTERN
+refused() {  # refused NAME PATTERN [train args]: the run must fail and print PATTERN ($rc: its exit)
   local name=$1 pattern=$2; shift 2
-  if "$bin" train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set train.steps=30 \
-       --out $name "$@" >$name.log 2>&1; then cat $name.log; fail "$name: run was not refused"; fi
+  rc=0
+  "$bin" train "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set train.steps=30 \
+    --out $name "$@" >$name.log 2>&1 || rc=$?
+  [ "$rc" != 0 ] || { cat $name.log; fail "$name: run was not refused"; }
   grep -q "$pattern" $name.log || { cat $name.log; fail "$name: no '$pattern' in the error"; }
-  echo "$name refused: $(grep -m1 error $name.log)"
+  echo "$name refused (exit $rc): $(grep -m1 error $name.log)"
 }
 cp -r ck_copy/step_00000010 flip
 /usr/bin/python3 -c "
 import sys; p='flip/rank_00000.safetensors'; b=bytearray(open(p,'rb').read()); b[-7]^=1
 open(p,'wb').write(b)"
 refused bitflip "does not match the manifest" --resume flip
+[ "$rc" = 1 ] || fail "a damaged checkpoint: exit $rc, not 1"
 cp -r ck_copy/step_00000010 trunc
 truncate -s -64 trunc/rank_00000.safetensors
 refused truncated "truncated" --resume trunc
@@ -62,6 +65,7 @@ cp -r ck_copy/step_00000010 nomanifest && rm nomanifest/manifest.json
 mkdir -p nm_root && mv nomanifest nm_root/step_00000010
 refused no_manifest "no manifest.json" --set checkpoint.dir=nm_root --resume auto
 refused other_shape "model shape differs" --resume ck_copy/step_00000010 --set model.n_layer=3
+[ "$rc" = 2 ] || fail "a config asking for another model than the checkpoint's: exit $rc, not 2"
 mkdir -p ck_copy/step_00000005   # older, no manifest: reported, skipped
 run_single skip 8 1 30 "${c[@]}" --set checkpoint.dir=ck_copy --set train.stop_after_steps=11
 grep -q "ignoring incomplete write ck_copy/step_00000005" skip.log || { cat skip.log; fail "older bad one not reported"; }
