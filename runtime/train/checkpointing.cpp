@@ -11,18 +11,11 @@
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
 #include "runtime/train/host_shard.h"
+#include "runtime/train/rank_agreement.h"
 #include "runtime/train/stop_signals.h"
 
 namespace trainer::train {
 namespace {
-
-// All ranks agree on one yes/no: rank 0's verdict, or any rank's `flag` with ReduceOp::max.
-bool any_rank(dist::Comm* world, bool flag) {
-  if (world == nullptr || world->size() == 1) return flag;
-  int64_t f = flag ? 1 : 0;
-  world->all_reduce(&f, 1, dist::CommDType::i64, dist::ReduceOp::max);
-  return f != 0;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

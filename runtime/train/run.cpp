@@ -32,6 +32,7 @@
 #include "runtime/train/device_comms.h"
 #include "runtime/train/fault_injection.h"
 #include "runtime/train/process_stats.h"
+#include "runtime/train/rank_agreement.h"
 #include "runtime/train/run_dir_lock.h"
 #include "runtime/train/stop_signals.h"
 #include "runtime/train/train_step.h"
@@ -146,14 +147,6 @@ void log_banner(const report::RunReport& base, const report::RunContext& ctx,
   spdlog::info("peak {:.3f} TFLOP/s per device ({})", ctx.peak.tflops, ctx.peak.source);
 }
 
-// Whether `path` is `dir` or lies under it (both made absolute and normal, not resolved).
-bool inside(const std::string& path, const std::string& dir) {
-  const auto a = std::filesystem::absolute(path).lexically_normal();
-  const auto b = std::filesystem::absolute(dir).lexically_normal();
-  const std::filesystem::path rel = a.lexically_relative(b);
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 }  // namespace
 
 int run_training(config::RunConfig cfg, const RunOptions& opts) {
@@ -181,8 +174,21 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // it): a run that fails later still reports it.
   std::optional<report::ProfileInfo> profile;
   StopSignals stop_signals;  // (stop_signals.h: held until the failure report is written)
-  // Rank 0 holds its run's directories (run_dir_lock.h) until the last report is written.
-  std::optional<RunDirLock> out_dir_lock, checkpoint_dir_lock;
+  // Rank 0 holds its run's directories (run_dir_lock.h) until the last report is written; every
+  // rank refuses the run with rank 0's reason when one is in use.
+  RunDirLocks dir_locks;
+  const auto lock_run_dirs = [&](dist::Comm* world, bool existing_only) {
+    std::string refused;
+    if (lead) try {
+        dir_locks.take(cfg, existing_only);
+      } catch (const config::ConfigError& e) {
+        refused = e.what();
+      }
+    if (any_rank(world, !refused.empty()))
+      throw config::ConfigError(refused.empty() ? "config: rank 0's run directory is in use by "
+                                                  "another run (see rank 0's error)"
+                                                : refused);
+  };
   // A failure, recorded once: in the store ("failed/<rank>", for the peers that name it) and, on
   // rank 0, in the failed report.json. Before the teardown where it can: peers that see this
   // rank's sockets close must find the reason, and the teardown may wait on a hung peer longer
@@ -290,16 +296,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       stop_signals.catch_now();
       Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
                                 dp.size());
+      // One run at a time in its directories (run_dir_lock.h): the ones that exist before the
+      // checkpoint in them is read; the rest (created) after a bad --resume could be refused.
+      lock_run_dirs(world, /*existing_only=*/true);
       const int first_step = checkpoints.restore();
-      // Before this rank writes anything in its directories, after what a bad --resume or
-      // model.init_from is refused for (nothing created then), with the comms up (the others
-      // learn of a refusal at once).
-      if (lead) {
-        out_dir_lock.emplace("run.out_dir", cfg.run.out_dir);
-        const bool saves = cfg.checkpoint.every_steps > 0 || cfg.train.stop_after_steps > 0;
-        if (saves && !inside(cfg.checkpoint_dir(), cfg.run.out_dir))
-          checkpoint_dir_lock.emplace("checkpoint.dir", cfg.checkpoint_dir());
-      }
+      lock_run_dirs(world, /*existing_only=*/false);
       // fp8 states no checkpoint set: the whole weights' scales (a tp slice's amax is not)
       if (gpt.fp8_states_new()) trainer.seed_fp8_weight_scales();
       const int total = cfg.train.steps;

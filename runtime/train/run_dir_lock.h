@@ -1,20 +1,24 @@
 #pragma once
-// RunDirLock: one run at a time in a directory. Two runs writing one run.out_dir (or one
-// checkpoint.dir) overwrite each other's metrics, report and checkpoints: a job started twice, or a
-// requeued job whose first copy still runs, would delete or corrupt checkpoints reported saved.
+// One run at a time in a directory. Two runs writing one run.out_dir or one checkpoint.dir
+// overwrite each other's metrics, report and checkpoints, and retention in one deletes the other's
+// saved steps: a job submitted twice, or a requeue whose first copy still runs.
 //
-// Rank 0 holds an exclusive flock(2) on <dir>/.trainer.lock for the run's length. The kernel drops
-// it when the process ends, however it ends (kill -9 included), so no stale lock outlives a run.
-// The file says who holds it (pid, host, start time) for the next run's error message.
+// RunDirLock: an exclusive flock(2) on <dir>/.trainer.lock. On a local file system the kernel
+// drops it when the holding process ends, kill -9 included; on NFS or Lustre a lock of a node that
+// died lasts until the server lets go of that client, and the error says how to break it. The file
+// says who holds it (pid, host, start time) for the next run's message.
+#include <optional>
 #include <string>
+
+#include "runtime/config/run_config.h"
 
 namespace trainer::train {
 
 class RunDirLock {
  public:
   // Creates `dir` if needed and locks it, or throws config::ConfigError naming `key`, the
-  // directory and the run that holds it. A file system without locks (some NFS mounts) is logged
-  // and not locked.
+  // directory and the run that holds it. Where it cannot lock (a mount without locks, a lock file
+  // it may not open), it logs why and holds nothing.
   RunDirLock(const std::string& key, const std::string& dir);
   ~RunDirLock();
   RunDirLock(const RunDirLock&) = delete;
@@ -24,6 +28,19 @@ class RunDirLock {
 
  private:
   int fd_ = -1;
+};
+
+// A run's directories: run.out_dir, and checkpoint.dir where it exists or the config plans saves
+// (unless it is the same directory, by any path).
+class RunDirLocks {
+ public:
+  // Locks those not held yet; `existing_only`: only the ones that exist now (one that does not
+  // exist cannot be in use; it is created by the call without it).
+  void take(const config::RunConfig& cfg, bool existing_only);
+
+ private:
+  std::optional<RunDirLock> out_dir_, checkpoint_dir_;
+  bool checkpoint_dir_done_ = false;
 };
 
 }  // namespace trainer::train
