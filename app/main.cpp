@@ -38,9 +38,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::bad_alloc& e) {
     std::fprintf(stderr,
-                 "error: out of memory: %s. `trainer plan RUN.yaml --gpus N` gives the memory a "
-                 "layout needs per rank; smaller model sizes or train.micro_batch, activation "
-                 "checkpointing, ZeRO or more ranks need less\n",
+                 "error: out of memory: %s (for a training run, `trainer plan RUN.yaml --gpus N` "
+                 "gives the memory a layout needs per rank: smaller model sizes or "
+                 "train.micro_batch, activation checkpointing, ZeRO or more ranks need less)\n",
                  e.what());
     return 1;
   } catch (const std::exception& e) {

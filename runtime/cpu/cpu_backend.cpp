@@ -3,23 +3,22 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
+#include <string>
 
+#include "runtime/core/out_of_memory.h"
 #include "runtime/cpu/host_pages.h"
 #include "runtime/cpu/ops.h"
 #include "runtime/cpu/tensor_checks.h"
 
 namespace trainer::cpu {
 
-HostOutOfMemory::HostOutOfMemory(size_t bytes)
-    : what_("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes (" +
-            std::to_string(bytes >> 20) + " MiB) of host memory") {}
-
 void* CpuBackend::alloc(size_t bytes) {
   constexpr size_t kAlign = 64;
   const size_t rounded = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   void* p = std::aligned_alloc(kAlign, rounded);
-  if (!p) throw HostOutOfMemory(rounded);
+  if (!p)
+    throw OutOfMemory("cpu backend: cannot allocate " + std::to_string(rounded) + " bytes (" +
+                      std::to_string(rounded >> 20) + " MiB) of host memory");
   return p;
 }
 

@@ -3,7 +3,6 @@
 // through OpenBLAS, the other loops threaded with OpenMP; bf16 operands and outputs emulated
 // through fp32 buffers (Bf16Staging). Results do not depend on the number
 // of threads (no reductions whose order changes between runs).
-#include <new>
 #include <string>
 #include <vector>
 
@@ -13,22 +12,12 @@
 
 namespace trainer::cpu {
 
-// An allocation the machine cannot give: a std::bad_alloc that says how many bytes.
-class HostOutOfMemory : public std::bad_alloc {
- public:
-  explicit HostOutOfMemory(size_t bytes);
-  const char* what() const noexcept override { return what_.c_str(); }
-
- private:
-  std::string what_;
-};
-
 class CpuBackend : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   DeviceType device() const override { return DeviceType::cpu; }
 
-  void* alloc(size_t bytes) override;  // 64-byte aligned, never null (throws HostOutOfMemory)
+  void* alloc(size_t bytes) override;  // 64-byte aligned, never null (throws OutOfMemory)
   void free(void* p) override;
   void zero(Tensor t) override;
   void copy(Tensor dst, const Tensor& src) override;

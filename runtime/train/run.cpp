@@ -15,6 +15,7 @@
 #include <string>
 
 #include "runtime/core/backend.h"
+#include "runtime/core/out_of_memory.h"
 #include "runtime/core/sha256.h"
 #include "runtime/data/loader.h"
 #include "runtime/dist/launch_env.h"
@@ -464,8 +465,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     record_failure(what);
     if (store) store->linger(store_linger(cfg.distributed.timeout_s));
     if (step_running == 0) throw;
-    // The step is named in the message; bad input found mid-run (data) still exits 2.
+    // The step is named in the message; bad input found mid-run (data) still exits 2, and the
+    // memory running out is still said as such (app/main.cpp).
     if (dynamic_cast<const config::ConfigError*>(&e)) throw config::ConfigError(what);
+    if (dynamic_cast<const std::bad_alloc*>(&e)) throw OutOfMemory(what);
     throw std::runtime_error(what);
   }
 }
