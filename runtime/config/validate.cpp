@@ -80,15 +80,14 @@ void check_output_dir(const std::string& key, const std::string& dir) {
   if (access(p.c_str(), W_OK | X_OK) != 0)
     fail(key + " = \"" + dir + "\": " + p.string() + " is not writable (" + std::strerror(errno) +
          ")");
-  // access() says yes to root everywhere, /proc and /sys included: create what is missing, then
-  // take it away again (empty directories only: nothing is left behind by a check).
-  const fs::path target = fs::absolute(dir, ec);
-  if (fs::exists(target, ec)) return;
-  fs::create_directories(target, ec);
-  const std::string failure = ec ? ec.message() : "";
-  for (fs::path q = target; q != p && q != q.parent_path(); q = q.parent_path())
-    fs::remove(q, ec);  // (fails harmlessly where nothing was made)
-  if (!failure.empty()) fail(key + " = \"" + dir + "\": cannot create it: " + failure);
+  // access() says yes to root everywhere, /proc and /sys included: make a directory of a name no
+  // one else uses where the missing ones would go, and take it away again.
+  if (fs::exists(fs::absolute(dir, ec), ec)) return;
+  std::string probe = (p / ".trainer-probe-XXXXXX").string();
+  if (::mkdtemp(probe.data()) == nullptr)
+    fail(key + " = \"" + dir + "\": cannot create it in " + p.string() + ": " +
+         std::strerror(errno));
+  ::rmdir(probe.c_str());
 }
 
 // What the fp8 forward GEMMs cannot take: shapes cuBLASLt's fp8 kernels refuse (every inner
@@ -111,6 +110,7 @@ std::string input_file_problem(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) return ec.message();  // EACCES, ELOOP, ...
   if (!fs::exists(st)) return "no such file";
   if (fs::is_directory(st)) return "is a directory";
   if (!fs::is_regular_file(st)) return "is not a regular file (a pipe, socket or device)";
@@ -125,8 +125,7 @@ void check_init_from(const ModelConfig& m) {
 
 void check_output_dirs(const RunConfig& cfg) {
   check_output_dir("run.out_dir", cfg.run.out_dir);
-  const bool saves = cfg.checkpoint.every_steps > 0 || cfg.train.stop_after_steps > 0;
-  if (saves) check_output_dir("checkpoint.dir", cfg.checkpoint_dir());
+  if (cfg.plans_checkpoints()) check_output_dir("checkpoint.dir", cfg.checkpoint_dir());
 }
 
 void validate(RunConfig& cfg, int world_size) {
