@@ -50,17 +50,32 @@ TcpStore::~TcpStore() {
 }
 
 int TcpStore::connect_with_backoff(bool server_was_up) {
-  auto deadline = std::chrono::steady_clock::now() + timeout();
+  const auto start = std::chrono::steady_clock::now();
+  auto deadline = start + timeout();
+  // A name that does not resolve is a misspelt MASTER_ADDR, or a DNS record that is not there yet
+  // (a Kubernetes service's, as the job starts): said at once, retried for at most a minute.
+  const auto unknown_host_deadline =
+      start + std::min<std::chrono::steady_clock::duration>(timeout(), std::chrono::seconds(60));
+  std::string unknown_host_error;  // the last attempt's, when the name did not resolve
   auto delay = std::chrono::milliseconds(10);
   std::string error;
   while (true) {
     bool unknown_host = false;
     int fd = net::connect_tcp(host_, port_, &error, &unknown_host);
     if (fd >= 0) return fd;
-    if (unknown_host)  // a misspelt MASTER_ADDR / --master-addr: say so now, not after the timeout
-      throw StoreError("TcpStore: cannot resolve the store's host '" + host_ +
-                       "' (MASTER_ADDR, or trainer launch --master-addr): " +
-                       error.substr(error.find(": ") + 2));
+    if (unknown_host) {
+      if (unknown_host_error.empty())
+        spdlog::warn(
+            "TcpStore: cannot resolve the store's host '{}' ({}); retrying for up to a "
+            "minute",
+            host_, error);
+      unknown_host_error =
+          "TcpStore: cannot resolve the store's host '" + host_ +
+          "' (MASTER_ADDR, or trainer launch --master-addr): " + error.substr(error.find(": ") + 2);
+      if (std::chrono::steady_clock::now() >= unknown_host_deadline) break;
+    } else {
+      unknown_host_error.clear();
+    }
     // Once this store has connected, a refusal means the serving process is gone (several of
     // this rank's communicators naming a failure at once each need a connection): say so now,
     // not after the timeout.
@@ -76,6 +91,7 @@ int TcpStore::connect_with_backoff(bool server_was_up) {
         std::min<std::chrono::steady_clock::duration>(delay, deadline - now));
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
+  if (!unknown_host_error.empty()) throw StoreError(unknown_host_error);
   throw StoreTimeout("TcpStore: could not connect to " + host_ + ":" + std::to_string(port_) +
                      " within " + std::to_string(timeout().count()) + " ms (" + error + ")");
 }

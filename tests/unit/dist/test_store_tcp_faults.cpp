@@ -224,24 +224,23 @@ TEST_CASE("tcp_store_get_on_a_hung_server_gives_up_after_timeout_and_margin", "[
   net::close_fd(hung);
 }
 
-TEST_CASE("a_store_host_that_does_not_resolve_is_refused_at_once_naming_it", "[store]") {
+TEST_CASE("a_store_host_that_does_not_resolve_is_refused_naming_it", "[store]") {
   // (an empty name is refused by getaddrinfo itself, with no DNS server asked: the same answer
   // here and on a machine with a network, which a misspelt name would not give)
   std::string err;
   bool unknown_host = false;
   CHECK(net::connect_tcp("", 1, &err, &unknown_host) == -1);
   CHECK(unknown_host);
-  // A store's clients fail now, not at the timeout, and say it is the host.
-  const auto t0 = std::chrono::steady_clock::now();
+  // A store's clients retry it for min(timeout, 60 s) (a DNS record may come late), then say it
+  // is the host, not that the store timed out.
   try {
-    make_tcp_store("", 29500, false, 30s);
+    make_tcp_store("", 29500, false, 1s);
     FAIL("a client of an unresolvable host connected");
   } catch (const StoreTimeout& e) {
     FAIL("timed out instead: " << e.what());
   } catch (const StoreError& e) {
     CHECK_THAT(e.what(), Catch::Contains("cannot resolve the store's host '' (MASTER_ADDR"));
   }
-  CHECK(std::chrono::steady_clock::now() - t0 < 15s);  // (not the 30 s timeout)
   // The address is fine, nothing listens: that is waited for (a store that comes up late).
   CHECK(net::connect_tcp("127.0.0.1", 1, &err, &unknown_host) == -1);
   CHECK_FALSE(unknown_host);
