@@ -1,6 +1,6 @@
 #include "runtime/ckpt/export.h"
 
-#include <cstdio>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,8 +94,12 @@ GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
 int hf_layers(const SafetensorsReader& r) {
   int layers = 0;
   for (const auto& [name, info] : r.tensors()) {
-    int n = 0;
-    if (std::sscanf(name.c_str(), "h.%d.", &n) == 1) layers = std::max(layers, n + 1);
+    if (!name.starts_with("h.")) continue;
+    int n = -1;
+    const char* digits = name.c_str() + 2;
+    const auto [end, ec] = std::from_chars(digits, name.c_str() + name.size(), n);
+    if (ec == std::errc() && *end == '.' && n >= 0 && n < (1 << 20))
+      layers = std::max(layers, n + 1);
   }
   return layers;
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "runtime/core/sha256.h"
 
@@ -69,7 +70,7 @@ std::string header_json(const std::vector<TensorToWrite>& tensors,
   throw CheckpointError(path + ": bad header: " + what);
 }
 
-// Bytes per element of the dtypes safetensors defines; 0 for one it does not.
+// Bytes per element of the whole-byte dtypes safetensors defines; 0 for any other.
 int64_t dtype_bytes(const std::string& dtype) {
   static const std::map<std::string, int64_t> bytes = {
       {"F64", 8}, {"I64", 8}, {"U64", 8},  {"F32", 4},     {"I32", 4},
@@ -89,27 +90,35 @@ TensorInfo tensor_info_from(const std::string& path, const std::string& name,
     if (!v.contains(key)) bad_header(path, tensor + " has no " + key);
   const nlohmann::json &dtype = v.at("dtype"), &shape = v.at("shape"),
                        &offsets = v.at("data_offsets");
-  if (!dtype.is_string() || dtype_bytes(dtype.get<std::string>()) == 0)
-    bad_header(path, tensor + " has dtype " + dtype.dump() + ", not a safetensors dtype");
+  // A size or offset as JSON's unsigned integers, within int64_t.
+  auto size_value = [](const nlohmann::json& n) {
+    return n.is_number_unsigned() &&
+           n.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  };
+  if (!dtype.is_string()) bad_header(path, tensor + " has dtype " + dtype.dump());
   TensorInfo t;
   t.dtype = dtype.get<std::string>();
   int64_t numel = 1;
   if (!shape.is_array()) bad_header(path, tensor + " has shape " + shape.dump());
   for (const nlohmann::json& n : shape) {
-    if (!n.is_number_unsigned()) bad_header(path, tensor + " has shape " + shape.dump());
+    if (!size_value(n)) bad_header(path, tensor + " has shape " + shape.dump());
     t.shape.push_back(n.get<int64_t>());
     if (__builtin_mul_overflow(numel, t.shape.back(), &numel))
       bad_header(path, tensor + " has shape " + shape.dump() + ", too many elements");
   }
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-      !offsets[1].is_number_unsigned() || offsets[0].get<int64_t>() > offsets[1].get<int64_t>())
+  if (!offsets.is_array() || offsets.size() != 2 || !size_value(offsets[0]) ||
+      !size_value(offsets[1]) || offsets[0].get<int64_t>() > offsets[1].get<int64_t>())
     bad_header(path, tensor + " has data_offsets " + offsets.dump() + ", not [begin, end]");
   t.begin = offsets[0].get<int64_t>();
   t.end = offsets[1].get<int64_t>();
-  if (t.end - t.begin != numel * dtype_bytes(t.dtype))
+  // The span against the shape, for the dtypes of whole bytes this reader knows (others, sub-byte
+  // ones among them, are kept as they are: only F32 tensors are ever read, by read_f32).
+  int64_t bytes = 0;
+  if (const int64_t size = dtype_bytes(t.dtype);
+      size > 0 && (__builtin_mul_overflow(numel, size, &bytes) || t.end - t.begin != bytes))
     bad_header(path, tensor + " spans " + std::to_string(t.end - t.begin) + " bytes; its " +
-                         t.dtype + " shape " + shape.dump() + " needs " +
-                         std::to_string(numel * dtype_bytes(t.dtype)));
+                         t.dtype + " shape " + shape.dump() + " needs " + std::to_string(numel) +
+                         " x " + std::to_string(size));
   return t;
 }
 
