@@ -130,11 +130,13 @@ RunConfig load_config_file(const std::string& path, const std::vector<std::strin
   if (!in) fail("cannot read config file '" + path + "': " + std::strerror(errno));
   // Read to its end, or to a size no run config has (a device like /dev/zero has no end).
   constexpr size_t kMaxConfigBytes = 16 << 20;
-  std::string text(kMaxConfigBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxConfigBytes)
-    fail("config file '" + path + "' is larger than 16 MiB; expected a YAML run config");
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      fail("config file '" + path + "' is larger than 16 MiB; expected a YAML run config");
+  }
   try {
     // An empty file is more likely a mistake than a request for every default (`-` is that).
     if (load_document(text).IsNull())

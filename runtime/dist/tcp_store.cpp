@@ -56,7 +56,7 @@ int TcpStore::connect_with_backoff(bool server_was_up) {
   // (a Kubernetes service's, as the job starts): said at once, retried for at most a minute.
   const auto unknown_host_deadline =
       start + std::min<std::chrono::steady_clock::duration>(timeout(), std::chrono::seconds(60));
-  std::string unknown_host_error;  // the last attempt's, when the name did not resolve
+  std::string unknown_host_error;  // while the name does not resolve (said once)
   auto delay = std::chrono::milliseconds(10);
   std::string error;
   while (true) {
@@ -64,14 +64,12 @@ int TcpStore::connect_with_backoff(bool server_was_up) {
     int fd = net::connect_tcp(host_, port_, &error, &unknown_host);
     if (fd >= 0) return fd;
     if (unknown_host) {
-      if (unknown_host_error.empty())
-        spdlog::warn(
-            "TcpStore: cannot resolve the store's host '{}' ({}); retrying for up to a "
-            "minute",
-            host_, error);
-      unknown_host_error =
-          "TcpStore: cannot resolve the store's host '" + host_ +
-          "' (MASTER_ADDR, or trainer launch --master-addr): " + error.substr(error.find(": ") + 2);
+      if (unknown_host_error.empty()) {
+        unknown_host_error = "TcpStore: cannot resolve the store's host '" + host_ +
+                             "' (MASTER_ADDR, or trainer launch --master-addr): " +
+                             error.substr(error.find(": ") + 2);  // (after "cannot resolve host")
+        spdlog::warn("{}; retrying for up to a minute", unknown_host_error);
+      }
       if (std::chrono::steady_clock::now() >= unknown_host_deadline) break;
     } else {
       unknown_host_error.clear();

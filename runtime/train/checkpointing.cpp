@@ -46,18 +46,19 @@ Checkpointing::~Checkpointing() {
 std::string Checkpointing::pick_resume_dir() {
   if (resume_ == "none") return "";
   if (resume_ != "auto") {
+    const auto refuse = [](const std::string& why) {
+      return config::ConfigError("--resume " + why +
+                                 " (expected auto, none, a checkpoint step directory or a "
+                                 "checkpoint.dir)");
+    };
     std::error_code ec;
     if (!std::filesystem::is_directory(resume_, ec))
-      throw config::ConfigError(
-          "--resume " + resume_ +
-          (std::filesystem::exists(resume_, ec) ? ": not a directory" : ": no such directory") +
-          " (expected auto, none, a checkpoint step directory or a checkpoint.dir)");
+      throw refuse(resume_ + (std::filesystem::exists(resume_, ec) ? ": not a directory"
+                                                                   : ": no such directory"));
     try {
       return ckpt::resolve_step_dir(resume_);
     } catch (const ckpt::CheckpointError& e) {  // a directory, but no checkpoint: bad input
-      throw config::ConfigError("--resume " + std::string(e.what()) +
-                                " (expected auto, none, a checkpoint step directory or a "
-                                "checkpoint.dir)");
+      throw refuse(e.what());
     }
   }
   std::vector<std::string> incomplete;

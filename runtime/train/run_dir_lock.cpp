@@ -6,11 +6,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <string>
 
 #include <spdlog/spdlog.h>
+
+#include "runtime/report/run_report.h"
 
 namespace trainer::train {
 namespace {
@@ -20,12 +21,7 @@ namespace fs = std::filesystem;
 std::string holder_text() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  char when[32] = {};
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  ::gmtime_r(&now, &utc);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return "pid " + std::to_string(::getpid()) + " on " + host + " since " + when;
+  return "pid " + std::to_string(::getpid()) + " on " + host + " since " + report::now_iso8601();
 }
 
 std::string read_all(int fd) {
