@@ -5,13 +5,57 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "app/verbs.h"
+#include "runtime/config/did_you_mean.h"
 #include "runtime/config/run_config.h"
 
 namespace trainer::app {
 int g_exit_code = 0;
+
+namespace {
+
+// CLI11 answers a misspelt verb (`trainer tarin run.yaml`, `trainer ckpt inspekt DIR`) with "A
+// subcommand is required": name the word it did not know and the verbs it would have known.
+// Walks the verbs as parse does; the parents of verbs take no option with a value.
+std::optional<std::string> unknown_verb(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  std::string path = "trainer";
+  auto verbs_of = [](CLI::App* parent) {
+    std::vector<std::string> verbs;
+    for (CLI::App* sub : parent->get_subcommands([](CLI::App*) { return true; }))
+      verbs.push_back(sub->get_name());
+    return verbs;
+  };
+  bool flags = false;  // (--help and --version answer without a verb)
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    flags = flags || (!word.empty() && word[0] == '-');
+    if (word.empty() || word[0] == '-') continue;
+    const std::vector<std::string> verbs = verbs_of(at);
+    if (verbs.empty()) return std::nullopt;  // a verb's own arguments
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; }))
+      if (sub->get_name() == word) next = sub;
+    if (next == nullptr) {
+      const std::optional<std::string> near = config::closest_match(word, verbs);
+      return path + ": unknown verb '" + word + "'" +
+             (near ? "; did you mean '" + *near + "'?" : "") + " (" + path +
+             " takes one of: " + config::join(verbs) + "; " + path + " --help)";
+    }
+    at = next;
+    path += " " + word;
+  }
+  if (const std::vector<std::string> verbs = verbs_of(at); !verbs.empty() && !flags)
+    return path + " needs a verb: one of " + config::join(verbs) + " (" + path + " --help)";
+  return std::nullopt;
 }
+
+}  // namespace
+}  // namespace trainer::app
 
 int main(int argc, char** argv) {
   using namespace trainer;
@@ -27,6 +71,10 @@ int main(int argc, char** argv) {
   app::register_compare(app);
   app::register_data(app);
   app::register_ckpt(app);
+  if (const std::optional<std::string> unknown = app::unknown_verb(app, argc, argv)) {
+    std::fprintf(stderr, "error: %s\n", unknown->c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -283,6 +283,12 @@ void register_plan(CLI::App& app) {
     const int64_t seqs = static_cast<int64_t>(cfg.train.micro_batch) * cfg.train.grad_accum * dp;
     // the gradients' replicas: ZeRO shards over dp x cp (train::DataParallel)
     const int replicas = dp * cfg.parallel.cp;
+    if (const int64_t fewest = plan::smallest_rank_numel(cfg); replicas > fewest)
+      throw config::ConfigError(
+          "plan: --gpus " + std::to_string(args->gpus) + " makes " + std::to_string(replicas) +
+          " gradient replicas (dp x cp), more than the " + std::to_string(fewest) +
+          " parameters a rank holds, which the gradient reduction cuts over them: plan for fewer "
+          "devices or a larger model");
     std::printf("config %s is valid for %d %s device(s)\n", args->config.c_str(), args->gpus,
                 args->gpu.c_str());
     if (cmd->count("--gpu") == 0 && cfg.hardware.device == "cuda")

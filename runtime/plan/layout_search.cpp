@@ -45,6 +45,13 @@ model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage) {
   return model::ParamLayout(dims, shard);
 }
 
+int64_t smallest_rank_numel(const config::RunConfig& cfg) {
+  int64_t fewest = std::numeric_limits<int64_t>::max();
+  for (int s = 0; s < cfg.parallel.pp; ++s)
+    fewest = std::min(fewest, rank_layout(cfg, s).total_numel());
+  return fewest;
+}
+
 namespace {
 
 // Ranking key: smaller is better (see layout_search.h).
@@ -403,6 +410,7 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
     const int dp = request.devices > 0 ? request.devices / (tp * pp * cp) : request.dp;
     const int replicas = dp * cp;          // ZeRO's group and the gradients' (dp x cp)
     const int64_t per_rank = global / dp;  // sequences per dp rank: the global batch kept
+    if (replicas > smallest_rank_numel(cfg)) continue;
     if (pp > 1) {
       search_pipeline(request, cfg, dp, per_rank, base_flops, fd, usable, out);
       continue;

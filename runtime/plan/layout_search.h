@@ -45,6 +45,10 @@ namespace trainer::plan {
 // size), ep rank 0's experts (every ep rank holds as many).
 model::ParamLayout rank_layout(const config::RunConfig& cfg, int stage = 0);
 
+// The fewest parameters a rank of any stage holds. The gradient reduction cuts a rank's
+// parameters over the dp x cp replicas (parallel::ZeroShards), so there can be no more replicas.
+int64_t smallest_rank_numel(const config::RunConfig& cfg);
+
 // Bytes a rank of `layout` sends per step over its gradient groups (ring collectives): ZeRO's
 // (parallel::zero_traffic_bytes) over the dp replicas, or under expert parallelism the experts'
 // all-reduce (ZeRO 0) or ZeRO's collectives (over ZeroUnits' segments) over their dp / ep
