@@ -44,8 +44,24 @@ std::string expected_type(const Field& f) {
                     f.ref);
 }
 
+// An integer too large for the field's type: from_chars says out of range, not malformed.
+std::optional<std::string> integer_range_of(const Field& f, const YAML::Node& node) {
+  if (!node.IsScalar()) return std::nullopt;
+  const std::string& text = node.Scalar();
+  const size_t digits = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
+  if (digits == text.size() || text.find_first_not_of("0123456789", digits) != std::string::npos)
+    return std::nullopt;
+  if (std::holds_alternative<IntField>(f.ref))
+    return "an integer from " + std::to_string(std::numeric_limits<int>::min()) + " to " +
+           std::to_string(std::numeric_limits<int>::max());
+  if (std::holds_alternative<U64Field>(f.ref))
+    return "a non-negative integer up to " + std::to_string(std::numeric_limits<uint64_t>::max());
+  return std::nullopt;
+}
+
 [[noreturn]] void type_error(const Field& f, const YAML::Node& node) {
-  fail(f.key + " = " + describe_node(node) + ": expected " + expected_type(f));
+  const std::optional<std::string> range = integer_range_of(f, node);
+  fail(f.key + " = " + describe_node(node) + ": expected " + (range ? *range : expected_type(f)));
 }
 
 // Stores a scalar's text into the field; false when it does not convert.

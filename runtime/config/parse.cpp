@@ -83,6 +83,17 @@ std::vector<std::string> all_paths() {
   return paths;
 }
 
+// A ConfigError's text without its "config: ".
+std::string without_prefix(const ConfigError& e) {
+  const std::string what = e.what();
+  return what.rfind("config: ", 0) == 0 ? what.substr(8) : what;
+}
+
+constexpr const char* kSetMark = "--set '";
+std::string set_prefix(const std::string& assignment) {
+  return kSetMark + assignment + "': ";
+}
+
 void apply_override(RunConfig& cfg, const std::string& assignment) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos)
@@ -93,7 +104,27 @@ void apply_override(RunConfig& cfg, const std::string& assignment) {
     if (auto hint = closest_match(key, all_paths())) msg += " (did you mean '" + *hint + "'?)";
     fail(msg);
   }
-  apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)), nullptr);
+  try {
+    apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)), nullptr);
+  } catch (const ConfigError& e) {
+    fail(set_prefix(assignment) + without_prefix(e));
+  }
+}
+
+// check_fields on a field an override set: the message names the --set, not the file.
+void check_fields_naming_overrides(const RunConfig& cfg,
+                                   const std::vector<std::string>& overrides) {
+  try {
+    check_fields(cfg);
+  } catch (const ConfigError& e) {
+    const std::string what = without_prefix(e);
+    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {  // (the last one holds)
+      const std::string key = it->substr(0, it->find('='));
+      if (what.rfind(key + " ", 0) == 0 || what.rfind(key + ":", 0) == 0)
+        fail(set_prefix(*it) + what);
+    }
+    throw;
+  }
 }
 
 // The one YAML document of a config (null for empty text).
@@ -118,7 +149,7 @@ RunConfig parse_config(const std::string& yaml_text, const std::vector<std::stri
   std::set<std::string> assigned;
   apply_node(cfg, "", load_document(yaml_text), &assigned);
   for (const std::string& assignment : overrides) apply_override(cfg, assignment);
-  check_fields(cfg);
+  check_fields_naming_overrides(cfg, overrides);
   return cfg;
 }
 
@@ -145,8 +176,10 @@ RunConfig load_config_file(const std::string& path, const std::vector<std::strin
           "the embedded default");
     return parse_config(text, overrides);
   } catch (const ConfigError& e) {
-    // Keep the "config: " prefix, add the file: "config: runs/a.yaml: train.lr = ...".
-    throw ConfigError("config: " + path + ": " + std::string(e.what()).substr(8));
+    // Keep the "config: " prefix, add the file: "config: runs/a.yaml: train.lr = ..."; a --set
+    // the error is about is named instead.
+    if (without_prefix(e).rfind(kSetMark, 0) == 0) throw;
+    throw ConfigError("config: " + path + ": " + without_prefix(e));
   }
 }
 

@@ -6,6 +6,7 @@
 
 using namespace trainer::config;
 using Catch::Contains;
+using Catch::EndsWith;
 
 TEST_CASE("unknown_key_in_a_section_suggests_the_nearest_key", "[config][errors]") {
   REQUIRE_THROWS_WITH(parse_config("train: {lrr: 0.1}"),
@@ -33,9 +34,12 @@ TEST_CASE("wrong_types_name_key_value_and_expected_type", "[config][errors]") {
                       Contains("train.lr = \"abc\"") && Contains("expected a number"));
   REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 4.5}"),
                       Contains("model.n_layer = \"4.5\"") && Contains("expected an integer"));
-  REQUIRE_THROWS_WITH(
-      parse_config("model: {n_layer: 99999999999}"),
-      Contains("model.n_layer = \"99999999999\"") && Contains("expected an integer"));
+  REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 99999999999}"),
+                      Contains("model.n_layer = \"99999999999\"") &&
+                          Contains("expected an integer from -2147483648 to 2147483647"));
+  REQUIRE_THROWS_WITH(parse_config("run: {seed: 99999999999999999999}"),
+                      Contains("a non-negative integer up to 18446744073709551615"));
+  REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 4x}"), EndsWith("expected an integer"));
   REQUIRE_THROWS_WITH(parse_config("run: {deterministic: maybe}"),
                       Contains("run.deterministic = \"maybe\"") && Contains("true or false"));
   REQUIRE_THROWS_WITH(parse_config("run: {seed: -1}"),

@@ -1,10 +1,13 @@
 // --set key.path=value overrides: applied after the file, in order, values read as YAML scalars.
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 #include "runtime/config/run_config.h"
 
 using namespace trainer::config;
 using Catch::Contains;
+using Catch::StartsWith;
 
 TEST_CASE("overrides_set_numbers_and_nested_keys", "[config][overrides]") {
   const RunConfig c = parse_config(embedded_default_yaml(), {"train.lr=1e-3", "model.n_layer=6",
@@ -63,9 +66,19 @@ TEST_CASE("override_with_a_bad_value_names_key_and_value", "[config][overrides]"
                       Contains("precision.compute = \"fp4\"") && Contains("fp32, bf16, fp8"));
 }
 
+// An error names where the bad value came from: the file, or the --set that gave it.
 TEST_CASE("load_config_file_applies_overrides_and_names_the_file_on_error", "[config][overrides]") {
   const std::string path = std::string(TRAINER_SOURCE_DIR) + "/configs/tiny.yaml";
   CHECK(load_config_file(path, {"model.n_layer=2"}).model.n_layer == 2);
   REQUIRE_THROWS_WITH(load_config_file(path, {"model.n_layer=x"}),
-                      Contains("tiny.yaml") && Contains("model.n_layer = \"x\""));
+                      StartsWith("config: --set 'model.n_layer=x': model.n_layer = \"x\"") &&
+                          !Contains("tiny.yaml"));
+  REQUIRE_THROWS_WITH(load_config_file(path, {"train.lr=1e-3", "train.lr=-1"}),
+                      StartsWith("config: --set 'train.lr=-1': train.lr = -1.0: must be > 0"));
+  const std::string bad = (std::filesystem::temp_directory_path() / "trainer_bad_lr.yaml").string();
+  std::ofstream(bad) << "train: {lr: -1}\n";
+  REQUIRE_THROWS_WITH(load_config_file(bad, {"train.steps=3"}),
+                      StartsWith("config: " + bad + ": train.lr = -1.0: must be > 0"));
+  CHECK(load_config_file(bad, {"train.lr=0.5"}).train.lr == 0.5);
+  std::filesystem::remove(bad);
 }
