@@ -62,6 +62,12 @@ class Comm {
   virtual std::shared_ptr<Work> all_gather_async(const void* in, void* out, size_t count,
                                                  CommDType t) = 0;
   virtual void broadcast(void* data, size_t count, CommDType t, int root) = 0;
+  virtual std::shared_ptr<Work> broadcast_async(void* data, size_t count, CommDType t,
+                                                int root) = 0;
+  // The group's reduction of `data` (count elements), in place on `root`; on the other members
+  // `data` may hold partial sums afterwards (gloo reduces through it).
+  virtual std::shared_ptr<Work> reduce_async(void* data, size_t count, CommDType t, ReduceOp op,
+                                             int root) = 0;
   // in/out: count*size() elements; chunk j of `in` goes to rank j, chunk i of `out` came from i.
   virtual void all_to_all(const void* in, void* out, size_t count, CommDType t) = 0;
   virtual void send(const void* data, size_t bytes, int peer, int tag) = 0;

@@ -207,7 +207,16 @@ std::shared_ptr<Work> GlooComm::all_gather_async(const void* in, void* out, size
 }
 
 void GlooComm::broadcast(void* data, size_t count, CommDType t, int root) {
-  submit("broadcast", [=, this] { do_broadcast(data, count, t, root); })->wait();
+  broadcast_async(data, count, t, root)->wait();
+}
+
+std::shared_ptr<Work> GlooComm::broadcast_async(void* data, size_t count, CommDType t, int root) {
+  return submit("broadcast", [=, this] { do_broadcast(data, count, t, root); });
+}
+
+std::shared_ptr<Work> GlooComm::reduce_async(void* data, size_t count, CommDType t, ReduceOp op,
+                                             int root) {
+  return submit("reduce", [=, this] { do_reduce(data, count, t, op, root); });
 }
 
 void GlooComm::all_to_all(const void* in, void* out, size_t count, CommDType t) {

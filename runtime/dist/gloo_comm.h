@@ -39,6 +39,9 @@ class GlooComm : public Comm {
   std::shared_ptr<Work> all_gather_async(const void* in, void* out, size_t count,
                                          CommDType t) override;
   void broadcast(void* data, size_t count, CommDType t, int root) override;
+  std::shared_ptr<Work> broadcast_async(void* data, size_t count, CommDType t, int root) override;
+  std::shared_ptr<Work> reduce_async(void* data, size_t count, CommDType t, ReduceOp op,
+                                     int root) override;
   void all_to_all(const void* in, void* out, size_t count, CommDType t) override;
   void send(const void* data, size_t bytes, int peer, int tag) override;
   void recv(void* data, size_t bytes, int peer, int tag) override;
@@ -58,6 +61,7 @@ class GlooComm : public Comm {
   void do_reduce_scatter(const void* in, void* out, size_t count, CommDType t, ReduceOp op);
   void do_all_gather(const void* in, void* out, size_t count, CommDType t);
   void do_broadcast(void* data, size_t count, CommDType t, int root);
+  void do_reduce(void* data, size_t count, CommDType t, ReduceOp op, int root);
   void do_all_to_all(const void* in, void* out, size_t count, CommDType t);
   void do_send(const void* data, size_t bytes, int peer, int tag);
   void do_recv(void* data, size_t bytes, int peer, int tag);

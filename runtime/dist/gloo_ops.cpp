@@ -6,6 +6,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/context.h>
 #include <gloo/math.h>
+#include <gloo/reduce.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <cstring>
@@ -116,6 +117,21 @@ void GlooComm::do_broadcast(void* data, size_t count, CommDType t, int root) {
     o.setRoot(root);
     o.setTimeout(timeout());
     gloo::broadcast(o);
+  });
+}
+
+void GlooComm::do_reduce(void* data, size_t count, CommDType t, ReduceOp op, int root) {
+  check_peer(root, size_);
+  if (size_ == 1 || count == 0) return;
+  dispatch_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    gloo::ReduceOptions o(ctx_);
+    o.setOutput(static_cast<T*>(data), count);
+    o.setRoot(root);
+    o.setReduceFunction(reduce_func<T>(op));
+    o.setTimeout(timeout());
+    gloo::reduce(o);
+    if (op == ReduceOp::avg && rank_ == root) divide_by(static_cast<T*>(data), count, size_);
   });
 }
 

@@ -179,9 +179,19 @@ class NcclComm : public Comm {
   void broadcast(void* data, size_t count, CommDType t, int root) override {
     if (staged(data, count * comm_dtype_size(t), [&](void* d) { broadcast(d, count, t, root); }))
       return;  // a host value (a step count)
-    enqueue("broadcast", [&] {
+    broadcast_async(data, count, t, root)->wait();
+  }
+  std::shared_ptr<Work> broadcast_async(void* data, size_t count, CommDType t,
+                                        int root) override {
+    return enqueue("broadcast", [&] {
       return ncclBroadcast(data, data, count, nccl_type(t), root, comm_, stream_);
-    })->wait();
+    });
+  }
+  std::shared_ptr<Work> reduce_async(void* data, size_t count, CommDType t, ReduceOp op,
+                                     int root) override {
+    return enqueue("reduce", [&] {
+      return ncclReduce(data, data, count, nccl_type(t), nccl_op(op), root, comm_, stream_);
+    });
   }
   void all_to_all(const void* in, void* out, size_t count, CommDType t) override {
     const size_t chunk = count * comm_dtype_size(t);

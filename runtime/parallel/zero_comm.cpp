@@ -1,5 +1,7 @@
 #include "runtime/parallel/zero_comm.h"
 
+#include <exception>
+
 #include "runtime/core/check.h"
 
 namespace trainer::parallel {
@@ -13,6 +15,28 @@ size_t count(int64_t n) {
 
 float* f32(const Tensor& t) {
   return static_cast<float*>(t.data);
+}
+
+// Waits for each op in order, then forgets them; the first failure is rethrown after all are
+// waited for (a later op may still write into the buffers).
+void wait_all(std::vector<std::shared_ptr<dist::Work>>& works) {
+  std::exception_ptr first;
+  for (const std::shared_ptr<dist::Work>& w : works) {
+    try {
+      w->wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  works.clear();
+  if (first) std::rethrow_exception(first);
+}
+
+void wait_all_quietly(std::vector<std::shared_ptr<dist::Work>>& works) {
+  try {
+    wait_all(works);
+  } catch (...) {  // the failure was (or will be) reported by whoever waits on the group
+  }
 }
 
 }  // namespace
@@ -39,79 +63,58 @@ RangeReduceScatter::RangeReduceScatter(Backend& be, int64_t staging_floats)
     : be_(be), staging_(be, staging_floats) {}
 
 RangeReduceScatter::~RangeReduceScatter() {
-  if (!work_) return;
-  try {  // the communicator must not write into staging_ after it is gone
-    work_->wait();
-  } catch (...) {  // the failure was (or will be) reported by whoever waits on the group
-  }
+  // the communicator must not write into staging_ after it is gone
+  wait_all_quietly(works_);
 }
 
 void RangeReduceScatter::start(dist::Comm& comm, const ZeroShards& s, const Tensor& buf, Range r) {
-  TRAINER_CHECK(!work_, "reduce-scatter started while one is in flight");
+  TRAINER_CHECK(works_.empty(), "reduce-scatter started while one is in flight");
   TRAINER_CHECK(comm.size() == s.dp(),
                 "a cut over " << s.dp() << " ranks on a group of " << comm.size());
+  TRAINER_CHECK(r.size() <= staging_.numel(),
+                "range [" << r.begin << ", " << r.end << ") is longer than the staging");
   comm_ = &comm;
   s_ = &s;
   r_ = r;
-  k_ = s.max_piece(r.begin, r.end);
-  const int dp = s.dp();
-  TRAINER_CHECK(k_ * (dp + 1) <= staging_.numel(),
-                "range [" << r.begin << ", " << r.end << ") needs pieces of " << k_
-                          << " elements, more than the staging holds");
-  // Padding past a shorter piece holds stale values: it only sums into padding, never read.
-  for (int q = 0; q < dp; ++q) {
+  be_.copy(staging_.slice(0, r.size()), buf.slice(r.begin, r.size()));
+  // One reduce to each owner of a piece of r, in owner order on every member.
+  for (int q = 0; q < s.dp(); ++q) {
     const Range p = s.piece(q, r.begin, r.end);
-    be_.copy(staging_.slice(k_ * q, p.size()), buf.slice(p.begin, p.size()));
+    if (p.size() > 0)
+      works_.push_back(comm.reduce_async(staging_.data() + (p.begin - r.begin), count(p.size()),
+                                         kF32, dist::ReduceOp::sum, q));
   }
-  work_ = comm.reduce_scatter_async(staging_.data(), staging_.data() + k_ * dp, count(k_), kF32,
-                                    dist::ReduceOp::sum);
 }
 
 void RangeReduceScatter::finish(const Tensor& shard_acc) {
-  if (!work_) return;
-  work_->wait();
-  work_.reset();
+  if (works_.empty()) return;
+  wait_all(works_);
   const Range mine = s_->piece(comm_->rank(), r_.begin, r_.end);
+  if (mine.size() == 0) return;
   const int64_t at = mine.begin - s_->shard(comm_->rank()).begin;
-  be_.axpy(shard_acc.slice(at, mine.size()), staging_.slice(k_ * s_->dp(), mine.size()), 1.0f);
+  be_.axpy(shard_acc.slice(at, mine.size()), staging_.slice(mine.begin - r_.begin, mine.size()),
+           1.0f);
 }
 
-RangeGather::RangeGather(Backend& be, int64_t max_piece, int64_t max_gathered)
-    : be_(be), send_(be, max_piece), recv_(be, max_gathered) {}
-
 RangeGather::~RangeGather() {
-  if (!work_) return;
-  try {
-    work_->wait();
-  } catch (...) {  // the failure was (or will be) reported by whoever waits on the group
-  }
+  wait_all_quietly(works_);  // the broadcasts write into the gathered buffer
 }
 
 void RangeGather::start(dist::Comm& comm, const ZeroShards& s, const Tensor& buf, Range r) {
-  TRAINER_CHECK(!work_, "gather started while one is in flight");
+  TRAINER_CHECK(works_.empty(), "gather started while one is in flight");
   TRAINER_CHECK(comm.size() == s.dp(),
                 "a cut over " << s.dp() << " ranks on a group of " << comm.size());
-  comm_ = &comm;
-  s_ = &s;
-  buf_ = buf;
   r_ = r;
-  k_ = s.max_piece(r.begin, r.end);
-  TRAINER_CHECK(k_ <= send_.numel() && k_ * s.dp() <= recv_.numel(),
-                "range [" << r.begin << ", " << r.end << ") needs pieces of " << k_
-                          << " elements, more than the staging holds");
-  const Range mine = s.piece(comm.rank(), r.begin, r.end);
-  be_.copy(send_.slice(0, mine.size()), buf.slice(mine.begin, mine.size()));
-  work_ = comm.all_gather_async(send_.data(), recv_.data(), count(k_), kF32);
+  // Each owner broadcasts its piece of r in place: no staging, and no padding on the wire.
+  for (int q = 0; q < s.dp(); ++q) {
+    const Range p = s.piece(q, r.begin, r.end);
+    if (p.size() > 0)
+      works_.push_back(comm.broadcast_async(f32(buf) + p.begin, count(p.size()), kF32, q));
+  }
 }
 
 void RangeGather::finish() {
-  if (!work_) return;
-  work_->wait();
-  work_.reset();
-  for (int q = 0; q < s_->dp(); ++q) {
-    const Range p = s_->piece(q, r_.begin, r_.end);
-    be_.copy(buf_.slice(p.begin, p.size()), recv_.slice(k_ * q, p.size()));
-  }
+  wait_all(works_);
 }
 
 }  // namespace trainer::parallel

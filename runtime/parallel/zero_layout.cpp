@@ -27,14 +27,8 @@ ZeroUnits::ZeroUnits(const model::ParamLayout& layout, int dp, int edp)
     : shards(layout.total_numel(), dp),
       unit_range(ranges_by_unit(layout)),
       segments(zero_segments(layout, dp, edp)) {
-  for (const Range& r : unit_range)
-    max_unit_piece = std::max(max_unit_piece, shards.max_piece(r.begin, r.end));
-  for_each_unit_part([&](size_t i, Range r) {
-    const ZeroShards& s = segments[i].shards;
-    const int64_t k = s.max_piece(r.begin, r.end);
-    range_op_floats = std::max(range_op_floats, RangeReduceScatter::range_op_floats(s, r));
-    max_part_piece = std::max(max_part_piece, k);
-    max_part_gathered = std::max(max_part_gathered, k * s.dp());
+  for_each_unit_part([&](size_t, Range r) {
+    range_op_floats = std::max(range_op_floats, RangeReduceScatter::range_op_floats(r));
   });
   for (size_t u = 0; u < unit_range.size(); ++u) {
     int parts = 0;
@@ -81,7 +75,6 @@ int64_t zero_staging_floats(int stage, const ZeroUnits& u) {
   int64_t floats = 0;
   if (stage <= 2) floats += zero1_staging_floats(u.segments);
   if (stage >= 2) floats += kScattersInFlight * u.range_op_floats;
-  if (stage == 3) floats += 2 * int64_t{u.max_parts} * (u.max_part_piece + u.max_part_gathered);
   return floats;
 }
 
@@ -96,14 +89,12 @@ double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum) {
     return all_reduces;
   }
   if (stage == 1) return zero1_traffic_bytes(u.segments);
-  // A range op of unit i moves, for each of its parts, the group's pieces of the part's largest.
+  // A range op of unit i moves each of its parts once (a reduce or broadcast per owner's piece).
   std::vector<double> unit_op;
   for (size_t unit = 0; unit < u.unit_range.size(); ++unit) {
     double op = 0;
-    u.for_each_part(static_cast<int>(unit), [&](size_t i, Range r) {
-      const ZeroShards& g = u.segments[i].shards;
-      op += (g.dp() - 1) * bytes * static_cast<double>(g.max_piece(r.begin, r.end));
-    });
+    u.for_each_part(static_cast<int>(unit),
+                    [&](size_t, Range r) { op += bytes * static_cast<double>(r.size()); });
     unit_op.push_back(op);
   }
   double all_units = 0;

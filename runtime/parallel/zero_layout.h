@@ -49,12 +49,8 @@ struct ZeroUnits {
   ZeroShards shards;  // the whole buffer over dp (the one segment without expert parallelism)
   std::vector<Range> unit_range;  // by unit id: 0 embeddings, 1..L blocks, L+1 final norm
   std::vector<ZeroSegment> segments;
-  int64_t max_unit_piece = 0;   // the largest piece of any unit on any dp rank
   int64_t range_op_floats = 0;  // the most staging a unit's reduce-scatter in one segment takes
-  // Stage 3's gathers of a unit, one per part: the most parts of a unit, the largest piece of
-  // any part and the most a part's gather receives (its piece times its group).
-  int max_parts = 0;
-  int64_t max_part_piece = 0, max_part_gathered = 0;
+  int max_parts = 0;            // the most parts of a unit (stage 3 gathers one range per part)
   // f(segment index, range relative to the segment) for the unit's part in each sharded segment
   // it meets, in buffer order.
   template <class F>
@@ -82,19 +78,19 @@ double zero1_traffic_bytes(const std::vector<ZeroSegment>& segments);
 
 // fp32 elements of communication staging ZeroOptimizer holds: stage 1 and 2 the largest chunk
 // of a segment (the whole-buffer all-gathers); stage >= 2 kScattersInFlight range reduce-scatters
-// of (group + 1) * k (range_op_floats); stage 3 two unit gathers (the synchronous one and the
-// prefetch) of one range gather per part.
+// of a unit's part each (range_op_floats). Stage 3's unit gathers land in place (none).
 int64_t zero_staging_floats(int stage, const ZeroUnits& u);
 
-// Bytes one rank sends per step over the dp group for `grad_accum` micro-batches (ring
-// collectives: a reduce-scatter or all-gather of dp pieces of k sends (dp - 1) * k).
+// Bytes one rank sends per step over the dp group for `grad_accum` micro-batches, at most (ring
+// collectives: a reduce-scatter or all-gather of dp pieces of k sends (dp - 1) * k; a unit's
+// range op, a pipelined reduce to or broadcast from each owner of a piece, at most the range).
 //   stage 0: the buckets' all-reduce of the gradients, once per step: 2 (dp - 1) / dp of them
 //            (of each segment, over its group);
 //   stage 1: a whole-buffer reduce-scatter and all-gather (chunks) per segment;
-//   stage 2: every micro-batch a reduce-scatter per unit (per segment it meets), each padded to
-//            its largest piece; then the whole-buffer all-gathers;
-//   stage 3: every micro-batch that reduce-scatter, a gather per block in backward, and in
-//            forward a gather per unit but the embedding (kept from the step's first forward).
+//   stage 2: every micro-batch a range reduce per unit (per segment it meets); then the
+//            whole-buffer all-gathers;
+//   stage 3: every micro-batch those reduces, a gather per block in backward, and in forward a
+//            gather per unit but the embedding (kept from the step's first forward).
 double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum);
 
 }  // namespace trainer::parallel

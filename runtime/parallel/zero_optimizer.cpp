@@ -36,9 +36,7 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
   }
   if (stage_ == 3) {
     for (UnitGather* g : {&sync_gather_, &prefetch_})
-      for (int i = 0; i < units_.max_parts; ++i)
-        g->push_back(
-            std::make_unique<RangeGather>(be_, units_.max_part_piece, units_.max_part_gathered));
+      for (int i = 0; i < units_.max_parts; ++i) g->push_back(std::make_unique<RangeGather>());
     live_.assign(unit_range_.size(), true);
     model_.hooks().before_unit = [this](int unit, bool bwd) { before_unit(unit, bwd); };
     publish_params();
@@ -87,9 +85,7 @@ void ZeroOptimizer::sample_residency() {
 }
 
 int64_t ZeroOptimizer::scratch_bytes() const {
-  int64_t bytes = gather_staging_.nbytes();
-  for (const UnitGather* g : {&sync_gather_, &prefetch_})
-    for (const auto& gather : *g) bytes += gather->bytes();
+  int64_t bytes = gather_staging_.nbytes();  // (stage 3's unit gathers land in place)
   for (const auto& [segment, rs] : scatters_) bytes += rs->bytes();
   for (const auto& rs : spare_scatters_) bytes += rs->bytes();
   return bytes;

@@ -64,6 +64,18 @@ class DeviceStagingComm : public dist::Comm {
     inner_->broadcast(buf.host(), n, t, root);
     buf.write_back();
   }
+  std::shared_ptr<dist::Work> broadcast_async(void* d, size_t n, dist::CommDType t,
+                                              int root) override {
+    broadcast(d, n, t, root);
+    return done();
+  }
+  std::shared_ptr<dist::Work> reduce_async(void* d, size_t n, dist::CommDType t, dist::ReduceOp op,
+                                           int root) override {
+    Staged buf(*this, d, n * dist::comm_dtype_size(t));
+    inner_->reduce_async(buf.host(), n, t, op, root)->wait();
+    buf.write_back();
+    return done();
+  }
   void all_to_all(const void* i, void* o, size_t n, dist::CommDType t) override {
     const size_t bytes = n * dist::comm_dtype_size(t) * static_cast<size_t>(size());
     Staged in(*this, const_cast<void*>(i), bytes);

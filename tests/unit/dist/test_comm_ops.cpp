@@ -69,6 +69,9 @@ void run_all_ops(RankContext& ctx, Comm& comm, Results& out) {
         std::vector<T> chunk(kCount);
         comm.reduce_scatter(in.data(), chunk.data(), kCount, t, op);
         out["reduce_scatter/" + d + "/" + op_label(op)] = as_double(chunk);
+        auto to_root = make_input<T>(r, kCount, 7);  // (the others' copies are scratch)
+        comm.reduce_async(to_root.data(), kCount, t, op, n - 1)->wait();
+        if (r == n - 1) out["reduce/" + d + "/" + op_label(op)] = as_double(to_root);
       }
       auto mine = make_input<T>(r, kCount, 3);
       std::vector<T> all(kCount * sn);
@@ -77,6 +80,9 @@ void run_all_ops(RankContext& ctx, Comm& comm, Results& out) {
       auto b = make_input<T>(r, kCount, 4);
       comm.broadcast(b.data(), kCount, t, n - 1);
       out["broadcast/" + d] = as_double(b);
+      auto from_first = make_input<T>(r, kCount, 8);
+      comm.broadcast_async(from_first.data(), kCount, t, 0)->wait();
+      out["broadcast_async/" + d] = as_double(from_first);
       auto a2a_in = make_input<T>(r, kCount * sn, 5);
       std::vector<T> a2a_out(kCount * sn);
       comm.all_to_all(a2a_in.data(), a2a_out.data(), kCount, t);
@@ -117,8 +123,12 @@ std::vector<double> expected(const std::string& key, int r, int n) {
   if (kind == "all_gather")
     for (int src = 0; src < n; ++src)
       for (size_t i = 0; i < kCount; ++i) e.push_back(input(src, i, 3));
+  if (kind == "reduce")
+    for (size_t i = 0; i < kCount; ++i) e.push_back(reduce_ref(n, i, 7, op, integral));
   if (kind == "broadcast")
     for (size_t i = 0; i < kCount; ++i) e.push_back(input(n - 1, i, 4));
+  if (kind == "broadcast_async")
+    for (size_t i = 0; i < kCount; ++i) e.push_back(input(0, i, 8));
   if (kind == "all_to_all")
     for (int src = 0; src < n; ++src)
       for (size_t i = 0; i < kCount; ++i)
@@ -160,7 +170,9 @@ TEST_CASE("every_op_and_dtype_matches_a_local_reference_for_1_to_4_ranks", "[com
         INFO(key << "\n  got:  " << str(got) << "\n  want: " << str(want));
         CHECK(close_enough(got, want));
       }
-      CHECK(results[static_cast<size_t>(r)].size() == 5 * (3 * 2 + 3) + 2);  // + both send_recv
+      // + both send_recv; the root also the reduces
+      CHECK(results[static_cast<size_t>(r)].size() ==
+            5 * (3 * 2 + 4) + 2 + (r == n - 1 ? 5 * 3 : 0));
     }
   }
 }

@@ -50,6 +50,10 @@ class FakeComm : public Comm {
     return nullptr;
   }
   void broadcast(void*, size_t, CommDType, int) override {}
+  std::shared_ptr<Work> broadcast_async(void*, size_t, CommDType, int) override { return nullptr; }
+  std::shared_ptr<Work> reduce_async(void*, size_t, CommDType, ReduceOp, int) override {
+    return nullptr;
+  }
   void all_to_all(const void*, void*, size_t, CommDType) override {}
   void send(const void*, size_t, int, int) override {}
   void recv(void*, size_t, int, int) override {}

@@ -86,14 +86,13 @@ TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather resto
     cpu::CpuBackend be;
     const ZeroShards s(n, ctx.size);
     const Range mine = s.shard(ctx.rank);
-    int64_t k = 0, staging = 0;
-    for (const Range& r : ranges) {
-      k = std::max(k, s.max_piece(r.begin, r.end));
-      staging = std::max(staging, parallel::RangeReduceScatter::range_op_floats(s, r));
-    }
+    int64_t staging = 0;
+    for (const Range& r : ranges)
+      staging = std::max(staging, parallel::RangeReduceScatter::range_op_floats(r));
+    expect(staging == 100, "a range's staging is its length");
     // One object each for every range, as ZeroOptimizer reuses them.
     parallel::RangeReduceScatter scatter(be, staging);
-    parallel::RangeGather gather(be, k, k * s.dp());
+    parallel::RangeGather gather;
     for (const Range& r : ranges) {
       std::vector<float> buf = rank_buffer(ctx.rank, n);
       std::vector<float> acc(static_cast<size_t>(mine.size()), 1.0f);
@@ -131,7 +130,7 @@ TEST_CASE("zero range reduce-scatters in flight together land in issue order", "
     std::vector<std::unique_ptr<parallel::RangeReduceScatter>> flying;
     for (const Range& r : ranges) {  // all posted before any is waited on
       flying.push_back(std::make_unique<parallel::RangeReduceScatter>(
-          be, parallel::RangeReduceScatter::range_op_floats(s, r)));
+          be, parallel::RangeReduceScatter::range_op_floats(r)));
       flying.back()->start(*comm, s, as_tensor(buf), r);
     }
     for (auto& f : flying) f->finish(as_tensor(acc));

@@ -208,6 +208,14 @@ class OpaqueComm : public dist::Comm {
   void broadcast(void* d, size_t n, dist::CommDType t, int root) override {
     inner_->broadcast(pass(d), n, t, root);
   }
+  std::shared_ptr<dist::Work> broadcast_async(void* d, size_t n, dist::CommDType t,
+                                              int root) override {
+    return inner_->broadcast_async(pass(d), n, t, root);
+  }
+  std::shared_ptr<dist::Work> reduce_async(void* d, size_t n, dist::CommDType t, dist::ReduceOp op,
+                                           int root) override {
+    return inner_->reduce_async(pass(d), n, t, op, root);
+  }
   void all_to_all(const void* i, void* o, size_t n, dist::CommDType t) override {
     inner_->all_to_all(pass(i), pass(o), n, t);
   }
