@@ -109,12 +109,14 @@ void register_ckpt(CLI::App& app) {
   CLI::App* rs = cmd->add_subcommand("reshard", "Rewrite a checkpoint for another grid.");
   rs->add_option("dir", args->dir, "Step directory or checkpoint root")->required();
   rs->add_option("--to", args->to,
-                 "Target grid, e.g. dp=4,zero=1 or dp=2,tp=2 or dp=2,pp=2,zero=1 or dp=4,ep=2")
+                 "Target grid, e.g. dp=4,zero=1 or dp=2,tp=2 or dp=2,pp=2,zero=1 or dp=4,ep=2; "
+                 "a key left out keeps the checkpoint's value")
       ->required();
   rs->add_option("--out", args->out, "Output checkpoint root (gets step_N/)")->required();
   rs->callback([args] {
     const std::string dir = checkpoint_dir_arg(args->dir);
-    const ckpt::Grid grid = ckpt::parse_grid(args->to);
+    // the grid from the manifest alone, before the shards are read and verified
+    const ckpt::Grid grid = ckpt::parse_grid(args->to, ckpt::read_manifest(dir).grid);
     config::check_output_dir("ckpt reshard --out", args->out);
     std::error_code ec;
     const ckpt::Manifest m = ckpt::verify_checkpoint(dir);
@@ -124,7 +126,8 @@ void register_ckpt(CLI::App& app) {
       throw config::ConfigError("ckpt reshard --out " + args->out + ": " + target +
                                 " exists already; choose another directory");
     const std::string out = ckpt::reshard_checkpoint(dir, grid, args->out);
-    std::printf("resharded %s -> %s\n", dir.c_str(), out.c_str());
+    std::printf("resharded %s (%s) -> %s (%s)\n", dir.c_str(), m.grid.describe().c_str(),
+                out.c_str(), grid.describe().c_str());
   });
 
   CLI::App* ex = cmd->add_subcommand("export", "Write the merged weights (HF GPT-2 or llm.c).");

@@ -11,8 +11,15 @@
 namespace trainer::ckpt {
 
 // --to is user input: its errors are config::ConfigError (exit status 2), naming the item.
-Grid parse_grid(const std::string& spec) {
-  Grid g;
+namespace {
+
+constexpr const char* kRanges = "dp in [1, 65536], tp, pp, cp and ep in [1, 1024] and zero in 0..3";
+constexpr long long kMaxWorld = 1 << 20;  // as trainer plan --gpus
+
+}  // namespace
+
+Grid parse_grid(const std::string& spec, const Grid& from) {
+  Grid g = from;
   std::stringstream ss(spec);
   std::string item;
   auto bad = [&](const std::string& what) {
@@ -26,6 +33,8 @@ Grid parse_grid(const std::string& spec) {
     const std::string k = item.substr(0, eq), text = item.substr(eq + 1);
     int v = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc::result_out_of_range && end == text.data() + text.size())
+      bad("'" + item + "': " + k + " is out of range (" + kRanges + ")");
     if (ec != std::errc() || end != text.data() + text.size() || text.empty())
       bad("'" + item + "': " + k + " must be an integer");
     if (!seen.insert(k).second) bad(k + " is given twice");
@@ -46,10 +55,14 @@ Grid parse_grid(const std::string& spec) {
   }
   if (g.dp < 1 || g.dp > 65536 || g.tp < 1 || g.tp > 1024 || g.pp < 1 || g.pp > 1024 || g.cp < 1 ||
       g.cp > 1024 || g.ep < 1 || g.ep > 1024 || g.zero < 0 || g.zero > 3)
-    bad("need dp in [1, 65536], tp, pp, cp and ep in [1, 1024] and zero in 0..3");
+    bad(std::string("need ") + kRanges);
+  const long long world = 1LL * g.dp * g.pp * g.cp * g.tp;
+  if (world > kMaxWorld)
+    bad("dp * pp * cp * tp = " + std::to_string(world) + " ranks, more than " +
+        std::to_string(kMaxWorld) + " (one shard file each)");
   if (g.pp > 1 && g.zero > 1) bad("pipeline parallelism runs with zero 0 or 1");
   if ((g.dp * g.cp) % g.ep != 0) bad("ep must divide dp * cp (expert groups reuse those ranks)");
-  g.world = g.dp * g.pp * g.cp * g.tp;
+  g.world = static_cast<int>(world);
   return g;
 }
 
@@ -94,6 +107,10 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
     throw config::ConfigError("--to ep=" + std::to_string(grid.ep) +
                               ": ep must divide the model's experts (" +
                               std::to_string(d.num_experts) + ")");
+  if (grid.cp > 1 && d.seq_len % (2 * grid.cp) != 0)
+    throw config::ConfigError(
+        "--to cp=" + std::to_string(grid.cp) + ": 2 * cp must divide the model's seq_len (" +
+        std::to_string(d.seq_len) + "): context parallelism cuts a sequence into 2 * cp chunks");
   if (d.n_layer % grid.pp != 0)
     throw config::ConfigError("--to pp=" + std::to_string(grid.pp) +
                               ": pp must divide the model's n_layer (" + std::to_string(d.n_layer) +

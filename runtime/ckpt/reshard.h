@@ -10,8 +10,9 @@
 
 namespace trainer::ckpt {
 
-// "dp=4,tp=2,zero=1" -> Grid (keys dp, zero, tp, pp, cp, ep).
-Grid parse_grid(const std::string& spec);
+// "dp=4,tp=2,zero=1" -> Grid (keys dp, zero, tp, pp, cp, ep); a key left out keeps its value in
+// `from` (the source checkpoint's grid).
+Grid parse_grid(const std::string& spec, const Grid& from = Grid{});
 // Elements [begin, end) of `total` (one tp slice's buffer) owned by replica r (the dp x cp
 // group's rank, dp index * cp + cp index): all on replica 0 for zero 0 (on replicas 0 .. ep - 1
 // under expert parallelism), 1/(dp * cp) each else. (With ZeRO under expert parallelism a

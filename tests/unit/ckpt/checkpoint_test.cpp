@@ -205,6 +205,12 @@ TEST_CASE("tp_sliced_checkpoint_reads_back_on_any_tp_and_dp_split") {
   check_reads_as(out, whole, src, 2);
   CHECK_THROWS_AS(reshard_checkpoint(dir, parse_grid("tp=8"), fresh_dir("tp8")),
                   trainer::config::ConfigError);
+  // seq_len 8: cp 2 and 4 cut it into 2 * cp chunks; cp 3 cannot (and cp 8 would need 16)
+  CHECK(verify_checkpoint(reshard_checkpoint(dir, parse_grid("cp=4"), fresh_dir("cp4")))
+            .shards.size() == 4);
+  for (const char* cp : {"cp=3", "cp=8"})
+    CHECK_THROWS_WITH(reshard_checkpoint(dir, parse_grid(cp), fresh_dir("cp_bad")),
+                      Catch::Contains("2 * cp must divide the model's seq_len (8)"));
 }
 
 TEST_CASE("offline_reshard_writes_one_file_per_new_rank_with_the_same_values") {
@@ -348,6 +354,17 @@ TEST_CASE("reshard_grid_spec_errors_are_config_errors_naming_the_item") {
     CHECK_THROWS_WITH(parse_grid(bad), Catch::Contains(std::string("--to ") + bad));
   }
   CHECK_THROWS_WITH(parse_grid("dp=abc"), Catch::Contains("dp must be an integer"));
+  CHECK_THROWS_WITH(parse_grid("dp=99999999999"),
+                    Catch::Contains("dp is out of range (dp in [1, 65536]"));
+  CHECK_THROWS_WITH(parse_grid("dp=65536,cp=1024"),
+                    Catch::Contains("dp * pp * cp * tp = 67108864 ranks, more than 1048576"));
+  // Keys left out keep the source's grid.
+  Grid from;
+  from.dp = 2, from.zero = 1, from.world = 2;
+  const Grid tp2 = parse_grid("tp=2", from);
+  CHECK((tp2.dp == 2 && tp2.tp == 2 && tp2.zero == 1 && tp2.world == 4));
+  CHECK(parse_grid("ep=2", from).ep == 2);  // dp 2 (kept) is what ep must divide
+  CHECK_THROWS(parse_grid("ep=2"));
   CHECK_THROWS_WITH(parse_grid(""), Catch::Contains("empty"));
 }
 
