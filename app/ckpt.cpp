@@ -80,6 +80,10 @@ void inspect(const std::string& path) {
 void export_weights(const std::string& path, const std::string& out, const std::string& format) {
   check_output_file(out);
   const std::string dir = checkpoint_dir_arg(path);
+  if (format == "llmc")  // (bad input: refused before the weights are read)
+    if (const std::string problem = ckpt::llmc_export_problem(ckpt::read_manifest(dir).model);
+        !problem.empty())
+      throw config::ConfigError("ckpt export --format llmc: " + problem);
   ckpt::verify_checkpoint(dir);
   ckpt::CheckpointReader reader(dir);
   const auto w = ckpt::read_weights(reader);

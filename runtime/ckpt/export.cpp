@@ -168,12 +168,19 @@ void write_hf_safetensors(const std::string& path, const model::GptDims& dims,
   write_safetensors(path, tensors, {{"format", "pt"}});
 }
 
-void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWeights& w) {
-  if (d.ffn_mult != 4) throw CheckpointError("llm.c export needs model.ffn_mult 4");
+std::string llmc_export_problem(const model::GptDims& d) {
+  if (d.ffn_mult != 4)
+    return "llm.c export needs model.ffn_mult 4 (this model has " + std::to_string(d.ffn_mult) +
+           "); export to safetensors instead";
   if (d.moe())
-    throw CheckpointError(
-        "llm.c export needs a dense model (llm.c's GPT-2 has no experts); "
-        "export to safetensors instead");
+    return "llm.c export needs a dense model (llm.c's GPT-2 has no experts); export to "
+           "safetensors instead";
+  return "";
+}
+
+void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWeights& w) {
+  if (const std::string problem = llmc_export_problem(d); !problem.empty())
+    throw CheckpointError(problem);
   int32_t h[256] = {};
   const int64_t Vp = llmc_padded_vocab(d.vocab);
   h[0] = kLlmcMagic;

@@ -17,6 +17,9 @@ namespace trainer::ckpt {
 // Global tensors by our names (ParamLayout of the whole model), [out, in] weights.
 using GlobalWeights = std::map<std::string, std::vector<float>>;
 
+// Why this model has no llm.c file ("" when it has one): llm.c's GPT-2 is dense, MLP width 4C.
+std::string llmc_export_problem(const model::GptDims& d);
+
 GlobalWeights read_weights(CheckpointReader& reader);
 void write_hf_safetensors(const std::string& path, const model::GptDims& dims,
                           const GlobalWeights& w);

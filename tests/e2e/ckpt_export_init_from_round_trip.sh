@@ -57,4 +57,9 @@ expect_exit_2 "dp is given twice" "" ckpt reshard ck --to dp=2,dp=3 --out rs
 expect_exit_2 "step_00000020 exists already" "" ckpt reshard ck --to dp=2 --out ck
 [ ! -e a_dir.tmp ] && [ ! -e rs ] && [ ! -e no_dir ] || fail "a refused ckpt command left output"
 [ "$(ls ck)" = step_00000020 ] || fail "reshard into its own root touched the source: $(ls ck)"
+# A model llm.c has no file for (MLP width 2C) is bad input: exit 2 before any weight is read.
+run_single f2 8 1 1 "${c[@]}" --set model.ffn_mult=2 --set checkpoint.every_steps=1 \
+  --set checkpoint.dir=ck2
+expect_exit_2 "llm.c export needs model.ffn_mult 4 (this model has 2)" m2.bin ckpt export ck2 \
+  --out m2.bin --format llmc
 echo "bad ckpt arguments refused"
