@@ -236,7 +236,8 @@ void register_plan(CLI::App& app) {
                                      "Validate a run config for a number of devices and "
                                      "print its size, batch and memory estimate; --search ranks "
                                      "the layouts that fit the devices.");
-  cmd->add_option("config", args->config, "Run config YAML")->required();
+  cmd->add_option("config", args->config, "Run config YAML ('-': the embedded default)")
+      ->required();
   cmd->add_option("--gpus", args->gpus, "Number of devices (ranks) to plan for")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();

@@ -35,9 +35,7 @@ void register_train(CLI::App& app) {
   cmd->callback([args] {
     std::vector<std::string> sets = args->sets;
     if (!args->out.empty()) sets.push_back("run.out_dir=" + args->out);
-    config::RunConfig cfg = args->config == "-"
-                                ? config::parse_config(config::embedded_default_yaml(), sets)
-                                : config::load_config_file(args->config, sets);
+    config::RunConfig cfg = config::load_config_file(args->config, sets);
     train::RunOptions opts;
     opts.resume = args->resume;
     g_exit_code = train::run_training(cfg, opts);

@@ -154,6 +154,7 @@ RunConfig parse_config(const std::string& yaml_text, const std::vector<std::stri
 }
 
 RunConfig load_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  if (path == "-") return parse_config(embedded_default_yaml(), overrides);
   std::error_code ec;  // (a loop of links or a name too long: the open below says which)
   if (std::filesystem::is_directory(path, ec))
     fail("config file '" + path + "' is a directory; expected a YAML run config");

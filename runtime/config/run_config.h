@@ -161,6 +161,7 @@ struct RunConfig {
 // wrong types and out-of-range values.
 RunConfig parse_config(const std::string& yaml_text,
                        const std::vector<std::string>& overrides = {});
+// `-` is the embedded default (embedded_default_yaml).
 RunConfig load_config_file(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Checks values and divisibility against the world size (world_size 1 for single-process checks).

@@ -34,6 +34,7 @@
 #include "runtime/train/fault_injection.h"
 #include "runtime/train/process_stats.h"
 #include "runtime/train/rank_agreement.h"
+#include "runtime/train/run_agreement.h"
 #include "runtime/train/run_dir_lock.h"
 #include "runtime/train/stop_signals.h"
 #include "runtime/train/train_step.h"
@@ -210,6 +211,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   };
 
   try {
+    // Every rank runs what rank 0 runs (run_agreement.h), before anything is read or allocated.
+    if (store) agree_on_the_run(*store, env.rank, env.world_size, cfg);
     std::unique_ptr<Backend> backend;
     try {
       backend = make_backend(cfg.hardware.device, env.local_rank);

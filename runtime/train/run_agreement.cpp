@@ -1,0 +1,171 @@
+#include "runtime/train/run_agreement.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "runtime/config/did_you_mean.h"
+#include "runtime/core/sha256.h"
+
+namespace trainer::train {
+namespace {
+
+const std::string kPrefix = "run_agreement/";
+constexpr size_t kRanksNamed = 3;  // differing ranks a verdict names (the rest are counted)
+
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return {s.begin(), s.end()};
+}
+
+std::string text_of(const std::vector<uint8_t>& b) {
+  return {b.begin(), b.end()};
+}
+
+std::string this_process() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + " pid " + std::to_string(::getpid());
+}
+
+std::string rank_key(int r) {
+  return kPrefix + "rank/" + std::to_string(r);
+}
+
+std::string yaml_key(int r) {
+  return kPrefix + "yaml/" + std::to_string(r);
+}
+
+const std::string kHowToFix =
+    "every process of a run must be started with the same WORLD_SIZE, config file, --set "
+    "options and --out (a launcher passes the same to all of its ranks)";
+
+bool agrees(const nlohmann::json& entry, int world_size, const std::string& sha) {
+  return entry.at("world_size").get<int>() == world_size &&
+         entry.at("sha256").get<std::string>() == sha;
+}
+
+// Rank 0: every other rank's entry against its own; "" when all agree. It polls the entries as
+// they arrive, so a rank that differs ends the wait at once (one that never comes, after the
+// store's timeout).
+std::string rank0_verdict(dist::Store& store, int world_size, const config::RunConfig& cfg) {
+  const std::string sha = config::config_sha256(cfg);
+  std::vector<std::optional<nlohmann::json>> entry(static_cast<size_t>(world_size));
+  const auto deadline = std::chrono::steady_clock::now() + store.timeout();
+  auto pause = std::chrono::milliseconds(5);
+  for (;;) {
+    std::vector<int> missing;
+    std::vector<std::string> keys;
+    for (int r = 1; r < world_size; ++r)
+      if (!entry[static_cast<size_t>(r)]) missing.push_back(r), keys.push_back(rank_key(r));
+    const std::vector<dist::MaybeValue> got = store.get_existing(keys);
+    bool differs = false;
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (!got[i]) continue;
+      auto& e = entry[static_cast<size_t>(missing[i])];
+      e = nlohmann::json::parse(text_of(*got[i]));
+      differs = differs || !agrees(*e, world_size, sha);
+      missing[i] = -1;
+    }
+    std::erase(missing, -1);
+    if (differs || missing.empty()) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::vector<std::string> names;
+      for (int r : missing) names.push_back(std::to_string(r));
+      throw std::runtime_error("ranks that did not arrive within distributed.timeout_s (" +
+                               std::to_string(store.timeout().count() / 1000) +
+                               " s): " + config::join(names) + " of WORLD_SIZE " +
+                               std::to_string(world_size));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+  std::vector<std::string> differences;
+  size_t differing = 0;
+  for (int r = 1; r < world_size; ++r) {
+    const auto& e = entry[static_cast<size_t>(r)];
+    if (!e || agrees(*e, world_size, sha)) continue;
+    if (++differing > kRanksNamed) continue;
+    differences.push_back(run_difference(cfg, world_size, r, e->at("world_size").get<int>(),
+                                         text_of(store.get(yaml_key(r))),
+                                         e->at("where").get<std::string>()));
+  }
+  if (differing == 0) return "";
+  std::string more;
+  if (differing > kRanksNamed)
+    more = "; and " + std::to_string(differing - kRanksNamed) + " more rank(s)";
+  return "config: the ranks do not run the same thing: " + config::join(differences, "; ") + more +
+         " (rank 0 is " + this_process() + "); " + kHowToFix;
+}
+
+}  // namespace
+
+std::string run_difference(const config::RunConfig& rank0_cfg, int rank0_world, int rank,
+                           int world_size, const std::string& config_yaml,
+                           const std::string& where) {
+  const std::string who = "rank " + std::to_string(rank) + " (" + where + ")";
+  if (world_size != rank0_world)
+    return who + " has WORLD_SIZE " + std::to_string(world_size) + ", rank 0 has " +
+           std::to_string(rank0_world);
+  if (sha256_hex(config_yaml) == config::config_sha256(rank0_cfg)) return "";
+  std::vector<std::string> changes;
+  try {
+    changes = config::config_changes(rank0_cfg, config::parse_config(config_yaml));
+  } catch (const config::ConfigError&) {  // (a config this build cannot read: the hash says it)
+  }
+  if (changes.empty()) return who + " runs a config with another hash than rank 0's";
+  return who + " runs another config than rank 0: " + config::join(changes, "; ") +
+         " (rank 0's value -> rank " + std::to_string(rank) + "'s)";
+}
+
+void agree_on_the_run(dist::Store& store, int rank, int world_size, const config::RunConfig& cfg) {
+  const std::string me = this_process();
+  const std::string r = std::to_string(rank);
+  // The first process to claim a RANK holds it; a second one is refused, naming the first.
+  if (store.add(kPrefix + "claims/" + r, 1) > 1)
+    throw config::ConfigError(
+        "config: RANK " + r + " is taken by another process (" +
+        text_of(store.get(kPrefix + "holder/" + r)) + "); this one is " + me +
+        ": every process of a run needs its own RANK in [0, WORLD_SIZE) (with TRAINER_STORE_DIR, "
+        "also a fresh directory per run)");
+  store.set(kPrefix + "holder/" + r, bytes_of(me));
+  const std::string yaml = config::to_yaml(cfg);
+  store.set(yaml_key(rank), bytes_of(yaml));
+  store.set(rank_key(rank),
+            bytes_of(nlohmann::json{
+                {"world_size", world_size}, {"sha256", sha256_hex(yaml)}, {"where", me}}
+                         .dump()));
+  const std::string verdict_key = kPrefix + "verdict";
+  nlohmann::json verdict;
+  if (rank == 0) {
+    try {
+      verdict = {{"error", rank0_verdict(store, world_size, cfg)}, {"world_size", world_size}};
+    } catch (const std::exception& e) {  // a rank that never came: the others learn it too
+      store.set(verdict_key, bytes_of(nlohmann::json{
+                                 {"error", std::string("rank 0: ") + e.what()},
+                                 {"world_size", world_size},
+                                 {"bad_input",
+                                  false}}.dump()));
+      throw;
+    }
+    store.set(verdict_key, bytes_of(verdict.dump()));
+  } else {
+    verdict = nlohmann::json::parse(text_of(store.get(verdict_key)));
+  }
+  const std::string error = verdict.at("error").get<std::string>();
+  if (!error.empty()) {
+    if (!verdict.value("bad_input", true)) throw std::runtime_error(error);
+    throw config::ConfigError(error);
+  }
+  if (verdict.at("world_size").get<int>() != world_size)
+    throw config::ConfigError("config: this rank (" + me + ", RANK " + r + ") has WORLD_SIZE " +
+                              std::to_string(world_size) + ", rank 0 has " +
+                              std::to_string(verdict.at("world_size").get<int>()) + "; " +
+                              kHowToFix);
+}
+
+}  // namespace trainer::train

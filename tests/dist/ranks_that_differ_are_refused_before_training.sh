@@ -1,0 +1,67 @@
+# Ranks started by hand (torchrun's or srun's environment) that do not run the same thing are
+# refused before any step, on every rank, with exit 2 and a message naming the rank and what
+# differs: another train.lr (which would let the replicas drift apart silently), another
+# WORLD_SIZE (gloo's internal check before), a second process with a RANK already taken. Each
+# case ends within seconds, not after distributed.timeout_s.
+source "$2/tests/lib/dist_common.sh"
+args=("$src/configs/tiny.yaml" "${small[@]}" --set train.steps=3 --set distributed.timeout_s=60)
+
+# start_rank NAME RANK WORLD_SIZE [train args]: one rank in the background, its log in NAME.log
+start_rank() {
+  local name=$1 rank=$2 world=$3
+  shift 3
+  RANK=$rank WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$bin" train "${args[@]}" --out "out_$port" "$@" >"$name.log" 2>&1 &
+  pids+=($!)
+}
+# expect_refused WANT NAME...: each named rank exits 2 saying WANT; no step was trained.
+expect_refused() {
+  local want=$1
+  shift
+  local i=0
+  for name in "$@"; do
+    set +e
+    wait "${pids[$i]}"
+    local rc=$?
+    set -e
+    i=$((i + 1))
+    [ "$rc" = 2 ] || { cat "$name.log"; fail "$name exited $rc, not 2"; }
+    grep -qF -- "$want" "$name.log" || { cat "$name.log"; fail "$name did not say '$want'"; }
+    ! grep -Eq "step +1/" "$name.log" || { cat "$name.log"; fail "$name trained a step"; }
+  done
+  echo "ok: $* -> $want"
+}
+
+start=$(date +%s)
+port=$(free_port) pids=()
+start_rank lr0 0 2
+start_rank lr1 1 2 --set train.lr=1e-3
+expect_refused "rank 1 (" lr0 lr1
+grep -qF "runs another config than rank 0: train.lr: 0.003 -> 0.001" lr1.log || { cat lr1.log; fail "the key is not named"; }
+
+port=$(free_port) pids=()
+start_rank world0 0 2
+start_rank world1 1 3
+expect_refused "rank 1 (" world0 world1
+grep -qF "has WORLD_SIZE 3, rank 0 has 2" world1.log || { cat world1.log; fail "WORLD_SIZE not named"; }
+
+# The first RANK 1 trains with rank 0; a second one, started once they train, is refused.
+port=$(free_port) pids=()
+start_rank dup_zero 0 2 --set train.steps=400
+start_rank dup_first 1 2 --set train.steps=400
+for _ in $(seq 300); do grep -Eq "step +1/" dup_zero.log && break; sleep 0.1; done
+grep -Eq "step +1/" dup_zero.log || { cat dup_zero.log; fail "rank 0 did not start training"; }
+start_rank dup_second 1 2 --set train.steps=400
+set +e
+wait "${pids[2]}"
+rc=$?
+set -e
+[ "$rc" = 2 ] || { cat dup_second.log; fail "the second RANK 1 exited $rc, not 2"; }
+grep -qF "RANK 1 is taken by another process" dup_second.log || { cat dup_second.log; fail "no duplicate RANK message"; }
+wait "${pids[0]}" || { cat dup_zero.log; fail "rank 0 beside the first RANK 1 failed"; }
+wait "${pids[1]}" || { cat dup_first.log; fail "the first RANK 1 failed"; }
+[ -s "out_$port/report.json" ] || fail "the run of rank 0 and the first RANK 1 wrote no report"
+echo "ok: a second RANK 1 is refused; the first trains"
+
+elapsed=$(($(date +%s) - start))
+[ "$elapsed" -lt 50 ] || fail "the refusals took ${elapsed} s (distributed.timeout_s is 60)"
