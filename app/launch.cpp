@@ -51,7 +51,7 @@ void refuse_launch_options_after_config(const std::vector<std::string>& train_ar
 int run_launch(CLI::App& cmd, LaunchArgs& args) {
   std::vector<std::string> rest = cmd.remaining();  // RUN.yaml and the train arguments
   if (rest.empty()) throw config::ConfigError("trainer launch: missing RUN.yaml");
-  if (rest.front().rfind("-", 0) == 0)
+  if (rest.front() != "-" && rest.front().rfind("-", 0) == 0)  // ('-': the embedded default)
     throw config::ConfigError("trainer launch: unknown option '" + rest.front() +
                               "' before RUN.yaml (train options go after RUN.yaml)");
   launch::LaunchOptions o = args.opts;

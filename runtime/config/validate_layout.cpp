@@ -28,7 +28,9 @@ void resolve_dp(ParallelConfig& p, int world_size) {
   if (p.dp * model_ranks != world_size)
     fail("parallel.dp * parallel.pp * parallel.cp * parallel.tp = " + std::to_string(p.dp) + " * " +
          sizes + " = " + std::to_string(p.dp * model_ranks) + " does not match the world size " +
-         std::to_string(world_size) + " (parallel.dp: auto derives dp from it)");
+         std::to_string(world_size) + ": start " + std::to_string(p.dp * model_ranks) +
+         " ranks (trainer launch --nproc-per-node, torchrun, srun -n), or set parallel.dp: auto "
+         "to derive dp from the world size");
 }
 
 void check_model_split(const RunConfig& c) {

@@ -16,13 +16,17 @@ extern char** environ;
 namespace trainer::launch {
 namespace {
 
+// More ranks than any node has devices (or cores, on the cpu backend) to give them.
+constexpr int kMaxProcPerNode = 1024;
+
 [[noreturn]] void bad_option(const std::string& msg) {
   throw config::ConfigError("trainer launch: " + msg);
 }
 
 void validate(const LaunchOptions& o) {
-  if (o.nproc_per_node < 1)
-    bad_option("--nproc-per-node " + std::to_string(o.nproc_per_node) + " must be >= 1");
+  if (o.nproc_per_node < 1 || o.nproc_per_node > kMaxProcPerNode)
+    bad_option("--nproc-per-node " + std::to_string(o.nproc_per_node) + " must be in [1, " +
+               std::to_string(kMaxProcPerNode) + "] (a rank per device of the node)");
   if (o.nnodes < 1) bad_option("--nnodes " + std::to_string(o.nnodes) + " must be >= 1");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
     bad_option("--node-rank " + std::to_string(o.node_rank) + " must be in [0, --nnodes " +

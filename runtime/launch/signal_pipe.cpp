@@ -14,9 +14,10 @@
 namespace trainer::launch {
 namespace {
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGCHLD};
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD};
+constexpr int kCount = sizeof kSignals / sizeof kSignals[0];
 int g_write_fd = -1;
-struct sigaction g_previous[3];
+struct sigaction g_previous[kCount];
 
 void on_signal(int sig) {
   const int saved = errno;
@@ -39,14 +40,14 @@ SignalPipe::SignalPipe() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kCount; ++i) {
     sa.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
     ::sigaction(kSignals[i], &sa, &g_previous[i]);
   }
 }
 
 SignalPipe::~SignalPipe() {
-  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
+  for (int i = 0; i < kCount; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
   ::close(g_write_fd);
   ::close(read_fd_);
   g_write_fd = -1;

@@ -62,6 +62,11 @@ class Supervisor {
 
   void start(const std::vector<ChildSpec>& children, int first_rank) {
     for (size_t i = 0; i < children.size(); ++i) {
+      // A stop signal or a rank that failed already (a bad config fails at once) ends the
+      // starting: with many ranks it takes seconds, too long to leave either unanswered.
+      handle_signals();
+      reap();
+      if (stopping_ || first_failure_code_) break;
       const int rank = first_rank + static_cast<int>(i);
       const std::string prefix = "[rank " + std::to_string(rank) + "] ";
       SpawnedChild c = spawn_child(children[i]);  // throws: the destructor cleans up
@@ -76,8 +81,7 @@ class Supervisor {
   int run() {
     while (busy()) {
       wait_for_events();
-      for (int sig : signals_.drain())
-        if (sig == SIGINT || sig == SIGTERM) signal_running(sig);
+      handle_signals();
       for (Rank& r : ranks_) pump(r.out), pump(r.err);
       reap();
       enforce_deadlines();
@@ -114,6 +118,21 @@ class Supervisor {
     ::poll(fds.data(), fds.size(), timeout_ms);  // EINTR: a signal, handled by the caller
   }
 
+  // The first stop signal is forwarded (ranks checkpoint and exit on their own time; SIGHUP, a
+  // closed terminal, and SIGUSR1, Slurm's --signal, as SIGTERM); a second one kills them now.
+  void handle_signals() {
+    for (int sig : signals_.drain()) {
+      if (sig == SIGCHLD) continue;
+      if (stopping_) {
+        write_all(opts_.err_fd, "launch: a second stop signal: killing the ranks\n");
+        signal_running(SIGKILL);
+        continue;
+      }
+      stopping_ = true;
+      signal_running(sig == SIGINT ? SIGINT : SIGTERM);
+    }
+  }
+
   void signal_running(int sig) {
     for (const Rank& r : ranks_)
       if (r.running) signal_group(r.pid, sig);
@@ -133,7 +152,12 @@ class Supervisor {
 
   void on_first_failure(const Rank& r, int status) {
     first_failure_code_ = exit_code_of(status);
-    write_all(opts_.err_fd, describe_failure(r.rank, status));
+    const bool forwarded = stopping_ && WIFSIGNALED(status) &&
+                           (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
+    write_all(opts_.err_fd, forwarded ? "launch: rank " + std::to_string(r.rank) +
+                                            " ended by the forwarded stop signal before it could "
+                                            "checkpoint (it was still starting)\n"
+                                      : describe_failure(r.rank, status));
     signal_running(SIGTERM);
     deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(opts_.grace_s));
@@ -160,7 +184,8 @@ class Supervisor {
   }
 
   SuperviseOptions opts_;
-  SignalPipe signals_;  // installed before the first spawn, so no SIGCHLD is missed
+  SignalPipe signals_;     // installed before the first spawn, so no SIGCHLD is missed
+  bool stopping_ = false;  // a stop signal arrived
   std::vector<Rank> ranks_;
   std::optional<int> first_failure_code_;
   std::optional<Clock::time_point> deadline_;  // SIGKILL (ranks running) or stop draining

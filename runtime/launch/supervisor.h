@@ -4,7 +4,10 @@
 //  - every line a child writes is copied to out_fd (its stdout) or err_fd (its stderr) with the
 //    prefix "[rank N] ";
 //  - SIGINT / SIGTERM sent to the launcher are forwarded to every child's process group (ranks
-//    then checkpoint and exit 0 on their own time);
+//    then checkpoint and exit 0 on their own time), SIGHUP (a closed terminal) and SIGUSR1
+//    (Slurm's --signal) as SIGTERM; a second one kills the ranks at once (SIGKILL);
+//  - ranks are started one after another; a stop signal, or a rank that has failed already,
+//    ends the starting;
 //  - the first rank to exit non-zero or by a signal is reported on err_fd as
 //    "launch: rank R exited with code C" / "launch: rank R killed by signal S"; the others get
 //    SIGTERM, then SIGKILL after `grace_s`;

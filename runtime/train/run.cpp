@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -161,6 +162,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   config::validate(cfg, env.world_size);
   config::check_output_dirs(cfg);
   setup_logging(cfg, env.rank);
+  // A reader of the log that goes away (`trainer train ... | head`) must not end the run without
+  // its checkpoint and report: writes to the closed pipe then fail quietly.
+  ::signal(SIGPIPE, SIG_IGN);
   const dist::MeshShape shape = dist::resolve_mesh_shape(cfg.parallel, env.world_size);
 
   // 2. Rendezvous, the backend (device LOCAL_RANK), then the process grid's communicators, whose

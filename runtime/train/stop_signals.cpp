@@ -24,6 +24,7 @@ void StopSignals::catch_now() {
   sigemptyset(&caught.sa_mask);
   sigaction(SIGTERM, &caught, &previous_term_);
   sigaction(SIGINT, &caught, &previous_int_);
+  sigaction(SIGUSR1, &caught, &previous_usr1_);
   catching_ = true;
 }
 
@@ -31,6 +32,7 @@ StopSignals::~StopSignals() {
   if (!catching_) return;
   sigaction(SIGTERM, &previous_term_, nullptr);
   sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGUSR1, &previous_usr1_, nullptr);
 }
 
 bool StopSignals::received() {

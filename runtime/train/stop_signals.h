@@ -1,5 +1,6 @@
 #pragma once
-// SIGTERM and SIGINT (a launcher's or Slurm's stop, Ctrl-C) ask the run to stop at the next step
+// SIGTERM and SIGINT (a launcher's or Slurm's stop, Ctrl-C) and SIGUSR1 (what Slurm's
+// --signal=USR1@SECONDS sends ahead of a time limit) ask the run to stop at the next step
 // boundary, after a checkpoint (Checkpointing::after_step), instead of killing the process.
 //
 // run_training holds one StopSignals for its whole length and starts catching just before the
@@ -18,7 +19,7 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // From here on a SIGTERM or SIGINT (each time) sets the flag that received() reads.
+  // From here on a SIGTERM, SIGINT or SIGUSR1 (each time) sets the flag that received() reads.
   void catch_now();
   // Whether one arrived since a catch_now().
   static bool received();
@@ -27,6 +28,7 @@ class StopSignals {
   bool catching_ = false;
   struct sigaction previous_term_ = {};
   struct sigaction previous_int_ = {};
+  struct sigaction previous_usr1_ = {};
 };
 
 }  // namespace trainer::train

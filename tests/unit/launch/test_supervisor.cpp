@@ -107,6 +107,44 @@ TEST_CASE("sigterm_to_the_launcher_is_forwarded_and_clean_exits_give_zero", "[la
   CHECK(r.seconds < 5);
 }
 
+// Ranks that ignore the forwarded stop (a hung rank, a long save): a second signal kills them.
+TEST_CASE("a_second_stop_signal_kills_ranks_that_ignore_the_first", "[launch]") {
+  std::thread first = signal_self_later(SIGTERM, 0.3);
+  std::thread second = signal_self_later(SIGINT, 0.8);
+  Result r = run({sh("trap '' TERM INT; sleep 30"), sh("trap '' TERM INT; sleep 30")});
+  first.join();
+  second.join();
+  INFO("stderr: " << r.err << " seconds " << r.seconds);
+  CHECK(r.code == 128 + SIGKILL);
+  CHECK(r.err.find("launch: a second stop signal: killing the ranks") != std::string::npos);
+  CHECK(r.seconds < 5);
+}
+
+// SIGHUP (a closed terminal) and SIGUSR1 (Slurm's --signal) reach the ranks as SIGTERM.
+TEST_CASE("sighup_and_sigusr1_to_the_launcher_are_forwarded_as_sigterm", "[launch]") {
+  for (int sig : {SIGHUP, SIGUSR1}) {
+    const std::string graceful = "trap 'echo stopped; exit 0' TERM; sleep 30 & wait";
+    std::thread killer = signal_self_later(sig, 0.3);
+    Result r = run({sh(graceful), sh(graceful)});
+    killer.join();
+    INFO("signal " << sig << " stdout: " << r.out << "stderr: " << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.find("[rank 0] stopped\n") != std::string::npos);
+    CHECK(r.out.find("[rank 1] stopped\n") != std::string::npos);
+  }
+}
+
+// A rank that has failed while the others are still being started ends the starting: the ranks
+// after it never run (with a bad config, every one of hundreds would fail the same way).
+TEST_CASE("a_rank_failing_while_others_start_ends_the_starting", "[launch]") {
+  std::vector<ChildSpec> kids = {sh("exit 2")};
+  for (int k = 0; k < 200; ++k) kids.push_back(sh("echo started"));
+  Result r = run(kids);
+  INFO("stderr: " << r.err);
+  CHECK(r.code == 2);
+  CHECK(lines(r.out).size() < 50);
+}
+
 TEST_CASE("sigint_forwarded_to_plain_sleepers_ends_them_by_that_signal", "[launch]") {
   std::thread killer = signal_self_later(SIGINT, 0.3);
   // exec sleep: the shell's own non-interactive handling of SIGINT is not in the way.
