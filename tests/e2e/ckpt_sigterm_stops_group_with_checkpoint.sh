@@ -1,10 +1,12 @@
 # SIGTERM to the launcher, or to one rank only, makes the whole group save a checkpoint at the
 # end of the current step and exit 0; the checkpoint's step is the last logged step, and
 # --resume continues from there. The same with pp 2 (SIGTERM to one stage), and with SIGTERM sent
-# to a rank twice (under Slurm the step's daemon sends one and srun forwards its own).
+# to a rank twice (under Slurm the step's daemon sends one and srun forwards its own). SIGUSR1 to a
+# rank (Slurm's --signal=USR1@SECONDS) and SIGHUP to the launcher (a closed terminal) stop the
+# same way.
 source "$2/tests/lib/dist_common.sh"
 c=(--set model.seq_len=32 --set train.steps=100000)
-stop_run() {  # stop_run NAME WHO(launcher|rank|rank_twice) [args]
+stop_run() {  # stop_run NAME WHO(launcher|rank|rank_twice|rank_usr1|launcher_hup) [args]
   local name=$1 who=$2
   shift 2
   "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
@@ -17,6 +19,8 @@ stop_run() {  # stop_run NAME WHO(launcher|rank|rank_twice) [args]
     launcher) kill -TERM $launcher ;;
     rank) kill -TERM "$rank_pid" ;;
     rank_twice) kill -TERM "$rank_pid" && kill -TERM "$rank_pid" ;;
+    rank_usr1) kill -USR1 "$rank_pid" ;;
+    launcher_hup) kill -HUP $launcher ;;
   esac
   set +e; wait $launcher; local rc=$?; set -e
   [ $rc -eq 0 ] || { cat $name.log; fail "$name: exit $rc after SIGTERM to the $who, want 0"; }
@@ -30,6 +34,8 @@ stop_run term_launcher launcher
 stop_run term_rank rank
 stop_run term_rank_pp rank --set parallel.pp=2 --set parallel.pipeline.microbatches=2
 stop_run term_rank_twice rank_twice
+stop_run usr1_rank rank_usr1
+stop_run hup_launcher launcher_hup
 saved=$("$bin" ckpt inspect ck_term_rank | sed -n 's/^step \([0-9]*\),.*/\1/p')
 run_launch again 2 4 1 100000 --set model.seq_len=32 --set checkpoint.dir=ck_term_rank \
   --set train.stop_after_steps=$((saved + 1))
