@@ -2,6 +2,7 @@
 // contiguous shards, and sync_params_from_owners() rebuilds every rank's working weights from
 // the owners' shards alone (what a checkpoint load leaves behind).
 #include <catch2/catch.hpp>
+#include <stdexcept>
 
 #include <cmath>
 #include <memory>
@@ -76,7 +77,8 @@ TEST_CASE("zero owned_state tiles the buffer and sync_params_from_owners restore
       RankOutcome& o = out[static_cast<size_t>(ctx.rank)];
       o.loss_before = step.evaluate(1, batches);
       const train::OwnedState state = step.owned_state();
-      REQUIRE(state.runs.size() == 1);  // one shard of the whole buffer
+      // one shard of the whole buffer (thrown, not REQUIREd: Catch2 is not thread-safe)
+      if (state.runs.size() != 1) throw std::runtime_error("more than one owned run");
       const ckpt::OwnedShard& s = state.runs[0];
       o.begin = s.begin;
       o.end = s.end;
