@@ -325,7 +325,8 @@ void register_plan(CLI::App& app) {
       std::printf(
           "pipeline: %d stages of %d layers%s (the first also the embeddings, the last the head "
           "on a tied copy of wte), %s over %d pieces of %d sequences per micro-batch: bubble "
-          "%.1f%% of a step; %.0f B sent per rank per step between stages (%.1f MiB); per rank "
+          "%.1f%% of a step; %.0f B sent per step between stages by the busiest rank (%.1f MiB); "
+          "per rank "
           "below: stage %d, the one that needs the most\n",
           pp, m.n_layer / pp, chunks.c_str(), cfg.parallel.pipeline.schedule.c_str(), micros,
           cfg.train.micro_batch / micros, 100 * parallel::bubble_fraction(pp, micros, v),

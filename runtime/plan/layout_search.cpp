@@ -301,9 +301,10 @@ int heaviest_stage(const config::RunConfig& cfg, int zero, int dp, const DeviceK
 double pp_sent_bytes(const config::RunConfig& cfg) {
   if (cfg.parallel.pp <= 1) return 0;
   const int rows_of = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
-  // (the interleaved schedule sends each piece on from every chunk)
-  return 2.0 * cfg.train.grad_accum * cfg.train.micro_batch * cfg.model.seq_len / cfg.parallel.cp *
-         cfg.model.d_model * 4 / rows_of * config::virtual_stages_of(cfg.parallel);
+  const int v = config::virtual_stages_of(cfg.parallel);
+  const int transfers = cfg.parallel.pp > 2 ? 2 * v : 2 * v - 1;  // per piece, per direction
+  return 1.0 * transfers * cfg.train.grad_accum * cfg.train.micro_batch * cfg.model.seq_len /
+         cfg.parallel.cp * cfg.model.d_model * 4 / rows_of;
 }
 
 CpTraffic cp_traffic(const config::RunConfig& cfg) {

@@ -122,10 +122,12 @@ size_t activation_bytes(const config::RunConfig& cfg, int micro_batch,
 int heaviest_stage(const config::RunConfig& cfg, int zero, int dp, const DeviceKind& device,
                    bool flash_attention);
 
-// Pipeline parallelism's point-to-point bytes per step sent by a rank between two middle stages
-// (0 at pp 1): each micro-batch's boundary activations forward and their gradients back, fp32
-// [micro_batch, seq_len, d_model] each (under sequence parallelism the rank's 1/tp of the rows);
-// under the interleaved schedule once from each of the stage's chunks.
+// Pipeline parallelism's point-to-point bytes per step sent by the rank that sends the most (0 at
+// pp 1): each micro-batch's boundary activations forward and their gradients back, fp32
+// [micro_batch, seq_len, d_model] each (under sequence parallelism the rank's 1/tp of the rows),
+// from each of the stage's chunks (the interleaved schedule's), but the model's last chunk sends
+// nothing forward and its first nothing back: a middle stage (pp > 2) sends both ways from every
+// chunk, at pp 2 each stage one transfer fewer.
 double pp_sent_bytes(const config::RunConfig& cfg);
 
 // Tensor parallelism's activation collectives per training step (none at tp 1), on one

@@ -475,3 +475,27 @@ TEST_CASE("ep traffic: the kept rows, the fewer of the experts' slots and the to
   cfg.model.moe.capacity_factor = std::numeric_limits<double>::infinity();
   CHECK(plan::ep_traffic(cfg).sent_bytes == bytes_of(256));
 }
+
+// The bytes the busiest rank sends between stages per step: a piece's boundary activations
+// (micro_batch x seq_len x d_model fp32 over the step's grad_accum micro-batches) once per
+// transfer. At pp 2 stage 0 only sends activations and stage 1 only gradients; a middle stage
+// (pp 4) sends both; under the interleaved schedule each of a stage's chunks sends, but the
+// model's first chunk sends no gradient and its last no activation.
+TEST_CASE("plan: bytes sent between pipeline stages by the busiest rank") {
+  config::RunConfig cfg = search_config();
+  cfg.model.n_layer = 8;
+  cfg.train.micro_batch = 4;
+  cfg.train.grad_accum = 2;
+  const double step = 2.0 * 4 * cfg.model.seq_len * cfg.model.d_model * 4;  // one way, one chunk
+  CHECK(plan::pp_sent_bytes(cfg) == 0);
+  cfg.parallel.pp = 2;
+  CHECK(plan::pp_sent_bytes(cfg) == step);
+  cfg.parallel.pp = 4;
+  CHECK(plan::pp_sent_bytes(cfg) == 2 * step);
+  cfg.parallel.pp = 2;
+  cfg.parallel.pipeline.schedule = "interleaved";
+  cfg.parallel.pipeline.virtual_stages = 2;
+  CHECK(plan::pp_sent_bytes(cfg) == 3 * step);
+  cfg.parallel.pp = 4;
+  CHECK(plan::pp_sent_bytes(cfg) == 4 * step);
+}
