@@ -56,6 +56,10 @@ struct NumericRow {
 
 std::vector<NumericRow> numeric_rows() {
   auto at = [](std::string p) { return [p](const json& r) { return number_at(r, p); }; };
+  auto active_params = [](const json& r) {
+    const double active = number_at(r, "/model/active_non_embedding_params");
+    return std::isfinite(active) ? active : number_at(r, "/model/non_embedding_params");
+  };
   auto count = [](std::string p) {
     return [p](const json& r) {
       const double v = number_at(r, p);
@@ -64,15 +68,24 @@ std::vector<NumericRow> numeric_rows() {
   };
   return {
       {"params", at("/model/params"), count("/model/params")},
-      // (mixture of experts: what a token runs, "-" for a dense model)
-      {"active params (non-emb.)", at("/model/active_non_embedding_params"),
-       count("/model/active_non_embedding_params")},
+      // (a mixture of experts: what a token runs; a dense model runs all of them)
+      {"active params (non-emb.)", active_params,
+       [active_params](const json& r) {
+         const double v = active_params(r);
+         return std::isfinite(v) ? human_count(v) : std::string("-");
+       }},
       {"tokens/step", at("/batch/tokens_per_step"), count("/batch/tokens_per_step")},
       {"tokens/s", at("/throughput/tokens_per_second"), count("/throughput/tokens_per_second")},
       {"tokens/s/device", at("/throughput/tokens_per_second_per_device"),
        count("/throughput/tokens_per_second_per_device")},
       {"MFU", at("/throughput/mfu"),
        [](const json& r) { return printf_cell("%.2f%%", 100 * number_at(r, "/throughput/mfu")); }},
+      // MFU's denominator: a peak measured on a loaded machine moves every MFU with it
+      {"peak TFLOP/s/device", at("/hardware/peak_tflops_per_device"),
+       [](const json& r) {
+         return printf_cell("%.4g", number_at(r, "/hardware/peak_tflops_per_device")) + " " +
+                string_at(r, "/hardware/peak_source");
+       }},
       {"step time p50", at("/throughput/step_time_s/p50"),
        [](const json& r) {
          return printf_cell("%.1f ms", 1e3 * number_at(r, "/throughput/step_time_s/p50"));
@@ -84,6 +97,15 @@ std::vector<NumericRow> numeric_rows() {
        }},
       {"val loss", at("/loss/val_loss"),
        [](const json& r) { return printf_cell("%.4f", number_at(r, "/loss/val_loss")); }},
+      // steps whose loss or gradient was not finite (their updates skipped): the loss above
+      // then comes from the few steps that were
+      {"non-finite steps", at("/stability/nonfinite_steps"),
+       [](const json& r) {
+         const double n = number_at(r, "/stability/nonfinite_steps");
+         return std::isfinite(n)
+                    ? printf_cell("%.0f", n) + " of " + string_at(r, "/run/steps_completed")
+                    : std::string("-");
+       }},
       {"peak memory/rank", at("/memory/peak_bytes_per_rank/max"),
        [](const json& r) { return bytes_cell(number_at(r, "/memory/peak_bytes_per_rank/max")); }},
   };
@@ -145,6 +167,16 @@ std::string render(const Table& t) {
   os << rule << "\n";
   for (size_t i = 1; i < t.size(); ++i) line(t[i]);
   return os.str();
+}
+
+bool same_peak(const std::vector<LoadedReport>& reports) {
+  const double first = number_at(reports.front().json, "/hardware/peak_tflops_per_device");
+  for (const LoadedReport& r : reports) {
+    const double v = number_at(r.json, "/hardware/peak_tflops_per_device");
+    if (std::isfinite(v) && std::isfinite(first) && std::abs(v - first) > 0.01 * first)
+      return false;
+  }
+  return true;
 }
 
 bool same_token_counts(const std::vector<LoadedReport>& reports) {
@@ -221,7 +253,8 @@ void add_kernel_rows(Table& t, const std::vector<LoadedReport>& reports) {
 
 std::string format_ratio(double ratio) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2fx", ratio);
+  // two decimals, or two significant digits where those would read 0.00x
+  std::snprintf(buf, sizeof buf, std::abs(ratio) >= 0.1 || ratio == 0 ? "%.2fx" : "%.2gx", ratio);
   return buf;
 }
 
@@ -292,6 +325,11 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
     warning +=
         "warning: the reports train different models (params, flops/token): compare their MFU, "
         "not their tokens/s\n";
+  if (!same_peak(reports))
+    warning +=
+        "warning: the reports' MFU use different peaks (peak TFLOP/s/device; a peak measured on "
+        "a loaded machine moves the MFU): for the same model and devices compare tokens/s, or set "
+        "hardware.peak_tflops to one figure\n";
   if (!same_token_counts(reports)) {
     const std::optional<double> common = largest_common_tokens(reports);
     warning += token_warning(reports, common);

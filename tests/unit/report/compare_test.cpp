@@ -135,3 +135,34 @@ TEST_CASE("loss_at_tokens_is_empty_outside_the_curve", "[compare]") {
   CHECK_FALSE(loss_at_tokens(r.json, 1.0));
   CHECK_FALSE(loss_at_tokens(r.json, 1e12));
 }
+
+// MFU is tokens/s over a peak; reports whose peaks differ (each measured on its own, loaded,
+// machine) say so, and each report's peak is shown. Steps that were not finite are counted; a
+// dense model's active parameters are its non-embedding ones; a tiny ratio keeps two digits.
+TEST_CASE("compare_shows_the_peak_non_finite_steps_and_small_ratios", "[compare]") {
+  SampleRun a, b;
+  a.name = "base";
+  b.name = "other";
+  auto ra = loaded(a), rb = loaded(b);
+  const std::string same = compare_reports({ra, rb});
+  INFO(same);
+  CHECK_THAT(same, !Catch::Contains("different peaks"));
+  CHECK_THAT(row_of(same, "peak TFLOP/s/device"), Catch::Contains("(1.00x)"));
+  CHECK_THAT(row_of(same, "non-finite steps"), Catch::Contains("0 of "));
+  const double non_embedding = ra.json["model"]["non_embedding_params"];
+  CHECK_THAT(row_of(same, "active params (non-emb.)"), Catch::Contains(human_count(non_embedding)));
+
+  rb.json["hardware"]["peak_tflops_per_device"] =
+      2 * ra.json["hardware"]["peak_tflops_per_device"].get<double>();
+  rb.json["stability"]["nonfinite_steps"] = 5;
+  rb.json["throughput"]["tokens_per_second"] =
+      0.0033 * ra.json["throughput"]["tokens_per_second"].get<double>();
+  const std::string differ = compare_reports({ra, rb});
+  INFO(differ);
+  CHECK_THAT(differ, Catch::Contains("warning: the reports' MFU use different peaks"));
+  CHECK_THAT(row_of(differ, "peak TFLOP/s/device"), Catch::Contains("(2.00x)"));
+  CHECK_THAT(row_of(differ, "non-finite steps"), Catch::Contains("5 of "));
+  CHECK_THAT(row_of(differ, "tokens/s"), Catch::Contains("(0.0033x)"));
+  CHECK(format_ratio(0.25) == "0.25x");
+  CHECK(format_ratio(0.0) == "0.00x");
+}
