@@ -1,5 +1,7 @@
 #include "runtime/dist/launch_env.h"
 
+#include <arpa/inet.h>
+
 #include <cstdlib>
 
 #include "runtime/dist/slurm_nodelist.h"
@@ -46,6 +48,23 @@ void check_below(const std::string& a_name, int a, const std::string& b_name, in
          std::to_string(b));
 }
 
+// Rank 0's host as the store and gloo reach it over IPv4: a name or a dotted address. Refused at
+// once what would otherwise wait out the rendezvous timeout: nothing, a port (host:port), or an
+// IPv6 address.
+void checked_master_addr(const std::string& addr) {
+  if (addr.empty()) fail("MASTER_ADDR is empty; set it to rank 0's host name or IPv4 address");
+  if (addr.find(':') == std::string::npos) return;
+  in6_addr v6{};
+  const std::string bare = addr.size() > 2 && addr.front() == '[' && addr.back() == ']'
+                               ? addr.substr(1, addr.size() - 2)
+                               : addr;
+  if (::inet_pton(AF_INET6, bare.c_str(), &v6) == 1)
+    fail("MASTER_ADDR=" + addr +
+         " is an IPv6 address; the rendezvous runs over IPv4: give rank 0's IPv4 address or a "
+         "host name that resolves to one");
+  fail("MASTER_ADDR=" + addr + " holds a ':'; give the host alone and the port in MASTER_PORT");
+}
+
 void read_store_options(const EnvLookup& env, LaunchEnv& le) {
   le.torchelastic = env("TORCHELASTIC_RUN_ID").has_value();
   if (auto dir = env("TRAINER_STORE_DIR")) le.store_dir = *dir;
@@ -63,6 +82,7 @@ LaunchEnv from_torchrun(const EnvLookup& env) {
   check_below("LOCAL_RANK", le.local_rank, "LOCAL_WORLD_SIZE", le.local_world_size);
   if (auto addr = env("MASTER_ADDR")) le.master_addr = *addr;
   le.master_port = get_int_or(env, "MASTER_PORT", le.master_port, 1, 65535);
+  if (le.world_size > 1) checked_master_addr(le.master_addr);  // (one process connects nowhere)
   return le;
 }
 
@@ -122,6 +142,7 @@ LaunchEnv from_slurm(const EnvLookup& env) {
   le.local_rank = get_int_or(env, "SLURM_LOCALID", 0, 0, kMaxRanks);
   check_below("SLURM_LOCALID", le.local_rank, "tasks per node", le.local_world_size);
   le.master_addr = slurm_master(env);
+  if (le.world_size > 1) checked_master_addr(le.master_addr);
   if (env("MASTER_PORT"))
     le.master_port = get_int(env, "MASTER_PORT", 1, 65535);
   else if (auto job = env("SLURM_JOB_ID"))

@@ -101,6 +101,19 @@ TEST_CASE("inconsistent_or_malformed_variables_name_the_variable", "[launch_env]
   require_error_naming({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_NODELIST", "n[1"}},
                        "SLURM_NODELIST");
   require_error_naming({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "four"}}, "SLURM_NTASKS");
+  // A MASTER_ADDR that cannot work is refused at once, not after the rendezvous timeout.
+  for (const char* addr : {"", "127.0.0.1:29500", "::1", "[::1]"}) {
+    INFO("MASTER_ADDR '" << addr << "'");
+    require_error_naming({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", addr}},
+                         "MASTER_ADDR");
+    require_error_naming({{"SLURM_PROCID", "0"},
+                          {"SLURM_NTASKS", "2"},
+                          {"SLURM_NODELIST", "n1"},
+                          {"MASTER_ADDR", addr}},
+                         "MASTER_ADDR");
+  }
+  CHECK(detect({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", ""}}).world_size ==
+        1);  // (one process connects to nothing)
 }
 
 TEST_CASE("slurm_variables_give_rank_and_first_host_as_master", "[launch_env]") {
