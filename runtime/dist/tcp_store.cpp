@@ -68,7 +68,9 @@ int TcpStore::connect_with_backoff(bool server_was_up) {
         unknown_host_error = "TcpStore: cannot resolve the store's host '" + host_ +
                              "' (MASTER_ADDR, or trainer launch --master-addr): " +
                              error.substr(error.find(": ") + 2);  // (after "cannot resolve host")
-        spdlog::warn("{}; retrying for up to a minute", unknown_host_error);
+        spdlog::warn("{}; retrying for up to {} s", unknown_host_error,
+                     std::chrono::duration_cast<std::chrono::seconds>(unknown_host_deadline - start)
+                         .count());
       }
       if (std::chrono::steady_clock::now() >= unknown_host_deadline) break;
     } else {
