@@ -64,7 +64,8 @@ class Group:
     def __init__(self, tdir, name, world, settings, env, extra=()):
         port = free_port_pair()
         self.logs = [os.path.join(tdir, f"{name}.{r}.log") for r in range(world)]
-        self.outs = [os.path.join(tdir, f"{name}.{r}") for r in range(world)]
+        # (one run.out_dir for all: ranks that differ in it are refused, run_agreement.h)
+        self.outs = [os.path.join(tdir, name)] * world
         self.start = time.monotonic()
         self.procs = []
         for r in range(world):

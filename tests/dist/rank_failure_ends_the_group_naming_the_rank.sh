@@ -47,7 +47,7 @@ for kind in kill throw kill0 stop ppkill ppthrow; do
   case $kind in pp*) extra=(--set parallel.pp=2 --set parallel.pipeline.microbatches=2) ;; esac
   for r in 0 1; do
     RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TRAINER_TEST_FAULT=$fault \
-      "$bin" train "${args[@]}" "${extra[@]}" --out bare_$kind.$r >bare_$kind.$r.log 2>&1 &
+      "$bin" train "${args[@]}" "${extra[@]}" --out bare_$kind >bare_$kind.$r.log 2>&1 &
     pids[$r]=$!
   done
   victim=1; [ $kind = kill0 ] && victim=0
@@ -79,7 +79,7 @@ for kind in kill throw kill0 stop ppkill ppthrow; do
   grep -qiE "rank $victim|did not arrive: $victim " bare_$kind.$survivor.log \
     || fail "$kind: rank $survivor's error does not name rank $victim"
   if [ $survivor = 0 ]; then
-    [ "$(json_get bare_$kind.0/report.json 'd["run"]["status"]')" = failed ] || fail "$kind: no failed report"
+    [ "$(json_get bare_$kind/report.json 'd["run"]["status"]')" = failed ] || fail "$kind: no failed report"
   fi
 done
 echo "every failure ended the group, naming the rank"
