@@ -62,6 +62,7 @@ class Comm {
   virtual std::shared_ptr<Work> all_gather_async(const void* in, void* out, size_t count,
                                                  CommDType t) = 0;
   virtual void broadcast(void* data, size_t count, CommDType t, int root) = 0;
+  // (the async ops take backend memory; NCCL's blocking broadcast alone also stages host values)
   virtual std::shared_ptr<Work> broadcast_async(void* data, size_t count, CommDType t,
                                                 int root) = 0;
   // The group's reduction of `data` (count elements), in place on `root`; on the other members

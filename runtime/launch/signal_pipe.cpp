@@ -41,8 +41,11 @@ SignalPipe::SignalPipe() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int i = 0; i < kCount; ++i) {
+    ::sigaction(kSignals[i], nullptr, &g_previous[i]);
+    // nohup's ignored SIGHUP stays ignored: the run outlives the terminal, as nohup asked
+    if (kSignals[i] == SIGHUP && g_previous[i].sa_handler == SIG_IGN) continue;
     sa.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
-    ::sigaction(kSignals[i], &sa, &g_previous[i]);
+    ::sigaction(kSignals[i], &sa, nullptr);
   }
 }
 

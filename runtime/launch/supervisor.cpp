@@ -66,7 +66,7 @@ class Supervisor {
       // starting: with many ranks it takes seconds, too long to leave either unanswered.
       handle_signals();
       reap();
-      if (stopping_ || first_failure_code_) break;
+      if (stop_signal_ || first_failure_code_) break;
       const int rank = first_rank + static_cast<int>(i);
       const std::string prefix = "[rank " + std::to_string(rank) + "] ";
       SpawnedChild c = spawn_child(children[i]);  // throws: the destructor cleans up
@@ -86,6 +86,8 @@ class Supervisor {
       reap();
       enforce_deadlines();
     }
+    // (stopped before any rank started: the signal's status, not a success)
+    if (ranks_.empty() && stop_signal_) return 128 + *stop_signal_;
     return first_failure_code_.value_or(0);
   }
 
@@ -118,17 +120,20 @@ class Supervisor {
     ::poll(fds.data(), fds.size(), timeout_ms);  // EINTR: a signal, handled by the caller
   }
 
-  // The first stop signal is forwarded (ranks checkpoint and exit on their own time; SIGHUP, a
-  // closed terminal, and SIGUSR1, Slurm's --signal, as SIGTERM); a second one kills them now.
+  // A stop signal is forwarded (ranks checkpoint and exit on their own time; SIGHUP, a closed
+  // terminal, and SIGUSR1, Slurm's --signal, as SIGTERM), a repeated one too: under Slurm the
+  // same SIGTERM comes twice at once (the step's daemon's and srun's). A second Ctrl-C (SIGINT)
+  // kills the ranks now.
   void handle_signals() {
     for (int sig : signals_.drain()) {
       if (sig == SIGCHLD) continue;
-      if (stopping_) {
-        write_all(opts_.err_fd, "launch: a second stop signal: killing the ranks\n");
+      if (sig == SIGINT && interrupted_) {
+        write_all(opts_.err_fd, "launch: a second SIGINT (Ctrl-C): killing the ranks\n");
         signal_running(SIGKILL);
         continue;
       }
-      stopping_ = true;
+      interrupted_ = interrupted_ || sig == SIGINT;
+      if (!stop_signal_) stop_signal_ = sig == SIGINT ? SIGINT : SIGTERM;
       signal_running(sig == SIGINT ? SIGINT : SIGTERM);
     }
   }
@@ -152,7 +157,7 @@ class Supervisor {
 
   void on_first_failure(const Rank& r, int status) {
     first_failure_code_ = exit_code_of(status);
-    const bool forwarded = stopping_ && WIFSIGNALED(status) &&
+    const bool forwarded = stop_signal_ && WIFSIGNALED(status) &&
                            (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
     write_all(opts_.err_fd, forwarded ? "launch: rank " + std::to_string(r.rank) +
                                             " ended by the forwarded stop signal before it could "
@@ -184,8 +189,9 @@ class Supervisor {
   }
 
   SuperviseOptions opts_;
-  SignalPipe signals_;     // installed before the first spawn, so no SIGCHLD is missed
-  bool stopping_ = false;  // a stop signal arrived
+  SignalPipe signals_;              // installed before the first spawn, so no SIGCHLD is missed
+  std::optional<int> stop_signal_;  // the first stop signal forwarded (SIGINT or SIGTERM)
+  bool interrupted_ = false;        // a SIGINT arrived
   std::vector<Rank> ranks_;
   std::optional<int> first_failure_code_;
   std::optional<Clock::time_point> deadline_;  // SIGKILL (ranks running) or stop draining

@@ -5,7 +5,8 @@
 //    prefix "[rank N] ";
 //  - SIGINT / SIGTERM sent to the launcher are forwarded to every child's process group (ranks
 //    then checkpoint and exit 0 on their own time), SIGHUP (a closed terminal) and SIGUSR1
-//    (Slurm's --signal) as SIGTERM; a second one kills the ranks at once (SIGKILL);
+//    (Slurm's --signal) as SIGTERM, each time one comes; a second SIGINT (Ctrl-C twice) kills
+//    the ranks at once (SIGKILL);
 //  - ranks are started one after another; a stop signal, or a rank that has failed already,
 //    ends the starting;
 //  - the first rank to exit non-zero or by a signal is reported on err_fd as

@@ -21,10 +21,4 @@ Range ZeroShards::piece(int rank, int64_t lo, int64_t hi) const {
   return e > b ? Range{b, e} : Range{lo, lo};  // empty pieces sit at lo, inside [lo, hi)
 }
 
-int64_t ZeroShards::max_piece(int64_t lo, int64_t hi) const {
-  int64_t k = 0;
-  for (int r = 0; r < dp_; ++r) k = std::max(k, piece(r, lo, hi).size());
-  return k;
-}
-
 }  // namespace trainer::parallel

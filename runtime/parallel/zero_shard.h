@@ -23,7 +23,6 @@ class ZeroShards {
   int64_t tail_begin() const { return chunk_ * dp_; }   // start of the remainder
   Range shard(int rank) const;                          // what `rank` owns
   Range piece(int rank, int64_t lo, int64_t hi) const;  // shard(rank) ∩ [lo, hi)
-  int64_t max_piece(int64_t lo, int64_t hi) const;      // largest piece of [lo, hi)
 
  private:
   int64_t n_;

@@ -302,7 +302,8 @@ double pp_sent_bytes(const config::RunConfig& cfg) {
   if (cfg.parallel.pp <= 1) return 0;
   const int rows_of = cfg.parallel.sequence_parallel ? cfg.parallel.tp : 1;
   const int v = config::virtual_stages_of(cfg.parallel);
-  const int transfers = cfg.parallel.pp > 2 ? 2 * v : 2 * v - 1;  // per piece, per direction
+  // per micro-batch of pieces, both directions together
+  const int transfers = cfg.parallel.pp > 2 ? 2 * v : 2 * v - 1;
   return 1.0 * transfers * cfg.train.grad_accum * cfg.train.micro_batch * cfg.model.seq_len /
          cfg.parallel.cp * cfg.model.d_model * 4 / rows_of;
 }

@@ -83,8 +83,10 @@ std::vector<NumericRow> numeric_rows() {
       // MFU's denominator: a peak measured on a loaded machine moves every MFU with it
       {"peak TFLOP/s/device", at("/hardware/peak_tflops_per_device"),
        [](const json& r) {
-         return printf_cell("%.4g", number_at(r, "/hardware/peak_tflops_per_device")) + " " +
-                string_at(r, "/hardware/peak_source");
+         const double peak = number_at(r, "/hardware/peak_tflops_per_device");
+         return std::isfinite(peak)
+                    ? printf_cell("%.4g", peak) + " " + string_at(r, "/hardware/peak_source")
+                    : std::string("-");
        }},
       {"step time p50", at("/throughput/step_time_s/p50"),
        [](const json& r) {

@@ -216,7 +216,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
   try {
     // Every rank runs what rank 0 runs (run_agreement.h), before anything is read or allocated.
-    if (store) agree_on_the_run(*store, env.rank, env.world_size, cfg);
+    if (store) try {
+        agree_on_the_run(*store, env.rank, env.world_size, cfg);
+      } catch (const DuplicateRank&) {
+        failure_recorded = true;  // (not a failure of the run whose store this is)
+        throw;
+      }
     std::unique_ptr<Backend> backend;
     try {
       backend = make_backend(cfg.hardware.device, env.local_rank);

@@ -127,7 +127,7 @@ void agree_on_the_run(dist::Store& store, int rank, int world_size, const config
   const std::string r = std::to_string(rank);
   // The first process to claim a RANK holds it; a second one is refused, naming the first.
   if (store.add(kPrefix + "claims/" + r, 1) > 1)
-    throw config::ConfigError(
+    throw DuplicateRank(
         "config: RANK " + r + " is taken by another process (" +
         text_of(store.get(kPrefix + "holder/" + r)) + "); this one is " + me +
         ": every process of a run needs its own RANK in [0, WORLD_SIZE) (with TRAINER_STORE_DIR, "
@@ -154,7 +154,18 @@ void agree_on_the_run(dist::Store& store, int rank, int world_size, const config
     }
     store.set(verdict_key, bytes_of(verdict.dump()));
   } else {
-    verdict = nlohmann::json::parse(text_of(store.get(verdict_key)));
+    // Rank 0 waits for the others up to the store's timeout from its own arrival, which may be
+    // after this rank's: wait for its verdict a margin longer.
+    const auto timeout = store.timeout();
+    store.set_timeout(timeout +
+                      std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(30)));
+    try {
+      verdict = nlohmann::json::parse(text_of(store.get(verdict_key)));
+    } catch (...) {
+      store.set_timeout(timeout);
+      throw;
+    }
+    store.set_timeout(timeout);
   }
   const std::string error = verdict.at("error").get<std::string>();
   if (!error.empty()) {

@@ -8,13 +8,20 @@
 // where it runs (host, pid); rank 0 compares every rank's with its own and publishes a verdict
 // that every rank reads. A difference is bad input: a config::ConfigError (exit 2) on every rank,
 // naming the rank, where it runs and the keys that differ. A second process with a RANK already
-// taken is refused the same way.
+// taken is refused the same way (DuplicateRank: it must not report a failure into the store of
+// the run it is not part of). What a rank refuses on its own before the rendezvous (its config
+// file, its output directory) ends that rank alone; the others then find it missing here after
+// distributed.timeout_s.
 #include <string>
 
 #include "runtime/config/run_config.h"
 #include "runtime/dist/store.h"
 
 namespace trainer::train {
+
+struct DuplicateRank : config::ConfigError {
+  using config::ConfigError::ConfigError;
+};
 
 void agree_on_the_run(dist::Store& store, int rank, int world_size, const config::RunConfig& cfg);
 

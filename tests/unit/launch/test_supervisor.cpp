@@ -107,17 +107,48 @@ TEST_CASE("sigterm_to_the_launcher_is_forwarded_and_clean_exits_give_zero", "[la
   CHECK(r.seconds < 5);
 }
 
-// Ranks that ignore the forwarded stop (a hung rank, a long save): a second signal kills them.
-TEST_CASE("a_second_stop_signal_kills_ranks_that_ignore_the_first", "[launch]") {
-  std::thread first = signal_self_later(SIGTERM, 0.3);
+// Ranks that ignore the forwarded stop (a hung rank, a long save): a second Ctrl-C kills them.
+TEST_CASE("a_second_sigint_kills_ranks_that_ignore_the_first", "[launch]") {
+  std::thread first = signal_self_later(SIGINT, 0.3);
   std::thread second = signal_self_later(SIGINT, 0.8);
   Result r = run({sh("trap '' TERM INT; sleep 30"), sh("trap '' TERM INT; sleep 30")});
   first.join();
   second.join();
   INFO("stderr: " << r.err << " seconds " << r.seconds);
   CHECK(r.code == 128 + SIGKILL);
-  CHECK(r.err.find("launch: a second stop signal: killing the ranks") != std::string::npos);
+  CHECK(r.err.find("launch: a second SIGINT (Ctrl-C): killing the ranks") != std::string::npos);
   CHECK(r.seconds < 5);
+}
+
+// Under Slurm the same SIGTERM arrives twice at once (the step's daemon's and srun's): both are
+// forwarded, and the ranks still checkpoint and exit 0.
+TEST_CASE("sigterm_twice_is_forwarded_twice_and_kills_nothing", "[launch]") {
+  // (the save takes 0.5 s: the second SIGTERM comes while it runs)
+  const std::string graceful = "trap 'sleep 0.5; echo saved; exit 0' TERM; sleep 30 & wait";
+  std::thread first = signal_self_later(SIGTERM, 0.3);
+  std::thread second = signal_self_later(SIGTERM, 0.5);
+  Result r = run({sh(graceful), sh(graceful)});
+  first.join();
+  second.join();
+  INFO("stdout: " << r.out << "stderr: " << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("[rank 0] saved\n") != std::string::npos);
+  CHECK(r.out.find("[rank 1] saved\n") != std::string::npos);
+}
+
+// nohup ignores SIGHUP so that a run outlives its terminal: the launcher keeps it ignored.
+TEST_CASE("a_sighup_ignored_at_start_stays_ignored", "[launch]") {
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGHUP, &ignore, &previous);
+  std::thread hangup = signal_self_later(SIGHUP, 0.3);
+  Result r = run({sh("trap 'echo stopped; exit 0' TERM; sleep 1 & wait; echo finished")});
+  hangup.join();
+  ::sigaction(SIGHUP, &previous, nullptr);
+  INFO("stdout: " << r.out << "stderr: " << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("[rank 0] finished\n") != std::string::npos);
 }
 
 // SIGHUP (a closed terminal) and SIGUSR1 (Slurm's --signal) reach the ranks as SIGTERM.

@@ -89,7 +89,6 @@ TEST_CASE("zero range reduce-scatter adds each owner's piece; range gather resto
     int64_t staging = 0;
     for (const Range& r : ranges)
       staging = std::max(staging, parallel::RangeReduceScatter::range_op_floats(r));
-    expect(staging == 100, "a range's staging is its length");
     // One object each for every range, as ZeroOptimizer reuses them.
     parallel::RangeReduceScatter scatter(be, staging);
     parallel::RangeGather gather;
