@@ -181,8 +181,7 @@ class NcclComm : public Comm {
       return;  // a host value (a step count)
     broadcast_async(data, count, t, root)->wait();
   }
-  std::shared_ptr<Work> broadcast_async(void* data, size_t count, CommDType t,
-                                        int root) override {
+  std::shared_ptr<Work> broadcast_async(void* data, size_t count, CommDType t, int root) override {
     return enqueue("broadcast", [&] {
       return ncclBroadcast(data, data, count, nccl_type(t), root, comm_, stream_);
     });

@@ -12,7 +12,6 @@
 #include "tests/unit/temp_dir.h"
 
 using Catch::Contains;
-using trainer::config::ConfigError;
 using trainer::config::RunConfig;
 using trainer::train::agree_on_the_run;
 using trainer::train::DuplicateRank;
