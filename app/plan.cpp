@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/verbs.h"
+#include "runtime/ckpt/export.h"
 #include "runtime/config/run_config.h"
 #include "runtime/core/attention_state.h"
 #include "runtime/model/param_layout.h"
@@ -264,6 +265,8 @@ void register_plan(CLI::App& app) {
     config::RunConfig cfg = config::load_config_file(args->config, args->sets);
     config::check_runnable(cfg);  // first: cp = 2 on one device is refused for what it is
     config::validate(cfg, args->gpus);
+    if (!cfg.model.init_from.empty())  // (its header: what train would refuse)
+      ckpt::check_init_from(cfg.model.init_from, model::GptDims::from_config(cfg.model));
     AttentionKernel attention;  // read before anything is printed
     try {
       attention = attention_kernel_from_env();

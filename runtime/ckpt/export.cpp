@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/config/run_config.h"
 #include "runtime/model/param_layout.h"
 
 namespace trainer::ckpt {
@@ -54,9 +55,10 @@ std::vector<std::string> llmc_order(const model::GptDims& d) {
   return out;
 }
 
-GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
-  std::ifstream in(path, std::ios::binary);
-  int32_t h[256] = {};
+// The llm.c header against the model, and the file's size against the header; `in` is left
+// after the header.
+void check_llmc(std::ifstream& in, const std::string& path, const model::GptDims& d,
+                int32_t (&h)[256]) {
   if (!in.read(reinterpret_cast<char*>(h), sizeof h)) throw CheckpointError(path + ": truncated");
   if (h[1] != 3)
     throw CheckpointError(path + ": llm.c version " + std::to_string(h[1]) + ", need 3 (fp32)");
@@ -71,6 +73,24 @@ GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
     throw CheckpointError(path +
                           ": llm.c files hold dense GPT-2 weights; model.moe.num_experts "
                           "must be 0 to start from one");
+  const int64_t Vp = h[7];
+  if (Vp < d.vocab || Vp > (int64_t{1} << 30))
+    throw CheckpointError(path + ": padded vocabulary " + std::to_string(Vp) + " in the header, " +
+                          "below model.vocab_size " + std::to_string(d.vocab) + " or absurd");
+  int64_t floats = (Vp - d.vocab) * d.d_model;  // the file's padding rows of wte
+  const auto layout = whole_layout(d);
+  for (const auto& name : llmc_order(d)) floats += file_numel(layout.find(name), d);
+  const int64_t implied = static_cast<int64_t>(sizeof h) + 4 * floats;
+  const auto size = static_cast<int64_t>(std::filesystem::file_size(path));
+  if (size != implied)
+    throw CheckpointError(path + ": " + std::to_string(size) + " bytes, the header implies " +
+                          std::to_string(implied));
+}
+
+GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
+  std::ifstream in(path, std::ios::binary);
+  int32_t h[256] = {};
+  check_llmc(in, path, d, h);
   const int64_t Vp = h[7], C = d.d_model;
   const auto layout = whole_layout(d);
   GlobalWeights w;
@@ -83,10 +103,6 @@ GlobalWeights read_llmc(const std::string& path, const model::GptDims& d) {
       throw CheckpointError(path + ": truncated in '" + name + "'");
     if (name == "wte.weight") in.seekg((Vp - d.vocab) * C * 4, std::ios::cur);  // file padding
   }
-  const auto size = static_cast<int64_t>(std::filesystem::file_size(path));
-  if (static_cast<int64_t>(in.tellg()) != size)
-    throw CheckpointError(path + ": " + std::to_string(size) + " bytes, the header implies " +
-                          std::to_string(static_cast<int64_t>(in.tellg())));
   return w;
 }
 
@@ -104,24 +120,38 @@ int hf_layers(const SafetensorsReader& r) {
   return layers;
 }
 
-GlobalWeights read_hf(const std::string& path, const model::GptDims& d) {
-  SafetensorsReader r(path);
+// A tensor's shape in an HF file ([in, out] for the transposed Conv1D weights, wte's unpadded).
+std::vector<int64_t> hf_shape(const model::ParamSpec& spec, const model::GptDims& d) {
+  std::vector<int64_t> want = spec.global_shape;
+  if (spec.name == "wte.weight") want[0] = d.vocab;  // without the model's padding rows
+  if (hf_transposed(spec.name) && want.size() == 2) std::swap(want[0], want[1]);
+  return want;
+}
+
+// The header's tensors against the model (their data is not read).
+void check_hf(const SafetensorsReader& r, const std::string& path, const model::GptDims& d) {
   // A file with more blocks than the model has its shapes right for every block the model reads:
   // it would load, its last blocks dropped.
   if (const int layers = hf_layers(r); layers != d.n_layer)
     throw CheckpointError(path + ": model.n_layer is " + std::to_string(layers) + " in the file, " +
                           std::to_string(d.n_layer) + " in the config");
+  const auto layout = whole_layout(d);
+  for (const auto& spec : layout.params()) {
+    const std::vector<int64_t> want = hf_shape(spec, d);
+    if (r.info(spec.name).shape != want)
+      throw CheckpointError(path + ": '" + spec.name + "' has shape " +
+                            nlohmann::json(r.info(spec.name).shape).dump() +
+                            ", the config's model needs " + nlohmann::json(want).dump());
+  }
+}
+
+GlobalWeights read_hf(const std::string& path, const model::GptDims& d) {
+  SafetensorsReader r(path);
+  check_hf(r, path, d);
   GlobalWeights w;
   const auto layout = whole_layout(d);
   for (const auto& spec : layout.params()) {
-    const TensorInfo& info = r.info(spec.name);
-    std::vector<int64_t> want = spec.global_shape;
-    if (spec.name == "wte.weight") want[0] = d.vocab;  // without the model's padding rows
-    if (hf_transposed(spec.name) && want.size() == 2) std::swap(want[0], want[1]);
-    if (info.shape != want)
-      throw CheckpointError(path + ": '" + spec.name + "' has shape " +
-                            nlohmann::json(info.shape).dump() + ", the config's model needs " +
-                            nlohmann::json(want).dump());
+    const std::vector<int64_t> want = hf_shape(spec, d);
     std::vector<float> t(static_cast<size_t>(spec.numel), 0.0f);
     r.read_f32(spec.name, 0, file_numel(spec, d), t.data());
     if (hf_transposed(spec.name) && want.size() == 2) t = transpose(t, want[0], want[1]);
@@ -209,12 +239,38 @@ void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWe
   std::filesystem::rename(path + ".tmp", path);
 }
 
-GlobalWeights read_weight_file(const std::string& path, const model::GptDims& dims) {
+namespace {
+
+bool is_llmc(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError("model.init_from: cannot open " + path);
   int32_t magic = 0;
   in.read(reinterpret_cast<char*>(&magic), 4);
-  return magic == kLlmcMagic ? read_llmc(path, dims) : read_hf(path, dims);
+  return magic == kLlmcMagic;
+}
+
+}  // namespace
+
+GlobalWeights read_weight_file(const std::string& path, const model::GptDims& dims) {
+  return is_llmc(path) ? read_llmc(path, dims) : read_hf(path, dims);
+}
+
+void check_init_from(const std::string& path, const model::GptDims& dims) {
+  try {
+    check_weight_file(path, dims);
+  } catch (const std::exception& e) {  // the file the user named is bad input
+    throw config::ConfigError("config: model.init_from = \"" + path + "\": " + e.what());
+  }
+}
+
+void check_weight_file(const std::string& path, const model::GptDims& dims) {
+  if (is_llmc(path)) {
+    std::ifstream in(path, std::ios::binary);
+    int32_t h[256] = {};
+    check_llmc(in, path, dims, h);
+  } else {
+    check_hf(SafetensorsReader(path), path, dims);
+  }
 }
 
 void fill_owned_params(const model::ParamLayout& layout, const GlobalWeights& w,

@@ -28,6 +28,11 @@ void write_llmc(const std::string& path, const model::GptDims& dims, const Globa
 // Reads either format (told apart by the llm.c magic); checks its shapes against `dims` and
 // throws CheckpointError naming the first mismatch.
 GlobalWeights read_weight_file(const std::string& path, const model::GptDims& dims);
+// The same checks from the file's header alone (its shapes; an llm.c file's size too).
+void check_weight_file(const std::string& path, const model::GptDims& dims);
+// model.init_from's file against the config's model by check_weight_file: a config::ConfigError
+// naming the key, before a run reads data or allocates (and in trainer plan).
+void check_init_from(const std::string& path, const model::GptDims& dims);
 
 // Copies the owned part of whole-model weights into `owned.params` (layout of tp 1).
 void fill_owned_params(const model::ParamLayout& layout, const GlobalWeights& w,

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/ckpt/export.h"
 #include "runtime/core/backend.h"
 #include "runtime/core/out_of_memory.h"
 #include "runtime/core/sha256.h"
@@ -160,6 +161,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   if (env.world_size > 1) ::setenv("MASTER_ADDR", env.master_addr.c_str(), 0);
   config::check_runnable(cfg);  // first: pp = 2 on one process is refused for what it is
   config::validate(cfg, env.world_size);
+  if (!cfg.model.init_from.empty())
+    ckpt::check_init_from(cfg.model.init_from, model::GptDims::from_config(cfg.model));
   config::check_output_dirs(cfg);
   setup_logging(cfg, env.rank);
   // A reader of the log that goes away (`trainer train ... | head`) must not end the run without

@@ -46,6 +46,14 @@ expect_exit_2 'model.init_from = "m.bin"' bad train "$src/configs/tiny.yaml" "${
   --set model.n_layer=3 --set model.init_from=m.bin --out bad
 grep -q "n_layer" exit2.log || { cat exit2.log; fail "error does not name n_layer"; }
 echo "other shape refused: $(grep -m1 error exit2.log)"
+# trainer plan refuses what train refuses (from the file's header), and a truncated llm.c file.
+for f in m.bin m.safetensors; do
+  expect_exit_2 "model.n_layer is 2 in the file, 3 in the config" "" plan \
+    "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set model.n_layer=3 --set model.init_from=$f
+done
+head -c 5000 m.bin >cut.bin
+expect_exit_2 "cut.bin: 5000 bytes, the header implies" "" plan "$src/configs/tiny.yaml" \
+  "${small[@]}" "${c[@]}" --set model.init_from=cut.bin
 
 # Bad paths and specs for the ckpt verbs exit 2 naming them, and leave nothing behind.
 mkdir -p a_dir
