@@ -4,7 +4,9 @@
 # report's, warm-up excluded), the medians, and the B/A speed ratio (> 1: B is faster).
 #   scripts/bench_ab.sh TRAINER_A TRAINER_B [ROUNDS] [-- trainer train args ...]
 # Default args: configs/tiny.yaml at a 4-layer, d_model 256, seq 256, micro_batch 8 shape for
-# 30 steps, no eval, no checkpoints. Env: THREADS (default nproc).
+# 30 steps, no eval, no checkpoints. Env: THREADS (default nproc / NPROC), NPROC (default 1:
+# `trainer train`; above 1, `trainer launch --nproc-per-node NPROC`, and each side's rank 0
+# memory figures are printed too: its ZeRO staging and peak per rank).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 [[ $# -ge 2 ]] || { sed -n '2,7p' "$0" >&2; exit 2; }
@@ -18,7 +20,10 @@ args=("$@")
   --set model.d_model=256 --set model.n_head=4 --set model.seq_len=256 --set train.micro_batch=8
   --set train.steps=30 --set train.warmup_steps=1 --set train.eval_every=0
   --set logging.every_steps=10 --set checkpoint.every_steps=0)
-threads=${THREADS:-$(nproc)}
+nproc_ranks=${NPROC:-1}
+threads=${THREADS:-$(($(nproc) / nproc_ranks > 0 ? $(nproc) / nproc_ranks : 1))}
+verb=(train)
+[[ $nproc_ranks -gt 1 ]] && verb=(launch --nproc-per-node "$nproc_ranks")
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -26,7 +31,7 @@ for ((r = 0; r < rounds; ++r)); do
   for side in a b; do
     bin=$a
     [[ $side == b ]] && bin=$b
-    "$bin" train "${args[@]}" --out "$out/$side$r" >"$out/$side$r.log" 2>&1 ||
+    "$bin" "${verb[@]}" "${args[@]}" --out "$out/$side$r" >"$out/$side$r.log" 2>&1 ||
       { cat "$out/$side$r.log" >&2; exit 1; }
   done
 done
@@ -37,7 +42,10 @@ p50 = {s: [json.load(open(f"{out}/{s}{r}/report.json"))["throughput"]["step_time
            for r in range(rounds)] for s in "ab"}
 loss = {s: json.load(open(f"{out}/{s}0/report.json"))["loss"]["final_train_loss"] for s in "ab"}
 for s, name in (("a", a), ("b", b)):
+    r0 = json.load(open(f"{out}/{s}0/report.json"))
     print(f"{s.upper()} {name}: step p50 ms " + " ".join(f"{1e3 * t:.1f}" for t in p50[s]) +
-          f" | median {1e3 * statistics.median(p50[s]):.1f} | final loss {loss[s]:.4f}")
+          f" | median {1e3 * statistics.median(p50[s]):.1f} | final loss {loss[s]:.6f}"
+          f" | zero_staging {r0['memory']['breakdown']['zero_staging']} B"
+          f" | peak/rank {r0['memory']['peak_bytes_per_rank']['max']} B")
 print(f"speed B/A: {statistics.median(p50['a']) / statistics.median(p50['b']):.3f}")
 PY

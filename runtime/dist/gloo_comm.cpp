@@ -11,6 +11,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "runtime/core/host_name.h"
 #include "runtime/dist/failure_report.h"
 #include "runtime/dist/gloo_store_adapter.h"
 #include "runtime/dist/prefix_store.h"
@@ -49,9 +50,7 @@ gloo::transport::tcp::attr device_attr() {
   } else if (is_loopback(master ? master : "")) {
     attr.hostname = "127.0.0.1";
   } else {
-    char name[256] = {};
-    ::gethostname(name, sizeof(name) - 1);
-    attr.hostname = name;
+    attr.hostname = host_name();
   }
   return attr;
 }

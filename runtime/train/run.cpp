@@ -17,6 +17,7 @@
 
 #include "runtime/ckpt/export.h"
 #include "runtime/core/backend.h"
+#include "runtime/core/host_name.h"
 #include "runtime/core/out_of_memory.h"
 #include "runtime/core/sha256.h"
 #include "runtime/data/loader.h"
@@ -99,9 +100,7 @@ std::vector<report::MemoryBreakdown> gather_stage_memory(dist::Comm* world, cons
 // Nodes in the run: distinct host names over the world (world / local world size is wrong where
 // Slurm places tasks unevenly, e.g. 2 + 1).
 int count_nodes(dist::Comm* world) {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  const auto mine = static_cast<int64_t>(std::hash<std::string>{}(name));
+  const auto mine = static_cast<int64_t>(std::hash<std::string>{}(host_name()));
   if (world == nullptr || world->size() == 1) return 1;
   std::vector<int64_t> all(static_cast<size_t>(world->size()));
   world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/config/did_you_mean.h"
+#include "runtime/core/host_name.h"
 #include "runtime/core/sha256.h"
 
 namespace trainer::train {
@@ -27,9 +28,7 @@ std::string text_of(const std::vector<uint8_t>& b) {
 }
 
 std::string this_process() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return std::string(host) + " pid " + std::to_string(::getpid());
+  return host_name() + " pid " + std::to_string(::getpid());
 }
 
 std::string rank_key(int r) {
@@ -52,8 +51,9 @@ bool agrees(const nlohmann::json& entry, int world_size, const std::string& sha)
 // Rank 0: every other rank's entry against its own; "" when all agree. It polls the entries as
 // they arrive, so a rank that differs ends the wait at once (one that never comes, after the
 // store's timeout).
-std::string rank0_verdict(dist::Store& store, int world_size, const config::RunConfig& cfg) {
-  const std::string sha = config::config_sha256(cfg);
+// `sha`: rank 0's config's hash (of config::to_yaml, as config_sha256).
+std::string rank0_verdict(dist::Store& store, int world_size, const config::RunConfig& cfg,
+                          const std::string& sha) {
   std::vector<std::optional<nlohmann::json>> entry(static_cast<size_t>(world_size));
   const auto deadline = std::chrono::steady_clock::now() + store.timeout();
   auto pause = std::chrono::milliseconds(5);
@@ -133,17 +133,16 @@ void agree_on_the_run(dist::Store& store, int rank, int world_size, const config
         ": every process of a run needs its own RANK in [0, WORLD_SIZE) (with TRAINER_STORE_DIR, "
         "also a fresh directory per run)");
   store.set(kPrefix + "holder/" + r, bytes_of(me));
-  const std::string yaml = config::to_yaml(cfg);
+  const std::string yaml = config::to_yaml(cfg), sha = sha256_hex(yaml);
   store.set(yaml_key(rank), bytes_of(yaml));
-  store.set(rank_key(rank),
-            bytes_of(nlohmann::json{
-                {"world_size", world_size}, {"sha256", sha256_hex(yaml)}, {"where", me}}
-                         .dump()));
+  store.set(
+      rank_key(rank),
+      bytes_of(nlohmann::json{{"world_size", world_size}, {"sha256", sha}, {"where", me}}.dump()));
   const std::string verdict_key = kPrefix + "verdict";
   nlohmann::json verdict;
   if (rank == 0) {
     try {
-      verdict = {{"error", rank0_verdict(store, world_size, cfg)}, {"world_size", world_size}};
+      verdict = {{"error", rank0_verdict(store, world_size, cfg, sha)}, {"world_size", world_size}};
     } catch (const std::exception& e) {  // a rank that never came: the others learn it too
       store.set(verdict_key, bytes_of(nlohmann::json{
                                  {"error", std::string("rank 0: ") + e.what()},

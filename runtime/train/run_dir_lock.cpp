@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/core/host_name.h"
 #include "runtime/report/run_report.h"
 
 namespace trainer::train {
@@ -19,9 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string holder_text() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return "pid " + std::to_string(::getpid()) + " on " + host + " since " + report::now_iso8601();
+  return "pid " + std::to_string(::getpid()) + " on " + host_name() + " since " +
+         report::now_iso8601();
 }
 
 std::string read_all(int fd) {
