@@ -67,6 +67,11 @@ class Backend {
   // it reads `fill`, except where the backend handed whole pages back to the system (the cpu
   // backend), which read 0.
   virtual void release(Tensor t, float fill) = 0;
+  // `t`, released before, is used again (ZeRO gathers a unit's params; backward writes a unit's
+  // gradients): whatever of it the backend handed back is taken back and reads 0. Every read or
+  // write of a released range comes after this. A no-op on a backend whose released memory stays
+  // usable (the cpu backend's pages come back as they are written).
+  virtual void acquire(Tensor t) { (void)t; }
   // Bytes of `t` held in memory now: all of them, unless the backend releases pages.
   virtual int64_t resident_bytes(const Tensor& t) { return static_cast<int64_t>(t.nbytes()); }
   // The most device memory this backend has held (the report's peak per rank); nullopt for a

@@ -1,6 +1,8 @@
 // CpuBackend: memory, GEMM, optimizer and elementwise utilities.
 #include "runtime/cpu/cpu_backend.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -11,6 +13,11 @@
 #include "runtime/cpu/tensor_checks.h"
 
 namespace trainer::cpu {
+
+CpuBackend::CpuBackend(bool fault_released)
+    : faulting_(fault_released ? std::make_unique<ReleasedSpans>(page_size()) : nullptr) {}
+
+CpuBackend::~CpuBackend() = default;
 
 void* CpuBackend::alloc(size_t bytes) {
   constexpr size_t kAlign = 64;
@@ -23,6 +30,10 @@ void* CpuBackend::alloc(size_t bytes) {
 }
 
 void CpuBackend::free(void* p) {
+  if (p && faulting_) {  // the allocator writes into freed blocks: their pages come back first
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    for (const ByteSpan& s : faulting_->acquire(a, a + malloc_usable_size(p))) restore_pages(s);
+  }
   std::free(p);
 }
 
@@ -53,11 +64,36 @@ void CpuBackend::from_host(Tensor dst, const void* src) {
 
 void CpuBackend::release(Tensor t, float fill) {
   check_host(t, "release", "t");
+  if (faulting_) {
+    const auto a = reinterpret_cast<uintptr_t>(t.data);
+    const ReleasedSpans::Release r = faulting_->release(a, a + t.nbytes());
+    for (const ByteSpan& s : r.drop) drop_pages(s);
+    const uintptr_t item = dtype_size(t.dtype);
+    for (const ByteSpan& s : r.fill) {  // (less than a page each)
+      const auto lo = static_cast<int64_t>((s.begin - a) / item);
+      const auto hi = static_cast<int64_t>((s.end - a) / item);
+      if (t.dtype == DType::bf16) {
+        auto* p = static_cast<uint16_t*>(t.data);
+        std::fill(p + lo, p + hi, bf16_bits_from_float(fill));
+      } else {
+        float* p = need_f32(t, "release", "t");
+        std::fill(p + lo, p + hi, fill);
+      }
+    }
+    return;
+  }
   if (t.dtype == DType::bf16) {
     release_range(static_cast<uint16_t*>(t.data), 0, t.numel(), bf16_bits_from_float(fill));
     return;
   }
   release_range(need_f32(t, "release", "t"), 0, t.numel(), fill);
+}
+
+void CpuBackend::acquire(Tensor t) {
+  check_host(t, "acquire", "t");
+  if (!faulting_) return;
+  const auto a = reinterpret_cast<uintptr_t>(t.data);
+  for (const ByteSpan& s : faulting_->acquire(a, a + t.nbytes())) restore_pages(s);
 }
 
 int64_t CpuBackend::resident_bytes(const Tensor& t) {

@@ -3,17 +3,24 @@
 // through OpenBLAS, the other loops threaded with OpenMP; bf16 operands and outputs emulated
 // through fp32 buffers (Bf16Staging). Results do not depend on the number
 // of threads (no reductions whose order changes between runs).
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/core/backend.h"
 #include "runtime/core/op_shapes.h"
+#include "runtime/core/released_spans.h"
 #include "runtime/cpu/bf16_staging.h"
 
 namespace trainer::cpu {
 
 class CpuBackend : public Backend {
  public:
+  // fault_released: released whole pages also lose their access (PROT_NONE) until acquired, so
+  // that a read or write of released memory crashes here as it would on the cuda backend, whose
+  // released granules are unmapped (tests; TRAINER_TEST_FAULT_RELEASED=1 for a run).
+  explicit CpuBackend(bool fault_released = false);
+  ~CpuBackend() override;
   std::string name() const override { return "cpu"; }
   DeviceType device() const override { return DeviceType::cpu; }
 
@@ -25,6 +32,7 @@ class CpuBackend : public Backend {
   void from_host(Tensor dst, const void* src) override;
   // Whole pages inside a released range go back to the kernel (host_pages.h).
   void release(Tensor t, float fill) override;
+  void acquire(Tensor t) override;
   int64_t resident_bytes(const Tensor& t) override;
 
   void gemm(const Gemm& g) override;
@@ -93,6 +101,7 @@ class CpuBackend : public Backend {
                        const Tensor& dout, const Tensor& inp, const Tensor& weight,
                        const LinearDims& d);
 
+  std::unique_ptr<ReleasedSpans> faulting_;  // fault_released: the pages handed back
   Bf16Staging staging_;                      // bf16 operands and outputs, computed in fp32
   std::vector<float> fp8_inp_, fp8_weight_;  // the e4m3 values of the quantized operands
 };

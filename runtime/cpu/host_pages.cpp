@@ -4,17 +4,28 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
-namespace trainer::cpu {
-namespace {
+#include "runtime/core/check.h"
 
+namespace trainer::cpu {
 uintptr_t page_size() {
   static const uintptr_t size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   return size;
 }
 
-}  // namespace
+void drop_pages(ByteSpan s) {
+  void* p = reinterpret_cast<void*>(s.begin);
+  TRAINER_CHECK(madvise(p, s.size(), MADV_DONTNEED) == 0 && mprotect(p, s.size(), PROT_NONE) == 0,
+                "drop_pages: " << std::strerror(errno));
+}
+
+void restore_pages(ByteSpan s) {
+  TRAINER_CHECK(mprotect(reinterpret_cast<void*>(s.begin), s.size(), PROT_READ | PROT_WRITE) == 0,
+                "restore_pages: " << std::strerror(errno));
+}
 
 std::pair<uintptr_t, uintptr_t> discard_whole_pages(uintptr_t a, uintptr_t b) {
   const uintptr_t ps = page_size();

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "runtime/core/released_spans.h"
+
 namespace trainer::cpu {
 
 // Returns the whole pages inside [a, b) to the kernel (they read as zero bytes afterwards and cost
@@ -28,6 +30,12 @@ void release_range(T* buf, int64_t lo, int64_t hi, T fill) {
   std::fill(reinterpret_cast<T*>(a), reinterpret_cast<T*>(pa), fill);
   std::fill(reinterpret_cast<T*>(pb), reinterpret_cast<T*>(b), fill);
 }
+uintptr_t page_size();
+// The whole pages of `s` go back to the kernel and fault on any access (PROT_NONE) ...
+void drop_pages(ByteSpan s);
+// ... until they are taken back (read and write again; they read 0).
+void restore_pages(ByteSpan s);
+
 // Bytes of [p, p+bytes) resident in memory now (whole pages).
 int64_t resident_page_bytes(const void* p, size_t bytes);
 

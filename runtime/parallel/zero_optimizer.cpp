@@ -33,12 +33,12 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
   if (stage_ >= 2) {
     grad_acc_ = BackendBuffer(be_, owned_total);
     model_.hooks().unit_grads_ready = [this](int unit) { on_unit_grads_ready(unit); };
+    model_.hooks().before_unit = [this](int unit, bool bwd) { before_unit(unit, bwd); };
   }
   if (stage_ == 3) {
     for (UnitGather* g : {&sync_gather_, &prefetch_})
       for (int i = 0; i < units_.max_parts; ++i) g->push_back(std::make_unique<RangeGather>());
     live_.assign(unit_range_.size(), true);
-    model_.hooks().before_unit = [this](int unit, bool bwd) { before_unit(unit, bwd); };
     publish_params();
   }
 }
@@ -202,7 +202,13 @@ void ZeroOptimizer::ensure_gathered(int unit) {
   landed(unit);
 }
 
+void ZeroOptimizer::acquire(const Tensor& flat, int unit) {
+  const Range r = unit_range_[static_cast<size_t>(unit)];
+  if (!flat.empty() && r.size() > 0) be_.acquire(flat.slice(r.begin, r.size()));
+}
+
 void ZeroOptimizer::start_gather(UnitGather& g, int unit) {
+  acquire(model_.params(), unit);  // the gather lands in released memory
   size_t k = 0;
   units_.for_each_part(unit, [&](size_t i, Range part) {
     const ZeroSegment& s = segments_[i];
@@ -217,6 +223,7 @@ void ZeroOptimizer::finish_gather(UnitGather& g) {
 void ZeroOptimizer::landed(int unit) {
   live_[static_cast<size_t>(unit)] = true;
   const Range r = unit_range_[static_cast<size_t>(unit)];
+  acquire(model_.bf16_copy(), unit);
   model_.refresh_compute_weights(r.begin, r.size());  // bf16 compute: the matmuls' copy
 }
 
@@ -229,6 +236,11 @@ void ZeroOptimizer::prefetch(int unit) {
 
 void ZeroOptimizer::before_unit(int unit, bool backward) {
   const int final_unit = static_cast<int>(unit_range_.size()) - 1;
+  if (backward) {  // its gradients, released since the last step's reduction, are written now
+    acquire(model_.grads(), unit);
+    if (unit == final_unit) acquire(model_.grads(), 0);  // the tied head's wte gradient
+  }
+  if (stage_ < 3) return;
   ensure_gathered(unit);
   if (unit == final_unit) ensure_gathered(0);  // the tied head reads wte
   sample_residency();  // the peak: this unit landed, the one before it not yet released

@@ -21,7 +21,11 @@
 // The model allocates full-size params and grads buffers; ZeRO here saves the optimizer state
 // (1-3) and the gradient accumulator (2-3). Released ranges go through Backend::release: the cpu
 // backend hands their pages back to the kernel, so that grads (2-3) and params (3) outside live
-// units really leave memory; the cuda backend keeps its buffers and only fills them.
+// units really leave memory; the cuda backend keeps its buffers and only fills them. A released
+// range is acquired (Backend::acquire) before it is written or read again: a unit's params and
+// bf16 copy before its gather, its gradients before its backward (the tied head's wte gradient
+// before the last unit's). The dist tests hold every ZeRO path to that: their runs fault on any
+// touch of released memory (TRAINER_TEST_FAULT_RELEASED, the cpu backend's fault_released).
 // Everything goes through the Backend and the Comm, so this runs on the cpu backend over Gloo
 // and on the cuda backend over NCCL alike.
 #include <deque>
@@ -119,6 +123,8 @@ class ZeroOptimizer {
   using UnitGather = std::vector<std::unique_ptr<RangeGather>>;
   UnitGather sync_gather_, prefetch_;
   void start_gather(UnitGather& g, int unit);
+  // Backend::acquire of `unit`'s range of a flat buffer (params, grads or the bf16 copy).
+  void acquire(const Tensor& flat, int unit);
   static void finish_gather(UnitGather& g);
   int prefetch_unit_ = -1;
   std::vector<bool> live_;  // stage 3: unit gathered

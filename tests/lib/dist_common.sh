@@ -1,5 +1,9 @@
 # Multi-process helpers: a small model (fast on 2 cores) and the single-process reference run.
 source "$2/tests/lib/common.sh"
+# Every run here faults on a read or write of memory that ZeRO released (the cpu backend's
+# fault_released), as the cuda backend's unmapped granules would: a ZeRO 2/3 path that touches a
+# released range before acquiring it crashes instead of reading zeros.
+export TRAINER_TEST_FAULT_RELEASED=1
 # 2 layers, d_model 64, every step logged; tiny buckets so several all-reduces overlap backward.
 small=(--set model.n_layer=2 --set model.d_model=64 --set logging.every_steps=1
        --set train.eval_every=0 --set train.warmup_steps=5 --set parallel.bucket_mb=0.1)

@@ -1,10 +1,13 @@
 // AdamW, reductions, bf16 rounding, memory (release included), make_backend, shape checks and
 // thread-count determinism of the CpuBackend.
 #include <omp.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <limits>
 
@@ -221,6 +224,48 @@ TEST_CASE("release_of_a_bf16_range_returns_its_pages_and_fills_the_edges", "[cpu
   CHECK(std::isnan(float_from_bf16_bits(p[lo])));
   CHECK(std::isnan(float_from_bf16_bits(p[hi - 1])));
   be.free(t.data);
+}
+
+// Whether writing one float at `p` kills a forked child with SIGSEGV.
+bool write_faults(float* p) {
+  const pid_t child = fork();
+  if (child == 0) {
+    *static_cast<volatile float*>(p) = 1.0f;
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV;
+}
+
+TEST_CASE("fault_released_makes_released_pages_fault_until_acquired", "[cpu][memory]") {
+  CpuBackend be(/*fault_released=*/true);  // what a run under TRAINER_TEST_FAULT_RELEASED=1 gets
+  const int64_t n = 1 << 20;
+  Tensor t(be.alloc(sz(n) * 4), {n});
+  auto src = random_floats(sz(n), 5);
+  be.from_host(t, src.data());
+  const int64_t lo = 1001, hi = n - 999, mid = n / 2;
+  be.release(t.slice(lo, hi - lo), std::numeric_limits<float>::quiet_NaN());
+  float* p = t.f32();
+  CHECK(std::isnan(p[lo]));  // a page shared with live data: filled, still usable
+  CHECK(std::isnan(p[hi - 1]));
+  CHECK(p[lo - 1] == src[sz(lo - 1)]);
+  CHECK(write_faults(p + mid));  // a whole page inside: gone
+  CHECK_FALSE(write_faults(p + lo));
+  // releasing again over it (ZeRO's next step releases every unit) leaves it as it is
+  be.release(t.slice(lo, hi - lo), 0.0f);
+  CHECK(write_faults(p + mid));
+  be.acquire(t.slice(mid, 1));  // one element: its whole page comes back, reading 0
+  CHECK_FALSE(write_faults(p + mid));
+  CHECK(p[mid] == 0.0f);
+  CHECK(write_faults(p + mid + 4096 / 4));  // the next page is still released
+  be.acquire(t);
+  CHECK(p[mid + 4096 / 4] == 0.0f);
+  be.release(t.slice(lo, hi - lo), 0.0f);
+  be.free(t.data);  // with released pages in it: they come back for the allocator first
+  Tensor u(be.alloc(sz(n) * 4), {n});
+  be.zero(u);  // (the allocator may hand the same pages out again)
+  be.free(u.data);
 }
 
 TEST_CASE("make_backend_gives_cpu_and_explains_the_others", "[cpu][factory]") {
