@@ -149,11 +149,6 @@ struct RunConfig {
   std::string checkpoint_dir() const {
     return checkpoint.dir.empty() ? run.out_dir + "/checkpoints" : checkpoint.dir;
   }
-  // The saves the config plans (checkpoint.every_steps, train.stop_after_steps). A stop signal
-  // saves too, wherever checkpoint.dir points.
-  bool plans_checkpoints() const {
-    return checkpoint.every_steps > 0 || train.stop_after_steps > 0;
-  }
 };
 
 // Parses YAML text (an empty string gives the defaults), applies `key.path=value` overrides in

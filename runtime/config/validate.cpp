@@ -125,7 +125,8 @@ void check_init_from(const ModelConfig& m) {
 
 void check_output_dirs(const RunConfig& cfg) {
   check_output_dir("run.out_dir", cfg.run.out_dir);
-  if (cfg.plans_checkpoints()) check_output_dir("checkpoint.dir", cfg.checkpoint_dir());
+  // (every run: a stop signal saves there, whatever the config plans)
+  check_output_dir("checkpoint.dir", cfg.checkpoint_dir());
 }
 
 void validate(RunConfig& cfg, int world_size) {

@@ -97,7 +97,8 @@ void RunDirLocks::take(const config::RunConfig& cfg, bool existing_only) {
   if (checkpoint_dir_done_) return;
   const std::string ckpt = cfg.checkpoint_dir();
   const bool exists = fs::is_directory(ckpt, ec);
-  if (!exists && (existing_only || !cfg.plans_checkpoints())) return;
+  // (a run that plans no save still saves there on a stop signal: it is locked all the same)
+  if (!exists && existing_only) return;
   if (out_dir_ && exists && fs::equivalent(ckpt, out, ec)) {
     checkpoint_dir_done_ = true;  // one directory: flock is per open file, a second would refuse
     return;

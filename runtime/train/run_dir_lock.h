@@ -30,8 +30,8 @@ class RunDirLock {
   int fd_ = -1;
 };
 
-// A run's directories: run.out_dir, and checkpoint.dir where it exists or the config plans saves
-// (unless it is the same directory, by any path).
+// A run's directories: run.out_dir, and checkpoint.dir (unless it is the same directory, by any
+// path), which every run may write: a stop signal saves there whatever the config plans.
 class RunDirLocks {
  public:
   // Locks those not held yet; `existing_only`: only the ones that exist now (one that does not

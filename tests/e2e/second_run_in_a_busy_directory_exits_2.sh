@@ -4,7 +4,9 @@
 # directory is free once it ends.
 source "$2/tests/lib/common.sh"
 cp "$src/configs/tiny.yaml" run.yaml
-"$bin" train run.yaml --out first --set train.steps=100000 --set checkpoint.every_steps=50000 \
+# The first run plans no save (every_steps 0): a stop signal still saves into its checkpoint.dir,
+# which it holds all the same.
+"$bin" train run.yaml --out first --set train.steps=100000 --set checkpoint.every_steps=0 \
   >first.log 2>&1 &
 first=$!
 trap 'kill -9 $first 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -29,6 +31,7 @@ kill -0 $first || fail "the first run died"
 
 kill -TERM $first  # it checkpoints, reports and exits 0
 wait $first || { cat first.log; fail "the first run exited $? after SIGTERM"; }
+ls first/checkpoints | grep -q '^step_' || fail "the first run saved no checkpoint on SIGTERM"
 "$bin" train run.yaml --out first --set train.steps=2 --resume none \
   --set checkpoint.dir=fresh_ck >again.log 2>&1 ||
   { cat again.log; fail "the directory is still held after its run ended"; }
