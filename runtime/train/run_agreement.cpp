@@ -39,6 +39,11 @@ std::string yaml_key(int r) {
   return kPrefix + "yaml/" + std::to_string(r);
 }
 
+// Where a second process that claimed a taken RANK says so, for rank 0 (while it waits for the
+// others: the rank that the launch left out never comes).
+const std::string kDuplicateKey = kPrefix + "duplicate";
+const std::string kVerdictKey = kPrefix + "verdict";
+
 const std::string kHowToFix =
     "every process of a run must be started with the same WORLD_SIZE, config file, --set "
     "options and --out (a launcher passes the same to all of its ranks)";
@@ -62,7 +67,18 @@ std::string rank0_verdict(dist::Store& store, int world_size, const config::RunC
     std::vector<std::string> keys;
     for (int r = 1; r < world_size; ++r)
       if (!entry[static_cast<size_t>(r)]) missing.push_back(r), keys.push_back(rank_key(r));
-    const std::vector<dist::MaybeValue> got = store.get_existing(keys);
+    keys.push_back(kDuplicateKey);
+    std::vector<dist::MaybeValue> got = store.get_existing(keys);
+    if (got.back()) {
+      std::vector<std::string> names;
+      for (int r : missing) names.push_back(std::to_string(r));
+      return "config: " + text_of(*got.back()) + "; " +
+             (missing.empty() ? std::string("every rank has come")
+                              : "RANK " + config::join(names) + " of WORLD_SIZE " +
+                                    std::to_string(world_size) + " has not come") +
+             " (rank 0 is " + this_process() + "): the launch gave one RANK to two processes";
+    }
+    got.pop_back();
     bool differs = false;
     for (size_t i = 0; i < got.size(); ++i) {
       if (!got[i]) continue;
@@ -126,32 +142,37 @@ void agree_on_the_run(dist::Store& store, int rank, int world_size, const config
   const std::string me = this_process();
   const std::string r = std::to_string(rank);
   // The first process to claim a RANK holds it; a second one is refused, naming the first.
-  if (store.add(kPrefix + "claims/" + r, 1) > 1)
+  if (store.add(kPrefix + "claims/" + r, 1) > 1) {
+    const std::string holder = text_of(store.get(kPrefix + "holder/" + r));
+    // Before the run agreed, the group is refused with it (rank 0 names both processes); a run
+    // that started already goes on, and only this process is refused.
+    if (!store.check({kVerdictKey}))
+      store.set(kDuplicateKey,
+                bytes_of("RANK " + r + " was started twice (" + holder + ", and " + me + ")"));
     throw DuplicateRank(
-        "config: RANK " + r + " is taken by another process (" +
-        text_of(store.get(kPrefix + "holder/" + r)) + "); this one is " + me +
+        "config: RANK " + r + " is taken by another process (" + holder + "); this one is " + me +
         ": every process of a run needs its own RANK in [0, WORLD_SIZE) (with TRAINER_STORE_DIR, "
         "also a fresh directory per run)");
+  }
   store.set(kPrefix + "holder/" + r, bytes_of(me));
   const std::string yaml = config::to_yaml(cfg), sha = sha256_hex(yaml);
   store.set(yaml_key(rank), bytes_of(yaml));
   store.set(
       rank_key(rank),
       bytes_of(nlohmann::json{{"world_size", world_size}, {"sha256", sha}, {"where", me}}.dump()));
-  const std::string verdict_key = kPrefix + "verdict";
   nlohmann::json verdict;
   if (rank == 0) {
     try {
       verdict = {{"error", rank0_verdict(store, world_size, cfg, sha)}, {"world_size", world_size}};
     } catch (const std::exception& e) {  // a rank that never came: the others learn it too
-      store.set(verdict_key, bytes_of(nlohmann::json{
+      store.set(kVerdictKey, bytes_of(nlohmann::json{
                                  {"error", std::string("rank 0: ") + e.what()},
                                  {"world_size", world_size},
                                  {"bad_input",
                                   false}}.dump()));
       throw;
     }
-    store.set(verdict_key, bytes_of(verdict.dump()));
+    store.set(kVerdictKey, bytes_of(verdict.dump()));
   } else {
     // Rank 0 waits for the others up to the store's timeout from its own arrival, which may be
     // after this rank's: wait for its verdict a margin longer.
@@ -159,7 +180,7 @@ void agree_on_the_run(dist::Store& store, int rank, int world_size, const config
     store.set_timeout(timeout +
                       std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(30)));
     try {
-      verdict = nlohmann::json::parse(text_of(store.get(verdict_key)));
+      verdict = nlohmann::json::parse(text_of(store.get(kVerdictKey)));
     } catch (...) {
       store.set_timeout(timeout);
       throw;

@@ -1,8 +1,9 @@
 # Ranks started by hand (torchrun's or srun's environment) that do not run the same thing are
 # refused before any step, on every rank, with exit 2 and a message naming the rank and what
 # differs: another train.lr (which would let the replicas drift apart silently), another
-# WORLD_SIZE (gloo's internal check before), a second process with a RANK already taken. Each
-# case ends within seconds, not after distributed.timeout_s.
+# WORLD_SIZE (gloo's internal check before), a second process with a RANK already taken (the whole
+# group, when it comes before the run starts). Each case ends within seconds, not after
+# distributed.timeout_s.
 source "$2/tests/lib/dist_common.sh"
 args=("$src/configs/tiny.yaml" "${small[@]}" --set train.steps=3 --set distributed.timeout_s=60)
 
@@ -44,6 +45,17 @@ start_rank world0 0 2
 start_rank world1 1 3
 expect_refused "rank 1 (" world0 world1
 grep -qF "has WORLD_SIZE 3, rank 0 has 2" world1.log || { cat world1.log; fail "WORLD_SIZE not named"; }
+
+# RANK 1 twice and no RANK 2, before the run started: all three are refused at once (the group
+# would otherwise wait distributed.timeout_s for the RANK 2 the launch left out).
+port=$(free_port) pids=()
+start_rank twice0 0 3
+start_rank twice1 1 3
+sleep 0.5  # (the first RANK 1 claims it first)
+start_rank twice1b 1 3
+expect_refused "RANK 1 " twice0 twice1 twice1b
+grep -qF "RANK 1 was started twice (" twice0.log || { cat twice0.log; fail "rank 0 does not name the duplicate"; }
+grep -qF "RANK 2 of WORLD_SIZE 3 has not come" twice1.log || { cat twice1.log; fail "the missing RANK 2 is not named"; }
 
 # The first RANK 1 trains with rank 0; a second one, started once they train, is refused.
 port=$(free_port) pids=()
