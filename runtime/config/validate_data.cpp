@@ -1,9 +1,8 @@
 // Data sources: a built-in synthetic source or llm.c token shards by path or glob.
-#include <glob.h>
-
 #include <string>
 #include <vector>
 
+#include "runtime/config/data_paths.h"
 #include "runtime/config/did_you_mean.h"
 #include "runtime/config/field_value.h"
 #include "runtime/config/validate_internal.h"
@@ -12,15 +11,6 @@ namespace trainer::config {
 namespace {
 
 const std::vector<std::string> kSyntheticSources = {"synthetic:markov", "synthetic:uniform"};
-
-// Number of existing paths the pattern matches (a plain path matches itself when it exists).
-size_t count_matches(const std::string& pattern) {
-  glob_t matches{};
-  const int rc = glob(pattern.c_str(), 0, nullptr, &matches);
-  const size_t n = rc == 0 ? matches.gl_pathc : 0;
-  globfree(&matches);
-  return n;
-}
 
 void check_source(const std::string& key, const std::string& source) {
   if (source.empty()) fail(key + " = \"\": expected synthetic:markov or a token shard path / glob");
@@ -33,7 +23,7 @@ void check_source(const std::string& key, const std::string& source) {
       msg += "; did you mean '" + *hint + "'?";
     fail(msg);
   }
-  if (count_matches(source) == 0)
+  if (data_paths(source).empty())
     fail(key + " = " + quote(source) + ": no file matches this path (expected llm.c token shards " +
          "or one of " + join(kSyntheticSources) + ")");
 }

@@ -1,9 +1,8 @@
 #include "runtime/data/token_source.h"
 
-#include <glob.h>
-
 #include <memory>
 
+#include "runtime/config/data_paths.h"
 #include "runtime/data/data_error.h"
 #include "runtime/data/markov_chain.h"
 #include "runtime/data/shard_file.h"
@@ -13,21 +12,6 @@ namespace trainer::data {
 namespace {
 
 constexpr const char* kSyntheticPrefix = "synthetic:";
-
-bool has_glob_chars(const std::string& s) {
-  return s.find_first_of("*?[") != std::string::npos;
-}
-
-// Paths a glob matches, sorted by name (glob(3) sorts by default).
-std::vector<std::string> expand_glob(const std::string& pattern) {
-  glob_t result{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &result);
-  std::vector<std::string> paths;
-  if (rc == 0) paths.assign(result.gl_pathv, result.gl_pathv + result.gl_pathc);
-  ::globfree(&result);
-  if (paths.empty()) throw DataError("data: no files match '" + pattern + "'");
-  return paths;
-}
 
 std::unique_ptr<TokenSource> open_synthetic(const std::string& spec, const SourceOptions& opt) {
   const std::string kind = spec.substr(std::string(kSyntheticPrefix).size());
@@ -61,7 +45,8 @@ std::vector<std::unique_ptr<TokenSource>> open_token_sources(const std::string& 
     sources.push_back(open_synthetic(spec, options));
     return sources;
   }
-  const auto paths = has_glob_chars(spec) ? expand_glob(spec) : std::vector<std::string>{spec};
+  const std::vector<std::string> paths = config::data_paths(spec);
+  if (paths.empty()) throw DataError("data: no files match '" + spec + "'");
   for (const auto& path : paths) sources.push_back(std::make_unique<ShardReader>(path));
   return sources;
 }

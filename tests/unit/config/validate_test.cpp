@@ -174,6 +174,12 @@ TEST_CASE("data_path_matching_no_file_names_key_and_path", "[config][validate]")
       Contains("data.train = \"/nonexistent/shards/train_*.bin\"") && Contains("no file matches"));
   RunConfig v = with({"data.val=/nonexistent/val.bin"});
   REQUIRE_THROWS_WITH(validate(v, 1), Contains("data.val = \"/nonexistent/val.bin\""));
+  // a file whose name holds glob characters is itself, not a pattern that matches nothing
+  const std::string literal = std::filesystem::temp_directory_path() / "validate_run[1].bin";
+  std::ofstream(literal) << "x";
+  RunConfig l = with({"data.train=" + literal});
+  CHECK_NOTHROW(validate(l, 1));
+  std::filesystem::remove(literal);
   RunConfig s = with({"data.train=synthetic:markof"});
   REQUIRE_THROWS_WITH(validate(s, 1), Contains("data.train = \"synthetic:markof\"") &&
                                           Contains("did you mean 'synthetic:markov'?"));

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <set>
 
@@ -354,6 +355,18 @@ TEST_CASE("shard_smaller_than_a_global_batch_or_missing_source_is_an_error", "[d
   CHECK_THROWS_WITH(DataLoader(o), Contains("no files match") && Contains(o.source));
   o.source = "synthetic:zipf";
   CHECK_THROWS_WITH(DataLoader(o), Contains("synthetic:zipf") && Contains("synthetic:markov"));
+}
+
+// A file whose name holds glob characters is read as the path it is (as a glob, "shard_[0]" would
+// match "shard_0" instead, and nothing here).
+TEST_CASE("a_path_with_glob_characters_in_its_name_is_read_as_it_is", "[data][loader]") {
+  TempDir dir("literal");
+  write_test_shards(dir, {100});
+  std::filesystem::rename(dir.file("shard_0.bin"), dir.file("shard_[0].bin"));
+  auto o = file_options(dir, 2, 4, 0, 1);
+  o.source = dir.file("shard_[0].bin");
+  DataLoader loader(o);
+  CHECK(next(loader).inputs.front() == 0);
 }
 
 // Val data needs one global batch in all: evals skip a val shard smaller than that (a train
