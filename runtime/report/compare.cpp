@@ -100,13 +100,15 @@ std::vector<NumericRow> numeric_rows() {
       {"val loss", at("/loss/val_loss"),
        [](const json& r) { return printf_cell("%.4f", number_at(r, "/loss/val_loss")); }},
       // steps whose loss or gradient was not finite (their updates skipped): the loss above
-      // then comes from the few steps that were
+      // then comes from the few steps that were (of the steps the report's process ran)
       {"non-finite steps", at("/stability/nonfinite_steps"),
        [](const json& r) {
          const double n = number_at(r, "/stability/nonfinite_steps");
-         return std::isfinite(n)
-                    ? printf_cell("%.0f", n) + " of " + string_at(r, "/run/steps_completed")
-                    : std::string("-");
+         const char* of = r.contains("run") && r["run"].contains("steps_run")
+                              ? "/run/steps_run"
+                              : "/run/steps_completed";
+         return std::isfinite(n) ? printf_cell("%.0f", n) + " of " + string_at(r, of)
+                                 : std::string("-");
        }},
       {"peak memory/rank", at("/memory/peak_bytes_per_rank/max"),
        [](const json& r) { return bytes_cell(number_at(r, "/memory/peak_bytes_per_rank/max")); }},

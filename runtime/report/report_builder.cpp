@@ -139,7 +139,8 @@ MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
 }
 
 void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
-  report.run.steps_completed = int64_t(obs.steps.size());
+  report.run.steps_run = int64_t(obs.steps.size());
+  report.run.steps_completed = report.run.resumed_from_step.value_or(0) + report.run.steps_run;
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
   report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
   report.stability = summarize_stability(obs.steps, obs.spikes);

@@ -59,7 +59,7 @@ MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
                             const MemoryBreakdown& breakdown,
                             std::vector<MemoryBreakdown> by_stage = {});
 
-// Fills throughput, loss, stability, stragglers, memory and run.steps_completed of `report`
+// Fills throughput, loss, stability, stragglers, memory and run.steps_completed and steps_run of `report`
 // from `obs`; the static sections (batch, model, hardware) must already be set.
 void fill_derived(RunReport& report, const Observations& obs, int curve_every);
 

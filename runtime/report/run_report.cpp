@@ -34,7 +34,8 @@ ojson run_json(const RunInfo& r) {
           {"status", r.status},
           {"resumed_from_step", or_null(r.resumed_from_step)},
           {"steps_planned", r.steps_planned},
-          {"steps_completed", r.steps_completed}};
+          {"steps_completed", r.steps_completed},
+          {"steps_run", r.steps_run}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
 }

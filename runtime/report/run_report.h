@@ -28,10 +28,12 @@ struct RunInfo {
   std::string status = "completed";
   std::optional<int64_t> resumed_from_step;  // null for a fresh start
   int64_t steps_planned = 0;                 // train.steps
+  // The step the run reached (what steps_planned counts): resumed_from_step plus steps_run.
+  int64_t steps_completed = 0;
   // Steps this process ran (after a resume: since resumed_from_step; the step figures of the
   // report, its stability and throughput cover those, metrics.jsonl the whole run, and the loss
   // curve and val_loss take in the points metrics.jsonl logged before the resume).
-  int64_t steps_completed = 0;
+  int64_t steps_run = 0;
   std::string error;  // why a failed run died; omitted when empty
 };
 

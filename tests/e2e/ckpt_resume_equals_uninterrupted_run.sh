@@ -52,7 +52,9 @@ for a, b, points in (("full", "same", 40), ("full7", "same7", 7)):
     assert len(full["loss"]["curve"]) == points
     for k in ("val_loss", "val_at_tokens", "final_train_loss", "tokens_seen"):
         assert same["loss"][k] == full["loss"][k], k
-    assert same["run"]["resumed_from_step"] == 20 and same["run"]["steps_completed"] == 20
+    # the step the run reached, and the steps this process ran
+    assert same["run"]["resumed_from_step"] == 20 and same["run"]["steps_completed"] == 40
+    assert same["run"]["steps_run"] == 20
 PY
 # The report of the run stopped at step 20 says so; the uninterrupted one completed.
 [ "$(json_get part1/report.json 'd["run"]["status"], d["run"]["steps_planned"], d["run"]["steps_completed"]')" \

@@ -136,6 +136,7 @@ TEST_CASE("derived_fields_follow_from_the_observations", "[report]") {
   CHECK(r.stability.loss_spikes.empty());
   CHECK(r.memory.peak_bytes_per_rank_max == (int64_t(1) << 30));
   CHECK(r.run.steps_completed == s.steps);
+  CHECK(r.run.steps_run == s.steps);
 }
 
 TEST_CASE("nonfinite_steps_and_spikes_are_counted", "[report]") {
