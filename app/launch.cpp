@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "app/verbs.h"
 #include "runtime/config/run_config.h"
 #include "runtime/launch/launch_plan.h"
@@ -64,7 +66,7 @@ int run_launch(CLI::App& cmd, LaunchArgs& args) {
   auto children =
       launch::plan_children(o, launch::current_environment(), std::thread::hardware_concurrency());
   if (!(args.grace_s >= 0 && args.grace_s <= 3600))  // also NaN
-    throw config::ConfigError("trainer launch: --grace-s " + std::to_string(args.grace_s) +
+    throw config::ConfigError("trainer launch: --grace-s " + fmt::format("{}", args.grace_s) +
                               " must be in [0, 3600] seconds");
   launch::SuperviseOptions sup;
   sup.grace_s = args.grace_s;

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <spdlog/fmt/fmt.h>
+
 #include "runtime/config/run_config.h"
 #include "runtime/data/shard_file.h"
 
@@ -103,10 +105,11 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
   summary.train_tokens = summary.total_tokens - summary.val_tokens;
   if (summary.train_tokens < 2) {
     std::ostringstream os;
-    os.precision(17);
     os << "data prepare: the inputs hold " << summary.total_tokens << " tokens";
-    if (summary.val_tokens > 0)
-      os << "; --val-fraction " << options.val_fraction << " takes " << summary.val_tokens
+    if (summary.total_tokens == 0) os << " (every input is empty)";
+    if (summary.val_tokens > 0 && summary.total_tokens > 0)
+      os << "; --val-fraction " << fmt::format("{}", options.val_fraction) << " takes "
+         << summary.val_tokens
          << " of them for val (at least 2), which leaves "
          << std::max<int64_t>(0, summary.train_tokens) << " for train";
     os << "; train needs at least 2";

@@ -42,10 +42,16 @@ int get_int_or(const EnvLookup& env, const std::string& name, int fallback, long
 
 constexpr long long kMaxRanks = 1 << 24;
 
-void check_below(const std::string& a_name, int a, const std::string& b_name, int b) {
-  if (a >= b)
-    fail(a_name + "=" + std::to_string(a) + " must be less than " + b_name + "=" +
-         std::to_string(b));
+// An index (a rank) in [0, count), where `count_name` says what the count is.
+int get_index(const EnvLookup& env, const std::string& name, const std::string& count_name,
+              int count) {
+  auto value = env(name);
+  if (!value) fail(name + " is not set");
+  const long long v = parse_int(name, *value);
+  if (v < 0 || v >= count)
+    fail(name + "=" + *value + " is out of range [0, " + count_name + "=" +
+         std::to_string(count) + ")");
+  return static_cast<int>(v);
 }
 
 // Rank 0's host as the store and gloo reach it over IPv4: a name or a dotted address. Refused at
@@ -74,12 +80,12 @@ LaunchEnv from_torchrun(const EnvLookup& env) {
   LaunchEnv le;
   le.source = env("TRAINER_LAUNCH") ? "trainer-launch" : "torchrun";
   le.world_size = get_int(env, "WORLD_SIZE", 1, kMaxRanks);
-  le.rank = get_int(env, "RANK", 0, kMaxRanks);
-  check_below("RANK", le.rank, "WORLD_SIZE", le.world_size);
+  le.rank = get_index(env, "RANK", "WORLD_SIZE", le.world_size);
   // Missing local variables: assume one node.
   le.local_world_size = get_int_or(env, "LOCAL_WORLD_SIZE", le.world_size, 1, le.world_size);
-  le.local_rank = get_int_or(env, "LOCAL_RANK", le.rank % le.local_world_size, 0, kMaxRanks);
-  check_below("LOCAL_RANK", le.local_rank, "LOCAL_WORLD_SIZE", le.local_world_size);
+  le.local_rank = env("LOCAL_RANK")
+                      ? get_index(env, "LOCAL_RANK", "LOCAL_WORLD_SIZE", le.local_world_size)
+                      : le.rank % le.local_world_size;
   if (auto addr = env("MASTER_ADDR")) le.master_addr = *addr;
   le.master_port = get_int_or(env, "MASTER_PORT", le.master_port, 1, 65535);
   if (le.world_size > 1) checked_master_addr(le.master_addr);  // (one process connects nowhere)
@@ -133,14 +139,14 @@ LaunchEnv from_slurm(const EnvLookup& env) {
   LaunchEnv le;
   le.source = "slurm";
   le.world_size = get_int(env, "SLURM_NTASKS", 1, kMaxRanks);
-  le.rank = get_int(env, "SLURM_PROCID", 0, kMaxRanks);
-  check_below("SLURM_PROCID", le.rank, "SLURM_NTASKS", le.world_size);
+  le.rank = get_index(env, "SLURM_PROCID", "SLURM_NTASKS", le.world_size);
   le.local_world_size = slurm_tasks_on_this_node(env, le.world_size);
   if (le.local_world_size < 1 || le.local_world_size > le.world_size)
     fail("tasks per node " + std::to_string(le.local_world_size) + " is outside [1, " +
          "SLURM_NTASKS=" + std::to_string(le.world_size) + "]");
-  le.local_rank = get_int_or(env, "SLURM_LOCALID", 0, 0, kMaxRanks);
-  check_below("SLURM_LOCALID", le.local_rank, "tasks per node", le.local_world_size);
+  le.local_rank = env("SLURM_LOCALID")
+                      ? get_index(env, "SLURM_LOCALID", "tasks per node", le.local_world_size)
+                      : 0;
   le.master_addr = slurm_master(env);
   if (le.world_size > 1) checked_master_addr(le.master_addr);
   if (env("MASTER_PORT"))

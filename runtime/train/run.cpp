@@ -303,7 +303,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           evals ? std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch()) : 0;
       if (lead && evals && eval_batches < cfg.train.eval_batches)
         spdlog::warn(
-            "train.eval_batches = {}, but data.val holds only {} global batches of {} tokens: each "
+            "train.eval_batches = {}, but data.val holds only {} global batch(es) of {} tokens: each "
             "eval reads those {}",
             cfg.train.eval_batches, eval_batches, val_loader->tokens_per_sample(), eval_batches);
 

@@ -124,7 +124,7 @@ TEST_CASE("prepare_rejects_bad_input_with_config_errors", "[data][prepare]") {
   auto all_val = o;
   all_val.val_fraction = 0.9999999999999999;
   CHECK_THROWS_WITH(prepare_data(all_val),
-                    Contains("the inputs hold 22 tokens; --val-fraction 0.99999999999999989 takes "
+                    Contains("the inputs hold 22 tokens; --val-fraction 0.9999999999999999 takes "
                              "22 of them for val (at least 2), which leaves 0 for train; train "
                              "needs at least 2"));
   auto one_token = o;
@@ -133,6 +133,12 @@ TEST_CASE("prepare_rejects_bad_input_with_config_errors", "[data][prepare]") {
   one_token.val_fraction = 0;
   CHECK_THROWS_WITH(prepare_data(one_token),
                     Contains("the inputs hold 1 tokens; train needs at least 2"));
+  auto empty = o;
+  write_bytes(dir.file("empty.txt"), {});
+  empty.inputs = {dir.file("empty.txt")};
+  empty.val_fraction = 0.1;  // (shown as given, with no val share of nothing)
+  CHECK_THROWS_WITH(prepare_data(empty),
+                    Contains("the inputs hold 0 tokens (every input is empty); train needs"));
   auto a_pipe = o;  // (bash's <(...)): exists, but prepare sizes its inputs before reading them
   a_pipe.inputs = {dir.file("pipe")};
   REQUIRE(::mkfifo(a_pipe.inputs[0].c_str(), 0600) == 0);

@@ -91,6 +91,10 @@ TEST_CASE("inconsistent_or_malformed_variables_name_the_variable", "[launch_env]
   require_error_naming({{"RANK", "0"}}, "WORLD_SIZE");
   require_error_naming({{"WORLD_SIZE", "2"}}, "RANK");
   require_error_naming({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "RANK");
+  CHECK_THROWS_WITH(detect({{"RANK", "-1"}, {"WORLD_SIZE", "2"}}),
+                    Catch::Contains("RANK=-1 is out of range [0, WORLD_SIZE=2)"));
+  CHECK_THROWS_WITH(detect({{"RANK", "2"}, {"WORLD_SIZE", "2"}}),
+                    Catch::Contains("RANK=2 is out of range [0, WORLD_SIZE=2)"));
   require_error_naming(
       {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
       "LOCAL_RANK");
