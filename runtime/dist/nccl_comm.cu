@@ -237,9 +237,13 @@ class NcclComm : public Comm {
 
   // Polls until `ready()` or the timeout; on timeout or an NCCL async error, names the rank
   // that failed (op `seq`; kInitOp while connecting), aborts and throws.
+  // The first 200 us it yields between looks (a tensor-parallel all-reduce takes tens of us: a
+  // 50 us sleep would add up to that to each), then sleeps 50 us (a long wait costs no core).
   template <class Ready>
   void watch(const std::string& what, uint64_t seq, Ready ready) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(opts_.timeout_s);
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::duration<double>(opts_.timeout_s);
+    const auto spin_until = start + std::chrono::microseconds(200);
     for (;;) {
       const ncclResult_t async = comm_ ? async_state(comm_) : ncclSuccess;
       if (async != ncclSuccess && async != ncclInProgress)
@@ -248,7 +252,10 @@ class NcclComm : public Comm {
       if (ready()) return;
       if (Clock::now() > deadline)
         fail_naming(what, seq, "timed out after " + seconds_text(opts_.timeout_s));
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (Clock::now() < spin_until)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
 
