@@ -12,7 +12,8 @@ namespace trainer::app {
 void register_compare(CLI::App& app) {
   auto paths = std::make_shared<std::vector<std::string>>();
   CLI::App* cmd = app.add_subcommand("compare", "Compare run reports side by side.");
-  cmd->add_option("reports", *paths, "report.json files (the first is the ratio baseline)")
+  cmd->add_option("reports", *paths,
+                  "report.json files, or runs' out_dirs (the first is the ratio baseline)")
       ->required()
       ->expected(1, -1);
   cmd->callback([paths] {

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "runtime/config/run_config.h"
+#include "runtime/data/shard_file.h"
 #include "runtime/model/param_layout.h"
 
 namespace trainer::ckpt {
@@ -241,12 +243,16 @@ void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWe
 
 namespace {
 
-bool is_llmc(const std::string& path) {
+int32_t first_int32(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError("model.init_from: cannot open " + path);
   int32_t magic = 0;
   in.read(reinterpret_cast<char*>(&magic), 4);
-  return magic == kLlmcMagic;
+  return magic;
+}
+
+bool is_llmc(const std::string& path) {
+  return first_int32(path) == kLlmcMagic;
 }
 
 }  // namespace
@@ -264,13 +270,27 @@ void check_init_from(const std::string& path, const model::GptDims& dims) {
 }
 
 void check_weight_file(const std::string& path, const model::GptDims& dims) {
-  if (is_llmc(path)) {
+  const int32_t magic = first_int32(path);
+  if (magic == data::kShardMagic)
+    throw CheckpointError(
+        "an llm.c token shard (data, magic " + std::to_string(magic) +
+        "), not weights: expected an llm.c model file (magic " + std::to_string(kLlmcMagic) +
+        ", as `trainer ckpt export --format llmc` writes) or a safetensors file");
+  if (magic == kLlmcMagic) {
     std::ifstream in(path, std::ios::binary);
     int32_t h[256] = {};
     check_llmc(in, path, dims, h);
-  } else {
-    check_hf(SafetensorsReader(path), path, dims);
+    return;
   }
+  std::optional<SafetensorsReader> reader;
+  try {
+    reader.emplace(path);
+  } catch (const std::exception& e) {
+    throw CheckpointError(std::string("neither an llm.c model file (magic ") +
+                          std::to_string(kLlmcMagic) + ") nor a safetensors file (" + e.what() +
+                          ")");
+  }
+  check_hf(*reader, path, dims);
 }
 
 void fill_owned_params(const model::ParamLayout& layout, const GlobalWeights& w,

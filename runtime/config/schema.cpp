@@ -102,11 +102,8 @@ std::vector<Field> build_fields() {
       {"data.shuffle", FIELD(data.shuffle)},
 
       {"hardware.device", FIELD(hardware.device), {"cpu", "cuda"}},
-      {"hardware.peak_tflops",
-       FIELD(hardware.peak_tflops),
-       {},
-       kNonNegative,
-       Special::auto_is_zero},
+      // from 0.1 GFLOP/s (a slow core) to 100 PFLOP/s: a figure outside made MFUs of 1e26
+      {"hardware.peak_tflops", FIELD(hardware.peak_tflops), {}, {1e-4, 1e5}, Special::auto_is_zero},
 
       {"distributed.backend", FIELD(distributed.backend), {"auto", "gloo", "nccl"}},
       // from a millisecond (the unit of the collectives' timeouts) to a week

@@ -226,7 +226,16 @@ std::string write_report(const RunReport& report, const std::string& out_dir) {
   return path;
 }
 
-nlohmann::json load_report(const std::string& path) {
+nlohmann::json load_report(const std::string& given) {
+  std::error_code ec;
+  std::string path = given;
+  if (std::filesystem::is_directory(given, ec)) {  // a run's out_dir: its report
+    path = (std::filesystem::path(given) / "report.json").string();
+    if (!std::filesystem::exists(path, ec))
+      throw config::ConfigError("report " + given +
+                                ": a directory without a report.json (give a run's out_dir or "
+                                "its report.json)");
+  }
   std::ifstream in(path);
   if (!in) throw config::ConfigError("report " + path + ": cannot open file");
   std::stringstream text;

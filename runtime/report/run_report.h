@@ -183,6 +183,7 @@ void write_json_atomic(const std::string& path, const std::string& text);
 
 // Reads a report.json. Throws config::ConfigError naming the file when it is missing, is not
 // JSON, or its schema is not trainer.report/1.
+// `path`: a report.json, or a run's out_dir (its report.json).
 nlohmann::json load_report(const std::string& path);
 
 // The git revision the binary was built from, with "-dirty" when tracked files differed from it

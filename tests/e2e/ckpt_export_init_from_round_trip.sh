@@ -54,6 +54,13 @@ done
 head -c 5000 m.bin >cut.bin
 expect_exit_2 "cut.bin: 5000 bytes, the header implies" "" plan "$src/configs/tiny.yaml" \
   "${small[@]}" "${c[@]}" --set model.init_from=cut.bin
+# A token shard (data) or a text file given as weights says what it is and what is expected.
+"$bin" data prepare --input "$src/README.md" --output shards >prepare.log 2>&1 || { cat prepare.log; fail "data prepare"; }
+shard=$(ls shards/*.bin | head -1)
+expect_exit_2 "an llm.c token shard (data, magic 20240520), not weights" "" plan \
+  "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set model.init_from=$shard
+expect_exit_2 "neither an llm.c model file (magic 20240326) nor a safetensors file" "" plan \
+  "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set model.init_from=$src/README.md
 
 # Bad paths and specs for the ckpt verbs exit 2 naming them, and leave nothing behind.
 mkdir -p a_dir

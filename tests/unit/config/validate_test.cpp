@@ -280,3 +280,15 @@ TEST_CASE("mixture_of_experts_runs_on_dp_ep_and_pp_and_names_what_it_refuses", "
   for (const char* zero : {"parallel.zero=1", "parallel.zero=2", "parallel.zero=3"})
     REQUIRE_NOTHROW(runnable({"parallel.ep=2", zero}, 2));
 }
+
+// A peak below any device's or above any device's would make MFU figures of 1e26 or 1e-26.
+TEST_CASE("peak_tflops_outside_what_devices_do_is_refused", "[config][validate]") {
+  REQUIRE_THROWS_WITH(
+      with({"hardware.peak_tflops=1e-30"}),
+      Contains("hardware.peak_tflops = 1e-30: must be in [0.0001, 100000] or auto"));
+  REQUIRE_THROWS_WITH(with({"hardware.peak_tflops=1e9"}), Contains("hardware.peak_tflops"));
+  RunConfig h200 = with({"hardware.peak_tflops=989"}),
+            measured = with({"hardware.peak_tflops=auto"});
+  REQUIRE_NOTHROW(validate(h200, 1));
+  REQUIRE_NOTHROW(validate(measured, 1));
+}

@@ -245,6 +245,11 @@ TEST_CASE("load_report_rejects_missing_bad_and_foreign_files_naming_them", "[rep
     CHECK_THROWS_AS(load_report(p), trainer::config::ConfigError);
     CHECK_THROWS_WITH(load_report(p), Catch::Contains(p));
   }
+  // a directory: a run's out_dir gives its report.json; one without it says so
+  CHECK_THROWS_WITH(load_report(dir.string()),
+                    Catch::Contains("a directory without a report.json"));
+  fs::copy_file(foreign, dir / "report.json");
+  CHECK_THROWS_WITH(load_report(dir.string()), Catch::Contains("schema is not"));
   fs::remove_all(dir);
 }
 
