@@ -54,6 +54,10 @@ class Backend {
 
   // --- memory ---
   virtual void* alloc(size_t bytes) = 0;
+  // Memory for a buffer whose ranges release() and acquire() hand back and take again (the
+  // model's params, grads and bf16 copy under ZeRO 2 and 3): on the cuda backend, pages that a
+  // release unmaps; elsewhere alloc()'s. free() takes it back.
+  virtual void* alloc_releasable(size_t bytes) { return alloc(bytes); }
   virtual void free(void* p) = 0;
   virtual void zero(Tensor t) = 0;
   virtual void copy(Tensor dst, const Tensor& src) = 0;  // same numel and dtype

@@ -112,7 +112,14 @@ std::map<std::string, std::string> CudaBackend::kernels() const {
   if (cp_reference_calls_ > 0)
     attention += "; context parallelism: the reference cp kernels (kernels/context_attention.cu, " +
                  std::to_string(cp_reference_calls_) + " calls)";
+  const std::string zero_release =
+      releasable_ ? "ZeRO's released ranges unmapped in " +
+                        std::to_string(releasable_->page_bytes() >> 20) + " MiB pages"
+      : releasable_why_not_.empty()
+          ? "no releasable buffers (ZeRO below 2)"
+          : "ZeRO's released ranges filled, their memory kept (" + releasable_why_not_ + ")";
   return {{"attention", attention},
+          {"zero_release", zero_release},
           {"gemm", lt_->tunes_algorithms() ? "cuBLASLt, each shape's algorithm tuned"
                                            : "cuBLASLt, the heuristic's first algorithm"},
           {"gelu", gelu_epilogue_ ? "cuBLASLt epilogues" : "kernels/"}};
@@ -122,8 +129,25 @@ void* CudaBackend::alloc(size_t bytes) {
   return arena_.alloc(bytes);
 }
 
+void* CudaBackend::alloc_releasable(size_t bytes) {
+  if (!releasable_ && releasable_why_not_.empty()) {
+    if (!env_switch("TRAINER_CUDA_UNMAP", true, "ZeRO's released pages are unmapped, the default",
+                    "they stay mapped and are filled"))
+      releasable_why_not_ = "TRAINER_CUDA_UNMAP=0";
+    else if (ReleasableMemory::supported(device_, &releasable_why_not_))
+      releasable_ = std::make_unique<ReleasableMemory>(device_, stream_);
+  }
+  return releasable_ ? releasable_->alloc(bytes) : arena_.alloc(bytes);
+}
+
 void CudaBackend::free(void* p) {
+  if (releasable_ && releasable_->free(p)) return;
   arena_.free(p);
+}
+
+std::optional<int64_t> CudaBackend::peak_device_bytes() const {
+  return static_cast<int64_t>(arena_.reserved_bytes() +
+                              (releasable_ ? releasable_->peak_held_bytes() : 0));
 }
 
 void CudaBackend::synchronize() {
@@ -141,7 +165,30 @@ void CudaBackend::zero(Tensor t) {
 }
 
 void CudaBackend::release(Tensor t, float fill) {
-  with_float_out(t, "release", "t", [&](auto* p) { kernels::fill(p, fill, t.numel(), stream_); });
+  if (t.empty()) return;
+  const auto fill_all = [&](const Tensor& part) {
+    with_float_out(part, "release", "t",
+                   [&](auto* p) { kernels::fill(p, fill, part.numel(), stream_); });
+  };
+  if (!releasable_ || !releasable_->owns(t.data)) return fill_all(t);
+  check_device(t, "release", "t");
+  const auto a = reinterpret_cast<uintptr_t>(t.data);
+  const uintptr_t item = dtype_size(t.dtype);
+  for (const ByteSpan& s : releasable_->release(t.data, t.nbytes()))  // what stays mapped
+    fill_all(
+        t.slice(static_cast<int64_t>((s.begin - a) / item), static_cast<int64_t>(s.size() / item)));
+}
+
+void CudaBackend::acquire(Tensor t) {
+  if (t.empty() || !releasable_ || !releasable_->owns(t.data)) return;
+  for (const ByteSpan& s : releasable_->acquire(t.data, t.nbytes()))  // mapped again: zeroed
+    CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<void*>(s.begin), 0, s.size(), stream_));
+}
+
+int64_t CudaBackend::resident_bytes(const Tensor& t) {
+  if (t.empty() || !releasable_ || !releasable_->owns(t.data))
+    return static_cast<int64_t>(t.nbytes());
+  return releasable_->resident_bytes(t.data, t.nbytes());
 }
 
 void CudaBackend::copy(Tensor dst, const Tensor& src) {

@@ -13,6 +13,7 @@
 #include "runtime/core/op_shapes.h"
 #include "runtime/cuda/cublaslt_gemm.h"
 #include "runtime/cuda/device_arena.h"
+#include "runtime/cuda/releasable_memory.h"
 
 namespace trainer::cuda {
 
@@ -34,11 +35,10 @@ class CudaBackend : public Backend {
 
   std::string name() const override { return device_name_; }  // e.g. "NVIDIA H200"
   DeviceType device() const override { return DeviceType::cuda; }
-  // What the arena took from cudaMalloc (it keeps its chunks until the backend goes): every
-  // buffer, scratch and cuBLASLt's workspace; not NCCL's or the CUDA context's own memory.
-  std::optional<int64_t> peak_device_bytes() const override {
-    return static_cast<int64_t>(arena_.reserved_bytes());
-  }
+  // What the arena took from cudaMalloc (it keeps its chunks until the backend goes: every
+  // buffer, scratch and cuBLASLt's workspace), plus the most pages the releasable buffers held;
+  // not NCCL's or the CUDA context's own memory.
+  std::optional<int64_t> peak_device_bytes() const override;
   // attention (TRAINER_ATTENTION; with cudnn, cuDNN's version and the calls it ran and refused),
   // gemm (TRAINER_GEMM_AUTOTUNE), gelu (TRAINER_GELU_EPILOGUE).
   std::map<std::string, std::string> kernels() const override;
@@ -46,6 +46,10 @@ class CudaBackend : public Backend {
   cudaStream_t stream() const { return stream_; }
 
   void* alloc(size_t bytes) override;
+  // Pages that release() unmaps and acquire() maps again (ReleasableMemory), where the driver
+  // has virtual memory management and TRAINER_CUDA_UNMAP is not 0; else alloc()'s, which
+  // release() only fills.
+  void* alloc_releasable(size_t bytes) override;
   void free(void* p) override;
   void zero(Tensor t) override;
   void copy(Tensor dst, const Tensor& src) override;
@@ -53,7 +57,9 @@ class CudaBackend : public Backend {
   void from_host(Tensor dst, const void* src) override;
   void synchronize() override;
   std::unique_ptr<DeviceTimer> make_timer() override;  // events on the compute stream
-  void release(Tensor t, float fill) override;         // device memory stays: a fill
+  void release(Tensor t, float fill) override;         // see alloc_releasable
+  void acquire(Tensor t) override;
+  int64_t resident_bytes(const Tensor& t) override;
 
   void gemm(const Gemm& g) override;
   // bf16 inputs (uint16 bits, device), fp32 accumulate and fp32 output; same layout as gemm().
@@ -184,6 +190,8 @@ class CudaBackend : public Backend {
   std::string device_name_;
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
+  std::unique_ptr<ReleasableMemory> releasable_;  // made at the first alloc_releasable
+  std::string releasable_why_not_;                // why there is none (kernels())
   void* lt_workspace_ = nullptr;
   std::unique_ptr<LtGemm> lt_;
   double* reduce_buf_ = nullptr;  // [0] result, [1..] partials

@@ -35,14 +35,15 @@ struct Gpt::BlockWeights {
   Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
-Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard) : be_(be), layout_(dims, shard) {
+Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard, bool releasable)
+    : be_(be), layout_(dims, shard), releasable_(releasable) {
   // (each tp rank routes the sequences of its own rows: gpt_moe.cpp)
   TRAINER_CHECK(!dims.moe() || shard.tp_size == 1 || shard.sequence_parallel,
                 "mixture-of-experts blocks with tp > 1 run with sequence parallelism");
   const int64_t n = layout_.total_numel();
   const DeviceType dev = be_.device();
-  params_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
-  grads_ = Tensor(be_.alloc(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
+  params_ = Tensor(alloc_buffer(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
+  grads_ = Tensor(alloc_buffer(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
   compute_params_ = params_;
   be_.zero(params_);
   be_.zero(grads_);
@@ -260,7 +261,7 @@ void Gpt::set_compute_bf16(bool on) {
   bf16_ = on;
   if (on) {
     compute_params_ =
-        Tensor(be_.alloc(static_cast<size_t>(params_.numel()) * dtype_size(DType::bf16)),
+        Tensor(alloc_buffer(static_cast<size_t>(params_.numel()) * dtype_size(DType::bf16)),
                params_.shape, DType::bf16, be_.device());
   } else {
     be_.free(compute_params_.data);

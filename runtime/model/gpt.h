@@ -52,7 +52,9 @@ struct Hooks {
 
 class Gpt {
  public:
-  Gpt(Backend& be, const GptDims& dims, const GptShard& shard);
+  // releasable: params, grads and the bf16 copy come from Backend::alloc_releasable (ZeRO 2 and 3
+  // release ranges of them, which the cuda backend then unmaps).
+  Gpt(Backend& be, const GptDims& dims, const GptShard& shard, bool releasable = false);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -262,6 +264,10 @@ class Gpt {
   Tensor params_, grads_;
   Tensor compute_params_;  // params_ itself in fp32 compute, a bf16 copy in bf16 compute
   bool bf16_ = false;
+  bool releasable_ = false;  // (the constructor's)
+  void* alloc_buffer(size_t bytes) {
+    return releasable_ ? be_.alloc_releasable(bytes) : be_.alloc(bytes);
+  }
   bool fp8_ = false;
   bool fp8_new_ = false;
   BackendBuffer fp8_states_;            // fp8 compute: [fp8_linears(), kFp8StateFloats]

@@ -35,13 +35,15 @@ struct LiveUnits {
 };
 
 // Model-state bytes per rank as this runtime holds them (report.json's memory.breakdown):
-//  - a backend that hands released ranges back (cpu): the formula, plus in stage 2 the full-size
+//  - a backend that hands released ranges back (cpu; cuda, whose 2 MiB pages the plan adds): the
+//    formula, plus in stage 2 the full-size
 //    fp32 gradients of the units not yet reduce-scattered (the embedding, which the tied head
 //    writes first, and the block in flight), plus in stage 3 the gathered units' params (the
 //    embedding, the final norm, and two blocks: a block lands before the one before it is
 //    released);
-//  - one that keeps its buffers (cuda): params and grads stay whole in every stage; stage 1 and
-//    up shard the optimizer state, and stage 2 and up add a shard-sized fp32 gradient accumulator.
+//  - one that keeps its buffers (cuda with TRAINER_CUDA_UNMAP=0): params and grads stay whole in
+//    every stage; stage 1 and up shard the optimizer state, and stage 2 and up add a shard-sized
+//    fp32 gradient accumulator.
 ZeroPrediction predict_held_state(int stage, int64_t num_params, int dp, BytesPerParam b,
                                   bool releases_pages, LiveUnits live);
 

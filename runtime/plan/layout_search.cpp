@@ -148,7 +148,17 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
   HeldState h;
   h.state = parallel::predict_held_state(zero, units.shards.numel(), dp,
                                          parallel::bytes_per_param(cfg.precision.compute),
-                                         /*releases_pages=*/!device.cuda, live);
+                                         /*releases_pages=*/true, live);
+  if (device.cuda) {
+    // The cuda backend hands back whole 2 MiB pages (ReleasableMemory; the cpu backend's 4 KiB
+    // pages are below these figures' precision): a released range keeps the pages at its two
+    // ends. Per unit, the gradients' one range (stage 2 and up), and at stage 3 the params' two
+    // (either side of this rank's piece) and the bf16 copy's one.
+    const double page = 2.0 * (1 << 20), n_units = static_cast<double>(r.size());
+    if (zero >= 2) h.state.grads += 2 * n_units * page;
+    if (zero == 3)
+      h.state.params += (4 + (cfg.precision.compute == "fp32" ? 0 : 2)) * n_units * page;
+  }
   if (zero > 0)
     h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
   if (zero > 0 && edp > 0) {
@@ -165,9 +175,8 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
     const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
     h.state.optimizer = b.optimizer * owned;
     const double formula = static_cast<double>(units.shards.numel()) / dp;  // its N / dp
-    if (zero >= 2)
-      h.state.grads += b.grads * (accumulated - formula + (device.cuda ? 0.0 : in_place));
-    if (zero == 3 && !device.cuda) h.state.params += b.params * (owned - formula);
+    if (zero >= 2) h.state.grads += b.grads * (accumulated - formula + in_place);
+    if (zero == 3) h.state.params += b.params * (owned - formula);
   }
   return h;
 }

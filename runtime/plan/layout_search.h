@@ -14,11 +14,11 @@
 // holds its tp slice of its stage.
 //
 // Memory per rank is what this runtime allocates: model state as parallel::predict_held_state
-// says for the backend (the cuda backend keeps whole params and grads buffers under ZeRO), ZeRO's
-// communication staging (parallel/zero_layout.h, from which ZeroOptimizer sizes it), and the
-// activations of one micro-batch exactly as model::Activations allocates them. A layout fits when
-// that total is within `usable_fraction` of the device's memory; the rest is left for what the
-// estimate leaves out (the CUDA context, NCCL's and cuBLASLt's buffers, Gloo's copies).
+// says for the backend (the cuda backend's 2 MiB pages keep a page at each end of a released
+// range), ZeRO's communication staging (parallel/zero_layout.h, from which ZeroOptimizer sizes it),
+// and the activations of one micro-batch exactly as model::Activations allocates them. A layout
+// fits when that total is within `usable_fraction` of the device's memory; the rest is left for
+// what the estimate leaves out (the CUDA context, NCCL's and cuBLASLt's buffers, Gloo's copies).
 //
 // Ranking, among the layouts that fit, in this order (each a tie-break of the one before):
 //   1. fewer FLOPs per token (recompute adds forward work: report::recompute_flops_per_token)
@@ -60,7 +60,7 @@ double dp_traffic_bytes(const config::RunConfig& cfg, const model::ParamLayout& 
 struct DeviceKind {
   std::string name;         // h100 | h200 | a100 | cpu
   double memory_bytes = 0;  // per device (cpu: this machine's memory over the ranks)
-  bool cuda = false;        // the cuda backend (keeps its buffers; flash attention)
+  bool cuda = false;        // the cuda backend (2 MiB pages; flash attention)
 };
 
 // h100 and h200 and a100 by the memory nvidia-smi reports for their SXM parts (81559, 143771 and

@@ -285,7 +285,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       shard.ep_size = shape.ep;
       const ExpertParallel ep{shape.ep > 1 ? &mesh.comm(dist::Axis::ep) : nullptr,
                               shape.ep > 1 ? &mesh.comm(dist::Axis::edp) : nullptr};
-      model::Gpt gpt(*backend, dims, shard);
+      model::Gpt gpt(*backend, dims, shard, /*releasable=*/cfg.parallel.zero >= 2);
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
@@ -303,7 +303,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           evals ? std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch()) : 0;
       if (lead && evals && eval_batches < cfg.train.eval_batches)
         spdlog::warn(
-            "train.eval_batches = {}, but data.val holds only {} global batch(es) of {} tokens: each "
+            "train.eval_batches = {}, but data.val holds only {} global batch(es) of {} tokens: "
+            "each "
             "eval reads those {}",
             cfg.train.eval_batches, eval_batches, val_loader->tokens_per_sample(), eval_batches);
 

@@ -82,6 +82,51 @@ TEST_CASE("cuda_release_fills_the_range_and_keeps_the_memory", "[cuda]") {
   }
 }
 
+// ZeRO 2 and 3's buffers (alloc_releasable): a released range's whole 2 MiB pages are unmapped
+// (resident bytes fall by them; the pool keeps at most one release's worth, held_bytes), its
+// ends filled; an acquire maps them again, reading 0, and leaves the bytes around them as they
+// were. Freed with pages released, and again allocated.
+TEST_CASE("cuda_releasable_buffers_unmap_released_pages_and_map_them_back_zeroed", "[cuda]") {
+  auto gpu = cuda_or_skip();
+  if (!gpu) return;
+  const int64_t n = 3 * (1 << 20) + 12345;  // 12 MiB and a bit of fp32: whole pages inside
+  auto x = randoms(n, 4);
+  Tensor t(gpu->alloc_releasable(size_t(n) * 4), {n}, DType::f32, DeviceType::cuda);
+  gpu->from_host(t, x.data());
+  CHECK(gpu->kernels().at("zero_release").find("unmapped in 2 MiB pages") != std::string::npos);
+  REQUIRE(gpu->resident_bytes(t) == static_cast<int64_t>(t.nbytes()));
+  const int64_t lo = 1001, hi = n - 999, page_floats = (2 << 20) / 4;
+  gpu->release(t.slice(lo, hi - lo), std::nanf(""));
+  const int64_t resident = gpu->resident_bytes(t);
+  INFO("resident bytes " << resident << " of " << t.nbytes());
+  CHECK(resident < static_cast<int64_t>(t.nbytes()) - 4 * (2 << 20));  // at least 4 pages went
+  CHECK(resident >= static_cast<int64_t>(t.nbytes()) - (hi - lo) * 4);
+  // what stayed mapped: the live ends and the filled (NaN) bytes of the partly released pages
+  const std::vector<float> head = download(*gpu, t.slice(0, page_floats));
+  for (int64_t i = 0; i < page_floats; ++i) {
+    INFO("element " << i);
+    REQUIRE((i < lo ? head[size_t(i)] == x[size_t(i)] : std::isnan(head[size_t(i)])));
+  }
+  const std::vector<float> tail = download(*gpu, t.slice(n - 999, 999));
+  for (int64_t i = 0; i < 999; ++i) REQUIRE(tail[size_t(i)] == x[size_t(n - 999 + i)]);
+  gpu->acquire(t.slice(lo, hi - lo));
+  CHECK(gpu->resident_bytes(t) == static_cast<int64_t>(t.nbytes()));
+  const std::vector<float> back = download(*gpu, t);
+  for (int64_t i = 0; i < n; ++i) {
+    INFO("element " << i);
+    const bool released = i >= lo && i < hi;
+    REQUIRE((released ? (back[size_t(i)] == 0.0f || std::isnan(back[size_t(i)]))
+                      : back[size_t(i)] == x[size_t(i)]));
+  }
+  CHECK(back[size_t(2 * page_floats)] == 0.0f);  // inside an unmapped page: mapped back zeroed
+  gpu->release(t.slice(lo, hi - lo), 0.0f);
+  gpu->free(t.data);  // with released pages in it
+  Tensor again(gpu->alloc_releasable(size_t(n) * 4), {n}, DType::f32, DeviceType::cuda);
+  gpu->zero(again);
+  CHECK(download(*gpu, again.slice(n / 2, 1))[0] == 0.0f);
+  gpu->free(again.data);
+}
+
 // The report's peak per rank on cuda is device memory (the arena's), not the host's RSS: it
 // grows by at least what a buffer takes, and a freed buffer's memory stays counted.
 TEST_CASE("cuda_peak_device_bytes_counts_what_the_arena_took", "[cuda]") {

@@ -100,21 +100,24 @@ TEST_CASE("search: model state as the backends hold it") {
   config::RunConfig cfg = base;
   cfg.precision.compute = "bf16";  // 6 + 4 + 8 bytes per parameter
   const plan::DeviceKind gpu = plan::device_kind("h200", 4), cpu = plan::device_kind("cpu", 4);
-  // cuda keeps the params and grads buffers whole; ZeRO shards the optimizer state (1+) and adds
-  // the shard gradient accumulator (2+).
-  for (int stage = 0; stage <= 3; ++stage) {
-    const plan::HeldState h = plan::held_state_bytes(cfg, stage, 4, gpu);
-    const parallel::ZeroPrediction& p = h.state;
-    CHECK((h.zero_staging > 0) == (stage > 0));
-    CHECK(p.params == Approx(6 * psi));
-    CHECK(p.grads == Approx(4 * psi + (stage >= 2 ? psi : 0)));
-    CHECK(p.optimizer == Approx(stage >= 1 ? 2 * psi : 8 * psi));
-  }
-  // cpu: the formula, plus the whole units stage 2 and 3 keep (embedding + block grads; the
-  // gathered params: embedding, final norm and the block in use).
   const model::GptDims dims = model::GptDims::from_config(cfg.model);
   const model::ParamLayout layout(dims, model::GptShard::whole(dims));
   const auto& units = layout.units();
+  // cuda: as the cpu (below), plus the 2 MiB pages at the ends of each unit's released ranges
+  // (its gradients' one from stage 2; at stage 3 its params' two and its bf16 copy's one).
+  const double page = 2.0 * (1 << 20), n_units = static_cast<double>(units.size());
+  for (int stage = 0; stage <= 3; ++stage) {
+    const plan::HeldState h = plan::held_state_bytes(cfg, stage, 4, gpu);
+    const parallel::ZeroPrediction& p = h.state;
+    const parallel::ZeroPrediction c = plan::held_state_bytes(cfg, stage, 4, cpu).state;
+    CHECK((h.zero_staging > 0) == (stage > 0));
+    CHECK(p.optimizer == Approx(stage >= 1 ? 2 * psi : 8 * psi));
+    CHECK(p.optimizer == Approx(c.optimizer));
+    CHECK(p.grads == Approx(c.grads + (stage >= 2 ? 2 * n_units * page : 0)));
+    CHECK(p.params == Approx(c.params + (stage == 3 ? 6 * n_units * page : 0)));
+  }
+  // cpu: the formula, plus the whole units stage 2 and 3 keep (embedding + block grads; the
+  // gathered params: embedding, final norm and the block in use).
   const double emb = double(units.front().numel), fin = double(units.back().numel),
                block = double(units[1].numel);
   for (int stage = 0; stage <= 3; ++stage) {
@@ -441,11 +444,15 @@ TEST_CASE(
         Approx(8 * (dense / 4 + static_cast<double>(experts) / 2)).epsilon(1e-3));
   CHECK(z1.state.optimizer <
         plan::held_state_bytes(cfg, 0, 4, plan::device_kind("a100", 4)).state.optimizer / 2);
-  // ZeRO 2 on a device that keeps its buffers: the same optimizer state, and the full gradients
-  // plus an accumulator of the owned shards; per micro-batch a reduce-scatter of each block's parts
+  // ZeRO 2: the same optimizer state, and fewer gradients (an accumulator of the owned shards,
+  // and the units in flight: on cuda their 2 MiB pages); per micro-batch a reduce-scatter of
+  // each block's parts
   const plan::HeldState z2 = plan::held_state_bytes(cfg, 2, 4, plan::device_kind("a100", 4));
+  const plan::HeldState z2_cpu = plan::held_state_bytes(cfg, 2, 4, plan::device_kind("cpu", 4));
   CHECK(z2.state.optimizer == z1.state.optimizer);
-  CHECK(z2.state.grads == Approx(z1.state.grads + z1.state.optimizer / 2));
+  CHECK(z2_cpu.state.grads < z1.state.grads);
+  CHECK(z2.state.grads == Approx(z2_cpu.state.grads +
+                                 2 * static_cast<double>(layout.units().size()) * 2 * (1 << 20)));
   // (the parts' reduce-scatters pad each part's pieces to its largest: at least the segments')
   const double t1 = plan::dp_traffic_bytes(cfg, layout, 2, 4, 1),
                t2 = plan::dp_traffic_bytes(cfg, layout, 2, 4, 2),

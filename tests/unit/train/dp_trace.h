@@ -50,7 +50,7 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
   const bool ep = split == Split::ep;
   if (cp) model_shard.cp_rank = rank, model_shard.cp_size = comm.size();
   if (ep) model_shard.ep_rank = rank, model_shard.ep_size = comm.size();
-  model::Gpt gpt(be, dims, model_shard);
+  model::Gpt gpt(be, dims, model_shard, /*releasable=*/cfg.parallel.zero >= 2);  // as run.cpp
   gpt.init_weights(cfg.run.seed);
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
