@@ -90,6 +90,7 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);  // nothing may still use the GEMM plans
   lt_.reset();
   cudnn_attention_.reset();
+  releasable_.reset();  // (it syncs on the stream first)
   if (stream_) cudaStreamDestroy(stream_);
 }
 
