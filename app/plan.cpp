@@ -50,8 +50,12 @@ double print_held_state(const config::RunConfig& cfg, int dp, const plan::Device
   std::printf(
       "model state per rank as this runtime holds it (%s%s): params %.0f B, grads %.0f B, "
       "optimizer %.0f B, ZeRO staging %.0f B, total %.0f B (%.1f MiB)\n",
-      device.cuda ? "cuda backend: params and grads buffers stay whole under ZeRO"
-                  : "cpu backend: the formula, plus the units ZeRO 2 and 3 keep whole",
+      !device.cuda ? "cpu backend: the formula, plus the units ZeRO 2 and 3 keep whole"
+      : device.releases_pages
+          ? "cuda backend: the formula, plus the units ZeRO 2 and 3 keep whole, a 2 MiB page "
+            "at each end of their released ranges and a unit's pages kept for reuse"
+          : "cuda backend with TRAINER_CUDA_UNMAP=0: params and grads buffers stay whole under "
+            "ZeRO",
       dp == 1 && cfg.parallel.zero > 0 ? "; one replica trains as ZeRO 0" : "", p.params, p.grads,
       p.optimizer, h.zero_staging, h.total(), h.total() / (1024.0 * 1024.0));
   return h.total();

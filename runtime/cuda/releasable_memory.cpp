@@ -181,7 +181,6 @@ void ReleasableMemory::unmap_page(uintptr_t at, bool keep) {
 }
 
 void ReleasableMemory::unmap_pages(ByteSpan span) {
-  pool_limit_pages_ = std::max(pool_limit_pages_, span.size() / page_);
   for (uintptr_t at = span.begin; at < span.end; at += page_)
     unmap_page(at, pool_.size() < pool_limit_pages_);
 }
@@ -200,15 +199,22 @@ void* ReleasableMemory::alloc(size_t bytes) {
   return reinterpret_cast<void*>(base);
 }
 
-bool ReleasableMemory::free(void* p) {
+bool ReleasableMemory::free(void* p) noexcept {
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(p));
   if (it == allocations_.end()) return false;
+  // No throw: this runs from the model's destructor, also while a failed step unwinds (after a
+  // sticky CUDA error every call fails; the error that ends the run is already on its way).
   const Allocation a = it->second;
-  CUDA_CHECK(cudaStreamSynchronize(stream_));  // (the arena's frees are in stream order too)
-  spans_.acquire(a.base, a.base + a.size);     // (forgets its released pages)
-  for (uintptr_t at = a.base; at < a.base + a.size; at += page_)
-    if (pages_.count(at)) unmap_page(at, /*keep=*/false);
-  CU_CHECK(driver_->address_free(static_cast<CUdeviceptr>(a.base), a.size));
+  cudaStreamSynchronize(stream_);           // (the arena's frees are in stream order too)
+  spans_.acquire(a.base, a.base + a.size);  // (forgets its released pages)
+  for (uintptr_t at = a.base; at < a.base + a.size; at += page_) {
+    auto page = pages_.find(at);
+    if (page == pages_.end()) continue;
+    driver_->unmap(static_cast<CUdeviceptr>(at), page_);
+    driver_->release(page->second);
+    pages_.erase(page);
+  }
+  driver_->address_free(static_cast<CUdeviceptr>(a.base), a.size);
   allocations_.erase(it);
   return true;
 }
@@ -233,6 +239,12 @@ std::vector<ByteSpan> ReleasableMemory::acquire(const void* p, size_t bytes) {
   const auto a = reinterpret_cast<uintptr_t>(p);
   TRAINER_CHECK(find(a) != nullptr, "ReleasableMemory::acquire: " << p << " is not ours");
   std::vector<ByteSpan> back = spans_.acquire(a, a + bytes);
+  size_t pages = 0;
+  for (const ByteSpan& s : back) pages += s.size() / page_;
+  // The pool keeps as many pages as the largest acquire took (a unit's worth), not as the
+  // largest release gave back: the first step's release of the whole gradient buffer would have
+  // kept all of it.
+  pool_limit_pages_ = std::max(pool_limit_pages_, pages);
   for (const ByteSpan& s : back) map_pages(s);
   return back;
 }

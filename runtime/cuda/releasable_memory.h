@@ -9,8 +9,8 @@
 //    the caller to fill.
 //  - acquire: the range's unmapped pages are mapped again; the caller zeroes them (returned).
 // Unmapped pages wait in a pool for the next acquire (mapping a kept page costs less than creating
-// one), up to the largest release seen (a unit's worth: ZeRO 3 releases one unit as it gathers
-// the next); the rest go back to the driver.
+// one), up to the most pages one acquire took (a unit's worth: ZeRO 3 releases one unit as it
+// gathers the next); the rest go back to the driver.
 // The CUDA driver's entry points come through the runtime (cudaGetDriverEntryPointByVersion): no
 // link to libcuda, which a machine without a driver lacks.
 #include <cuda_runtime_api.h>
@@ -36,8 +36,8 @@ class ReleasableMemory {
   ReleasableMemory(const ReleasableMemory&) = delete;
   ReleasableMemory& operator=(const ReleasableMemory&) = delete;
 
-  void* alloc(size_t bytes);  // mapped whole; throws CudaError
-  bool free(void* p);         // false: not one of ours
+  void* alloc(size_t bytes);    // mapped whole; throws CudaError
+  bool free(void* p) noexcept;  // false: not one of ours
   bool owns(const void* p) const;
 
   // [p, p + bytes) inside one allocation. release: unmaps its whole pages; returns the spans left

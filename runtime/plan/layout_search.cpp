@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "runtime/core/attention_state.h"
@@ -148,16 +150,22 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
   HeldState h;
   h.state = parallel::predict_held_state(zero, units.shards.numel(), dp,
                                          parallel::bytes_per_param(cfg.precision.compute),
-                                         /*releases_pages=*/true, live);
-  if (device.cuda) {
+                                         device.releases_pages, live);
+  if (device.cuda && device.releases_pages && zero >= 2) {
     // The cuda backend hands back whole 2 MiB pages (ReleasableMemory; the cpu backend's 4 KiB
     // pages are below these figures' precision): a released range keeps the pages at its two
-    // ends. Per unit, the gradients' one range (stage 2 and up), and at stage 3 the params' two
-    // (either side of this rank's piece) and the bf16 copy's one.
+    // ends. Per part of a unit (one per segment it meets), the gradients' one range (stage 2 and
+    // up), and at stage 3 the params' two (either side of this rank's piece); per unit the bf16
+    // copy's one. And unmapped pages kept for reuse: as many as the largest unit's.
     const double page = 2.0 * (1 << 20), n_units = static_cast<double>(r.size());
-    if (zero >= 2) h.state.grads += 2 * n_units * page;
+    double parts = 0;
+    units.for_each_unit_part([&](size_t, parallel::Range) { parts += 1; });
+    const double largest_unit =
+        4.0 * static_cast<double>(std::max({live.embedding, live.largest_block, live.final_norm}));
+    h.state.grads += 2 * parts * page + largest_unit;
     if (zero == 3)
-      h.state.params += (4 + (cfg.precision.compute == "fp32" ? 0 : 2)) * n_units * page;
+      h.state.params +=
+          4 * parts * page + (cfg.precision.compute == "fp32" ? 0 : 2 * n_units * page);
   }
   if (zero > 0)
     h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
@@ -271,6 +279,8 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
 
 DeviceKind device_kind(const std::string& name, int ranks, double memory_gib) {
   DeviceKind d{name, 0, name != "cpu"};
+  if (const char* unmap = std::getenv("TRAINER_CUDA_UNMAP"); d.cuda && unmap && *unmap)
+    d.releases_pages = std::string(unmap) != "0";
   if (name == "h100")
     d.memory_bytes = 81559 * kMiB;
   else if (name == "h200")

@@ -61,6 +61,9 @@ struct DeviceKind {
   std::string name;         // h100 | h200 | a100 | cpu
   double memory_bytes = 0;  // per device (cpu: this machine's memory over the ranks)
   bool cuda = false;        // the cuda backend (2 MiB pages; flash attention)
+  // whether ZeRO's released ranges leave memory: the cpu backend's always; the cuda backend's
+  // unless TRAINER_CUDA_UNMAP=0 (read from this process's environment)
+  bool releases_pages = true;
 };
 
 // h100 and h200 and a100 by the memory nvidia-smi reports for their SXM parts (81559, 143771 and
