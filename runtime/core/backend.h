@@ -58,6 +58,9 @@ class Backend {
   // model's params, grads and bf16 copy under ZeRO 2 and 3): on the cuda backend, pages that a
   // release unmaps; elsewhere alloc()'s. free() takes it back.
   virtual void* alloc_releasable(size_t bytes) { return alloc(bytes); }
+  // The same, released from the start (ZeRO 2 and 3's gradients, acquired unit by unit): it
+  // holds no memory until acquired, and reads 0 then. `bytes`: fp32 elements (a multiple of 4).
+  virtual void* alloc_released(size_t bytes);
   virtual void free(void* p) = 0;
   virtual void zero(Tensor t) = 0;
   virtual void copy(Tensor dst, const Tensor& src) = 0;  // same numel and dtype

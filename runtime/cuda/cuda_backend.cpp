@@ -130,7 +130,7 @@ void* CudaBackend::alloc(size_t bytes) {
   return arena_.alloc(bytes);
 }
 
-void* CudaBackend::alloc_releasable(size_t bytes) {
+bool CudaBackend::have_releasable() {
   if (!releasable_ && releasable_why_not_.empty()) {
     if (!env_switch("TRAINER_CUDA_UNMAP", true, "ZeRO's released pages are unmapped, the default",
                     "they stay mapped and are filled"))
@@ -138,7 +138,18 @@ void* CudaBackend::alloc_releasable(size_t bytes) {
     else if (ReleasableMemory::supported(device_, &releasable_why_not_))
       releasable_ = std::make_unique<ReleasableMemory>(device_, stream_);
   }
-  return releasable_ ? releasable_->alloc(bytes) : arena_.alloc(bytes);
+  return releasable_ != nullptr;
+}
+
+void* CudaBackend::alloc_releasable(size_t bytes) {
+  return have_releasable() ? releasable_->alloc(bytes) : arena_.alloc(bytes);
+}
+
+void* CudaBackend::alloc_released(size_t bytes) {
+  if (have_releasable()) return releasable_->alloc(bytes, /*mapped=*/false);
+  void* p = arena_.alloc(bytes);  // released on memory that stays: a fill of 0
+  CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  return p;
 }
 
 void CudaBackend::free(void* p) {

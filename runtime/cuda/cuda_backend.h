@@ -50,6 +50,7 @@ class CudaBackend : public Backend {
   // has virtual memory management and TRAINER_CUDA_UNMAP is not 0; else alloc()'s, which
   // release() only fills.
   void* alloc_releasable(size_t bytes) override;
+  void* alloc_released(size_t bytes) override;  // (ReleasableMemory: no page mapped)
   void free(void* p) override;
   void zero(Tensor t) override;
   void copy(Tensor dst, const Tensor& src) override;
@@ -192,6 +193,7 @@ class CudaBackend : public Backend {
   DeviceArena arena_;
   std::unique_ptr<ReleasableMemory> releasable_;  // made at the first alloc_releasable
   std::string releasable_why_not_;                // why there is none (kernels())
+  bool have_releasable();  // makes releasable_ at the first call where it can
   void* lt_workspace_ = nullptr;
   std::unique_ptr<LtGemm> lt_;
   double* reduce_buf_ = nullptr;  // [0] result, [1..] partials

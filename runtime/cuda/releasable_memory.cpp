@@ -185,11 +185,16 @@ void ReleasableMemory::unmap_pages(ByteSpan span) {
     unmap_page(at, pool_.size() < pool_limit_pages_);
 }
 
-void* ReleasableMemory::alloc(size_t bytes) {
+void* ReleasableMemory::alloc(size_t bytes, bool mapped) {
   const size_t size = round_up(std::max<size_t>(bytes, 1), page_);
   CUdeviceptr base = 0;
   CU_CHECK(driver_->address_reserve(&base, size, page_, 0, 0));
-  allocations_[static_cast<uintptr_t>(base)] = {static_cast<uintptr_t>(base), size};
+  const auto at = static_cast<uintptr_t>(base);
+  allocations_[at] = {at, size};
+  if (!mapped) {
+    spans_.release(at, at + size);  // every page counts as dropped: an acquire maps it
+    return reinterpret_cast<void*>(base);
+  }
   try {
     map_pages({static_cast<uintptr_t>(base), static_cast<uintptr_t>(base) + size});
   } catch (...) {

@@ -36,7 +36,8 @@ class ReleasableMemory {
   ReleasableMemory(const ReleasableMemory&) = delete;
   ReleasableMemory& operator=(const ReleasableMemory&) = delete;
 
-  void* alloc(size_t bytes);    // mapped whole; throws CudaError
+  // Mapped whole, or (mapped false) released whole: no page held until acquired. Throws CudaError.
+  void* alloc(size_t bytes, bool mapped = true);
   bool free(void* p) noexcept;  // false: not one of ours
   bool owns(const void* p) const;
 

@@ -43,10 +43,12 @@ Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard, bool releasabl
   const int64_t n = layout_.total_numel();
   const DeviceType dev = be_.device();
   params_ = Tensor(alloc_buffer(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
-  grads_ = Tensor(alloc_buffer(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
+  const size_t grad_bytes = static_cast<size_t>(n) * 4;
+  grads_ = Tensor(releasable ? be_.alloc_released(grad_bytes) : be_.alloc(grad_bytes), {n},
+                  DType::f32, dev);
   compute_params_ = params_;
   be_.zero(params_);
-  be_.zero(grads_);
+  if (!releasable) be_.zero(grads_);  // (released ones read 0 once acquired)
 }
 
 Gpt::~Gpt() {

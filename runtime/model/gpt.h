@@ -53,7 +53,9 @@ struct Hooks {
 class Gpt {
  public:
   // releasable: params, grads and the bf16 copy come from Backend::alloc_releasable (ZeRO 2 and 3
-  // release ranges of them, which the cuda backend then unmaps).
+  // release ranges of them, which the cuda backend then unmaps); the grads released from the
+  // start (alloc_released: ZeroOptimizer acquires each unit's before its backward), so that the
+  // whole buffer is never held.
   Gpt(Backend& be, const GptDims& dims, const GptShard& shard, bool releasable = false);
   ~Gpt();
   Gpt(const Gpt&) = delete;

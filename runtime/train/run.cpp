@@ -25,6 +25,7 @@
 #include "runtime/dist/mesh.h"
 #include "runtime/dist/rendezvous.h"
 #include "runtime/model/gpt.h"
+#include "runtime/parallel/zero_layout.h"
 #include "runtime/report/flops.h"
 #include "runtime/report/metrics.h"
 #include "runtime/report/peak.h"
@@ -285,11 +286,24 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       shard.ep_size = shape.ep;
       const ExpertParallel ep{shape.ep > 1 ? &mesh.comm(dist::Axis::ep) : nullptr,
                               shape.ep > 1 ? &mesh.comm(dist::Axis::edp) : nullptr};
-      model::Gpt gpt(*backend, dims, shard, /*releasable=*/cfg.parallel.zero >= 2);
+      // ZeRO 2 and 3 release ranges of the model's buffers (where ZeroOptimizer runs: more than
+      // one replica)
+      const bool releasable =
+          cfg.parallel.zero >= 2 && parallel::zero_shards_state(cfg.parallel.zero, replicas.size());
+      model::Gpt gpt(*backend, dims, shard, releasable);
       gpt.init_weights(cfg.run.seed);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
       TrainStep trainer(cfg, *backend, gpt, replicas, tp, pp, cp, ep);
+      // logging.level debug (rank 0's): what this rank holds and which kernels run
+      spdlog::debug(
+          "rank 0 holds {} params in {} units: {} blocks from block {} ({} chunk(s)), "
+          "tp rank {} of {}{}",
+          gpt.layout().total_numel(), gpt.layout().units().size(), shard.num_layers,
+          shard.first_layer, shard.chunks, shard.tp_rank, shard.tp_size,
+          releasable ? "; params, grads and bf16 copy releasable" : "");
+      for (const auto& [family, impl] : backend->kernels())
+        spdlog::debug("kernels: {}: {}", family, impl);
 
       // 4. Data: each dp rank reads its own slice of the stream.
       auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);

@@ -35,5 +35,5 @@ run_single ref_files 4 2 12 "${files[@]}"
 run_launch dp2_files 2 4 1 12 "${files[@]}"
 compare_metrics ref_files/metrics.jsonl dp2_files/metrics.jsonl --rtol 1e-5 --min-steps 12 \
   --fields loss,grad_norm,val_loss
-grep -q "data.val holds only 4 global batches" ref_files.log \
+grep -qF "data.val holds only 4 global batch(es)" ref_files.log \
   || fail "no warning that eval_batches was capped: $(cat ref_files.log)"

@@ -266,6 +266,12 @@ TEST_CASE("fault_released_makes_released_pages_fault_until_acquired", "[cpu][mem
   Tensor u(be.alloc(sz(n) * 4), {n});
   be.zero(u);  // (the allocator may hand the same pages out again)
   be.free(u.data);
+  // Released from the start (ZeRO's gradients): no whole page usable until acquired, then 0.
+  Tensor g(be.alloc_released(sz(n) * 4), {n});
+  CHECK(write_faults(g.f32() + mid));
+  be.acquire(g.slice(mid, 1));
+  CHECK(g.f32()[mid] == 0.0f);
+  be.free(g.data);
 }
 
 TEST_CASE("make_backend_gives_cpu_and_explains_the_others", "[cpu][factory]") {

@@ -121,6 +121,13 @@ TEST_CASE("cuda_releasable_buffers_unmap_released_pages_and_map_them_back_zeroed
   CHECK(back[size_t(2 * page_floats)] == 0.0f);  // inside an unmapped page: mapped back zeroed
   gpu->release(t.slice(lo, hi - lo), 0.0f);
   gpu->free(t.data);  // with released pages in it
+  // Released from the start (ZeRO's gradients): nothing held until acquired, then zeros.
+  Tensor g(gpu->alloc_released(size_t(n) * 4), {n}, DType::f32, DeviceType::cuda);
+  CHECK(gpu->resident_bytes(g) == 0);
+  gpu->acquire(g.slice(n / 2, 1));
+  CHECK(gpu->resident_bytes(g) == 2 << 20);  // the one page
+  CHECK(download(*gpu, g.slice(n / 2, 1))[0] == 0.0f);
+  gpu->free(g.data);
   Tensor again(gpu->alloc_releasable(size_t(n) * 4), {n}, DType::f32, DeviceType::cuda);
   gpu->zero(again);
   CHECK(download(*gpu, again.slice(n / 2, 1))[0] == 0.0f);

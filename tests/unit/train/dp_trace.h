@@ -50,7 +50,9 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
   const bool ep = split == Split::ep;
   if (cp) model_shard.cp_rank = rank, model_shard.cp_size = comm.size();
   if (ep) model_shard.ep_rank = rank, model_shard.ep_size = comm.size();
-  model::Gpt gpt(be, dims, model_shard, /*releasable=*/cfg.parallel.zero >= 2);  // as run.cpp
+  const bool replicated = split == Split::dp || cp || ep;  // (TrainStep's DataParallel below)
+  model::Gpt gpt(be, dims, model_shard,                    // releasable as run.cpp makes them
+                 /*releasable=*/cfg.parallel.zero >= 2 && replicated && comm.size() > 1);
   gpt.init_weights(cfg.run.seed);
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
