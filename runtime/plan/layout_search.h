@@ -31,6 +31,7 @@
 //   4. a lower ZeRO stage (fewer collectives, simpler state);
 //   5. sequence parallelism on (less memory, the same bytes moved).
 // This is a rule a user can check by hand, not a timing model: no step time is predicted.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -87,6 +88,10 @@ struct HeldState {
   parallel::ZeroPrediction state;
   double zero_staging = 0;
   double total() const { return state.total() + zero_staging; }
+  // ZeRO 3: the model state at the start, before the optimizer first releases what the rank does
+  // not own (its whole params and bf16 copy, as initialized, beside the optimizer state and the
+  // gradient accumulator; no activations yet). 0 at the other stages, whose start is below total.
+  double start = 0;
 };
 
 struct Layout {
@@ -102,6 +107,7 @@ struct Layout {
   HeldState held;                        // bytes per rank
   double activations = 0;                // bytes per rank
   double total() const { return held.total() + activations; }
+  double peak() const { return std::max(total(), held.start); }  // what must fit
   bool fits = false;
   double flops_ratio = 1;       // FLOPs per token over the formula's (1 without recompute)
   double dp_traffic_bytes = 0;  // sent per rank per step (ring collectives)
