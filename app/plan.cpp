@@ -42,9 +42,9 @@ void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp)
 
 // Model state and ZeRO staging as this runtime holds them on the planned device
 // (plan::held_state_bytes); the formula's line above is what ZeRO promises, this is what a run's
-// report.json memory.breakdown will say. Returns the total.
-double print_held_state(const config::RunConfig& cfg, int dp, const plan::DeviceKind& device,
-                        int stage) {
+// report.json memory.breakdown will say. Returns it.
+plan::HeldState print_held_state(const config::RunConfig& cfg, int dp,
+                                 const plan::DeviceKind& device, int stage) {
   const plan::HeldState h = plan::held_state_bytes(cfg, cfg.parallel.zero, dp, device, stage);
   const parallel::ZeroPrediction& p = h.state;
   std::printf(
@@ -58,7 +58,7 @@ double print_held_state(const config::RunConfig& cfg, int dp, const plan::Device
             "ZeRO",
       dp == 1 && cfg.parallel.zero > 0 ? "; one replica trains as ZeRO 0" : "", p.params, p.grads,
       p.optimizer, h.zero_staging, h.total(), h.total() / (1024.0 * 1024.0));
-  return h.total();
+  return h;
 }
 
 // The activations of one micro-batch (the pieces a pipeline stage keeps) as Activations allocates
@@ -340,7 +340,8 @@ void register_plan(CLI::App& app) {
           plan::pp_sent_bytes(cfg), plan::pp_sent_bytes(cfg) / (1024.0 * 1024.0), stage);
     }
     print_zero_memory(cfg, plan::rank_layout(cfg, stage).total_numel(), replicas);
-    const double held = print_held_state(cfg, replicas, device, stage);
+    const plan::HeldState held_state = print_held_state(cfg, replicas, device, stage);
+    const double held = held_state.total();
     std::string why_probabilities;  // on a GPU, where the flash kernels would not keep them
     if (device.cuda && !flash)
       why_probabilities = attention == AttentionKernel::reference
@@ -375,9 +376,7 @@ void register_plan(CLI::App& app) {
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
-    if (const double start =
-            plan::held_state_bytes(cfg, cfg.parallel.zero, replicas, device, stage).start;
-        start > 0)
+    if (const double start = held_state.start; start > 0)
       std::printf(
           "at the start, per rank: %.0f B (%.1f MiB): the whole params as initialized, beside "
           "ZeRO 3's optimizer state and gradient accumulator, before the first release\n",
