@@ -376,11 +376,6 @@ void register_plan(CLI::App& app) {
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
-    if (const double start = held_state.start; start > 0)
-      std::printf(
-          "at the start, per rank: %.0f B (%.1f MiB): the whole params as initialized, beside "
-          "ZeRO 3's optimizer state and gradient accumulator, before the first release\n",
-          start, start / (1024.0 * 1024.0));
     if (!args->search) return;
     if (!print_search({cfg, dp, device, 0.9, flash, args->gpus}, args->config, args->sets))
       g_exit_code = 1;

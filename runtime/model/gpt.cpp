@@ -1,5 +1,6 @@
 #include "runtime/model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -35,20 +36,33 @@ struct Gpt::BlockWeights {
   Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
-Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard, bool releasable)
-    : be_(be), layout_(dims, shard), releasable_(releasable) {
+Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard, StateMemory memory)
+    : be_(be), layout_(dims, shard), memory_(memory) {
   // (each tp rank routes the sequences of its own rows: gpt_moe.cpp)
   TRAINER_CHECK(!dims.moe() || shard.tp_size == 1 || shard.sequence_parallel,
                 "mixture-of-experts blocks with tp > 1 run with sequence parallelism");
   const int64_t n = layout_.total_numel();
   const DeviceType dev = be_.device();
-  params_ = Tensor(alloc_buffer(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
+  params_ = Tensor(alloc_state(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
   const size_t grad_bytes = static_cast<size_t>(n) * 4;
-  grads_ = Tensor(releasable ? be_.alloc_released(grad_bytes) : be_.alloc(grad_bytes), {n},
-                  DType::f32, dev);
+  const bool whole = memory == StateMemory::whole;
+  grads_ =
+      Tensor(whole ? be_.alloc(grad_bytes) : be_.alloc_released(grad_bytes), {n}, DType::f32, dev);
   compute_params_ = params_;
-  be_.zero(params_);
-  if (!releasable) be_.zero(grads_);  // (released ones read 0 once acquired)
+  if (memory != StateMemory::released) be_.zero(params_);  // (released ones read 0 once acquired)
+  if (whole) be_.zero(grads_);
+}
+
+void* Gpt::alloc_state(size_t bytes) {
+  switch (memory_) {
+    case StateMemory::whole:
+      return be_.alloc(bytes);
+    case StateMemory::releasable:
+      return be_.alloc_releasable(bytes);
+    case StateMemory::released:  // (alloc_released counts fp32 elements: a bf16 copy rounds up)
+      return be_.alloc_released((bytes + 3) / 4 * 4);
+  }
+  return nullptr;
 }
 
 Gpt::~Gpt() {
@@ -70,10 +84,19 @@ Tensor Gpt::grad(const ParamSpec& p) const {
 }
 
 void Gpt::init_weights(uint64_t seed) {
+  init_weights_within(seed, {{0, layout_.total_numel()}});
+  refresh_compute_weights();
+}
+
+void Gpt::init_weights_within(uint64_t seed, const std::vector<ElementRange>& ranges) {
   const GptDims& d = layout_.dims();
   const double residual_std = 0.02 / std::sqrt(2.0 * d.n_layer);
   std::vector<float> global, local;
   for (const ParamSpec& p : layout_.params()) {
+    const auto meets = [&](const ElementRange& r) {
+      return r.begin < p.offset + p.numel && p.offset < r.end;
+    };
+    if (std::none_of(ranges.begin(), ranges.end(), meets)) continue;
     int64_t gnumel = 1;
     for (int64_t v : p.global_shape) gnumel *= v;
     global.assign(static_cast<size_t>(gnumel), 0.0f);
@@ -88,9 +111,11 @@ void Gpt::init_weights(uint64_t seed) {
       std::fill(global.begin() + static_cast<long>(d.vocab) * d.d_model, global.end(), 0.0f);
     local.resize(static_cast<size_t>(p.numel));
     extract_local(p, global.data(), local.data());
-    be_.from_host(param(p), local.data());
+    for (const ElementRange& r : ranges) {
+      const int64_t lo = std::max(r.begin, p.offset), hi = std::min(r.end, p.offset + p.numel);
+      if (lo < hi) be_.from_host(params_.slice(lo, hi - lo), local.data() + (lo - p.offset));
+    }
   }
-  refresh_compute_weights();
 }
 
 void Gpt::set_compute_fp8(bool on) {
@@ -263,13 +288,14 @@ void Gpt::set_compute_bf16(bool on) {
   bf16_ = on;
   if (on) {
     compute_params_ =
-        Tensor(alloc_buffer(static_cast<size_t>(params_.numel()) * dtype_size(DType::bf16)),
+        Tensor(alloc_state(static_cast<size_t>(params_.numel()) * dtype_size(DType::bf16)),
                params_.shape, DType::bf16, be_.device());
   } else {
     be_.free(compute_params_.data);
     compute_params_ = params_;
   }
-  refresh_compute_weights();
+  // (released params: ZeRO 3 rounds each unit's copy at its gather)
+  if (memory_ != StateMemory::released) refresh_compute_weights();
   if (acts_) reallocate_activations();  // the matmul inputs change dtype
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/core/phase_profiler.h"
 #include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
+#include "runtime/model/state_memory.h"
 
 namespace trainer::model {
 
@@ -52,11 +53,8 @@ struct Hooks {
 
 class Gpt {
  public:
-  // releasable: params, grads and the bf16 copy come from Backend::alloc_releasable (ZeRO 2 and 3
-  // release ranges of them, which the cuda backend then unmaps); the grads released from the
-  // start (alloc_released: ZeroOptimizer acquires each unit's before its backward), so that the
-  // whole buffer is never held.
-  Gpt(Backend& be, const GptDims& dims, const GptShard& shard, bool releasable = false);
+  Gpt(Backend& be, const GptDims& dims, const GptShard& shard,
+      StateMemory memory = StateMemory::whole);
   ~Gpt();
   Gpt(const Gpt&) = delete;
   Gpt& operator=(const Gpt&) = delete;
@@ -65,6 +63,13 @@ class Gpt {
   // norms one. Each global tensor is drawn from its own stream and this rank keeps its slice, so
   // the weights do not depend on the parallel layout.
   void init_weights(uint64_t seed);
+  // The same weights, drawn and written only within `ranges` of params() (the flat elements
+  // [begin, end) of each; a tensor that meets none is not drawn at all): ZeRO 3's owned shards.
+  // The bf16 copy is left alone (ZeRO 3 rounds a unit's at its gather).
+  struct ElementRange {
+    int64_t begin = 0, end = 0;
+  };
+  void init_weights_within(uint64_t seed, const std::vector<ElementRange>& ranges);
 
   // Sets the micro-batch size the activations are allocated for, and what backward recomputes
   // instead of keeping (activation checkpointing; see activations.h). `slots` sets of them: a
@@ -266,10 +271,8 @@ class Gpt {
   Tensor params_, grads_;
   Tensor compute_params_;  // params_ itself in fp32 compute, a bf16 copy in bf16 compute
   bool bf16_ = false;
-  bool releasable_ = false;  // (the constructor's)
-  void* alloc_buffer(size_t bytes) {
-    return releasable_ ? be_.alloc_releasable(bytes) : be_.alloc(bytes);
-  }
+  StateMemory memory_ = StateMemory::whole;  // (the constructor's)
+  void* alloc_state(size_t bytes);           // params or the bf16 copy, as memory_ says
   bool fp8_ = false;
   bool fp8_new_ = false;
   BackendBuffer fp8_states_;            // fp8 compute: [fp8_linears(), kFp8StateFloats]

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/model/param_layout.h"
+#include "runtime/model/state_memory.h"
 #include "runtime/parallel/zero_shard.h"
 
 namespace trainer::parallel {
@@ -15,6 +16,13 @@ namespace trainer::parallel {
 // and trains as stage 0.
 constexpr bool zero_shards_state(int stage, int dp) {
   return stage > 0 && dp > 1;
+}
+
+// How the model allocates what ZeRO releases (Gpt's StateMemory), where it runs: ZeRO 2 releases
+// gradients, ZeRO 3 params and gradients.
+constexpr model::StateMemory zero_state_memory(int stage, int dp) {
+  if (!zero_shards_state(stage, dp) || stage < 2) return model::StateMemory::whole;
+  return stage == 2 ? model::StateMemory::releasable : model::StateMemory::released;
 }
 
 // Stage >= 2: reduce-scatters of finished units kept in flight at once.

@@ -38,6 +38,17 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
   if (stage_ == 3) {
     for (UnitGather* g : {&sync_gather_, &prefetch_})
       for (int i = 0; i < units_.max_parts; ++i) g->push_back(std::make_unique<RangeGather>());
+    // The shard this rank owns is held from here on (the model's params may start released,
+    // StateMemory::released): the weights are drawn or loaded into it; the rest of each unit
+    // comes by its gather. Unit by unit, as the gathers acquire (the cuda backend keeps a pool of
+    // unmapped pages as large as its largest acquire).
+    // (Every segment's: one on a single rank, which is never released, too.)
+    for (size_t i = 0; i < segments_.size(); ++i)
+      for (const Range& unit : unit_range_) {
+        const Range mine = owned(i);
+        const int64_t lo = std::max(mine.begin, unit.begin), hi = std::min(mine.end, unit.end);
+        if (lo < hi) be_.acquire(model_.params().slice(lo, hi - lo));
+      }
     live_.assign(unit_range_.size(), true);
     publish_params();
   }

@@ -18,18 +18,18 @@
 // sharded over dp, its expert runs over edp; every step above runs per segment (stages 2 and 3:
 // per part of a unit in a segment), and a rank owns one range of each (owned()), with an AdamW
 // and a part of the gradient accumulator each.
-// The model allocates full-size params and grads buffers (releasable ones: run.cpp asks the model
-// for them at stage 2 and 3); ZeRO here saves the optimizer state
-// (1-3) and the gradient accumulator (2-3). Released ranges go through Backend::release: the cpu
-// backend hands their pages back to the kernel, so that grads (2-3) and params (3) outside live
-// units really leave memory, and the cuda backend unmaps their pages (Gpt's releasable buffers,
-// ReleasableMemory). A released
-// range is acquired (Backend::acquire) before it is written or read again: a unit's params and
-// bf16 copy before its gather, its gradients before its backward (the tied head's wte gradient
-// before the last unit's). The dist tests hold every ZeRO path to that: their runs fault on any
-// touch of released memory (TRAINER_TEST_FAULT_RELEASED, the cpu backend's fault_released).
-// Everything goes through the Backend and the Comm, so this runs on the cpu backend over Gloo
-// and on the cuda backend over NCCL alike.
+// The model allocates full-size params and grads buffers (releasable ones at stage 2, released
+// from the start at stage 3: zero_state_memory); ZeRO here saves the optimizer state (1-3) and
+// the gradient accumulator (2-3). At stage 3 the constructor acquires the shard this rank owns,
+// and only that is drawn (TrainStep::init_weights) or loaded. Released ranges go through
+// Backend::release: the cpu backend hands their pages back to the kernel, so that grads (2-3) and
+// params (3) outside live units really leave memory, and the cuda backend unmaps their pages (Gpt's
+// releasable buffers, ReleasableMemory). A released range is acquired (Backend::acquire) before it
+// is written or read again: a unit's params and bf16 copy before its gather, its gradients before
+// its backward (the tied head's wte gradient before the last unit's). The dist tests hold every
+// ZeRO path to that: their runs fault on any touch of released memory (TRAINER_TEST_FAULT_RELEASED,
+// the cpu backend's fault_released). Everything goes through the Backend and the Comm, so this runs
+// on the cpu backend over Gloo and on the cuda backend over NCCL alike.
 #include <deque>
 #include <memory>
 #include <vector>

@@ -186,13 +186,6 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
     if (zero >= 2) h.state.grads += b.grads * (accumulated - formula + in_place);
     if (zero == 3) h.state.params += b.params * (owned - formula);
   }
-  if (zero == 3) {
-    // A rank initializes its whole params (and bf16 copy), and the optimizer allocates its state
-    // and gradient accumulator, before it releases the units' parts the rank does not own.
-    const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
-    const double numel = static_cast<double>(units.shards.numel());
-    h.start = b.params * numel + h.state.optimizer + b.grads * numel / dp;
-  }
   return h;
 }
 
@@ -267,7 +260,7 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
           l.activations = activations;
           l.dp_traffic_bytes = e.dp_traffic;
         }
-        l.fits = l.peak() <= usable;
+        l.fits = l.total() <= usable;
         l.flops_ratio =
             (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
         l.is_config = l.tp == asked.parallel.tp && l.sequence_parallel == config_sp &&
@@ -470,7 +463,7 @@ std::vector<Layout> search_layouts(const SearchRequest& request) {
           l.held = held;
           l.activations = static_cast<double>(
               activation_bytes_of(layout, cfg, l.micro_batch, recompute, request.flash_attention));
-          l.fits = l.peak() <= usable;
+          l.fits = l.total() <= usable;
           l.flops_ratio =
               (base_flops + report::recompute_flops_per_token(fd, recompute)) / base_flops;
           l.dp_traffic_bytes = dp_traffic_bytes(cfg, layout, zero, replicas, l.grad_accum);

@@ -88,10 +88,6 @@ struct HeldState {
   parallel::ZeroPrediction state;
   double zero_staging = 0;
   double total() const { return state.total() + zero_staging; }
-  // ZeRO 3: the model state at the start, before the optimizer first releases what the rank does
-  // not own (its whole params and bf16 copy, as initialized, beside the optimizer state and the
-  // gradient accumulator; no activations yet). 0 at the other stages, whose start is below total.
-  double start = 0;
 };
 
 struct Layout {
@@ -107,7 +103,6 @@ struct Layout {
   HeldState held;                        // bytes per rank
   double activations = 0;                // bytes per rank
   double total() const { return held.total() + activations; }
-  double peak() const { return std::max(total(), held.start); }  // what must fit
   bool fits = false;
   double flops_ratio = 1;       // FLOPs per token over the formula's (1 without recompute)
   double dp_traffic_bytes = 0;  // sent per rank per step (ring collectives)

@@ -286,22 +286,23 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       shard.ep_size = shape.ep;
       const ExpertParallel ep{shape.ep > 1 ? &mesh.comm(dist::Axis::ep) : nullptr,
                               shape.ep > 1 ? &mesh.comm(dist::Axis::edp) : nullptr};
-      // ZeRO 2 and 3 release ranges of the model's buffers (where ZeroOptimizer runs: more than
-      // one replica)
-      const bool releasable =
-          cfg.parallel.zero >= 2 && parallel::zero_shards_state(cfg.parallel.zero, replicas.size());
-      model::Gpt gpt(*backend, dims, shard, releasable);
-      gpt.init_weights(cfg.run.seed);
+      // ZeRO 2 and 3 release ranges of the model's buffers (where ZeroOptimizer runs)
+      const model::StateMemory memory =
+          parallel::zero_state_memory(cfg.parallel.zero, replicas.size());
+      model::Gpt gpt(*backend, dims, shard, memory);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
       TrainStep trainer(cfg, *backend, gpt, replicas, tp, pp, cp, ep);
+      trainer.init_weights(cfg.run.seed);
       // logging.level debug (rank 0's): what this rank holds and which kernels run
       spdlog::debug(
           "rank 0 holds {} params in {} units: {} blocks from block {} ({} chunk(s)), "
           "tp rank {} of {}{}",
           gpt.layout().total_numel(), gpt.layout().units().size(), shard.num_layers,
           shard.first_layer, shard.chunks, shard.tp_rank, shard.tp_size,
-          releasable ? "; params, grads and bf16 copy releasable" : "");
+          memory == model::StateMemory::released     ? "; params, grads and bf16 copy released"
+          : memory == model::StateMemory::releasable ? "; params, grads and bf16 copy releasable"
+                                                     : "");
       for (const auto& [family, impl] : backend->kernels())
         spdlog::debug("kernels: {}: {}", family, impl);
 

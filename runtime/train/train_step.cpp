@@ -346,6 +346,17 @@ size_t TrainStep::activation_bytes() const {
   return model_.activation_bytes() + (pipeline_ ? pipeline_->grad_inbox_bytes() : 0);
 }
 
+void TrainStep::init_weights(uint64_t seed) {
+  if (!zero_ || zero_->stage() < 3) {
+    model_.init_weights(seed);
+    return;
+  }
+  std::vector<model::Gpt::ElementRange> owned;
+  for (size_t i = 0; i < zero_->owned_count(); ++i)
+    owned.push_back({zero_->owned(i).begin, zero_->owned(i).end});
+  model_.init_weights_within(seed, owned);
+}
+
 OwnedState TrainStep::owned_state() {
   float* params = static_cast<float*>(model_.params().data);
   if (zero_) {  // every rank owns its shard of each segment

@@ -101,6 +101,9 @@ class TrainStep {
   // each), so that every layout with the same global batch evaluates the same tokens.
   double evaluate(int64_t global_batches, const BatchSource& next_batch);
 
+  // The model's fresh weights (Gpt::init_weights, from `seed`): at ZeRO 3 only the shards this
+  // rank owns are drawn (Gpt::init_weights_within), so that the whole model is never held.
+  void init_weights(uint64_t seed);
   OwnedState owned_state();
   // Every rank's working weights from the owners' master weights (after a checkpoint load).
   void sync_params_from_owners();

@@ -51,9 +51,8 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
   if (cp) model_shard.cp_rank = rank, model_shard.cp_size = comm.size();
   if (ep) model_shard.ep_rank = rank, model_shard.ep_size = comm.size();
   const bool replicated = split == Split::dp || cp || ep;  // (TrainStep's DataParallel below)
-  model::Gpt gpt(be, dims, model_shard,                    // releasable as run.cpp makes them
-                 /*releasable=*/cfg.parallel.zero >= 2 && replicated && comm.size() > 1);
-  gpt.init_weights(cfg.run.seed);
+  model::Gpt gpt(be, dims, model_shard,  // released and releasable as run.cpp makes them
+                 parallel::zero_state_memory(cfg.parallel.zero, replicated ? comm.size() : 1));
   gpt.set_compute_bf16(cfg.precision.compute == "bf16");
   gpt.set_compute_fp8(cfg.precision.compute == "fp8");
   train::TrainStep step(
@@ -61,6 +60,7 @@ inline DpTrace train_dp_rank(const config::RunConfig& cfg, Backend& be, int rank
       train::TensorParallel{tp ? &comm : nullptr}, train::PipelineParallel{pp ? &comm : nullptr},
       train::ContextParallel{cp ? cp_comm : nullptr},
       train::ExpertParallel{ep ? cp_comm : nullptr, ep ? edp_comm : nullptr});
+  step.init_weights(cfg.run.seed);  // (ZeRO 3: only the owned shards, as a run)
   if (gpt.fp8_states_new()) step.seed_fp8_weight_scales();  // as a run does
   if (tp || pp || cp) rank = 0;                             // the data of dp rank 0
   const int n = cfg.train.micro_batch * cfg.model.seq_len;
