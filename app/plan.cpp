@@ -42,7 +42,8 @@ void print_zero_memory(const config::RunConfig& cfg, int64_t num_params, int dp)
 
 // Model state and ZeRO staging as this runtime holds them on the planned device
 // (plan::held_state_bytes); the formula's line above is what ZeRO promises, this is what a run's
-// report.json memory.breakdown will say. Returns it.
+// report.json memory.breakdown will say (at ZeRO 3 the most any rank holds, where the report's
+// breakdown is rank 0's). Returns it.
 plan::HeldState print_held_state(const config::RunConfig& cfg, int dp,
                                  const plan::DeviceKind& device, int stage) {
   const plan::HeldState h = plan::held_state_bytes(cfg, cfg.parallel.zero, dp, device, stage);
@@ -56,8 +57,11 @@ plan::HeldState print_held_state(const config::RunConfig& cfg, int dp,
             "at each end of their released ranges and a unit's pages kept for reuse"
           : "cuda backend with TRAINER_CUDA_UNMAP=0: params and grads buffers stay whole under "
             "ZeRO",
-      dp == 1 && cfg.parallel.zero > 0 ? "; one replica trains as ZeRO 0" : "", p.params, p.grads,
-      p.optimizer, h.zero_staging, h.total(), h.total() / (1024.0 * 1024.0));
+      dp == 1 && cfg.parallel.zero > 0 ? "; one replica trains as ZeRO 0"
+      : cfg.parallel.zero == 3 && device.releases_pages
+          ? "; at ZeRO 3 the params the most any rank holds, its shard beside the gathered units"
+          : "",
+      p.params, p.grads, p.optimizer, h.zero_staging, h.total(), h.total() / (1024.0 * 1024.0));
   return h;
 }
 
@@ -206,9 +210,13 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
     return false;
   }
   const plan::Layout& best = layouts.front();
-  const int world = best.dp * best.tp * best.pp;
-  const std::string pipeline =
+  const int world = best.dp * best.tp * best.pp * cfg.parallel.cp;  // (cp stays as configured)
+  std::string pipeline =
       best.pp > 1 ? " --set parallel.pipeline.microbatches=" + std::to_string(best.pieces) : "";
+  // The search ranks pipelines on 1F1B (or the config's GPipe), never interleaved: an
+  // interleaved config's schedule goes too (its virtual stages need pp > 1, and were not ranked).
+  if (cfg.parallel.pipeline.schedule == "interleaved")
+    pipeline += " --set parallel.pipeline.schedule=1f1b --set parallel.pipeline.virtual_stages=1";
   const std::string ranks =
       world > 1 ? " on " + std::to_string(world) + " ranks (trainer launch, torchrun or srun)" : "";
   std::printf(

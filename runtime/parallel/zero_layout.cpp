@@ -106,4 +106,35 @@ double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum) {
   return scatters + forward_gathers + grad_accum * blocks;
 }
 
+Zero3Params zero3_peak_params(const ZeroUnits& u) {
+  const std::vector<Range>& units = u.unit_range;
+  const Range embedding = units.front();
+  const int64_t dp = u.shards.dp(), numel = u.shards.numel();
+  const auto overlap = [](Range a, Range b) {
+    return std::max<int64_t>(0, std::min(a.end, b.end) - std::max(a.begin, b.begin));
+  };
+  if (units.size() <= 2) return {numel, numel};  // (no block: every unit at once)
+  Zero3Params p;
+  for (size_t k = 1; k + 1 < units.size(); ++k)  // units k and k + 1 (adjacent) beside unit 0
+    p.gathered = std::max(p.gathered, embedding.size() + units[k].size() + units[k + 1].size());
+  // Which rank's shard overlaps the gathered units least: every rank against every pair, up to
+  // a million of those; beyond, a shard beside them (the bound, which many ranks' small shards
+  // nearly reach).
+  if (dp * static_cast<int64_t>(units.size()) > 1'000'000) {
+    p.held = std::min(numel, u.shards.shard(static_cast<int>(dp - 1)).size() + p.gathered);
+    return p;
+  }
+  for (int r = 0; r < dp; ++r) {
+    const Range mine = u.shards.shard(r);
+    for (size_t k = 1; k + 1 < units.size(); ++k) {
+      const Range pair{units[k].begin, units[k + 1].end};
+      const int64_t gathered = embedding.size() + pair.size();
+      p.held =
+          std::max(p.held, mine.size() + gathered - overlap(mine, embedding) - overlap(mine, pair));
+    }
+  }
+  p.held = std::min(p.held, numel);
+  return p;
+}
+
 }  // namespace trainer::parallel

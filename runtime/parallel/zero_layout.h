@@ -101,4 +101,14 @@ int64_t zero_staging_floats(int stage, const ZeroUnits& u);
 //            gather per unit but the embedding (kept from the step's first forward).
 double zero_traffic_bytes(int stage, const ZeroUnits& u, int grad_accum);
 
+// Stage 3: the params elements a rank holds at most, over the ranks and the step (without expert
+// parallelism; `u` of one segment). ZeroOptimizer keeps the embedding unit gathered (the tied
+// head reads it) and two consecutive others (one lands before the one before it is released, or
+// a prefetch starts): `gathered` their elements at most, `held` the most any rank holds of them
+// and of its own shard together (the bf16 copy holds only the gathered units). At most the whole.
+struct Zero3Params {
+  int64_t held = 0, gathered = 0;
+};
+Zero3Params zero3_peak_params(const ZeroUnits& u);
+
 }  // namespace trainer::parallel

@@ -148,9 +148,16 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
   for (size_t u = 1; u + 1 < r.size(); ++u)
     live.largest_block = std::max(live.largest_block, r[u].size());
   HeldState h;
-  h.state = parallel::predict_held_state(zero, units.shards.numel(), dp,
-                                         parallel::bytes_per_param(cfg.precision.compute),
-                                         device.releases_pages, live);
+  const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
+  h.state =
+      parallel::predict_held_state(zero, units.shards.numel(), dp, b, device.releases_pages, live);
+  if (zero == 3 && device.releases_pages && edp == 0) {
+    // the most any rank holds: its shard beside the gathered units, less what they share (the
+    // formula's shard plus whole gathered units counts that twice, and can pass the whole)
+    const parallel::Zero3Params z = parallel::zero3_peak_params(units);
+    h.state.params = 4.0 * static_cast<double>(z.held) +
+                     (b.params - 4) * static_cast<double>(z.gathered);  // (the bf16 copy's)
+  }
   if (device.cuda && device.releases_pages && zero >= 2) {
     // The cuda backend hands back whole 2 MiB pages (ReleasableMemory; the cpu backend's 4 KiB
     // pages are below these figures' precision): a released range keeps the pages at its two
@@ -180,11 +187,12 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
       owned += static_cast<double>(s.shards.chunk());
       (s.sharded() ? accumulated : in_place) += static_cast<double>(s.shards.chunk());
     }
-    const parallel::BytesPerParam b = parallel::bytes_per_param(cfg.precision.compute);
     h.state.optimizer = b.optimizer * owned;
     const double formula = static_cast<double>(units.shards.numel()) / dp;  // its N / dp
     if (zero >= 2) h.state.grads += b.grads * (accumulated - formula + in_place);
-    if (zero == 3) h.state.params += b.params * (owned - formula);
+    if (zero == 3)  // (at most the whole, as without expert parallelism)
+      h.state.params = std::min(h.state.params + b.params * (owned - formula),
+                                b.params * static_cast<double>(units.shards.numel()));
   }
   return h;
 }
