@@ -109,13 +109,17 @@ void check_field(const RunConfig& cfg, const Field& f) {
     const std::string value = choice_text(cfg, f);
     if (std::find(f.choices.begin(), f.choices.end(), value) != f.choices.end()) return;
     std::string msg = f.key + " = " + field_text(cfg, f) + ": must be one of " + join(f.choices);
-    if (auto hint = closest_match(value, f.choices)) msg += " (did you mean '" + *hint + "'?)";
+    // (no spelling hint for a number: 4 is not a misspelt 0)
+    const bool number =
+        !value.empty() && value.find_first_not_of("0123456789.+-") == std::string::npos;
+    if (auto hint = closest_match(value, f.choices); hint && !number)
+      msg += " (did you mean '" + *hint + "'?)";
     fail(msg);
   }
   if (is_zero_special(f, cfg)) return;
   if (auto v = numeric_value(cfg, f); v && !f.range.contains(*v))
     fail(f.key + " = " + field_text(cfg, f) + ": must be " + f.range.describe() +
-         (f.special == Special::auto_is_zero       ? " or auto"
+         (f.special == Special::auto_is_zero       ? " or auto (also written 0)"
           : f.special == Special::null_is_infinite ? " or null"
                                                    : ""));
 }

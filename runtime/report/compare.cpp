@@ -97,8 +97,14 @@ std::vector<NumericRow> numeric_rows() {
          return printf_cell("%.4f", number_at(r, "/loss/final_train_loss")) + " @ " +
                 human_count(number_at(r, "/loss/tokens_seen"));
        }},
-      {"val loss", at("/loss/val_loss"),
-       [](const json& r) { return printf_cell("%.4f", number_at(r, "/loss/val_loss")); }},
+      // (the last eval's: at its own token count, which runs of different lengths do not share)
+      {"val loss @ tokens", at("/loss/val_loss"),
+       [](const json& r) {
+         const double v = number_at(r, "/loss/val_loss");
+         return std::isfinite(v) ? printf_cell("%.4f", v) + " @ " +
+                                       human_count(number_at(r, "/loss/val_at_tokens"))
+                                 : std::string("-");
+       }},
       // steps whose loss or gradient was not finite (their updates skipped): the loss above
       // then comes from the few steps that were (of the steps the report's process ran)
       {"non-finite steps", at("/stability/nonfinite_steps"),
@@ -192,6 +198,15 @@ bool same_token_counts(const std::vector<LoadedReport>& reports) {
   return true;
 }
 
+// Whether every report has the same value at `pointer` (numbers or text; absent counts as one).
+bool same_at(const std::vector<LoadedReport>& reports, const std::string& pointer) {
+  const json::json_pointer p(pointer);
+  const auto value = [&](const json& r) { return r.contains(p) ? r.at(p) : json(); };
+  const json first = value(reports.front().json);
+  return std::all_of(reports.begin(), reports.end(),
+                     [&](const LoadedReport& r) { return value(r.json) == first; });
+}
+
 bool same_model(const std::vector<LoadedReport>& reports) {
   for (const char* p : {"/model/params", "/model/flops_per_token"}) {
     const double first = number_at(reports.front().json, p);
@@ -202,6 +217,8 @@ bool same_model(const std::vector<LoadedReport>& reports) {
   }
   return true;
 }
+
+std::vector<std::pair<double, double>> curve_of(const json& r);
 
 std::string token_warning(const std::vector<LoadedReport>& reports, std::optional<double> common) {
   std::string w = "warning: reports are at different token counts (";
@@ -218,10 +235,17 @@ std::string token_warning(const std::vector<LoadedReport>& reports, std::optiona
 }
 
 void add_common_loss_row(Table& t, const std::vector<LoadedReport>& reports, double tokens) {
-  NumericRow row{"loss @ " + human_count(tokens) + " tokens (interpolated)",
+  // A curve logged every few steps has its points far apart: a cell between two of them is a
+  // straight line's value, not a loss measured there, and says so.
+  NumericRow row{"loss @ " + human_count(tokens) + " tokens (~: interpolated between curve points)",
                  [tokens](const json& r) { return loss_at_tokens(r, tokens).value_or(kNaN); },
                  [tokens](const json& r) {
-                   return printf_cell("%.4f", loss_at_tokens(r, tokens).value_or(kNaN));
+                   const std::string cell =
+                       printf_cell("%.4f", loss_at_tokens(r, tokens).value_or(kNaN));
+                   const auto pts = curve_of(r);
+                   const bool measured = std::any_of(
+                       pts.begin(), pts.end(), [&](const auto& pt) { return pt.first == tokens; });
+                   return measured || cell == "-" ? cell : "~" + cell;
                  }};
   add_numeric_row(t, reports, row);
 }
@@ -308,10 +332,16 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   for (const LoadedReport& r : reports) t.front().push_back(r.label);
   // A failed or stopped run's figures are partial: the status row says so.
   std::vector<std::string> status{"status"}, layout{"world/dp/tp/pp/cp/ep/zero"},
-      pipeline{"pipeline"}, precision{"precision"};
+      pipeline{"pipeline"}, precision{"precision"}, data{"data (train)"}, config{"config sha256"};
   bool pipelined = false;
   for (const LoadedReport& r : reports) {
-    status.push_back(string_at(r.json, "/run/status"));
+    // a resumed run's throughput and step times cover the steps after its resume only
+    const double resumed = number_at(r.json, "/run/resumed_from_step");
+    status.push_back(
+        string_at(r.json, "/run/status") +
+        (std::isfinite(resumed) ? printf_cell(", resumed at step %.0f", resumed) : ""));
+    data.push_back(string_at(r.json, "/data/train"));
+    config.push_back(string_at(r.json, "/run/config_sha256").substr(0, 12));
     layout.push_back(layout_cell(r.json));
     pipeline.push_back(pipeline_cell(r.json));
     pipelined |= pipeline.back() != "-";
@@ -321,6 +351,8 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   t.push_back(layout);
   if (pipelined) t.push_back(pipeline);
   t.push_back(precision);
+  t.push_back(data);
+  t.push_back(config);  // (differs with any key: the seed, the lr, ...)
   add_kernel_rows(t, reports);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 
@@ -334,6 +366,14 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
         "warning: the reports' MFU use different peaks (peak TFLOP/s/device; a peak measured on "
         "a loaded machine moves the MFU): for the same model and devices compare tokens/s, or set "
         "hardware.peak_tflops to one figure\n";
+  if (!same_at(reports, "/data/train"))
+    warning +=
+        "warning: the reports train on different data (data (train)): their losses are not "
+        "comparable\n";
+  if (!same_at(reports, "/loss/val_at_tokens"))
+    warning +=
+        "warning: the reports' last evals are at different token counts (val loss @ tokens): "
+        "compare val losses of runs evaluated at the same tokens\n";
   if (!same_token_counts(reports)) {
     const std::optional<double> common = largest_common_tokens(reports);
     warning += token_warning(reports, common);

@@ -84,9 +84,11 @@ struct StepTimeStats {
 };
 
 struct ThroughputInfo {
-  double tokens_per_second = 0;  // tokens_per_step / mean step time of the kept steps
-  double tokens_per_second_per_device = 0;
-  double tflops_per_device = 0;
+  // tokens_per_step / mean step time of the kept steps; these three are null (kUnknown) when no
+  // step was timed (a run that failed before its first step ended)
+  double tokens_per_second = kUnknown;
+  double tokens_per_second_per_device = kUnknown;
+  double tflops_per_device = kUnknown;
   double mfu = kUnknown;  // fraction; null when the peak is unknown
   StepTimeStats step_time_s;
   int warmup_steps_excluded = 0;

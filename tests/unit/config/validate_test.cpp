@@ -285,10 +285,20 @@ TEST_CASE("mixture_of_experts_runs_on_dp_ep_and_pp_and_names_what_it_refuses", "
 TEST_CASE("peak_tflops_outside_what_devices_do_is_refused", "[config][validate]") {
   REQUIRE_THROWS_WITH(
       with({"hardware.peak_tflops=1e-30"}),
-      Contains("hardware.peak_tflops = 1e-30: must be in [0.0001, 100000] or auto"));
+      Contains(
+          "hardware.peak_tflops = 1e-30: must be in [0.0001, 100000] or auto (also written 0)"));
   REQUIRE_THROWS_WITH(with({"hardware.peak_tflops=1e9"}), Contains("hardware.peak_tflops"));
   RunConfig h200 = with({"hardware.peak_tflops=989"}),
             measured = with({"hardware.peak_tflops=auto"});
   REQUIRE_NOTHROW(validate(h200, 1));
   REQUIRE_NOTHROW(validate(measured, 1));
+}
+
+// A value outside a list of choices names them; a spelling hint only for words (4 is not a
+// misspelt 0, and "on" is close to "none").
+TEST_CASE("a_value_outside_the_choices_names_them_and_hints_only_for_words", "[config][validate]") {
+  REQUIRE_THROWS_WITH(
+      with({"parallel.zero=4"}),
+      Contains("parallel.zero = 4: must be one of 0, 1, 2, 3") && !Contains("did you mean"));
+  REQUIRE_THROWS_WITH(with({"activation_checkpointing=nnoe"}), Contains("did you mean 'none'?"));
 }

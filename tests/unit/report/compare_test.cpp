@@ -1,5 +1,6 @@
 // `trainer compare` on hand-built reports: ratios to the first column, and the token-count warning.
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -125,9 +126,41 @@ TEST_CASE("compare_warns_at_different_token_counts_and_interpolates_loss", "[com
   const auto got_b = loss_at_tokens(rb.json, *common);
   REQUIRE(got_b);
   CHECK(*got_b == Approx(expected_b));
-  const std::string row =
-      row_of(table, "loss @ " + human_count(*common) + " tokens (interpolated)");
+  const std::string row = row_of(
+      table, "loss @ " + human_count(*common) + " tokens (~: interpolated between curve points)");
   CHECK_THAT(row, Catch::Contains(format_ratio(expected_b / testing::sample_loss(25))));
+  // the short run has a point there (its last step), the long one does not
+  char a_cell[32], b_cell[32];
+  std::snprintf(a_cell, sizeof a_cell, "| %.4f", testing::sample_loss(25));
+  std::snprintf(b_cell, sizeof b_cell, "| ~%.4f", expected_b);
+  CHECK_THAT(row, Catch::Contains(a_cell) && Catch::Contains(b_cell));
+  // their last evals (steps 20 and 40) are at different token counts
+  CHECK_THAT(table, Catch::Contains("warning: the reports' last evals are at different token"));
+  CHECK_THAT(row_of(table, "val loss @ tokens"),
+             Catch::Contains(human_count(20.0 * a.tokens_per_step)) &&
+                 Catch::Contains(human_count(40.0 * b.tokens_per_step)));
+}
+
+// What makes two runs' losses incomparable shows: their data, their config (a seed, an lr), a
+// resume (its throughput covers the steps after it).
+TEST_CASE("compare_shows_data_config_and_resume", "[compare]") {
+  SampleRun a, b;
+  a.name = "markov";
+  b.name = "uniform";
+  const auto ra = loaded(a);
+  auto rb = loaded(b);
+  rb.json["data"]["train"] = "synthetic:uniform";
+  rb.json["run"]["config_sha256"] = "abcdef0123456789";
+  rb.json["run"]["resumed_from_step"] = 6;
+  const std::string table = compare_reports({ra, rb});
+  INFO(table);
+  CHECK_THAT(table, Catch::Contains("warning: the reports train on different data"));
+  CHECK_THAT(row_of(table, "data (train)"),
+             Catch::Contains("synthetic:markov") && Catch::Contains("synthetic:uniform"));
+  CHECK_THAT(row_of(table, "config sha256"),
+             Catch::Contains("00ff") && Catch::EndsWith("| abcdef012345"));  // 12 characters
+  CHECK_THAT(row_of(table, "status"), Catch::EndsWith("completed, resumed at step 6"));
+  CHECK_THAT(compare_reports({ra, ra}), !Catch::Contains("warning"));
 }
 
 TEST_CASE("loss_at_tokens_is_empty_outside_the_curve", "[compare]") {
