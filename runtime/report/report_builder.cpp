@@ -158,6 +158,11 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
 ReportBuilder::ReportBuilder(RunReport base, double spike_factor, int curve_every)
     : base_(std::move(base)), spikes_(spike_factor), curve_every_(curve_every) {}
 
+void ReportBuilder::set_earlier(EarlierPoints points) {
+  for (const EarlierPoints::Point& p : points.curve) spikes_.remember(p.loss);
+  obs_.earlier = std::move(points);
+}
+
 std::optional<LossSpike> ReportBuilder::record_step(const StepRecord& rec) {
   obs_.steps.push_back(rec);
   std::optional<LossSpike> spike = spikes_.observe(rec.step, rec.loss);

@@ -59,8 +59,8 @@ MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
                             const MemoryBreakdown& breakdown,
                             std::vector<MemoryBreakdown> by_stage = {});
 
-// Fills throughput, loss, stability, stragglers, memory and run.steps_completed and steps_run of `report`
-// from `obs`; the static sections (batch, model, hardware) must already be set.
+// Fills throughput, loss, stability, stragglers, memory and run.steps_completed and steps_run of
+// `report` from `obs`; the static sections (batch, model, hardware) must already be set.
 void fill_derived(RunReport& report, const Observations& obs, int curve_every);
 
 class ReportBuilder {
@@ -71,7 +71,9 @@ class ReportBuilder {
   std::optional<LossSpike> record_step(const StepRecord& rec);
   void set_start_tokens(int64_t tokens);  // a resume's: what tokens_seen is before any step
   // A resume's: the loss curve and val_loss take in what the earlier runs logged.
-  void set_earlier(EarlierPoints points) { obs_.earlier = std::move(points); }
+  // Its losses also fill the spike detector's window, so that a requeued job's first steps are
+  // judged against the steps before its resume.
+  void set_earlier(EarlierPoints points);
   void record_eval(const EvalRecord& rec);
   void set_rank_step_times(std::vector<std::vector<double>> per_rank);
   void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);

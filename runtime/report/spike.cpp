@@ -19,9 +19,14 @@ std::optional<LossSpike> SpikeDetector::observe(int64_t step, double loss) {
     const double ref = median(std::vector<double>(history_.begin(), history_.end()));
     if (ref > 0 && loss > spike_factor_ * ref) spike = LossSpike{step, loss, loss / ref};
   }
-  history_.push_back(loss);  // a spike joins the window too: the median shrugs off one outlier
-  if (history_.size() > window_) history_.pop_front();
+  remember(loss);  // a spike joins the window too: the median shrugs off one outlier
   return spike;
+}
+
+void SpikeDetector::remember(double loss) {
+  if (!std::isfinite(loss)) return;
+  history_.push_back(loss);
+  if (history_.size() > window_) history_.pop_front();
 }
 
 }  // namespace trainer::report

@@ -16,10 +16,13 @@ struct LossSpike {
 
 class SpikeDetector {
  public:
-  explicit SpikeDetector(double spike_factor = 3.0, int window = 50, int min_history = 10);
+  // (a median of 3 already shrugs off one outlier: a run's first steps are watched too)
+  explicit SpikeDetector(double spike_factor = 3.0, int window = 50, int min_history = 3);
 
   // Non-finite losses are ignored here (they are counted as nonfinite steps elsewhere).
   std::optional<LossSpike> observe(int64_t step, double loss);
+  // A loss from before this process (a resumed job's earlier steps): into the window, unjudged.
+  void remember(double loss);
 
  private:
   double spike_factor_;

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "runtime/report/report_builder.h"
 #include "runtime/report/spike.h"
 
 using namespace trainer::report;
@@ -56,4 +57,27 @@ TEST_CASE("no_spike_before_min_history_and_nonfinite_is_ignored", "[spike]") {
   for (int step = 1; step <= 10; ++step) CHECK_FALSE(det.observe(step, step == 5 ? 100.0 : 1.0));
   CHECK_FALSE(det.observe(11, std::nan("")));  // not a spike, and not part of the median
   CHECK(det.observe(12, 1000.0));
+}
+
+// The default watches from the fourth step on (a run diverging at its first steps is reported);
+// a resumed job's detector starts from the losses its earlier runs logged.
+TEST_CASE("spikes_are_watched_from_the_first_steps_and_across_a_resume", "[spike]") {
+  SpikeDetector fresh(3.0);
+  for (int step = 1; step <= 3; ++step) CHECK_FALSE(fresh.observe(step, 5.5));
+  CHECK(fresh.observe(4, 624.0));
+
+  ReportBuilder resumed(RunReport{}, 3.0, 1);
+  EarlierPoints earlier;
+  for (int step = 1; step <= 12; ++step) earlier.curve.push_back({step, step * 100, 5.0});
+  resumed.set_earlier(earlier);
+  StepRecord rec;
+  rec.step = 13;
+  rec.tokens = 1300;
+  rec.loss = 128.0;
+  rec.step_time_s = 0.1;
+  const std::optional<LossSpike> spike = resumed.record_step(rec);
+  REQUIRE(spike);
+  CHECK(spike->ratio == Approx(128.0 / 5.0));
+  ReportBuilder fresh_builder(RunReport{}, 3.0, 1);  // without the earlier losses: too soon
+  CHECK_FALSE(fresh_builder.record_step(rec));
 }
