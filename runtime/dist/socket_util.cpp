@@ -5,9 +5,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -38,7 +40,40 @@ int listen_tcp(const std::string& host_for_message, int port, int* bound_port) {
   return fd;
 }
 
-int connect_tcp(const std::string& host, int port, std::string* error, bool* unknown_host) {
+namespace {
+
+// connect() that gives up after `limit`: non-blocking, then a poll for the outcome.
+bool connect_within(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds limit,
+                    std::string* error) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int err = ::connect(fd, addr, len) == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int ready = 0;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+      if (ready >= 0 || errno != EINTR) break;
+    }
+    if (ready == 0) {
+      err = ETIMEDOUT;
+    } else {
+      socklen_t n = sizeof(err);
+      if (ready < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) != 0) err = errno;
+    }
+  }
+  ::fcntl(fd, F_SETFL, flags);  // blocking again: the store's reads and writes wait
+  if (err != 0) *error = std::strerror(err);
+  return err == 0;
+}
+
+}  // namespace
+
+int connect_tcp(const std::string& host, int port, std::string* error, bool* unknown_host,
+                std::chrono::milliseconds limit) {
   if (unknown_host) *unknown_host = false;
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -54,8 +89,7 @@ int connect_tcp(const std::string& host, int port, std::string* error, bool* unk
   for (addrinfo* ai = res; ai != nullptr && fd < 0; ai = ai->ai_next) {
     fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) continue;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      *error = std::strerror(errno);
+    if (!connect_within(fd, ai->ai_addr, ai->ai_addrlen, limit, error)) {
       ::close(fd);
       fd = -1;
     }

@@ -1,5 +1,6 @@
 #pragma once
 // Thin POSIX socket helpers for the TcpStore (IPv4, blocking client sockets).
+#include <chrono>
 #include <cstddef>
 #include <string>
 
@@ -9,11 +10,13 @@ namespace trainer::dist::net {
 // Throws StoreError naming host:port when the port cannot be bound (e.g. already in use).
 int listen_tcp(const std::string& host_for_message, int port, int* bound_port);
 
-// One connection attempt; returns the fd, or -1 with *error set. *unknown_host (when given) says
-// whether the name does not resolve at all (EAI_NONAME: no retry will help; EAI_AGAIN, a DNS
-// server that does not answer now, is not that).
-int connect_tcp(const std::string& host, int port, std::string* error,
-                bool* unknown_host = nullptr);
+// One connection attempt of at most `limit` (a host that drops the SYNs - a firewall, a dead
+// or partitioned node, a full accept queue - would otherwise hold a blocking connect() for the
+// kernel's SYN retries, about 2 minutes); returns the (blocking) fd, or -1 with *error set.
+// *unknown_host (when given) says whether the name does not resolve at all (EAI_NONAME: no retry
+// will help; EAI_AGAIN, a DNS server that does not answer now, is not that).
+int connect_tcp(const std::string& host, int port, std::string* error, bool* unknown_host = nullptr,
+                std::chrono::milliseconds limit = std::chrono::milliseconds(10000));
 
 // Blocking full write / read; return false when the peer closed or the socket failed.
 bool write_all(int fd, const void* data, size_t n);

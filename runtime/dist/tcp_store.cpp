@@ -61,7 +61,11 @@ int TcpStore::connect_with_backoff(bool server_was_up) {
   std::string error;
   while (true) {
     bool unknown_host = false;
-    int fd = net::connect_tcp(host_, port_, &error, &unknown_host);
+    // (an attempt ends by the deadline too: a host that drops SYNs answers nothing)
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    int fd = net::connect_tcp(host_, port_, &error, &unknown_host,
+                              std::max(left, std::chrono::milliseconds(1)));
     if (fd >= 0) return fd;
     if (unknown_host) {
       if (unknown_host_error.empty()) {

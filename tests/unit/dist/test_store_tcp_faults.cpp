@@ -1,5 +1,10 @@
 // TcpStore faults: a peer writing garbage or hanging up must not take the server down, a port in
 // use gives an error naming host:port, and an absent server makes clients give up at the timeout.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
@@ -92,6 +97,34 @@ TEST_CASE("tcp_store_client_gives_up_connecting_at_its_timeout", "[store]") {
   auto took = std::chrono::steady_clock::now() - t0;
   CHECK(took >= 250ms);
   CHECK(took < 3s);
+}
+
+// A host that drops the SYNs (a firewall, a dead node; here a listener whose accept queue is
+// full): the connect must end at the store's timeout, not after the kernel's SYN retries (about
+// 2 minutes; so it did before, whatever distributed.timeout_s said).
+TEST_CASE("tcp_store_client_gives_up_at_its_timeout_on_a_host_that_drops_syns", "[store]") {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 0) == 0);  // never accepts: the queue fills
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::vector<int> fillers;
+  for (int i = 0; i < 4; ++i) {
+    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    ::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    fillers.push_back(c);
+  }
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(make_tcp_store("127.0.0.1", ntohs(addr.sin_port), false, 500ms), StoreError);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took < 4s);
+  for (int c : fillers) ::close(c);
+  ::close(listener);
 }
 
 TEST_CASE("a_rendezvous_whose_rank_0_never_serves_names_rank_0", "[store]") {
