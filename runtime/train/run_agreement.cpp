@@ -43,6 +43,11 @@ std::string yaml_key(int r) {
 // others: the rank that the launch left out never comes).
 const std::string kDuplicateKey = kPrefix + "duplicate";
 const std::string kVerdictKey = kPrefix + "verdict";
+// Rank 0's WORLD_SIZE, set as it arrives; and where the first rank whose own differs says so.
+// A rank outside rank 0's world (RANK >= its WORLD_SIZE: two nodes launched with different
+// --nproc-per-node) has no entry rank 0 reads, and the rank its world misses never comes.
+const std::string kWorldKey = kPrefix + "world_size";
+const std::string kOtherWorldKey = kPrefix + "other_world";
 
 const std::string kHowToFix =
     "every process of a run must be started with the same WORLD_SIZE, config file, --set "
@@ -68,16 +73,22 @@ std::string rank0_verdict(dist::Store& store, int world_size, const config::RunC
     for (int r = 1; r < world_size; ++r)
       if (!entry[static_cast<size_t>(r)]) missing.push_back(r), keys.push_back(rank_key(r));
     keys.push_back(kDuplicateKey);
+    keys.push_back(kOtherWorldKey);
     std::vector<dist::MaybeValue> got = store.get_existing(keys);
-    if (got.back()) {
+    const auto not_come = [&] {
       std::vector<std::string> names;
       for (int r : missing) names.push_back(std::to_string(r));
-      return "config: " + text_of(*got.back()) + "; " +
-             (missing.empty() ? std::string("every rank has come")
-                              : "RANK " + config::join(names) + " of WORLD_SIZE " +
-                                    std::to_string(world_size) + " has not come") +
-             " (rank 0 is " + this_process() + "): the launch gave one RANK to two processes";
-    }
+      return missing.empty() ? std::string("every rank has come")
+                             : "RANK " + config::join(names) + " of WORLD_SIZE " +
+                                   std::to_string(world_size) + " has not come";
+    };
+    if (const dist::MaybeValue other = got.back())
+      return "config: the ranks do not run the same thing: " + text_of(*other) + "; " + not_come() +
+             " (rank 0 is " + this_process() + "); " + kHowToFix;
+    got.pop_back();
+    if (got.back())
+      return "config: " + text_of(*got.back()) + "; " + not_come() + " (rank 0 is " +
+             this_process() + "): the launch gave one RANK to two processes";
     got.pop_back();
     bool differs = false;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -116,6 +127,28 @@ std::string rank0_verdict(dist::Store& store, int world_size, const config::RunC
     more = "; and " + std::to_string(differing - kRanksNamed) + " more rank(s)";
   return "config: the ranks do not run the same thing: " + config::join(differences, "; ") + more +
          " (rank 0 is " + this_process() + "); " + kHowToFix;
+}
+
+// A rank other than 0, until rank 0 has come (or given its verdict): if rank 0's WORLD_SIZE is
+// not this rank's, it says so where rank 0 looks (the first such rank's words).
+void report_another_world(dist::Store& store, int rank, int world_size, const std::string& me,
+                          std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::vector<dist::MaybeValue> got = store.get_existing({kWorldKey, kVerdictKey});
+    if (got[1]) return;  // (the verdict says the rest)
+    if (got[0]) {
+      const int rank0_world = std::stoi(text_of(*got[0]));
+      if (rank0_world != world_size && store.add(kOtherWorldKey + "/count", 1) == 1)
+        store.set(kOtherWorldKey, bytes_of("rank " + std::to_string(rank) + " (" + me +
+                                           ") has WORLD_SIZE " + std::to_string(world_size) +
+                                           ", rank 0 has " + std::to_string(rank0_world)));
+      return;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
 }
 
 }  // namespace
@@ -162,6 +195,7 @@ void agree_on_the_run(dist::Store& store, int rank, int world_size, const config
       bytes_of(nlohmann::json{{"world_size", world_size}, {"sha256", sha}, {"where", me}}.dump()));
   nlohmann::json verdict;
   if (rank == 0) {
+    store.set(kWorldKey, bytes_of(std::to_string(world_size)));
     try {
       verdict = {{"error", rank0_verdict(store, world_size, cfg, sha)}, {"world_size", world_size}};
     } catch (const std::exception& e) {  // a rank that never came: the others learn it too
@@ -177,6 +211,7 @@ void agree_on_the_run(dist::Store& store, int rank, int world_size, const config
     // Rank 0 waits for the others up to the store's timeout from its own arrival, which may be
     // after this rank's: wait for its verdict a margin longer.
     const auto timeout = store.timeout();
+    report_another_world(store, rank, world_size, me, timeout);
     store.set_timeout(timeout +
                       std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(30)));
     try {

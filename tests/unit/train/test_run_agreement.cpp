@@ -82,3 +82,19 @@ TEST_CASE("ranks_that_run_the_same_go_on_and_one_that_differs_stops_all", "[trai
   CHECK_THROWS_WITH(agree_on_the_run(*store, 1, 2, cfg),
                     Contains("RANK 1 is taken by another process (h pid 1)"));
 }
+
+// Ranks outside rank 0's world (two nodes launched with different --nproc-per-node: rank 0 has
+// WORLD_SIZE 2, ranks 2 and 3 WORLD_SIZE 4): rank 0 never reads their entries, and the RANK 1 it
+// waits for never comes. The first of them to see rank 0's WORLD_SIZE says so, and every rank
+// stops at once with the WORLD_SIZEs named, not after the 20 s timeout.
+TEST_CASE("ranks_outside_rank_0s_world_stop_all_at_once_naming_the_world_sizes",
+          "[train][agreement]") {
+  const trainer::testing::TempDir dir("agree_outside");
+  const RunConfig cfg = tiny();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string> errors = agree(dir.str(), {{0, 2, cfg}, {2, 4, cfg}, {3, 4, cfg}});
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  for (const std::string& e : errors)
+    CHECK_THAT(e, Contains("has WORLD_SIZE 4, rank 0 has 2") &&
+                      Contains("RANK 1 of WORLD_SIZE 2 has not come"));
+}
