@@ -8,17 +8,28 @@ std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,
                                              std::chrono::milliseconds timeout) {
   if (!env.store_dir.empty()) return make_file_store(env.store_dir, timeout);
   const int port = rendezvous_port(env);
+  const std::string where = env.master_addr + ":" + std::to_string(port);
   try {
-    return make_tcp_store(env.master_addr, port, env.rank == 0, timeout);
+    std::shared_ptr<Store> store = make_tcp_store(env.master_addr, port, env.rank == 0, timeout);
+    // A first round trip: a port that some other service holds accepts the connection, then
+    // answers nothing a store would (the error would come later, naming neither rank 0 nor
+    // MASTER_PORT).
+    if (env.rank != 0) store->check({"rendezvous/ping"});
+    return store;
   } catch (const StoreTimeout& e) {
     if (env.rank == 0) throw;
     // The store is rank 0's: say so, or a rank 0 that died or hung before serving goes unnamed.
-    const std::string where = env.master_addr + ":" + std::to_string(port);
     throw StoreTimeout("rendezvous: global rank 0, which serves the store at " + where +
                        ", did not answer within " + std::to_string(timeout.count()) +
                        " ms: it has not started, died or hung before serving, or MASTER_ADDR and "
                        "MASTER_PORT do not point at it (" +
                        e.what() + ")");
+  } catch (const StoreLost& e) {
+    if (env.rank == 0) throw;
+    throw StoreLost("rendezvous: what answers at " + where +
+                    " is not global rank 0's store, or rank 0 died as this rank connected: "
+                    "MASTER_ADDR and MASTER_PORT may point at another service (" +
+                    e.what() + ")");
   }
 }
 

@@ -150,6 +150,34 @@ TEST_CASE("a_rendezvous_whose_rank_0_never_serves_names_rank_0", "[store]") {
   }
 }
 
+// MASTER_PORT held by another service (it accepts, then answers nothing a store would): the
+// rendezvous says so, naming MASTER_ADDR and MASTER_PORT, not "connection lost" later on.
+TEST_CASE("a_rendezvous_at_a_port_another_service_holds_says_so", "[store]") {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(listener, 8) == 0);  // connections queue; nothing ever answers
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  LaunchEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.master_port = ntohs(addr.sin_port);
+  try {
+    make_rendezvous_store(env, 300ms);
+    FAIL("a store at a port nobody serves one on");
+  } catch (const StoreError& e) {
+    const std::string msg = e.what();
+    INFO(msg);
+    CHECK(msg.find("rendezvous:") != std::string::npos);
+    CHECK(msg.find("MASTER_ADDR and MASTER_PORT") != std::string::npos);
+  }
+  ::close(listener);
+}
+
 TEST_CASE("tcp_store_client_that_starts_first_connects_once_the_server_is_up", "[store]") {
   int port;
   {
