@@ -14,7 +14,7 @@
 namespace trainer::launch {
 namespace {
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD};
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGCHLD, SIGTSTP, SIGCONT};
 constexpr int kCount = sizeof kSignals / sizeof kSignals[0];
 int g_write_fd = -1;
 struct sigaction g_previous[kCount];

@@ -1,8 +1,8 @@
 #pragma once
-// SignalPipe: while alive, SIGINT, SIGTERM, SIGHUP (unless ignored, as under nohup), SIGUSR1 and
-// SIGCHLD are caught and their numbers written to a non-blocking pipe (the self-pipe trick), so
-// one poll() waits for child output, child exits and signals alike. The previous handlers come
-// back on destruction. One instance at a time.
+// SignalPipe: while alive, SIGINT, SIGTERM, SIGHUP (unless ignored, as under nohup), SIGUSR1,
+// SIGCHLD, SIGTSTP and SIGCONT are caught and their numbers written to a non-blocking pipe (the
+// self-pipe trick), so one poll() waits for child output, child exits and signals alike. The
+// previous handlers come back on destruction. One instance at a time.
 #include <vector>
 
 namespace trainer::launch {

@@ -127,6 +127,19 @@ class Supervisor {
   void handle_signals() {
     for (int sig : signals_.drain()) {
       if (sig == SIGCHLD) continue;
+      if (sig == SIGTSTP) {
+        // Ctrl-Z: the ranks stop with the launcher, as torchrun's (which share its process
+        // group). Left running they filled their output pipes and blocked mid-step, and their
+        // peers timed out naming them.
+        signal_running(SIGSTOP);
+        ::kill(::getpid(), SIGSTOP);  // here until SIGCONT (the shell's fg or bg)
+        signal_running(SIGCONT);
+        continue;
+      }
+      if (sig == SIGCONT) {  // (a SIGCONT sent to the launcher alone)
+        signal_running(SIGCONT);
+        continue;
+      }
       if (sig == SIGINT && interrupted_) {
         write_all(opts_.err_fd, "launch: a second SIGINT (Ctrl-C): killing the ranks\n");
         signal_running(SIGKILL);

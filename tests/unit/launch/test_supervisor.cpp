@@ -1,6 +1,7 @@
 // supervise(): exit codes, group abort, signal forwarding, prefixed output and cleanup, with
 // /bin/sh children standing in for ranks.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -269,4 +270,34 @@ TEST_CASE("ranks_get_default_sigpipe_even_though_the_launcher_ignores_it", "[lau
   unsigned long long ignored = std::stoull(r.out.substr(pos + 7), nullptr, 16);
   INFO("rank's ignored-signal mask " << std::hex << ignored);
   CHECK((ignored & (1ull << (SIGPIPE - 1))) == 0);
+}
+
+// Ctrl-Z (SIGTSTP) stops the ranks with the launcher, and fg (SIGCONT) resumes both: ranks left
+// running would fill their output pipes and block mid-step while their peers time out. Each rank
+// prints the time every 50 ms; while the launcher is stopped (1.5 s, until a forked process sends
+// SIGCONT) none prints, so each rank's output has a gap of over a second, and both finish.
+TEST_CASE("ctrl_z_stops_the_ranks_with_the_launcher_and_fg_resumes_them", "[launch]") {
+  const std::string ticker = "for i in $(seq 40); do date +%s.%N; sleep 0.05; done";
+  std::thread tstp = signal_self_later(SIGTSTP, 0.5);
+  const pid_t self = ::getpid();
+  const pid_t waker = ::fork();
+  if (waker == 0) {  // (the whole launcher process stops: SIGCONT must come from outside)
+    ::usleep(2'000'000);
+    ::kill(self, SIGCONT);
+    ::_exit(0);
+  }
+  Result r = run({sh(ticker), sh(ticker)});
+  tstp.join();
+  ::waitpid(waker, nullptr, 0);
+  INFO("stdout: " << r.out << "stderr: " << r.err << " seconds " << r.seconds);
+  CHECK(r.code == 0);
+  for (const char* prefix : {"[rank 0] ", "[rank 1] "}) {
+    std::vector<double> times;
+    for (const std::string& line : lines(r.out))
+      if (line.rfind(prefix, 0) == 0) times.push_back(std::stod(line.substr(9)));
+    CHECK(times.size() == 40);
+    double gap = 0;
+    for (size_t i = 1; i < times.size(); ++i) gap = std::max(gap, times[i] - times[i - 1]);
+    CHECK(gap > 1.0);
+  }
 }
