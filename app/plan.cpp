@@ -58,7 +58,7 @@ plan::HeldState print_held_state(const config::RunConfig& cfg, int dp,
           : "cuda backend with TRAINER_CUDA_UNMAP=0: params and grads buffers stay whole under "
             "ZeRO",
       dp == 1 && cfg.parallel.zero > 0 ? "; one replica trains as ZeRO 0"
-      : cfg.parallel.zero == 3 && device.releases_pages
+      : cfg.parallel.zero == 3 && device.releases_pages && cfg.parallel.ep <= 1
           ? "; at ZeRO 3 the params the most any rank holds, its shard beside the gathered units"
           : "",
       p.params, p.grads, p.optimizer, h.zero_staging, h.total(), h.total() / (1024.0 * 1024.0));

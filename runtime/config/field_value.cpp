@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "runtime/config/did_you_mean.h"
 
@@ -110,8 +111,9 @@ void check_field(const RunConfig& cfg, const Field& f) {
     if (std::find(f.choices.begin(), f.choices.end(), value) != f.choices.end()) return;
     std::string msg = f.key + " = " + field_text(cfg, f) + ": must be one of " + join(f.choices);
     // (no spelling hint for a number: 4 is not a misspelt 0)
-    const bool number =
-        !value.empty() && value.find_first_not_of("0123456789.+-") == std::string::npos;
+    char* end = nullptr;
+    std::strtod(value.c_str(), &end);
+    const bool number = !value.empty() && end == value.c_str() + value.size();
     if (auto hint = closest_match(value, f.choices); hint && !number)
       msg += " (did you mean '" + *hint + "'?)";
     fail(msg);

@@ -58,7 +58,8 @@ class Backend {
   // model's params, grads and bf16 copy under ZeRO 2 and 3): on the cuda backend, pages that a
   // release unmaps; elsewhere alloc()'s. free() takes it back.
   virtual void* alloc_releasable(size_t bytes) { return alloc(bytes); }
-  // The same, released from the start (ZeRO 2 and 3's gradients, acquired unit by unit): it
+  // The same, released from the start (ZeRO 2 and 3's gradients, acquired unit by unit; ZeRO 3's
+  // params and bf16 copy, of which a rank acquires its shard and each unit as it is gathered): it
   // holds no memory until acquired, and reads 0 then. `bytes`: fp32 elements (a multiple of 4).
   virtual void* alloc_released(size_t bytes);
   virtual void free(void* p) = 0;

@@ -84,6 +84,9 @@ Tensor Gpt::grad(const ParamSpec& p) const {
 }
 
 void Gpt::init_weights(uint64_t seed) {
+  TRAINER_CHECK(memory_ != StateMemory::released,
+                "init_weights on released params (ZeRO 3): draw the owned shard, "
+                "init_weights_within (TrainStep::init_weights)");
   init_weights_within(seed, {{0, layout_.total_numel()}});
   refresh_compute_weights();
 }

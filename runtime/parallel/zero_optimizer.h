@@ -18,18 +18,19 @@
 // sharded over dp, its expert runs over edp; every step above runs per segment (stages 2 and 3:
 // per part of a unit in a segment), and a rank owns one range of each (owned()), with an AdamW
 // and a part of the gradient accumulator each.
-// The model allocates full-size params and grads buffers (releasable ones at stage 2, released
-// from the start at stage 3: zero_state_memory); ZeRO here saves the optimizer state (1-3) and
-// the gradient accumulator (2-3). At stage 3 the constructor acquires the shard this rank owns,
-// and only that is drawn (TrainStep::init_weights) or loaded. Released ranges go through
-// Backend::release: the cpu backend hands their pages back to the kernel, so that grads (2-3) and
-// params (3) outside live units really leave memory, and the cuda backend unmaps their pages (Gpt's
-// releasable buffers, ReleasableMemory). A released range is acquired (Backend::acquire) before it
-// is written or read again: a unit's params and bf16 copy before its gather, its gradients before
-// its backward (the tied head's wte gradient before the last unit's). The dist tests hold every
-// ZeRO path to that: their runs fault on any touch of released memory (TRAINER_TEST_FAULT_RELEASED,
-// the cpu backend's fault_released). Everything goes through the Backend and the Comm, so this runs
-// on the cpu backend over Gloo and on the cuda backend over NCCL alike.
+// The model allocates full-size params and grads buffers (at stage 2 the grads released from the
+// start and the params releasable, at stage 3 both released from the start: zero_state_memory);
+// ZeRO here saves the optimizer state (1-3) and the gradient accumulator (2-3). At stage 3 the
+// constructor acquires the shard this rank owns, and only that is drawn (TrainStep::init_weights)
+// or loaded. Released ranges go through Backend::release: the cpu backend hands their pages back to
+// the kernel, so that grads (2-3) and params (3) outside live units really leave memory, and the
+// cuda backend unmaps their pages (Gpt's releasable buffers, ReleasableMemory). A released range is
+// acquired (Backend::acquire) before it is written or read again: a unit's params and bf16 copy
+// before its gather, its gradients before its backward (the tied head's wte gradient before the
+// last unit's). The dist tests hold every ZeRO path to that: their runs fault on any touch of
+// released memory (TRAINER_TEST_FAULT_RELEASED, the cpu backend's fault_released). Everything goes
+// through the Backend and the Comm, so this runs on the cpu backend over Gloo and on the cuda
+// backend over NCCL alike.
 #include <deque>
 #include <memory>
 #include <vector>
@@ -86,6 +87,9 @@ class ZeroOptimizer {
   int64_t adam_step() const { return opts_.front()->step_count(); }
   void set_adam_step(int64_t t);
   ZeroMemory memory() const;
+  // Measures what this rank holds now into memory()'s peaks (they are taken as units are
+  // gathered and reduced; TrainStep::init_weights takes the start's, the owned shard drawn).
+  void sample_residency();
 
  private:
   void on_unit_grads_ready(int unit);
@@ -96,7 +100,6 @@ class ZeroOptimizer {
   void prefetch(int unit);
   void release(int unit);
   void release_params(Range r, float fill);
-  void sample_residency();
   int64_t scratch_bytes() const;
 
   dist::Comm& group(const ZeroSegment& s) const { return s.expert ? *expert_comm_ : comm_; }

@@ -158,24 +158,6 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
     h.state.params = 4.0 * static_cast<double>(z.held) +
                      (b.params - 4) * static_cast<double>(z.gathered);  // (the bf16 copy's)
   }
-  if (device.cuda && device.releases_pages && zero >= 2) {
-    // The cuda backend hands back whole 2 MiB pages (ReleasableMemory; the cpu backend's 4 KiB
-    // pages are below these figures' precision): a released range keeps the pages at its two
-    // ends. Per part of a unit (one per segment it meets), the gradients' one range (stage 2 and
-    // up), and at stage 3 the params' two (either side of this rank's piece); per unit the bf16
-    // copy's one. And unmapped pages kept for reuse: as many as the largest unit's.
-    const double page = 2.0 * (1 << 20), n_units = static_cast<double>(r.size());
-    double parts = 0;
-    units.for_each_unit_part([&](size_t, parallel::Range) { parts += 1; });
-    const double largest_unit =
-        4.0 * static_cast<double>(std::max({live.embedding, live.largest_block, live.final_norm}));
-    h.state.grads += 2 * parts * page + largest_unit;
-    if (zero == 3)
-      h.state.params +=
-          4 * parts * page + (cfg.precision.compute == "fp32" ? 0 : 2 * n_units * page);
-  }
-  if (zero > 0)
-    h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
   if (zero > 0 && edp > 0) {
     // under expert parallelism a rank owns a shard of each segment (the dense runs' over dp, the
     // expert runs' over edp), not 1/dp of the buffer: their optimizer state, from stage 2 their
@@ -194,6 +176,24 @@ HeldState held_state_of(const model::ParamLayout& layout, const config::RunConfi
       h.state.params = std::min(h.state.params + b.params * (owned - formula),
                                 b.params * static_cast<double>(units.shards.numel()));
   }
+  if (device.cuda && device.releases_pages && zero >= 2) {
+    // The cuda backend hands back whole 2 MiB pages (ReleasableMemory; the cpu backend's 4 KiB
+    // pages are below these figures' precision): a released range keeps the pages at its two
+    // ends. Per part of a unit (one per segment it meets), the gradients' one range (stage 2 and
+    // up), and at stage 3 the params' two (either side of this rank's piece); per unit the bf16
+    // copy's one. And unmapped pages kept for reuse: as many as the largest unit's.
+    const double page = 2.0 * (1 << 20), n_units = static_cast<double>(r.size());
+    double parts = 0;
+    units.for_each_unit_part([&](size_t, parallel::Range) { parts += 1; });
+    const double largest_unit =
+        4.0 * static_cast<double>(std::max({live.embedding, live.largest_block, live.final_norm}));
+    h.state.grads += 2 * parts * page + largest_unit;
+    if (zero == 3)
+      h.state.params +=
+          4 * parts * page + (cfg.precision.compute == "fp32" ? 0 : 2 * n_units * page);
+  }
+  if (zero > 0)
+    h.zero_staging = 4.0 * static_cast<double>(parallel::zero_staging_floats(zero, units));
   return h;
 }
 

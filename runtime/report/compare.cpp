@@ -207,6 +207,15 @@ bool same_at(const std::vector<LoadedReport>& reports, const std::string& pointe
                      [&](const LoadedReport& r) { return value(r.json) == first; });
 }
 
+// The same, among the reports that have a value there (a run without evals has no val loss).
+bool same_at_where_set(const std::vector<LoadedReport>& reports, const std::string& pointer) {
+  const json::json_pointer p(pointer);
+  std::vector<LoadedReport> set;
+  for (const LoadedReport& r : reports)
+    if (r.json.contains(p) && !r.json.at(p).is_null()) set.push_back(r);
+  return set.empty() || same_at(set, pointer);
+}
+
 bool same_model(const std::vector<LoadedReport>& reports) {
   for (const char* p : {"/model/params", "/model/flops_per_token"}) {
     const double first = number_at(reports.front().json, p);
@@ -332,7 +341,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   for (const LoadedReport& r : reports) t.front().push_back(r.label);
   // A failed or stopped run's figures are partial: the status row says so.
   std::vector<std::string> status{"status"}, layout{"world/dp/tp/pp/cp/ep/zero"},
-      pipeline{"pipeline"}, precision{"precision"}, data{"data (train)"}, config{"config sha256"};
+      pipeline{"pipeline"}, precision{"precision"}, data{"data (train)"}, seed{"seed"};
   bool pipelined = false;
   for (const LoadedReport& r : reports) {
     // a resumed run's throughput and step times cover the steps after its resume only
@@ -341,7 +350,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
         string_at(r.json, "/run/status") +
         (std::isfinite(resumed) ? printf_cell(", resumed at step %.0f", resumed) : ""));
     data.push_back(string_at(r.json, "/data/train"));
-    config.push_back(string_at(r.json, "/run/config_sha256").substr(0, 12));
+    seed.push_back(string_at(r.json, "/run/seed"));
     layout.push_back(layout_cell(r.json));
     pipeline.push_back(pipeline_cell(r.json));
     pipelined |= pipeline.back() != "-";
@@ -352,7 +361,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   if (pipelined) t.push_back(pipeline);
   t.push_back(precision);
   t.push_back(data);
-  t.push_back(config);  // (differs with any key: the seed, the lr, ...)
+  t.push_back(seed);
   add_kernel_rows(t, reports);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 
@@ -370,7 +379,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
     warning +=
         "warning: the reports train on different data (data (train)): their losses are not "
         "comparable\n";
-  if (!same_at(reports, "/loss/val_at_tokens"))
+  if (same_token_counts(reports) && !same_at_where_set(reports, "/loss/val_at_tokens"))
     warning +=
         "warning: the reports' last evals are at different token counts (val loss @ tokens): "
         "compare val losses of runs evaluated at the same tokens\n";

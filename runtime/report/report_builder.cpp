@@ -159,7 +159,11 @@ ReportBuilder::ReportBuilder(RunReport base, double spike_factor, int curve_ever
     : base_(std::move(base)), spikes_(spike_factor), curve_every_(curve_every) {}
 
 void ReportBuilder::set_earlier(EarlierPoints points) {
-  for (const EarlierPoints::Point& p : points.curve) spikes_.remember(p.loss);
+  // the losses of the window's last steps before the resume (logged every logging.every_steps:
+  // the points of 50 steps, not the last 50 points)
+  const int64_t window = static_cast<int64_t>(spikes_.window());
+  for (const EarlierPoints::Point& p : points.curve)
+    if (p.step > points.curve.back().step - window) spikes_.remember(p.loss);
   obs_.earlier = std::move(points);
 }
 

@@ -36,6 +36,7 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   RunReport r;
   r.run.name = cfg.run.name;
   r.run.config_sha256 = ctx.config_sha256;
+  r.run.seed = cfg.run.seed;
   r.run.git_rev = build_git_rev();
   r.run.started_at = now_iso8601();
   r.run.resumed_from_step = ctx.resumed_from_step;

@@ -28,6 +28,7 @@ ojson or_null(const std::optional<T>& v) {
 ojson run_json(const RunInfo& r) {
   ojson j{{"name", r.name},
           {"config_sha256", r.config_sha256},
+          {"seed", r.seed},
           {"git_rev", r.git_rev.empty() ? build_git_rev() : r.git_rev},
           {"started_at", r.started_at},
           {"finished_at", r.finished_at},

@@ -23,6 +23,7 @@ class SpikeDetector {
   std::optional<LossSpike> observe(int64_t step, double loss);
   // A loss from before this process (a resumed job's earlier steps): into the window, unjudged.
   void remember(double loss);
+  size_t window() const { return window_; }
 
  private:
   double spike_factor_;

@@ -351,10 +351,11 @@ void TrainStep::init_weights(uint64_t seed) {
     model_.init_weights(seed);
     return;
   }
-  std::vector<model::Gpt::ElementRange> owned;
+  std::vector<model::Gpt::ElementRange> owned;  // (parallel::Range, which model cannot include)
   for (size_t i = 0; i < zero_->owned_count(); ++i)
     owned.push_back({zero_->owned(i).begin, zero_->owned(i).end});
   model_.init_weights_within(seed, owned);
+  zero_->sample_residency();  // (the report's memory before the first step: the shard held)
 }
 
 OwnedState TrainStep::owned_state() {

@@ -134,33 +134,40 @@ TEST_CASE("compare_warns_at_different_token_counts_and_interpolates_loss", "[com
   std::snprintf(a_cell, sizeof a_cell, "| %.4f", testing::sample_loss(25));
   std::snprintf(b_cell, sizeof b_cell, "| ~%.4f", expected_b);
   CHECK_THAT(row, Catch::Contains(a_cell) && Catch::Contains(b_cell));
-  // their last evals (steps 20 and 40) are at different token counts
-  CHECK_THAT(table, Catch::Contains("warning: the reports' last evals are at different token"));
+  // their last evals (steps 20 and 40) are at different token counts: the row says which (the
+  // token-count warning above already says the runs differ in length)
   CHECK_THAT(row_of(table, "val loss @ tokens"),
              Catch::Contains(human_count(20.0 * a.tokens_per_step)) &&
                  Catch::Contains(human_count(40.0 * b.tokens_per_step)));
 }
 
-// What makes two runs' losses incomparable shows: their data, their config (a seed, an lr), a
-// resume (its throughput covers the steps after it).
-TEST_CASE("compare_shows_data_config_and_resume", "[compare]") {
+// What makes two runs' losses incomparable shows: their data, their seed, a resume (its
+// throughput covers the steps after it), last evals at other token counts (among the runs that
+// have one).
+TEST_CASE("compare_shows_data_seed_resume_and_eval_tokens", "[compare]") {
   SampleRun a, b;
   a.name = "markov";
   b.name = "uniform";
   const auto ra = loaded(a);
   auto rb = loaded(b);
   rb.json["data"]["train"] = "synthetic:uniform";
-  rb.json["run"]["config_sha256"] = "abcdef0123456789";
+  rb.json["run"]["seed"] = 7;
   rb.json["run"]["resumed_from_step"] = 6;
   const std::string table = compare_reports({ra, rb});
   INFO(table);
   CHECK_THAT(table, Catch::Contains("warning: the reports train on different data"));
   CHECK_THAT(row_of(table, "data (train)"),
              Catch::Contains("synthetic:markov") && Catch::Contains("synthetic:uniform"));
-  CHECK_THAT(row_of(table, "config sha256"),
-             Catch::Contains("00ff") && Catch::EndsWith("| abcdef012345"));  // 12 characters
+  CHECK_THAT(row_of(table, "seed"), Catch::Contains("| 0 ") && Catch::EndsWith("| 7"));
   CHECK_THAT(row_of(table, "status"), Catch::EndsWith("completed, resumed at step 6"));
   CHECK_THAT(compare_reports({ra, ra}), !Catch::Contains("warning"));
+  auto later_eval = ra, no_eval = ra;
+  later_eval.json["loss"]["val_at_tokens"] = 123456;
+  no_eval.json["loss"]["val_at_tokens"] = nullptr;
+  no_eval.json["loss"]["val_loss"] = nullptr;
+  CHECK_THAT(compare_reports({ra, later_eval}),
+             Catch::Contains("warning: the reports' last evals are at different token counts"));
+  CHECK_THAT(compare_reports({ra, no_eval}), !Catch::Contains("warning"));
 }
 
 TEST_CASE("loss_at_tokens_is_empty_outside_the_curve", "[compare]") {

@@ -80,4 +80,15 @@ TEST_CASE("spikes_are_watched_from_the_first_steps_and_across_a_resume", "[spike
   CHECK(spike->ratio == Approx(128.0 / 5.0));
   ReportBuilder fresh_builder(RunReport{}, 3.0, 1);  // without the earlier losses: too soon
   CHECK_FALSE(fresh_builder.record_step(rec));
+
+  // Points logged every 10 steps: only the last 50 steps' count (a loss falling from 100 to 5
+  // would otherwise keep the median at 50, and hide a jump to 40).
+  ReportBuilder sparse(RunReport{}, 3.0, 1);
+  EarlierPoints falling;
+  for (int step = 10; step <= 1000; step += 10)
+    falling.curve.push_back({step, step * 100, step <= 900 ? 100.0 : 5.0});
+  sparse.set_earlier(falling);
+  rec.step = 1001;
+  rec.loss = 40.0;
+  CHECK(sparse.record_step(rec));
 }
