@@ -38,6 +38,19 @@ void require_server_alive(int port) {
   CHECK(c->get("alive") == bytes("yes"));
 }
 
+// A socket listening on 127.0.0.1 (any port, in *addr) that never accepts.
+int loopback_listener(int backlog, sockaddr_in* addr) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  addr->sin_family = AF_INET;
+  addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(addr), sizeof *addr) == 0);
+  REQUIRE(::listen(fd, backlog) == 0);
+  socklen_t len = sizeof *addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(addr), &len);
+  return fd;
+}
+
 }  // namespace
 
 TEST_CASE("tcp_store_server_survives_garbage_bytes_and_drops_that_connection", "[store]") {
@@ -103,15 +116,8 @@ TEST_CASE("tcp_store_client_gives_up_connecting_at_its_timeout", "[store]") {
 // full): the connect must end at the store's timeout, not after the kernel's SYN retries (about
 // 2 minutes; so it did before, whatever distributed.timeout_s said).
 TEST_CASE("tcp_store_client_gives_up_at_its_timeout_on_a_host_that_drops_syns", "[store]") {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(listener >= 0);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(listener, 0) == 0);  // never accepts: the queue fills
-  socklen_t len = sizeof addr;
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int listener = loopback_listener(0, &addr);  // never accepts: the queue fills
   std::vector<int> fillers;
   for (int i = 0; i < 4; ++i) {
     const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -153,15 +159,8 @@ TEST_CASE("a_rendezvous_whose_rank_0_never_serves_names_rank_0", "[store]") {
 // MASTER_PORT held by another service (it accepts, then answers nothing a store would): the
 // rendezvous says so, naming MASTER_ADDR and MASTER_PORT, not "connection lost" later on.
 TEST_CASE("a_rendezvous_at_a_port_another_service_holds_says_so", "[store]") {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(listener >= 0);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  REQUIRE(::listen(listener, 8) == 0);  // connections queue; nothing ever answers
-  socklen_t len = sizeof addr;
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int listener = loopback_listener(8, &addr);  // connections queue; nothing ever answers
   LaunchEnv env;
   env.rank = 1;
   env.world_size = 2;
