@@ -26,9 +26,9 @@ std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,
                        e.what() + ")");
   } catch (const StoreLost& e) {
     if (env.rank == 0) throw;
-    throw StoreLost("rendezvous: what answers at " + where +
-                    " is not global rank 0's store, or rank 0 died as this rank connected: "
-                    "MASTER_ADDR and MASTER_PORT may point at another service (" +
+    throw StoreLost("rendezvous: what accepts connections at " + where +
+                    " does not answer as global rank 0's store: rank 0 hung or died as this rank "
+                    "connected, or MASTER_ADDR and MASTER_PORT point at another service (" +
                     e.what() + ")");
   }
 }
