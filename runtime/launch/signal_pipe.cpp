@@ -19,10 +19,11 @@ constexpr int kCount = sizeof kSignals / sizeof kSignals[0];
 int g_write_fd = -1;
 struct sigaction g_previous[kCount];
 
-void on_signal(int sig) {
+void on_signal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
-  unsigned char b = static_cast<unsigned char>(sig);
-  ssize_t ignored = ::write(g_write_fd, &b, 1);  // a full pipe already holds a wake-up
+  // one write of a whole record (below PIPE_BUF: never split or interleaved)
+  const SignalPipe::Caught c{sig, sig == SIGCHLD && info != nullptr ? info->si_pid : 0};
+  ssize_t ignored = ::write(g_write_fd, &c, sizeof c);  // a full pipe already holds a wake-up
   (void)ignored;
   errno = saved;
 }
@@ -37,14 +38,14 @@ SignalPipe::SignalPipe() {
   read_fd_ = fds[0];
   g_write_fd = fds[1];
   struct sigaction sa {};
-  sa.sa_handler = on_signal;
+  sa.sa_sigaction = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int i = 0; i < kCount; ++i) {
     ::sigaction(kSignals[i], nullptr, &g_previous[i]);
     // nohup's ignored SIGHUP stays ignored: the run outlives the terminal, as nohup asked
     if (kSignals[i] == SIGHUP && g_previous[i].sa_handler == SIG_IGN) continue;
-    sa.sa_flags = SA_RESTART | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
+    sa.sa_flags = SA_RESTART | SA_SIGINFO | (kSignals[i] == SIGCHLD ? SA_NOCLDSTOP : 0);
     ::sigaction(kSignals[i], &sa, nullptr);
   }
 }
@@ -56,13 +57,13 @@ SignalPipe::~SignalPipe() {
   g_write_fd = -1;
 }
 
-std::vector<int> SignalPipe::drain() {
-  std::vector<int> sigs;
-  unsigned char buf[64];
+std::vector<SignalPipe::Caught> SignalPipe::drain() {
+  std::vector<Caught> caught;
+  Caught buf[16];  // (whole records: every write is one)
   ssize_t n;
   while ((n = ::read(read_fd_, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-    for (ssize_t i = 0; i < n; ++i) sigs.push_back(buf[i]);
-  return sigs;
+    for (ssize_t i = 0; i < n / static_cast<ssize_t>(sizeof(Caught)); ++i) caught.push_back(buf[i]);
+  return caught;
 }
 
 }  // namespace trainer::launch

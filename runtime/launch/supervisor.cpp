@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <optional>
@@ -125,8 +126,12 @@ class Supervisor {
   // same SIGTERM comes twice at once (the step's daemon's and srun's). A second Ctrl-C (SIGINT)
   // kills the ranks now.
   void handle_signals() {
-    for (int sig : signals_.drain()) {
-      if (sig == SIGCHLD) continue;
+    for (const SignalPipe::Caught& caught : signals_.drain()) {
+      const int sig = caught.sig;
+      if (sig == SIGCHLD) {
+        exited_.push_back(caught.pid);  // (reap() takes the ranks in this order first)
+        continue;
+      }
       if (sig == SIGTSTP) {
         // Ctrl-Z: the ranks stop with the launcher, as torchrun's (which share its process
         // group). Left running they filled their output pipes and blocked mid-step, and their
@@ -156,8 +161,20 @@ class Supervisor {
       if (r.running) signal_group(r.pid, sig);
   }
 
+  // The ranks that exited, the first to exit first: a rank that died and the peer its death
+  // failed at once may both have exited by the time this runs, and the first failure named (and
+  // whose code the launch exits with) must be the first one's, not the lower rank's.
   void reap() {
-    for (Rank& r : ranks_) {
+    std::vector<Rank*> order;
+    for (const pid_t pid : exited_)
+      for (Rank& r : ranks_)
+        if (r.pid == pid && std::find(order.begin(), order.end(), &r) == order.end())
+          order.push_back(&r);
+    exited_.clear();
+    for (Rank& r : ranks_)  // (and the rest: a SIGCHLD that came while one was pending is merged)
+      if (std::find(order.begin(), order.end(), &r) == order.end()) order.push_back(&r);
+    for (Rank* rank : order) {
+      Rank& r = *rank;
       int status = 0;
       if (!r.running || ::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
       r.running = false;
@@ -203,6 +220,7 @@ class Supervisor {
 
   SuperviseOptions opts_;
   SignalPipe signals_;              // installed before the first spawn, so no SIGCHLD is missed
+  std::vector<pid_t> exited_;       // children whose SIGCHLD came, in that order, not yet reaped
   std::optional<int> stop_signal_;  // the first stop signal forwarded (SIGINT or SIGTERM)
   bool interrupted_ = false;        // a SIGINT arrived
   std::vector<Rank> ranks_;

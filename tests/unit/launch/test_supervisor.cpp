@@ -301,3 +301,28 @@ TEST_CASE("ctrl_z_stops_the_ranks_with_the_launcher_and_fg_resumes_them", "[laun
     CHECK(gap > 1.0);
   }
 }
+
+// Ranks that exit one after the other while the launcher cannot reap (here stopped; under load,
+// not scheduled): the first to exit is the failure named, and its code is the launch's, not the
+// lower rank's. Rank 1 exits 3 at 0.2 s, rank 0 exits 5 at 0.5 s; the launcher, in a forked
+// process, is stopped from 0.1 s to 0.9 s and finds both exited.
+TEST_CASE("the_first_rank_to_exit_is_named_when_several_exited_at_once", "[launch]") {
+  Capture out, err;
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    SuperviseOptions o;
+    o.out_fd = out.fd();
+    o.err_fd = err.fd();
+    ::_exit(supervise({sh("sleep 0.5; exit 5"), sh("sleep 0.2; exit 3")}, o));
+  }
+  ::usleep(100'000);
+  ::kill(launcher, SIGSTOP);
+  ::usleep(800'000);
+  ::kill(launcher, SIGCONT);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  INFO("stderr: " << err.text());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);
+  CHECK(err.text().find("launch: rank 1 exited with code 3") != std::string::npos);
+}
