@@ -55,7 +55,9 @@ class Store {
   // keeps serving until every other process has closed its connections, or none has closed one
   // for `max` (a hung rank's never closes), and at most 4 x max: ranks still finding out read
   // there who failed ("failed/<rank>"), where a server gone with this process would make them
-  // blame rank 0. Elsewhere nothing to do.
+  // blame rank 0. A TCP client keeps its connections open until its process exits: the server's
+  // linger, which waits for them to close, ends after this process has exited, so a launcher
+  // sees the failed rank exit before rank 0 and names it. Elsewhere nothing to do.
   virtual void linger(std::chrono::milliseconds /*max*/) {}
 };
 

@@ -46,7 +46,8 @@ TcpStore::TcpStore(const std::string& host, int port, bool is_server,
 }
 
 TcpStore::~TcpStore() {
-  for (int fd : idle_) net::close_fd(fd);
+  if (!keep_open_)  // (after a client's linger: the kernel closes them as the process exits)
+    for (int fd : idle_) net::close_fd(fd);
 }
 
 int TcpStore::connect_with_backoff(bool server_was_up) {
@@ -223,7 +224,11 @@ std::chrono::milliseconds TcpStore::timeout() const {
 }
 
 void TcpStore::linger(std::chrono::milliseconds max) {
-  if (!server_) return;
+  if (!server_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    keep_open_ = true;
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (int fd : idle_) net::close_fd(fd);  // this process's own connections

@@ -52,6 +52,7 @@ class TcpStore : public Store {
   mutable std::mutex mu_;
   std::chrono::milliseconds timeout_;
   std::vector<int> idle_;
+  bool keep_open_ = false;  // a client's linger(): idle_ is left for the kernel to close at exit
   std::string lost_;  // why the server is gone, once a call found out; every later call throws it
 };
 

@@ -239,6 +239,20 @@ TEST_CASE("tcp_store_linger_serves_until_the_clients_leave_or_the_bound_passes",
   CHECK_THROWS_AS(server.set("after", bytes("x")), StoreLost);  // closed for its own use
 }
 
+// A failing client's linger keeps its connections open until its process exits (here: past its
+// destruction), so that the server's linger, which waits for them, ends after that process is
+// gone and a launcher sees the failed rank exit first.
+TEST_CASE("a_tcp_store_clients_linger_keeps_its_connections_until_the_process_exits", "[store]") {
+  TcpStore server("127.0.0.1", 0, true, 5000ms);
+  auto failing = make_tcp_store("127.0.0.1", server.port(), false, 5000ms);
+  failing->set("failed/1", bytes("why"));
+  failing->linger(10s);  // returns at once: it serves nothing
+  failing.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  server.linger(400ms);  // its connection did not close: the bound
+  CHECK(std::chrono::steady_clock::now() - t0 >= 350ms);
+}
+
 // A failure travelling round a Gloo ring: the ranks learn of it one after another, each when its
 // neighbour exits, so they leave the store one by one for longer than the bound. Linger serves
 // them all: the bound counts from the last one that left (fuzz_faults seed 17, trial 11).
