@@ -56,9 +56,8 @@ Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard, StateMemory me
 void* Gpt::alloc_state(size_t bytes) {
   switch (memory_) {
     case StateMemory::whole:
+    case StateMemory::grads_released:  // (never released: no need of unmappable pages)
       return be_.alloc(bytes);
-    case StateMemory::releasable:
-      return be_.alloc_releasable(bytes);
     case StateMemory::released:  // (alloc_released counts fp32 elements: a bf16 copy rounds up)
       return be_.alloc_released((bytes + 3) / 4 * 4);
   }

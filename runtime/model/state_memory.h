@@ -6,10 +6,10 @@ namespace trainer::model {
 // cuda backend then unmaps).
 enum class StateMemory {
   whole,  // plain allocations
-  // ZeRO 2: params and the bf16 copy from Backend::alloc_releasable; the grads released from the
-  // start (alloc_released: ZeroOptimizer acquires each unit's before its backward), so that the
-  // whole gradient buffer is never held.
-  releasable,
+  // ZeRO 2: the grads released from the start (alloc_released: ZeroOptimizer acquires each unit's
+  // before its backward, and releases it once reduce-scattered), so that the whole gradient
+  // buffer is never held; the params and bf16 copy, which ZeRO 2 keeps whole, plain.
+  grads_released,
   // ZeRO 3: the params and the bf16 copy released from the start too. The optimizer acquires the
   // shard this rank owns, and only that is drawn (init_weights_within) or loaded; a unit's other
   // params come by its gather. So the whole model is never held, not even at the start

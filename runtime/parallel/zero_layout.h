@@ -22,7 +22,7 @@ constexpr bool zero_shards_state(int stage, int dp) {
 // gradients, ZeRO 3 params and gradients.
 constexpr model::StateMemory zero_state_memory(int stage, int dp) {
   if (!zero_shards_state(stage, dp) || stage < 2) return model::StateMemory::whole;
-  return stage == 2 ? model::StateMemory::releasable : model::StateMemory::released;
+  return stage == 2 ? model::StateMemory::grads_released : model::StateMemory::released;
 }
 
 // Stage >= 2: reduce-scatters of finished units kept in flight at once.

@@ -19,7 +19,7 @@
 // per part of a unit in a segment), and a rank owns one range of each (owned()), with an AdamW
 // and a part of the gradient accumulator each.
 // The model allocates full-size params and grads buffers (at stage 2 the grads released from the
-// start and the params releasable, at stage 3 both released from the start: zero_state_memory);
+// start, at stage 3 the params and bf16 copy too: zero_state_memory);
 // ZeRO here saves the optimizer state (1-3) and the gradient accumulator (2-3). At stage 3 the
 // constructor acquires the shard this rank owns, and only that is drawn (TrainStep::init_weights)
 // or loaded. Released ranges go through Backend::release: the cpu backend hands their pages back to

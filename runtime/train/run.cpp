@@ -300,9 +300,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           "tp rank {} of {}{}",
           gpt.layout().total_numel(), gpt.layout().units().size(), shard.num_layers,
           shard.first_layer, shard.chunks, shard.tp_rank, shard.tp_size,
-          memory == model::StateMemory::released     ? "; params, grads and bf16 copy released"
-          : memory == model::StateMemory::releasable ? "; params, grads and bf16 copy releasable"
-                                                     : "");
+          memory == model::StateMemory::released         ? "; params, grads and bf16 copy released"
+          : memory == model::StateMemory::grads_released ? "; grads released"
+                                                         : "");
       for (const auto& [family, impl] : backend->kernels())
         spdlog::debug("kernels: {}: {}", family, impl);
 
