@@ -54,9 +54,9 @@ class Backend {
 
   // --- memory ---
   virtual void* alloc(size_t bytes) = 0;
-  // Memory for a buffer whose ranges release() and acquire() hand back and take again (the
-  // model's params, grads and bf16 copy under ZeRO 2 and 3): on the cuda backend, pages that a
-  // release unmaps; elsewhere alloc()'s. free() takes it back.
+  // Memory for a buffer whose ranges release() and acquire() hand back and take again, held whole
+  // at first (the model's buffers start released instead: alloc_released, below): on the cuda
+  // backend, pages that a release unmaps; elsewhere alloc()'s. free() takes it back.
   virtual void* alloc_releasable(size_t bytes) { return alloc(bytes); }
   // The same, released from the start (ZeRO 2 and 3's gradients, acquired unit by unit; ZeRO 3's
   // params and bf16 copy, of which a rank acquires its shard and each unit as it is gathered): it

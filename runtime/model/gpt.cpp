@@ -43,11 +43,10 @@ Gpt::Gpt(Backend& be, const GptDims& dims, const GptShard& shard, StateMemory me
                 "mixture-of-experts blocks with tp > 1 run with sequence parallelism");
   const int64_t n = layout_.total_numel();
   const DeviceType dev = be_.device();
-  params_ = Tensor(alloc_state(static_cast<size_t>(n) * 4), {n}, DType::f32, dev);
-  const size_t grad_bytes = static_cast<size_t>(n) * 4;
+  const size_t bytes = static_cast<size_t>(n) * 4;
+  params_ = Tensor(alloc_state(bytes), {n}, DType::f32, dev);
   const bool whole = memory == StateMemory::whole;
-  grads_ =
-      Tensor(whole ? be_.alloc(grad_bytes) : be_.alloc_released(grad_bytes), {n}, DType::f32, dev);
+  grads_ = Tensor(whole ? be_.alloc(bytes) : be_.alloc_released(bytes), {n}, DType::f32, dev);
   compute_params_ = params_;
   if (memory != StateMemory::released) be_.zero(params_);  // (released ones read 0 once acquired)
   if (whole) be_.zero(grads_);

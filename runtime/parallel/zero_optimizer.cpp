@@ -43,12 +43,13 @@ ZeroOptimizer::ZeroOptimizer(int stage, Backend& be, model::Gpt& model, dist::Co
     // comes by its gather. Unit by unit, as the gathers acquire (the cuda backend keeps a pool of
     // unmapped pages as large as its largest acquire).
     // (Every segment's: one on a single rank, which is never released, too.)
-    for (size_t i = 0; i < segments_.size(); ++i)
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      const Range mine = owned(i);
       for (const Range& unit : unit_range_) {
-        const Range mine = owned(i);
         const int64_t lo = std::max(mine.begin, unit.begin), hi = std::min(mine.end, unit.end);
         if (lo < hi) be_.acquire(model_.params().slice(lo, hi - lo));
       }
+    }
     live_.assign(unit_range_.size(), true);
     publish_params();
   }

@@ -24,7 +24,7 @@
 // constructor acquires the shard this rank owns, and only that is drawn (TrainStep::init_weights)
 // or loaded. Released ranges go through Backend::release: the cpu backend hands their pages back to
 // the kernel, so that grads (2-3) and params (3) outside live units really leave memory, and the
-// cuda backend unmaps their pages (Gpt's releasable buffers, ReleasableMemory). A released range is
+// cuda backend unmaps their pages (Gpt's released buffers, ReleasableMemory). A released range is
 // acquired (Backend::acquire) before it is written or read again: a unit's params and bf16 copy
 // before its gather, its gradients before its backward (the tied head's wte gradient before the
 // last unit's). The dist tests hold every ZeRO path to that: their runs fault on any touch of

@@ -31,7 +31,6 @@
 //   4. a lower ZeRO stage (fewer collectives, simpler state);
 //   5. sequence parallelism on (less memory, the same bytes moved).
 // This is a rule a user can check by hand, not a timing model: no step time is predicted.
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -189,45 +189,42 @@ bool same_peak(const std::vector<LoadedReport>& reports) {
   return true;
 }
 
-bool same_token_counts(const std::vector<LoadedReport>& reports) {
-  const double first = number_at(reports.front().json, "/loss/tokens_seen");
+// Whether the reports agree at `pointer` (numbers by value; absent and null count as one value),
+// or with skip_unset among those that have a value there only (a run without evals has no val
+// loss).
+bool same_at(const std::vector<LoadedReport>& reports, const std::string& pointer,
+             bool skip_unset = false) {
+  const json::json_pointer p(pointer);
+  std::optional<json> first;
   for (const LoadedReport& r : reports) {
-    const double tokens = number_at(r.json, "/loss/tokens_seen");
-    if (tokens != first && !(std::isnan(tokens) && std::isnan(first))) return false;  // both absent
+    const json v = r.json.contains(p) ? r.json.at(p) : json();
+    if (skip_unset && v.is_null()) continue;
+    if (!first)
+      first = v;
+    else if (v != *first)
+      return false;
   }
   return true;
 }
 
-// Whether every report has the same value at `pointer` (numbers or text; absent counts as one).
-bool same_at(const std::vector<LoadedReport>& reports, const std::string& pointer) {
-  const json::json_pointer p(pointer);
-  const auto value = [&](const json& r) { return r.contains(p) ? r.at(p) : json(); };
-  const json first = value(reports.front().json);
-  return std::all_of(reports.begin(), reports.end(),
-                     [&](const LoadedReport& r) { return value(r.json) == first; });
-}
-
-// The same, among the reports that have a value there (a run without evals has no val loss).
-bool same_at_where_set(const std::vector<LoadedReport>& reports, const std::string& pointer) {
-  const json::json_pointer p(pointer);
-  std::vector<LoadedReport> set;
-  for (const LoadedReport& r : reports)
-    if (r.json.contains(p) && !r.json.at(p).is_null()) set.push_back(r);
-  return set.empty() || same_at(set, pointer);
+bool same_token_counts(const std::vector<LoadedReport>& reports) {
+  return same_at(reports, "/loss/tokens_seen");
 }
 
 bool same_model(const std::vector<LoadedReport>& reports) {
-  for (const char* p : {"/model/params", "/model/flops_per_token"}) {
-    const double first = number_at(reports.front().json, p);
-    for (const LoadedReport& r : reports) {
-      const double v = number_at(r.json, p);
-      if (v != first && !(std::isnan(v) && std::isnan(first))) return false;
-    }
-  }
-  return true;
+  return same_at(reports, "/model/params") && same_at(reports, "/model/flops_per_token");
 }
 
-std::vector<std::pair<double, double>> curve_of(const json& r);
+std::vector<std::pair<double, double>> curve_of(const json& r) {
+  std::vector<std::pair<double, double>> pts;
+  const json::json_pointer p("/loss/curve");
+  if (!r.contains(p) || !r.at(p).is_array()) return pts;
+  for (const json& pt : r.at(p))
+    if (pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number())
+      pts.emplace_back(pt[0].get<double>(), pt[1].get<double>());
+  std::sort(pts.begin(), pts.end());
+  return pts;
+}
 
 std::string token_warning(const std::vector<LoadedReport>& reports, std::optional<double> common) {
   std::string w = "warning: reports are at different token counts (";
@@ -257,17 +254,6 @@ void add_common_loss_row(Table& t, const std::vector<LoadedReport>& reports, dou
                    return measured || cell == "-" ? cell : "~" + cell;
                  }};
   add_numeric_row(t, reports, row);
-}
-
-std::vector<std::pair<double, double>> curve_of(const json& r) {
-  std::vector<std::pair<double, double>> pts;
-  const json::json_pointer p("/loss/curve");
-  if (!r.contains(p) || !r.at(p).is_array()) return pts;
-  for (const json& pt : r.at(p))
-    if (pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number())
-      pts.emplace_back(pt[0].get<double>(), pt[1].get<double>());
-  std::sort(pts.begin(), pts.end());
-  return pts;
 }
 
 // A row per op family any report's hardware.kernels names ("kernels: attention"), "-" where a
@@ -379,7 +365,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
     warning +=
         "warning: the reports train on different data (data (train)): their losses are not "
         "comparable\n";
-  if (same_token_counts(reports) && !same_at_where_set(reports, "/loss/val_at_tokens"))
+  if (same_token_counts(reports) && !same_at(reports, "/loss/val_at_tokens", /*skip_unset=*/true))
     warning +=
         "warning: the reports' last evals are at different token counts (val loss @ tokens): "
         "compare val losses of runs evaluated at the same tokens\n";
