@@ -79,6 +79,12 @@ std::vector<int> other_members(const FailureScope& s) {
   return out;
 }
 
+std::vector<int> global_ranks(const FailureScope& s, const std::vector<int>& group_ranks) {
+  std::vector<int> out;
+  for (int j : group_ranks) out.push_back(s.global_rank(j));
+  return out;
+}
+
 // Whether a transport error names a peer's address, as Gloo's do ("... peer [127.0.0.1]:4213").
 bool names_an_address(const std::string& cause) {
   for (size_t at = cause.find("]:"); at != std::string::npos; at = cause.find("]:", at + 1))
@@ -245,33 +251,56 @@ void publish_pair_addresses(Store& group_store, int rank, const std::vector<std:
   group_store.set("addr/" + std::to_string(rank), bytes(lines));
 }
 
-std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
+namespace {
+
+// A transfer's peers (global ranks) that did not complete it: dead, hung, or blocked in another
+// op (their chains, followed, say on whom). After an error that named no peer, the one that failed
+// is given a grace to report why first.
+std::string name_transfer_peers(const FailureScope& s, const std::vector<int>& peers,
+                                bool timed_out) {
+  if (!timed_out) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s(s));
+    do {
+      std::this_thread::sleep_for(poll_period(s));
+      const std::string reported = reported_failures(s, peers);
+      if (!reported.empty()) return reported;
+    } while (std::chrono::steady_clock::now() < deadline);
+  }
+  return name_missing_ranks(s, peers);
+}
+
+}  // namespace
+
+std::string name_failed_ranks(const FailureScope& scope, const OpId& op, const std::string& cause,
                               bool timed_out) {
   std::string found;  // kept when the store goes away after it named someone
   try {
     const std::string me = std::to_string(scope.global_rank(scope.rank));
     // This rank reached the op: marked before anything that waits (following a broken
     // connection's peer takes a few graces), or the members timing out meanwhile count it missing.
-    scope.group_store->set(arrival_prefix(op_seq) + std::to_string(scope.rank), bytes("1"));
+    if (!op.p2p)
+      scope.group_store->set(arrival_prefix(op.seq) + std::to_string(scope.rank), bytes("1"));
     // Gloo closes a pair's socket as soon as an op on it times out: the peer sees a broken
     // connection to a rank that is alive and only about to name whom it waited for.
     if (timed_out) scope.root_store->set("timed_out/" + me, bytes("1"));
-    const std::vector<int> others = other_members(scope);
+    const std::vector<int> others = op.p2p ? global_ranks(scope, op.peers) : other_members(scope);
     found = reported_failures(scope, others);
     if (found.empty() && !timed_out) found = through_broken_peer(scope, cause);
     // Named: nothing to wait for (our arrival is marked, and the run reports our failure, with
     // this name, for the chains that end at us).
     if (!found.empty()) return found;
+    if (op.p2p) return name_transfer_peers(scope, others, timed_out);
     // A short grace after a timeout: the others time out about when we did. After a broken
     // connection we could not map to a rank (one that died before it published its addresses),
     // the live ranks fail at once too, or once they time out: wait for the first report. Whom
     // we wait for is unknown meanwhile; the members still missing after the grace stand for it,
     // so that ranks blocked on this one in other groups follow the chain on through them.
     const bool unknown = !timed_out;
-    std::vector<int> missing = missing_ranks(scope, op_seq, grace_s(scope), unknown, others);
+    std::vector<int> missing = missing_ranks(scope, op.seq, grace_s(scope), unknown, others);
     if (unknown) {
       if (!missing.empty()) publish_waits_for(scope, missing);
-      missing = missing_ranks(scope, op_seq, scope.timeout_s + 0.5 - grace_s(scope), true, others);
+      missing = missing_ranks(scope, op.seq, scope.timeout_s + 0.5 - grace_s(scope), true, others);
       found = reported_failures(scope, others);
     }
     if (!found.empty() || missing.empty()) return found;

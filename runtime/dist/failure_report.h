@@ -4,8 +4,9 @@
 //  2. the peer whose connection broke (gloo's message holds the peer's pair address, which every
 //     rank published as "addr/<rank>" in the group store after connecting; an address nobody
 //     published is the one member's that has not: it died before it could);
-//  3. after a timeout: ranks that did not reach the op. Each failing rank marks
-//     "arrived/<op seq>/<rank>"; members without the mark after a short grace did not arrive;
+//  3. after a timeout in a collective: ranks that did not reach the op. Each failing rank marks
+//     "arrived/<op seq>/<rank>"; members without the mark after a short grace did not arrive.
+//     A point-to-point transfer is not every member's op (op_id.h): its peers did not arrive;
 //  4. and where those are stuck: each rank that timed out publishes whom it waited for (root key
 //     "waits_for/<global rank>"), and the chains from the missing ranks end at the ones that hung
 //     or died (a rank blocked in a tp op on a hung peer never reaches the dp op we wait in);
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dist/op_id.h"
 #include "runtime/dist/store.h"
 
 namespace trainer::dist {
@@ -39,8 +41,9 @@ struct FailureScope {
 // addrs[j]: the address of this rank's end of its connection to member j (empty for itself).
 void publish_pair_addresses(Store& group_store, int rank, const std::vector<std::string>& addrs);
 
-// A sentence naming the failed or missing global rank(s), or "" when none can be named.
-std::string name_failed_ranks(const FailureScope& scope, uint64_t op_seq, const std::string& cause,
+// A sentence naming the failed or missing global rank(s) behind the failure of `op`, or "" when
+// none can be named.
+std::string name_failed_ranks(const FailureScope& scope, const OpId& op, const std::string& cause,
                               bool timed_out);
 
 // "ranks that did not arrive: <missing (global ranks)>", and where they are stuck (4. above);

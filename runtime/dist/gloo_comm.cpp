@@ -146,20 +146,32 @@ std::string GlooComm::who_failed_to_connect(const std::string& cause) {
   }
   // (one that did not arrive may be connecting another group, with a rank that hung)
   if (!missing.empty()) return name_missing_ranks(failure_scope(), missing);
-  return name_failed_ranks(failure_scope(), kConnectOp, cause, looks_like_timeout(cause));
+  return name_failed_ranks(failure_scope(), OpId::collective(kConnectOp), cause,
+                           looks_like_timeout(cause));
 }
 
 std::shared_ptr<Work> GlooComm::submit(const char* op, std::function<void()> body) {
-  return queue_->enqueue([this, op, body = std::move(body)] {
-    uint64_t seq = next_seq_++;
-    try {
-      body();
-    } catch (const CommError&) {
-      throw;
-    } catch (const std::exception& e) {
-      fail(op, seq, e.what(), looks_like_timeout(e.what()));
-    }
+  return queue_->enqueue(
+      [this, op, body = std::move(body)] { run(op, ops_.next_collective(), body); });
+}
+
+std::shared_ptr<Work> GlooComm::submit_transfer(const char* op, std::vector<int> peers,
+                                                std::function<void()> body) {
+  return queue_->enqueue([this, op, peers = std::move(peers), body = std::move(body)] {
+    run(op, ops_.next_transfer(peers), body);
   });
+}
+
+void GlooComm::run(const char* op, OpId id, const std::function<void()>& body) {
+  waiting_on_ = -1;
+  try {
+    body();
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (id.p2p && waiting_on_ >= 0) id.peers = {waiting_on_};
+    fail(op, id, e.what(), looks_like_timeout(e.what()));
+  }
 }
 
 FailureScope GlooComm::failure_scope() {
@@ -167,12 +179,12 @@ FailureScope GlooComm::failure_scope() {
           opts_.timeout_s};
 }
 
-void GlooComm::fail(const char* op, uint64_t seq, const std::string& cause, bool timed_out) {
+void GlooComm::fail(const char* op, const OpId& id, const std::string& cause, bool timed_out) {
   FailureScope scope = failure_scope();
   // On the worker thread, the context's only user; the queue runs no op after a failure.
   scope.release_peers = [this] { ctx_.reset(); };
-  std::string who = size_ > 1 ? name_failed_ranks(scope, seq, cause, timed_out) : "";
-  throw CommError("comm '" + opts_.name + "' " + op + " (op #" + std::to_string(seq) +
+  std::string who = size_ > 1 ? name_failed_ranks(scope, id, cause, timed_out) : "";
+  throw CommError("comm '" + opts_.name + "' " + op + " (" + id.label() +
                   ") failed on global rank " + std::to_string(global_rank(rank_)) +
                   (timed_out ? " after timeout " + seconds_text(opts_.timeout_s) : "") +
                   (who.empty() ? "" : ": " + who) + " [" + cause + "]");
@@ -223,15 +235,22 @@ void GlooComm::all_to_all(const void* in, void* out, size_t count, CommDType t) 
 }
 
 void GlooComm::send(const void* data, size_t bytes, int peer, int tag) {
-  submit("send", [=, this] { do_send(data, bytes, peer, tag); })->wait();
+  submit_transfer("send",
+                  transfer_peers({{true, const_cast<void*>(data), bytes, peer, tag}}, rank_),
+                  [=, this] { do_send(data, bytes, peer, tag); })
+      ->wait();
 }
 
 void GlooComm::recv(void* data, size_t bytes, int peer, int tag) {
-  submit("recv", [=, this] { do_recv(data, bytes, peer, tag); })->wait();
+  submit_transfer("recv", transfer_peers({{false, data, bytes, peer, tag}}, rank_), [=, this] {
+    do_recv(data, bytes, peer, tag);
+  })->wait();
 }
 
 void GlooComm::send_recv_batch(const std::vector<P2pTransfer>& transfers) {
-  submit("send_recv", [&, this] { do_send_recv_batch(transfers); })->wait();
+  submit_transfer("send_recv", transfer_peers(transfers, rank_), [&, this] {
+    do_send_recv_batch(transfers);
+  })->wait();
 }
 
 void GlooComm::barrier() {

@@ -10,6 +10,7 @@
 
 #include "runtime/dist/comm.h"
 #include "runtime/dist/failure_report.h"
+#include "runtime/dist/op_id.h"
 #include "runtime/dist/work_queue.h"
 
 namespace gloo {
@@ -49,11 +50,16 @@ class GlooComm : public Comm {
   void barrier() override;
 
  private:
-  // Queues `body` as op `op`; its failures come out of Work::wait() as CommError.
+  // Queues `body` as collective `op`; its failures come out of Work::wait() as CommError.
   std::shared_ptr<Work> submit(const char* op, std::function<void()> body);
+  // The same for a point-to-point op with `peers` (group ranks, op_id.h).
+  std::shared_ptr<Work> submit_transfer(const char* op, std::vector<int> peers,
+                                        std::function<void()> body);
+  // Runs `body` as op `id` on the worker thread.
+  void run(const char* op, OpId id, const std::function<void()>& body);
   FailureScope failure_scope();
   std::string who_failed_to_connect(const std::string& cause);
-  [[noreturn]] void fail(const char* op, uint64_t seq, const std::string& cause, bool timed_out);
+  [[noreturn]] void fail(const char* op, const OpId& id, const std::string& cause, bool timed_out);
   void connect();
   std::chrono::milliseconds timeout() const;
 
@@ -75,7 +81,10 @@ class GlooComm : public Comm {
   CommOptions opts_;
   std::shared_ptr<gloo::Context> ctx_;  // null for size 1, and once a failed op released the peers
   std::map<int, std::deque<std::vector<uint8_t>>> self_mailbox_;  // tag -> messages to self
-  uint64_t next_seq_ = 0;                                         // worker thread only
+  OpCounter ops_;                                                 // worker thread only
+  // The peer a transfer waits on now (-1: none): a stalled transfer of a batch is blamed on the
+  // peer it waits for, not on every peer of the batch. Worker thread only.
+  int waiting_on_ = -1;
   std::unique_ptr<WorkQueue> queue_;  // last: joined before the context goes away
 };
 

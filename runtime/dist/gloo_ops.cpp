@@ -190,7 +190,12 @@ void GlooComm::do_send_recv_batch(const std::vector<P2pTransfer>& transfers) {
         else
           do_recv(t.data, t.bytes, t.peer, t.tag);
       }
-  std::vector<std::pair<bool, std::unique_ptr<gloo::transport::UnboundBuffer>>> posted;
+  struct Posted {
+    bool send;
+    int peer;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  };
+  std::vector<Posted> posted;
   for (const P2pTransfer& t : transfers) {
     if (t.bytes == 0 || t.peer == rank_) continue;
     check_peer(t.peer, size_);
@@ -200,12 +205,20 @@ void GlooComm::do_send_recv_batch(const std::vector<P2pTransfer>& transfers) {
       buf->send(t.peer, slot);
     else
       buf->recv(t.peer, slot);
-    posted.emplace_back(t.send, std::move(buf));
+    posted.push_back({t.send, t.peer, std::move(buf)});
   }
-  for (auto& [send, buf] : posted)  // the receives first, as before: a dead peer shows there
-    if (!send) wait_recv(*buf, timeout());
-  for (auto& [send, buf] : posted)
-    if (send) wait_send(*buf, timeout());
+  // The receives first, as before: a dead peer shows there. A wait that fails is blamed on its
+  // peer (waiting_on_), not on the batch's other peer, which may have done its part.
+  for (const bool send : {false, true})
+    for (Posted& p : posted)
+      if (p.send == send) {
+        waiting_on_ = p.peer;
+        if (send)
+          wait_send(*p.buf, timeout());
+        else
+          wait_recv(*p.buf, timeout());
+      }
+  waiting_on_ = -1;
 }
 
 void GlooComm::do_barrier() {

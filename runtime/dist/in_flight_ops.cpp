@@ -2,13 +2,13 @@
 
 namespace trainer::dist {
 
-void InFlightOps::add(uint64_t seq, std::function<bool()> finished) {
+void InFlightOps::add(OpId op, std::function<bool()> finished) {
   std::lock_guard<std::mutex> lock(mu_);
   drop_finished();  // keeps the queue as short as the ops actually in flight
-  ops_.emplace_back(seq, std::move(finished));
+  ops_.emplace_back(std::move(op), std::move(finished));
 }
 
-uint64_t InFlightOps::oldest_unfinished(uint64_t otherwise) {
+OpId InFlightOps::oldest_unfinished(const OpId& otherwise) {
   std::lock_guard<std::mutex> lock(mu_);
   drop_finished();
   return ops_.empty() ? otherwise : ops_.front().first;

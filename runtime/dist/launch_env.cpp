@@ -49,8 +49,8 @@ int get_index(const EnvLookup& env, const std::string& name, const std::string& 
   if (!value) fail(name + " is not set");
   const long long v = parse_int(name, *value);
   if (v < 0 || v >= count)
-    fail(name + "=" + *value + " is out of range [0, " + count_name + "=" +
-         std::to_string(count) + ")");
+    fail(name + "=" + *value + " is out of range [0, " + count_name + "=" + std::to_string(count) +
+         ")");
   return static_cast<int>(v);
 }
 

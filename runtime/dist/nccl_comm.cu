@@ -89,8 +89,8 @@ bool event_done(cudaEvent_t event) {
 
 class NcclWork : public Work {
  public:
-  NcclWork(NcclComm* comm, SharedEvent done, std::string what, uint64_t seq)
-      : comm_(comm), done_(std::move(done)), what_(std::move(what)), seq_(seq) {}
+  NcclWork(NcclComm* comm, SharedEvent done, std::string what, OpId op)
+      : comm_(comm), done_(std::move(done)), what_(std::move(what)), op_(std::move(op)) {}
   void wait() override;
   bool done() override { return event_done(done_.get()); }
 
@@ -98,7 +98,7 @@ class NcclWork : public Work {
   NcclComm* comm_;
   SharedEvent done_;
   std::string what_;
-  uint64_t seq_;
+  OpId op_;
 };
 
 class NcclComm : public Comm {
@@ -206,27 +206,32 @@ class NcclComm : public Comm {
       return r == ncclSuccess || r == ncclInProgress ? end : r;
     })->wait();
   }
-  void send(const void* data, size_t bytes, int peer, int /*tag*/) override {
-    enqueue("send", [&] { return ncclSend(data, bytes, ncclUint8, peer, comm_, stream_); })->wait();
+  void send(const void* data, size_t bytes, int peer, int tag) override {
+    enqueue_transfer("send", {{true, const_cast<void*>(data), bytes, peer, tag}}, [&] {
+      return ncclSend(data, bytes, ncclUint8, peer, comm_, stream_);
+    })->wait();
   }
-  void recv(void* data, size_t bytes, int peer, int /*tag*/) override {
-    enqueue("recv", [&] { return ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_); })->wait();
+  void recv(void* data, size_t bytes, int peer, int tag) override {
+    enqueue_transfer("recv", {{false, data, bytes, peer, tag}}, [&] {
+      return ncclRecv(data, bytes, ncclUint8, peer, comm_, stream_);
+    })->wait();
   }
   // (NCCL has no tags: its sends and receives between two ranks match in the order posted, and
   // a stage's exchanges post them in the same order on both sides)
   void send_recv_batch(const std::vector<P2pTransfer>& transfers) override {
-    enqueue("send_recv",
-            [&] {  // one group: NCCL runs them all at once
-              ncclResult_t r = ncclGroupStart();
-              auto ok = [&] { return r == ncclSuccess || r == ncclInProgress; };  // as all_to_all
-              for (const P2pTransfer& t : transfers) {
-                if (!ok() || t.bytes == 0) continue;
-                r = t.send ? ncclSend(t.data, t.bytes, ncclUint8, t.peer, comm_, stream_)
-                           : ncclRecv(t.data, t.bytes, ncclUint8, t.peer, comm_, stream_);
-              }
-              const ncclResult_t end = ncclGroupEnd();
-              return ok() ? end : r;
-            })
+    enqueue_transfer("send_recv", transfers,
+                     [&] {  // one group: NCCL runs them all at once
+                       ncclResult_t r = ncclGroupStart();
+                       // (as all_to_all)
+                       auto ok = [&] { return r == ncclSuccess || r == ncclInProgress; };
+                       for (const P2pTransfer& t : transfers) {
+                         if (!ok() || t.bytes == 0) continue;
+                         r = t.send ? ncclSend(t.data, t.bytes, ncclUint8, t.peer, comm_, stream_)
+                                    : ncclRecv(t.data, t.bytes, ncclUint8, t.peer, comm_, stream_);
+                       }
+                       const ncclResult_t end = ncclGroupEnd();
+                       return ok() ? end : r;
+                     })
         ->wait();
   }
   void barrier() override {
@@ -236,22 +241,22 @@ class NcclComm : public Comm {
   }
 
   // Polls until `ready()` or the timeout; on timeout or an NCCL async error, names the rank
-  // that failed (op `seq`; kInitOp while connecting), aborts and throws.
+  // that failed (in `op`; kInitOp while connecting), aborts and throws.
   // The first 200 us it yields between looks (a tensor-parallel all-reduce takes tens of us: a
   // 50 us sleep would add up to that to each), then sleeps 50 us (a long wait costs no core).
   template <class Ready>
-  void watch(const std::string& what, uint64_t seq, Ready ready) {
+  void watch(const std::string& what, const OpId& op, Ready ready) {
     const auto start = Clock::now();
     const auto deadline = start + std::chrono::duration<double>(opts_.timeout_s);
     const auto spin_until = start + std::chrono::microseconds(200);
     for (;;) {
       const ncclResult_t async = comm_ ? async_state(comm_) : ncclSuccess;
       if (async != ncclSuccess && async != ncclInProgress)
-        fail_naming(what, seq,
+        fail_naming(what, op,
                     std::string(ncclGetErrorString(async)) + " (" + ncclGetLastError(comm_) + ")");
       if (ready()) return;
       if (Clock::now() > deadline)
-        fail_naming(what, seq, "timed out after " + seconds_text(opts_.timeout_s));
+        fail_naming(what, op, "timed out after " + seconds_text(opts_.timeout_s));
       if (Clock::now() < spin_until)
         std::this_thread::yield();
       else
@@ -296,14 +301,14 @@ class NcclComm : public Comm {
   // op and time out about when we do). NCCL's errors name no peer, so a remote error is treated as
   // a timeout: the members that do not reach the op within a grace, or the ranks that reported
   // dying, are named. During init, the ranks that never published their arrival.
-  [[noreturn]] void fail_naming(const std::string& what, uint64_t seq, const std::string& cause) {
-    if (seq == kInitOp) fail(what + ": " + cause + missing_at_init());
-    const uint64_t stuck = in_flight_.oldest_unfinished(seq);
+  [[noreturn]] void fail_naming(const std::string& what, const OpId& op, const std::string& cause) {
+    if (!op.p2p && op.seq == kInitOp) fail(what + ": " + cause + missing_at_init());
+    const OpId stuck = in_flight_.oldest_unfinished(op);
     const FailureScope scope{
         store_.get(),   root_store_.get(), rank_, size_, [this](int j) { return global_rank(j); },
         opts_.timeout_s};
     const std::string who = name_failed_ranks(scope, stuck, cause, /*timed_out=*/true);
-    fail(what + " (op #" + std::to_string(stuck) + "): " + cause + (who.empty() ? "" : "; " + who));
+    fail(what + " (" + stuck.label() + "): " + cause + (who.empty() ? "" : "; " + who));
   }
 
   // After a failure, the process ends by exit_deadline.h's deadline if tearing down hangs: the
@@ -350,7 +355,7 @@ class NcclComm : public Comm {
     const ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
     if (r != ncclSuccess && r != ncclInProgress)
       fail(std::string("ncclCommInitRankConfig: ") + ncclGetErrorString(r));
-    watch("init", kInitOp, [&] { return async_state(comm_) == ncclSuccess; });
+    watch("init", OpId::collective(kInitOp), [&] { return async_state(comm_) == ncclSuccess; });
   }
 
   // " (never arrived: ranks 2, 3)" from the arrival keys of init.
@@ -369,11 +374,21 @@ class NcclComm : public Comm {
     return missing ? " (never arrived: global ranks " + os.str() + ")" : "";
   }
 
+  // A collective: every member issues the same ones in the same order (op_id.h).
   template <class Launch>
   std::shared_ptr<Work> enqueue(const char* what, Launch launch) {
+    return enqueue_op(what, ops_.next_collective(), launch);
+  }
+  // A point-to-point op with `transfers`' peers.
+  template <class Launch>
+  std::shared_ptr<Work> enqueue_transfer(const char* what,
+                                         const std::vector<P2pTransfer>& transfers, Launch launch) {
+    return enqueue_op(what, ops_.next_transfer(transfer_peers(transfers, rank_)), launch);
+  }
+  template <class Launch>
+  std::shared_ptr<Work> enqueue_op(const char* what, const OpId& op, Launch launch) {
     // An op after the failure (one whose error a destructor swallowed) repeats its reason.
     if (!comm_) fail(std::string(what) + " on an aborted communicator, after: " + first_failure_);
-    const uint64_t seq = next_seq_++;  // every member issues the same ops in the same order
     cudaEvent_t ready = nullptr, done = nullptr;
     CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventRecord(ready, compute_));  // after the work that produced the inputs
@@ -382,13 +397,13 @@ class NcclComm : public Comm {
     const ncclResult_t r = launch();
     if (r != ncclSuccess && r != ncclInProgress)
       fail(std::string(what) + ": " + ncclGetErrorString(r));
-    watch(std::string(what) + " (enqueue)", seq,
+    watch(std::string(what) + " (enqueue)", op,
           [&] { return async_state(comm_) != ncclInProgress; });
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     SharedEvent shared = make_shared_event(done);
     CUDA_CHECK(cudaEventRecord(done, stream_));
-    in_flight_.add(seq, [shared] { return event_done(shared.get()); });
-    return std::make_shared<NcclWork>(this, std::move(shared), what, seq);
+    in_flight_.add(op, [shared] { return event_done(shared.get()); });
+    return std::make_shared<NcclWork>(this, std::move(shared), what, op);
   }
 
   friend class NcclWork;
@@ -401,12 +416,12 @@ class NcclComm : public Comm {
   void* staging_ = nullptr;
   std::shared_ptr<Store> store_;       // this group's (prefixed): ids, arrival marks
   std::shared_ptr<Store> root_store_;  // "failed/<rank>" reports, chains of waits
-  uint64_t next_seq_ = 0;
+  OpCounter ops_;
   InFlightOps in_flight_;
 };
 
 void NcclWork::wait() {
-  comm_->watch(what_, seq_, [&] { return event_done(done_.get()); });
+  comm_->watch(what_, op_, [&] { return event_done(done_.get()); });
   CUDA_CHECK(cudaEventSynchronize(done_.get()));  // surfaces a kernel error, if any
   CUDA_CHECK(cudaStreamWaitEvent(comm_->compute_, done_.get(), 0));
 }

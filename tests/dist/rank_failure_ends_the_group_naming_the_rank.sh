@@ -82,4 +82,32 @@ for kind in kill throw kill0 stop ppkill ppthrow; do
     [ "$(json_get bare_$kind/report.json 'd["run"]["status"]')" = failed ] || fail "$kind: no failed report"
   fi
 done
+# 3. Three pipeline stages, the middle one stopped: both ends time out in their exchanges with it
+#    and name it, and only it. (The ends count their pipeline ops differently from each other;
+#    compared as one op, each said the other "did not arrive" too.)
+port=$(free_port)
+for r in 0 1 2; do
+  RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$bin" train "${args[@]}" --set model.n_layer=3 --set parallel.pp=3 \
+      --set parallel.pipeline.microbatches=2 --out bare_pp3 \
+    >bare_pp3.$r.log 2>&1 &
+  pids[$r]=$!
+done
+for _ in $(seq 300); do grep -q "step " bare_pp3.0.log 2>/dev/null && break; sleep 0.1; done
+grep -q "step " bare_pp3.0.log || { cat bare_pp3.0.log; fail "pp3: the run never started"; }
+kill -STOP ${pids[1]}
+set +e
+deadline=$((SECONDS + limit + 5))
+while { kill -0 ${pids[0]} || kill -0 ${pids[2]}; } 2>/dev/null && [ $SECONDS -lt $deadline ]; do
+  sleep 0.2
+done
+kill -9 ${pids[0]} ${pids[1]} ${pids[2]} 2>/dev/null
+set -e
+for r in 0 2; do
+  wait ${pids[$r]} && fail "pp3: rank $r exited 0"
+  tail -2 bare_pp3.$r.log
+  said=$(grep -oE "did not arrive: [0-9]+(, [0-9]+)*" bare_pp3.$r.log | sort -u)
+  [ "$said" = "did not arrive: 1" ] || fail "pp3: rank $r said '$said', not only rank 1"
+done
+wait ${pids[1]} 2>/dev/null || true
 echo "every failure ended the group, naming the rank"

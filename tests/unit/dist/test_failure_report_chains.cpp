@@ -33,6 +33,7 @@ struct Member {
   std::function<void()> release_peers = {};
   bool reports = false;  // sets "failed/<global rank>" after naming, as a failing rank does
   std::function<void()> on_exit = {};
+  OpId op = OpId::collective(0);  // the op it failed in
 };
 
 // What each global rank said; the store is served on `port`.
@@ -55,7 +56,7 @@ std::vector<std::string> name_together(int port, const std::vector<Member>& memb
       start.arrive_and_wait();
       if (m.until_it_fails) m.until_it_fails();
       std::string& said = named[static_cast<size_t>(me)];
-      said = name_failed_ranks(scope, 0, m.cause, m.timed_out);
+      said = name_failed_ranks(scope, m.op, m.cause, m.timed_out);
       if (m.reports) report_failure(*root, me, said);
       if (m.on_exit) m.on_exit();
     });
@@ -99,6 +100,36 @@ TEST_CASE("a_rank_that_lost_a_timed_out_peer_counts_as_arrived_and_passes_the_ch
   CHECK(named[2] == "ranks that did not arrive: 1");
   CHECK(named[3] == kRank3NamesRank1ThroughRank2);
   CHECK(named[7] == kRank7NamesRank1ThroughRank3);
+}
+
+TEST_CASE("a_stalled_transfer_names_its_peer_not_the_stages_that_exchange_elsewhere",
+          "[comm][fault]") {
+  // Group pp = global ranks 0-2, three pipeline stages. Rank 1, the middle stage, is stopped.
+  // Ranks 0 and 2 time out in their exchanges with it, which they count differently (the middle
+  // stage's transfers are each end's, and only the ends swap the tied embedding): the first
+  // stage's 255th, the last's 227th. Neither is missing from the other's op: named as
+  // collectives #255 and #227, each said the other "did not arrive" too.
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
+  const std::vector<int> pp = {0, 1, 2};
+  Member first{"pp", 0, pp, kTimedOut, true};
+  first.op = OpId{255, true, {1}};
+  Member last{"pp", 2, pp, kTimedOut, true};
+  last.op = OpId{227, true, {1}};
+  const auto named = name_together(server->port(), {first, last});
+  CHECK(named[0] == "ranks that did not arrive: 1");
+  CHECK(named[2] == "ranks that did not arrive: 1");
+}
+
+TEST_CASE("a_transfer_s_peer_blocked_elsewhere_is_followed_to_where_it_waits", "[comm][fault]") {
+  // Group pp = {0, 1}, group dp = {1, 2}. Rank 2 hangs; rank 1 times out in dp's all-reduce
+  // waiting for it, so rank 0's transfer with rank 1 times out too: rank 0 names rank 1 and,
+  // through rank 1's wait, rank 2.
+  auto server = std::make_shared<TcpStore>("127.0.0.1", 0, true, 10000ms);
+  Member stage0{"pp", 0, {0, 1}, kTimedOut, true};
+  stage0.op = OpId{12, true, {1}};
+  const auto named = name_together(server->port(), {stage0, {"dp", 0, {1, 2}, kTimedOut, true}});
+  CHECK(named[0] == "ranks that did not arrive: 1, blocked in turn on rank(s) 2 (hung or dead)");
+  CHECK(named[1] == "ranks that did not arrive: 2");
 }
 
 TEST_CASE("a_rank_that_published_whom_it_waited_for_releases_the_members_that_came_late",
@@ -248,7 +279,7 @@ TEST_CASE("a_rank_that_named_the_broken_peer_keeps_it_when_the_store_goes_away",
   const std::vector<int> tp = {0, 1, 2, 3};
   FailureScope scope{
       store.get(), root.get(), 3, 4, [&](int j) { return tp[static_cast<size_t>(j)]; }, kTimeoutS};
-  CHECK(name_failed_ranks(scope, 0, kClosedByRank2, false) ==
+  CHECK(name_failed_ranks(scope, OpId::collective(0), kClosedByRank2, false) ==
         "lost the connection to rank 2 ([1]:5555; it died or closed its communicator)");
 }
 

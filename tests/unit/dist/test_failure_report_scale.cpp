@@ -70,7 +70,7 @@ int requests_to_name_a_hung_rank(int size) {
       std::make_shared<CountingStore>(make_tcp_store("127.0.0.1", server->port(), false, 5000ms));
   auto group = make_prefix_store(counting, "dp");
   const FailureScope scope{group.get(), counting.get(), 0, size, [](int j) { return j; }, 1.0};
-  const std::string who = name_failed_ranks(scope, 7, "timed out", true);
+  const std::string who = name_failed_ranks(scope, OpId::collective(7), "timed out", true);
   INFO("size " << size << ": " << who);
   CHECK(who == "ranks that did not arrive: " + std::to_string(size - 1));
   return counting->requests.load();
@@ -104,7 +104,8 @@ TEST_CASE("a_group_of_256_timing_out_together_names_the_one_hung_member", "[comm
       auto group = make_prefix_store(root, "dp");
       const FailureScope scope{group.get(), root.get(), r, kSize, [](int j) { return j; }, 10.0};
       connected.arrive_and_wait();  // time out together, as a group stuck in one op does
-      named[static_cast<size_t>(r)] = name_failed_ranks(scope, 7, "timed out", true);
+      named[static_cast<size_t>(r)] =
+          name_failed_ranks(scope, OpId::collective(7), "timed out", true);
     });
   for (auto& t : members) t.join();
   const std::string alone = "ranks that did not arrive: 255";
