@@ -105,6 +105,18 @@ std::string field_text(const RunConfig& cfg, const Field& f) {
       f.ref);
 }
 
+FieldScalar field_scalar(const RunConfig& cfg, const Field& f) {
+  const std::string text = field_text(cfg, f);  // (a string field's text is quoted)
+  if (text == "auto") return std::string("auto");
+  if (text == "null") return std::monostate{};
+  return std::visit(Overloaded{[&](IntField r) -> FieldScalar { return int64_t{r(readable(cfg))}; },
+                               [&](U64Field r) -> FieldScalar { return r(readable(cfg)); },
+                               [&](DoubleField r) -> FieldScalar { return r(readable(cfg)); },
+                               [&](BoolField r) -> FieldScalar { return r(readable(cfg)); },
+                               [&](StringField r) -> FieldScalar { return r(readable(cfg)); }},
+                    f.ref);
+}
+
 void check_field(const RunConfig& cfg, const Field& f) {
   if (!f.choices.empty()) {
     const std::string value = choice_text(cfg, f);

@@ -1,7 +1,9 @@
 #pragma once
 // One field's current value as canonical YAML text, and the check of that value against the
 // field's enumeration and range.
+#include <cstdint>
 #include <string>
+#include <variant>
 
 #include "runtime/config/run_config.h"
 #include "runtime/config/schema.h"
@@ -19,6 +21,11 @@ std::string quote(const std::string& s);
 // The value as it appears in the canonical dump: quoted strings, `auto` / `null` for the
 // special zero / empty values.
 std::string field_text(const RunConfig& cfg, const Field& field);
+
+// The value as a plain scalar (what a JSON copy of the config holds): monostate for `null`, the
+// string "auto" for `auto`, else the field's own type.
+using FieldScalar = std::variant<std::monostate, int64_t, uint64_t, double, bool, std::string>;
+FieldScalar field_scalar(const RunConfig& cfg, const Field& field);
 
 // Throws ConfigError naming the key, the value and what is allowed when the value is not one of
 // the field's choices or outside its range.

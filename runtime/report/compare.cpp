@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/report/compare_config.h"
 #include "runtime/report/metrics.h"
 #include "runtime/report/run_report.h"
 
@@ -348,6 +349,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   t.push_back(precision);
   t.push_back(data);
   t.push_back(seed);
+  for (std::vector<std::string>& row : config_rows(reports)) t.push_back(std::move(row));
   add_kernel_rows(t, reports);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/report/config_json.h"
+
 namespace trainer::report {
 
 ModelDims model_dims(const config::ModelConfig& m) {
@@ -38,6 +40,7 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   r.run.config_sha256 = ctx.config_sha256;
   r.run.seed = cfg.run.seed;
   r.run.git_rev = build_git_rev();
+  r.config = config_json(cfg);
   r.run.started_at = now_iso8601();
   r.run.resumed_from_step = ctx.resumed_from_step;
   r.run.steps_planned = cfg.train.steps;

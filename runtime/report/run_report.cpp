@@ -189,6 +189,7 @@ nlohmann::ordered_json to_json(const RunReport& r) {
       {"slowest_over_median_step_time", or_null(r.stragglers.slowest_over_median_step_time)}};
   j["data"] = {{"train", r.data.train}, {"entropy_floor", or_null(r.data.entropy_floor)}};
   if (r.profile) j["profile"] = profile_json(*r.profile);
+  if (!r.config.is_null()) j["config"] = r.config;
   return j;
 }
 

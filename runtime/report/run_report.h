@@ -175,6 +175,7 @@ struct RunReport {
   StragglerInfo stragglers;
   DataInfo data;
   std::optional<ProfileInfo> profile;  // only when steps were profiled
+  nlohmann::ordered_json config;       // the resolved config (config_json.h); last in the file
 };
 
 nlohmann::ordered_json to_json(const RunReport& report);

@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/run_config.h"
 #include "runtime/report/compare.h"
+#include "runtime/report/config_json.h"
 #include "runtime/report/metrics.h"
 #include "sample_report.h"
 
@@ -205,4 +207,33 @@ TEST_CASE("compare_shows_the_peak_non_finite_steps_and_small_ratios", "[compare]
   CHECK_THAT(row_of(differ, "tokens/s"), Catch::Contains("(0.0033x)"));
   CHECK(format_ratio(0.25) == "0.25x");
   CHECK(format_ratio(0.0) == "0.00x");
+}
+
+TEST_CASE("compare_shows_the_config_keys_in_which_runs_differ", "[compare]") {
+  trainer::config::RunConfig cfg_a, cfg_b;
+  cfg_b.train.lr = cfg_a.train.lr / 3;
+  cfg_b.train.schedule = "wsd";
+  cfg_b.run.out_dir = "elsewhere";  // every run has its own: not a difference
+  cfg_b.parallel.dp = 4;            // the layout row shows it
+  SampleRun a, b, old;
+  a.name = "a";
+  b.name = "b";
+  old.name = "old";
+  auto ra = loaded(a), rb = loaded(b), ro = loaded(old);
+  ra.json["config"] = nlohmann::json::parse(config_json(cfg_a).dump());
+  rb.json["config"] = nlohmann::json::parse(config_json(cfg_b).dump());
+  CHECK(ra.json["config"]["train"]["lr"].is_number());  // typed, nested by the key's path
+  CHECK(ra.json["config"]["model"]["init_from"].is_null());
+  const std::string table = compare_reports({ra, rb, ro});  // `old`: a report without one
+  INFO(table);
+  CHECK_THAT(row_of(table, "config: train.lr"),
+             Catch::Contains(ra.json["config"]["train"]["lr"].dump()) &&
+                 Catch::Contains(rb.json["config"]["train"]["lr"].dump()) && Catch::EndsWith("-"));
+  CHECK_THAT(row_of(table, "config: train.schedule"), Catch::Contains("wsd"));
+  CHECK_THAT(table, !Catch::Contains("run.out_dir") && !Catch::Contains("parallel.dp"));
+  CHECK(row_of(table, "config (other keys)").empty());
+  // The same config: one row that says so.
+  rb.json["config"] = ra.json["config"];
+  CHECK_THAT(row_of(compare_reports({ra, rb, ro}), "config (other keys)"),
+             Catch::Contains("same") && Catch::EndsWith("-"));
 }

@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "runtime/config/run_config.h"
+#include "runtime/config/schema.h"
 #include "runtime/report/report_from_config.h"
 #include "runtime/report/run_report.h"
 #include "sample_report.h"
@@ -268,6 +270,19 @@ TEST_CASE("skeleton_resolves_dp_auto_and_batch_from_config", "[report]") {
   CHECK(r.model.params == count_params(model_dims(cfg.model)).total);
   CHECK(r.hardware.peak_source == "config");
   CHECK(r.hardware.device_count == 8);
+  // The config as it ran, every key: dp as configured ("auto"), the rest typed.
+  const nlohmann::json j = nlohmann::json::parse(to_json(r).dump());
+  CHECK(j["config"]["parallel"]["dp"] == "auto");
+  CHECK(j["config"]["parallel"]["tp"] == 2);
+  CHECK(j["config"]["train"]["lr"] == cfg.train.lr);
+  CHECK(j["config"]["model"]["moe"]["capacity_factor"] == cfg.model.moe.capacity_factor);
+  size_t keys = 0;
+  std::function<void(const nlohmann::json&)> count = [&](const nlohmann::json& node) {
+    if (!node.is_object()) return void(++keys);
+    for (const auto& child : node) count(child);
+  };
+  count(j["config"]);
+  CHECK(keys == trainer::config::config_fields().size());
 }
 
 // The backend's kernel choices (Backend::kernels) reach report.json's hardware.kernels, so that
