@@ -29,19 +29,19 @@ std::optional<T> parse_whole(const std::string& text) {
 
 std::string expected_type(const Field& f) {
   const std::string or_auto = f.special == Special::auto_is_zero ? " or auto" : "";
-  return std::visit(Overloaded{[&](IntField) { return "an integer" + or_auto; },
-                               [&](U64Field) { return std::string("a non-negative integer"); },
-                               [&](DoubleField) {
-                                 return "a number" + or_auto +
-                                        (f.special == Special::null_is_infinite ? " or null" : "");
-                               },
-                               [&](BoolField) { return std::string("true or false"); },
-                               [&](StringField) {
-                                 return std::string(f.special == Special::null_is_empty
-                                                        ? "a string or null"
-                                                        : "a string");
-                               }},
-                    f.ref);
+  return std::visit(
+      Overloaded{[&](IntField) { return "an integer" + or_auto; },
+                 [&](U64Field) { return std::string("a non-negative integer"); },
+                 [&](DoubleField) {
+                   return "a finite number" + or_auto +
+                          (f.special == Special::null_is_infinite ? " or null" : "");
+                 },
+                 [&](BoolField) { return std::string("true or false (or yes/no, on/off)"); },
+                 [&](StringField) {
+                   return std::string(f.special == Special::null_is_empty ? "a string or null"
+                                                                          : "a string");
+                 }},
+      f.ref);
 }
 
 // An integer too large for the field's type: from_chars says out of range, not malformed.
@@ -51,9 +51,12 @@ std::optional<std::string> integer_range_of(const Field& f, const YAML::Node& no
   const size_t digits = !text.empty() && (text[0] == '+' || text[0] == '-') ? 1 : 0;
   if (digits == text.size() || text.find_first_not_of("0123456789", digits) != std::string::npos)
     return std::nullopt;
-  if (std::holds_alternative<IntField>(f.ref))
-    return "an integer from " + std::to_string(std::numeric_limits<int>::min()) + " to " +
-           std::to_string(std::numeric_limits<int>::max());
+  if (std::holds_alternative<IntField>(f.ref)) {
+    const std::string largest = std::to_string(std::numeric_limits<int>::max());
+    if (std::isfinite(f.range.hi)) return "an integer " + f.range.describe();  // the key's range
+    if (std::isfinite(f.range.lo)) return "an integer " + f.range.describe() + ", up to " + largest;
+    return "an integer from " + std::to_string(std::numeric_limits<int>::min()) + " to " + largest;
+  }
   if (std::holds_alternative<U64Field>(f.ref))
     return "a non-negative integer up to " + std::to_string(std::numeric_limits<uint64_t>::max());
   return std::nullopt;

@@ -101,7 +101,10 @@ void apply_override(RunConfig& cfg, const std::string& assignment) {
   const std::string key = assignment.substr(0, eq);
   if (key.empty() || (!find_field(key) && !is_section(key))) {
     std::string msg = "--set '" + assignment + "': unknown key '" + key + "'";
-    if (auto hint = closest_match(key, all_paths())) msg += " (did you mean '" + *hint + "'?)";
+    if (auto hint = closest_match(key, all_paths()))
+      msg += " (did you mean '" + *hint + "'?)";
+    else
+      msg += " (keys are section.key; sections: " + join(section_children("")) + ")";
     fail(msg);
   }
   try {

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "runtime/config/run_config.h"
+
 namespace trainer::dist {
 
 std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,
@@ -16,6 +18,13 @@ std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,
     // MASTER_PORT).
     if (env.rank != 0) store->check({"rendezvous/ping"});
     return store;
+  } catch (const StorePortInUse& e) {
+    // Before any data is touched, as for ranks that disagree: the launch is wrong (exit 2).
+    throw config::ConfigError(
+        "rendezvous: global rank 0 cannot serve the store at " + where +
+        ": another process holds the port (a second process started as RANK 0, another run or "
+        "a leftover process on the same MASTER_PORT; give each run its own MASTER_PORT) (" +
+        e.what() + ")");
   } catch (const StoreTimeout& e) {
     if (env.rank == 0) throw;
     // The store is rank 0's: say so, or a rank 0 that died or hung before serving goes unnamed.

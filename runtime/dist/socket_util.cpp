@@ -30,9 +30,10 @@ int listen_tcp(const std::string& host_for_message, int port, int* bound_port) {
       ::listen(fd, 1024) != 0) {
     int err = errno;
     ::close(fd);
-    throw StoreError("TcpStore: cannot serve on " + host_for_message + ":" + std::to_string(port) +
-                     " (bound on 0.0.0.0): " + std::strerror(err) +
-                     (err == EADDRINUSE ? " - another process holds this port" : ""));
+    const std::string what = "TcpStore: cannot serve on " + host_for_message + ":" +
+                             std::to_string(port) + " (bound on 0.0.0.0): " + std::strerror(err);
+    if (err == EADDRINUSE) throw StorePortInUse(what + " - another process holds this port");
+    throw StoreError(what);
   }
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);

@@ -28,6 +28,11 @@ struct StoreLost : StoreError {
   using StoreError::StoreError;
 };
 
+// The port the store is to be served on is taken (rank 0 only).
+struct StorePortInUse : StoreError {
+  using StoreError::StoreError;
+};
+
 // A key's value, or nullopt where the key does not exist.
 using MaybeValue = std::optional<std::vector<uint8_t>>;
 

@@ -145,7 +145,7 @@ void log_banner(const report::RunReport& base, const report::RunContext& ctx,
                  base.model.num_experts, base.model.top_k, base.model.active_non_embedding_params);
   spdlog::info(
       "grid: world {} = dp {} x pp {} x cp {} x tp {}, zero {}; global batch {} sequences "
-      "({} tokens/step); data {}",
+      "({} tokens/step); {}",
       ctx.world_size, shape.dp, shape.pp, shape.cp, shape.tp, base.parallel.zero_stage,
       base.batch.global_batch_sequences, base.batch.tokens_per_step, loader.describe());
   spdlog::info("peak {:.3f} TFLOP/s per device ({})", ctx.peak.tflops, ctx.peak.source);

@@ -75,5 +75,23 @@ wait "${pids[1]}" || { cat dup_first.log; fail "the first RANK 1 failed"; }
 [ -s "out_$port/report.json" ] || fail "the run of rank 0 and the first RANK 1 wrote no report"
 echo "ok: a second RANK 1 is refused; the first trains"
 
+# A second RANK 0 cannot serve the store on the port the first one holds: refused (exit 2, not
+# a bare "Address already in use" with exit 1), naming the likely causes.
+port=$(free_port) pids=()
+start_rank zero_first 0 2 --set train.steps=400
+start_rank zero_one 1 2 --set train.steps=400
+for _ in $(seq 300); do grep -Eq "step +1/" zero_first.log && break; sleep 0.1; done
+start_rank zero_second 0 2 --set train.steps=400
+set +e
+wait "${pids[2]}"
+rc=$?
+kill "${pids[0]}" "${pids[1]}" 2>/dev/null
+wait "${pids[0]}" "${pids[1]}"
+set -e
+[ "$rc" = 2 ] || { cat zero_second.log; fail "the second RANK 0 exited $rc, not 2"; }
+grep -qF "a second process started as RANK 0" zero_second.log \
+  || { cat zero_second.log; fail "the second RANK 0 is not told why"; }
+echo "ok: a second RANK 0 is refused"
+
 elapsed=$(($(date +%s) - start))
 [ "$elapsed" -lt 50 ] || fail "the refusals took ${elapsed} s (distributed.timeout_s is 60)"

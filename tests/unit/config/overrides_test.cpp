@@ -52,6 +52,10 @@ TEST_CASE("override_with_unknown_key_suggests_the_nearest_key", "[config][overri
                       Contains("unknown key 'trian.lr'") && Contains("did you mean 'train.lr'?"));
   REQUIRE_THROWS_WITH(parse_config("", {"parallel.pipeline.microbatch=2"}),
                       Contains("did you mean 'parallel.pipeline.microbatches'?"));
+  // nothing near: where the keys are
+  REQUIRE_THROWS_WITH(parse_config("", {"foo=1"}),
+                      Contains("unknown key 'foo'") &&
+                          Contains("(keys are section.key; sections: run, model, parallel"));
 }
 
 TEST_CASE("override_without_equals_sign_is_an_error", "[config][overrides]") {
@@ -61,7 +65,7 @@ TEST_CASE("override_without_equals_sign_is_an_error", "[config][overrides]") {
 
 TEST_CASE("override_with_a_bad_value_names_key_and_value", "[config][overrides]") {
   REQUIRE_THROWS_WITH(parse_config("", {"train.lr=abc"}),
-                      Contains("train.lr = \"abc\"") && Contains("expected a number"));
+                      Contains("train.lr = \"abc\"") && Contains("expected a finite number"));
   REQUIRE_THROWS_WITH(parse_config("", {"precision.compute=fp4"}),
                       Contains("precision.compute = \"fp4\"") && Contains("fp32, bf16, fp8"));
 }
