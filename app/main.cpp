@@ -34,8 +34,13 @@ std::optional<std::string> unknown_verb(CLI::App& app, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     flags = flags || (!word.empty() && word[0] == '-');
-    if (word.empty() || word[0] == '-') continue;
     const std::vector<std::string> verbs = verbs_of(at);
+    const bool help = word == "-h" || word == "--help" || (at == &app && word == "--version");
+    if (!word.empty() && word[0] == '-' && !verbs.empty() && !help)
+      return path + ": unknown option '" + word + "' (" + path +
+             " takes one of: " + config::join(verbs) + ", and options after it; " + path +
+             " --help)";
+    if (word.empty() || word[0] == '-') continue;
     if (verbs.empty()) return std::nullopt;  // a verb's own arguments
     CLI::App* next = nullptr;
     for (CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; }))

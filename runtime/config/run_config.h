@@ -173,8 +173,8 @@ std::string input_file_problem(const std::string& path);
 // part of validate(): `plan` writes nothing and may run where the paths cannot be created).
 void check_output_dirs(const RunConfig& cfg);
 // What this build trains of the layouts validate() accepts: throws ConfigError for the pairings
-// not built (ZeRO 2/3 or fp8 with pipeline parallelism; mixture-of-experts blocks with cp or fp8,
-// or at tp > 1 without sequence parallelism or with a forward's sequences not divisible by tp).
+// not built (ZeRO 2/3 with pipeline parallelism; mixture-of-experts blocks at tp > 1 without
+// sequence parallelism or with a forward's sequences not divisible by tp).
 // Called by `train` and `plan` before validate(), so such a layout is refused for what it is (not
 // for its world size).
 void check_runnable(const RunConfig& cfg);

@@ -287,8 +287,14 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
 
 DeviceKind device_kind(const std::string& name, int ranks, double memory_gib) {
   DeviceKind d{name, 0, name != "cpu"};
-  if (const char* unmap = std::getenv("TRAINER_CUDA_UNMAP"); d.cuda && unmap && *unmap)
-    d.releases_pages = std::string(unmap) != "0";
+  if (const char* unmap = std::getenv("TRAINER_CUDA_UNMAP"); d.cuda && unmap && *unmap) {
+    const std::string on = unmap;  // as the cuda backend reads it
+    if (on != "0" && on != "1")
+      throw config::ConfigError("TRAINER_CUDA_UNMAP = '" + on +
+                                "': allowed are 1 (ZeRO's released pages are unmapped, the "
+                                "default) and 0 (they stay mapped and are filled)");
+    d.releases_pages = on == "1";
+  }
   if (name == "h100")
     d.memory_bytes = 81559 * kMiB;
   else if (name == "h200")

@@ -64,6 +64,7 @@ expect_exit_2 "unknown verb 'tarin'; did you mean 'train'?" out tarin run.yaml
 expect_exit_2 "trainer ckpt: unknown verb 'bogus' (trainer ckpt takes one of: inspect," out \
   ckpt bogus out
 expect_exit_2 "trainer data needs a verb: one of prepare" out data
+expect_exit_2 "trainer: unknown option '--bogus' (trainer takes one of: train," out --bogus train
 expect_exit_2 "fp8 needs a Hopper GPU" out plan "$src/configs/gpt2_small_cuda.yaml" --gpu a100 \
   --set precision.compute=fp8
 expect_exit_2 "--grace-s nan must be in [0, 3600]" out launch --nproc-per-node 1 --grace-s nan \

@@ -123,6 +123,9 @@ TEST_CASE("search: model state as the backends hold it") {
   }
   // cuda with TRAINER_CUDA_UNMAP=0 keeps the params and grads buffers whole; ZeRO shards the
   // optimizer state (1+) and adds the shard gradient accumulator (2+).
+  setenv("TRAINER_CUDA_UNMAP", "bogus", 1);  // refused, as the cuda backend refuses it
+  CHECK_THROWS_WITH(plan::device_kind("h200", 4),
+                    Catch::Contains("TRAINER_CUDA_UNMAP = 'bogus': allowed are 1"));
   setenv("TRAINER_CUDA_UNMAP", "0", 1);
   const plan::DeviceKind kept = plan::device_kind("h200", 4);
   unsetenv("TRAINER_CUDA_UNMAP");
