@@ -4,7 +4,9 @@
 It shares no code with trainer: the model is standard torch ops differentiated by autograd, the
 optimizer is torch.optim.AdamW, clipping is torch.nn.utils.clip_grad_norm_. What it copies from
 trainer are only the conventions it documents (llm.c's): the lr schedule, which tensors decay, how
-token shards are cut into steps and evals. Subcommands:
+token shards are cut into steps and evals. With --num-experts every block's MLP is a mixture of
+experts as README.md describes it (router, top_k gates, per-sequence capacity in GShard's order,
+Switch's balance loss; moe_mlp below). Subcommands:
 
   init     write a random GPT-2 init as Hugging Face safetensors (the names and [in, out] Conv1D
            layout `trainer ckpt export` writes and `model.init_from` reads)
@@ -84,12 +86,27 @@ def layer_names(n_layer):
     return names + ["ln_f.weight", "ln_f.bias"]
 
 
+def moe_layer_names(n_layer):
+    """layer_names with each block's dense MLP replaced by a router and stacked experts."""
+    dense = ("mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias")
+    out = []
+    for name in layer_names(n_layer):
+        if name.endswith("mlp.c_fc.weight"):
+            p = name[:-len("mlp.c_fc.weight")]
+            out += [p + "mlp.router.weight"] + [p + "mlp.experts." + k[4:] for k in dense]
+        elif not name.endswith(dense):
+            out.append(name)
+    return out
+
+
 def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def forward(w, a, idx, targets):
-    """Mean cross-entropy of next-token prediction over all B*T positions of idx [B, T]."""
+def forward(w, a, idx, targets, moe=None):
+    """Mean cross-entropy of next-token prediction over all B*T positions of idx [B, T]. With
+    a.num_experts the MLPs are mixtures of experts, which add their balance loss and counts to
+    `moe` (a MoeStats)."""
     B, T = idx.shape
     C, nh = a.d_model, a.n_head
     ln = lambda x, p: F.layer_norm(x, (C,), w[p + ".weight"], w[p + ".bias"], eps=1e-5)
@@ -104,12 +121,93 @@ def forward(w, a, idx, targets):
         att = att.masked_fill(~causal, float("-inf")).softmax(-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
         x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
+        if a.num_experts:
+            x = x + moe_mlp(w, a, p, ln(x, p + "ln_2"), moe)
+            continue
         h = a.gelu(ln(x, p + "ln_2") @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
         x = x + h @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
     # The tied head over the vocab_size real tokens only: trainer pads wte with zero rows (to a
     # multiple of model.make_vocab_size_divisible_by) that must stay out of the softmax.
     logits = ln(x, "ln_f") @ w["wte.weight"].T
     return F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))
+
+
+# ----------------------------------------------------------------------------------------------
+# Mixture of experts, as README.md words it. Where the README leaves a choice open, the comment
+# says which one trainer makes (read in runtime/model/moe_router.cpp, gpt_moe.cpp and
+# runtime/train/train_step.cpp) and whose convention that is.
+#
+# Weights as `trainer ckpt export` writes them: the router [E, C] and the experts stacked on a
+# first axis of E in torch.nn.Linear's [out, in] layout (c_fc [E, 4C, C], c_proj [E, C, 4C];
+# unlike the dense 2-D Conv1D weights, which are [in, out]): logits = x @ R^T, expert e's MLP is
+# gelu(x @ W_fc[e]^T + b_fc[e]) @ W_proj[e]^T + b_proj[e].
+
+class MoeStats:
+    """What the mixture-of-experts MLPs of one forward add up over their blocks."""
+
+    def __init__(self):
+        self.aux = 0.0  # aux_loss_coef * sum over blocks of the mean over sequences (a tensor)
+        self.dropped = 0  # choices past capacity
+        self.margin = math.inf  # narrowest gap between two log-probabilities a choice depends on
+
+
+def moe_mlp(w, a, p, x, moe):
+    """Block p's mixture-of-experts MLP of x [B, T, C] (the ln_2 output); adds to moe."""
+    B, T, C = x.shape
+    E, K = a.num_experts, a.top_k
+    probs = (x @ w[p + "mlp.router.weight"].T).softmax(-1)  # [B, T, E]
+    # Each token's top_k experts, best first. (Ties: trainer takes the lower index; torch.topk
+    # promises no order. Moot: the margin below keeps every choice far from a tie.)
+    top_p, top_e = probs.topk(K, -1)  # [B, T, K]
+    # trainer (fp32) makes the same choices only where no two log-probabilities that decide them
+    # (the first K in order, and the K-th against the next) are nearly tied: the narrowest such
+    # gap, for the test to require well above how far trainer's log-probabilities stray.
+    lp = probs.detach().log().sort(-1, descending=True).values
+    gaps = (lp[..., :-1] - lp[..., 1:])[..., :min(K, E - 1)]
+    if gaps.numel():
+        moe.margin = min(moe.margin, gaps.min().item())
+    # Gates: top_k 1: the expert's probability (Switch); else the top_k renormalized to sum to 1
+    # (Mixtral, Megatron), over the chosen experts before any is dropped, so that a dropped second
+    # choice still shrinks the first one's gate (GShard and Megatron alike; trainer the same).
+    gate = top_p
+    if K > 1 and a.wrong_moe != "gates-not-renormalized":
+        gate = top_p / top_p.sum(-1, keepdim=True)
+    chosen = F.one_hot(top_e, E)  # [B, T, K, E]
+    # Capacity per expert per sequence, in GShard's order: a choice's place is how many choices of
+    # the same expert come before it, every token's first choice (in token order) before any
+    # second one. Dropless (capacity_factor None): an expert may take every token. (trainer takes
+    # ceil(factor * T * top_k / E - 1e-9) clamped to [1, T]: the same for the test's factors.)
+    if a.wrong_moe == "capacity-per-batch":  # the micro-batch competes for B times the slots
+        order = chosen.permute(2, 0, 1, 3).reshape(K * B * T, E)
+        place = ((order.cumsum(0) - 1) * order).sum(-1).reshape(K, B, T).permute(1, 2, 0)
+        capacity = math.ceil(a.capacity_factor * B * T * K / E)
+    elif a.wrong_moe == "second-choices-first":  # token order: a token's choices one after another
+        order = chosen.reshape(B, T * K, E)
+        place = ((order.cumsum(1) - 1) * order).sum(-1).reshape(B, T, K)
+        capacity = math.ceil(a.capacity_factor * T * K / E)
+    else:
+        order = chosen.transpose(1, 2).reshape(B, K * T, E)
+        place = ((order.cumsum(1) - 1) * order).sum(-1).reshape(B, K, T).transpose(1, 2)
+        capacity = T if a.capacity_factor is None else math.ceil(a.capacity_factor * T * K / E)
+    kept = place < capacity  # [B, T, K]; a dropped choice adds nothing: the residual carries x on
+    moe.dropped += int((~kept).sum())
+    # Every expert on every token (E is small here), combined by each token's kept gates.
+    combine = (chosen * (gate * kept)[..., None]).sum(2)  # [B, T, E]
+    h = a.gelu(torch.einsum("btc,efc->ebtf", x, w[p + "mlp.experts.c_fc.weight"])
+               + w[p + "mlp.experts.c_fc.bias"][:, None, None, :])
+    y = (torch.einsum("ebtf,ecf->ebtc", h, w[p + "mlp.experts.c_proj.weight"])
+         + w[p + "mlp.experts.c_proj.bias"][:, None, None, :])
+    # Switch's balance loss per sequence: E * sum_e f_e * P_e, P_e the sequence's mean probability
+    # of e, f_e the share of its T * top_k choices that picked e, counted before dropping (a
+    # count: no gradient). README leaves open how f_e counts top_k > 1 and how sequences and
+    # blocks combine; trainer: every choice over T * top_k (Megatron's
+    # switch_load_balancing_loss_func; GShard counts first choices only), the mean over a global
+    # batch's sequences, the sum over blocks (each block's loss weighs aux_loss_coef, as in
+    # Switch and Megatron), in the gradient and in the logged moe_aux_loss alike.
+    f = chosen.sum((1, 2)).to(probs.dtype) / (T * K)  # [B, E]
+    P = probs.mean(1)
+    moe.aux = moe.aux + a.aux_loss_coef * (E * (f * P).sum(-1)).mean()
+    return torch.einsum("bte,ebtc->btc", combine, y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,10 +262,13 @@ def train(a):
     a.gelu = F.gelu if a.gelu_exact else gelu_tanh
     w = {k: torch.tensor(v, dtype=torch.float64, requires_grad=True)
          for k, v in read_safetensors(a.init).items()}
-    # Weight decay on matrices and embeddings (every 2-D tensor), not on biases and LayerNorm
-    # gains, as llm.c and nanoGPT.
-    decay = [t for t in w.values() if t.dim() == 2]
-    no_decay = [t for t in w.values() if t.dim() != 2]
+    # Weight decay on matrices and embeddings (every 2-D tensor, and the experts' stacked 3-D
+    # ones; the router [E, C] is a matrix too), not on biases and LayerNorm gains, as llm.c and
+    # nanoGPT. (The experts' stacked biases [E, n] are 2-D but biases: no decay.)
+    def decays(name, t):
+        return t.dim() >= 2 and not name.endswith(".bias")
+    decay = [t for k, t in w.items() if decays(k, t)]
+    no_decay = [t for k, t in w.items() if not decays(k, t)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(a.beta1, a.beta2), eps=a.eps)
@@ -181,11 +282,17 @@ def train(a):
         opt.zero_grad(set_to_none=True)
         x, y = train_data.next()
         loss = 0.0
+        moe = MoeStats()
         for m in range(a.grad_accum):  # each micro-batch's mean loss, averaged: the global mean
             sl = slice(m * a.micro_batch, (m + 1) * a.micro_batch)
-            l = forward(w, a, x[sl], y[sl]) / a.grad_accum
-            l.backward()
+            micro = MoeStats()
+            l = forward(w, a, x[sl], y[sl], micro) / a.grad_accum
+            # the balance loss (0.0 for a dense model) is in the gradient, not in the logged loss
+            (l + micro.aux / a.grad_accum).backward()
             loss += l.item()
+            moe.aux += float(micro.aux) / a.grad_accum
+            moe.dropped += micro.dropped
+            moe.margin = min(moe.margin, micro.margin)
         # The norm before clipping is what is logged. torch scales the gradients by
         # min(1, grad_clip / (norm + 1e-6)), trainer by grad_clip / (norm + 1e-6) when norm >
         # grad_clip: the same but for norms within 1e-6 of grad_clip.
@@ -198,9 +305,16 @@ def train(a):
                "clipped": norm > a.grad_clip}
         if (step + 1) % a.eval_every == 0 or step + 1 == a.steps:
             val_data.reset()  # every eval reads the same batches from the start of the val data
+            evals = MoeStats()
             with torch.no_grad():
-                losses = [forward(w, a, *val_data.next()).item() for _ in range(eval_batches)]
+                losses = [forward(w, a, *val_data.next(), evals).item()
+                          for _ in range(eval_batches)]
             row["val_loss"] = sum(losses) / len(losses)
+            moe.margin = min(moe.margin, evals.margin)  # (the eval's routing: in the margin only)
+        if a.num_experts:
+            row["moe_aux_loss"] = moe.aux
+            row["moe_dropped_fraction"] = moe.dropped / (seqs * a.seq_len * a.top_k * a.n_layer)
+            row["route_margin"] = moe.margin
         rows.append(row)
     with open(a.out, "w") as f:
         json.dump(rows, f, indent=1)
@@ -212,11 +326,13 @@ def train(a):
 # The random init both sides start from: GPT-2's N(0, 0.02) with the residual projections scaled
 # by 1/sqrt(2 n_layer), but with random LayerNorm gains and biases and random linear biases too
 # (GPT-2 starts those at 1 and 0), so that a bias or gain dropped or misplaced changes the loss
-# from the first step.
+# from the first step. A mixture of experts' routers are N(0, router_std), its experts' weights
+# and biases as the dense MLP's (tests/e2e/moe_matches_float64_pytorch_reference.sh widens the
+# routers, so that fp32 and float64 choose alike: moe_mlp's margin).
 
 def init(a):
     rng = np.random.default_rng(a.seed)
-    C, V, T, FC = a.d_model, a.vocab_size, a.seq_len, 4 * a.d_model
+    C, V, T, FC, E = a.d_model, a.vocab_size, a.seq_len, 4 * a.d_model, a.num_experts
     shapes = {"wte.weight": (V, C), "wpe.weight": (T, C), "ln_f.weight": (C,), "ln_f.bias": (C,)}
     for l in range(a.n_layer):
         p = f"h.{l}."
@@ -225,14 +341,21 @@ def init(a):
                        p + "attn.c_proj.weight": (C, C), p + "attn.c_proj.bias": (C,),
                        p + "ln_2.weight": (C,), p + "ln_2.bias": (C,),
                        p + "mlp.c_fc.weight": (C, FC), p + "mlp.c_fc.bias": (FC,),
-                       p + "mlp.c_proj.weight": (FC, C), p + "mlp.c_proj.bias": (C,)})
+                       p + "mlp.c_proj.weight": (FC, C), p + "mlp.c_proj.bias": (C,),
+                       p + "mlp.router.weight": (E, C),
+                       p + "mlp.experts.c_fc.weight": (E, FC, C),
+                       p + "mlp.experts.c_fc.bias": (E, FC),
+                       p + "mlp.experts.c_proj.weight": (E, C, FC),
+                       p + "mlp.experts.c_proj.bias": (E, C)})
     w = {}
-    for name in layer_names(a.n_layer):
+    for name in (moe_layer_names if E else layer_names)(a.n_layer):
         shape = shapes[name]
         if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name == "ln_f.weight":
             w[name] = 1 + 0.1 * rng.standard_normal(shape)
-        elif len(shape) == 1:
+        elif name.endswith(".bias"):
             w[name] = 0.02 * rng.standard_normal(shape)
+        elif name.endswith("router.weight"):
+            w[name] = a.router_std * rng.standard_normal(shape)
         else:
             std = 0.02 / math.sqrt(2 * a.n_layer) if name.endswith("c_proj.weight") else 0.02
             w[name] = std * rng.standard_normal(shape)
@@ -255,6 +378,9 @@ def compare(a):
             got[r["step"]] = r
     tol = {"loss": a.rtol_loss, "grad_norm": a.rtol_grad_norm, "lr": a.rtol_lr,
            "val_loss": a.rtol_loss}
+    moe = any("moe_aux_loss" in r for r in ref.values())
+    if moe:  # the dropped share is a count over a power of two: exact on both sides
+        tol.update({"moe_aux_loss": a.rtol_moe_aux_loss, "moe_dropped_fraction": 0.0})
     ok = sorted(ref) == sorted(got)
     if not ok:
         print(f"steps differ: reference {sorted(ref)}, trainer {sorted(got)}")
@@ -279,6 +405,18 @@ def compare(a):
         print(f"{step:4d}{clip:8s} " + "; ".join(cells))
     print("worst relative difference: " + ", ".join(
         f"{k} {worst[k]:.2e} (tolerance {tol[k]:g})" for k in tol))
+    if moe:
+        margin = min(r["route_margin"] for r in ref.values())
+        dropped = max(r["moe_dropped_fraction"] for r in ref.values())
+        print(f"routing: narrowest log-probability gap a choice depended on {margin:.2e} "
+              f"(required {a.min_route_margin:g}); most choices dropped in a step {dropped:.4f}")
+        if not margin >= a.min_route_margin:
+            print("a near-tie: fp32 rounding may pick other experts than float64 here; the run "
+                  "cannot check the routing (choose another seed or init, do not loosen)")
+            ok = False
+        if a.expect_drops and not dropped > 0:
+            print("no choice was dropped: the run does not check the capacity")
+            ok = False
     clipped = sum(r["clipped"] for r in ref.values())
     if not 0 < clipped < len(ref):
         print(f"clipping was active on {clipped} of {len(ref)} steps: the run checks clipping "
@@ -323,11 +461,14 @@ def main():
         p.add_argument("--n-layer", type=int, required=True)
         p.add_argument("--d-model", type=int, required=True)
         p.add_argument("--seq-len", type=int, required=True)
+        p.add_argument("--num-experts", type=int, default=0,
+                       help="0: dense MLPs; else a mixture of that many experts per block")
 
     p = sub.add_parser("init", help="write a random init (HF GPT-2 safetensors)")
     model_args(p)
     p.add_argument("--vocab-size", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--router-std", type=float, default=0.02, help="the routers' init std")
     p.add_argument("--out", required=True)
 
     p = sub.add_parser("train", help="train in float64; write per-step metrics and final weights")
@@ -351,8 +492,16 @@ def main():
     p.add_argument("--eval-batches", type=int, required=True, help="global batches per eval")
     p.add_argument("--out", required=True, help="per-step metrics (JSON list)")
     p.add_argument("--weights-out", help="final weights (npz, float64)")
-    # A deliberate mistake, for the test's proof that its tolerances can catch one.
+    p.add_argument("--top-k", type=int, default=2, help="experts per token (with --num-experts)")
+    p.add_argument("--capacity-factor", type=lambda v: None if v == "null" else float(v),
+                   default=1.25, help="slots per expert per sequence: ceil(factor * T * top_k / "
+                   "E); null: dropless")
+    p.add_argument("--aux-loss-coef", type=float, default=0.01)
+    # Deliberate mistakes, for the tests' proof that their tolerances can catch one.
     p.add_argument("--gelu-exact", action="store_true", help="erf GELU instead of GPT-2's tanh")
+    p.add_argument("--wrong-moe", choices=("gates-not-renormalized", "capacity-per-batch",
+                                           "second-choices-first"),
+                   help="a mixture of experts with that mistake")
 
     p = sub.add_parser("compare", help="trainer's metrics (and weights) against `train`'s")
     p.add_argument("reference", help="`train --out` JSON")
@@ -360,6 +509,12 @@ def main():
     p.add_argument("--rtol-loss", type=float, required=True, help="loss and val_loss")
     p.add_argument("--rtol-grad-norm", type=float, required=True)
     p.add_argument("--rtol-lr", type=float, required=True)
+    p.add_argument("--rtol-moe-aux-loss", type=float, default=0.0)
+    p.add_argument("--min-route-margin", type=float, default=0.0,
+                   help="the narrowest gap between deciding log-probabilities the reference may "
+                   "meet (train --num-experts)")
+    p.add_argument("--expect-drops", action="store_true",
+                   help="fail unless some step dropped choices past capacity")
     p.add_argument("--weights", help="trainer's final weights (`ckpt export` safetensors)")
     p.add_argument("--reference-weights", help="`train --weights-out` npz")
     p.add_argument("--init", help="the init both started from (for the weights' scale)")
