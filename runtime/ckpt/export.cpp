@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "runtime/config/run_config.h"
+#include "runtime/core/atomic_file.h"
 #include "runtime/data/shard_file.h"
 #include "runtime/model/param_layout.h"
 
@@ -223,22 +224,19 @@ void write_llmc(const std::string& path, const model::GptDims& d, const GlobalWe
   h[5] = d.n_head;
   h[6] = d.d_model;
   h[7] = static_cast<int32_t>(Vp);
-  std::ofstream out(path + ".tmp", std::ios::binary);
-  out.write(reinterpret_cast<const char*>(h), sizeof h);
+  AtomicFileWriter out(path);  // (its errors name the cause: a full disk, a read-only one)
+  out.write(h, sizeof h);
   const auto layout = whole_layout(d);
   for (const auto& name : llmc_order(d)) {
     const auto& t = w.at(name);
     const int64_t n = file_numel(layout.find(name), d);
-    out.write(reinterpret_cast<const char*>(t.data()), static_cast<std::streamsize>(n * 4));
+    out.write(t.data(), static_cast<size_t>(n) * 4);
     if (name == "wte.weight") {
       const std::vector<float> pad(static_cast<size_t>((Vp - d.vocab) * d.d_model), 0.0f);
-      out.write(reinterpret_cast<const char*>(pad.data()),
-                static_cast<std::streamsize>(pad.size() * 4));
+      out.write(pad.data(), pad.size() * 4);
     }
   }
-  out.close();
-  if (!out) throw CheckpointError("cannot write " + path);
-  std::filesystem::rename(path + ".tmp", path);
+  out.commit();
 }
 
 namespace {
@@ -272,10 +270,10 @@ void check_init_from(const std::string& path, const model::GptDims& dims) {
 void check_weight_file(const std::string& path, const model::GptDims& dims) {
   const int32_t magic = first_int32(path);
   if (magic == data::kShardMagic)
-    throw CheckpointError(
-        "an llm.c token shard (data, magic " + std::to_string(magic) +
-        "), not weights: expected an llm.c model file (magic " + std::to_string(kLlmcMagic) +
-        ", as `trainer ckpt export --format llmc` writes) or a safetensors file");
+    throw CheckpointError("an llm.c token shard (data, magic " + std::to_string(magic) +
+                          "), not weights: expected an llm.c model file (magic " +
+                          std::to_string(kLlmcMagic) +
+                          ", as `trainer ckpt export --format llmc` writes) or a safetensors file");
   if (magic == kLlmcMagic) {
     std::ifstream in(path, std::ios::binary);
     int32_t h[256] = {};

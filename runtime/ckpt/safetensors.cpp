@@ -9,48 +9,10 @@
 #include <filesystem>
 #include <limits>
 
-#include "runtime/core/sha256.h"
+#include "runtime/core/atomic_file.h"
 
 namespace trainer::ckpt {
 namespace {
-
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
-// A file written through one fd: every byte also goes into the running sha256.
-class HashingWriter {
- public:
-  explicit HashingWriter(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd_ < 0) throw CheckpointError("cannot create " + path + ": " + errno_text());
-  }
-  ~HashingWriter() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void write(const void* data, size_t n) {
-    hash_.update(data, n);
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) throw CheckpointError("write to " + path_ + " failed: " + errno_text());
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  std::string finish() {
-    if (::fsync(fd_) != 0) throw CheckpointError("fsync " + path_ + ": " + errno_text());
-    ::close(fd_);
-    fd_ = -1;
-    return hash_.final();
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  Sha256 hash_;
-};
 
 std::string header_json(const std::vector<TensorToWrite>& tensors,
                         const std::map<std::string, std::string>& metadata) {
@@ -137,31 +99,21 @@ std::map<std::string, std::string> metadata_from(const std::string& path, const 
 
 std::string write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata) {
-  const std::string tmp = path + ".tmp";
   const std::string header = header_json(tensors, metadata);
-  std::string hash;
-  {
-    HashingWriter out(tmp);
-    const uint64_t n = header.size();
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-    out.write(len, 8);
-    out.write(header.data(), header.size());
-    for (const auto& t : tensors) out.write(t.data, static_cast<size_t>(t.bytes));
-    hash = out.finish();
-  }
-  std::filesystem::rename(tmp, path);
-  return hash;
+  AtomicFileWriter out(path);
+  const uint64_t n = header.size();
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  out.write(len, 8);
+  out.write(header.data(), header.size());
+  for (const auto& t : tensors) out.write(t.data, static_cast<size_t>(t.bytes));
+  return out.commit();
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    HashingWriter out(tmp);
-    out.write(text.data(), text.size());
-    out.finish();
-  }
-  std::filesystem::rename(tmp, path);
+  AtomicFileWriter out(path);
+  out.write(text.data(), text.size());
+  out.commit();
 }
 
 void fsync_dir(const std::string& dir) {

@@ -24,7 +24,7 @@ struct TensorToWrite {
   int64_t bytes = 0;
 };
 
-// Writes `path` under `path + ".tmp"`, fsyncs and renames it. Returns the file's sha256.
+// Writes `path` whole or not at all (AtomicFileWriter). Returns the file's sha256.
 std::string write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata);
 

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/core/atomic_file.h"
 #include "runtime/core/check.h"
 #include "runtime/data/data_error.h"
 
@@ -106,14 +107,10 @@ void write_shard(const std::string& path, std::span<const uint16_t> tokens) {
   header[1] = kShardVersion;
   header[2] = static_cast<int32_t>(tokens.size());
 
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
-  bool ok = std::fwrite(header.data(), sizeof(int32_t), header.size(), f) == header.size();
-  ok = ok && std::fwrite(tokens.data(), sizeof(uint16_t), tokens.size(), f) == tokens.size();
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
-  std::filesystem::rename(tmp, path);
+  AtomicFileWriter out(path);
+  out.write(header.data(), header.size() * sizeof(int32_t));
+  out.write(tokens.data(), tokens.size() * sizeof(uint16_t));
+  out.commit();
 }
 
 }  // namespace trainer::data

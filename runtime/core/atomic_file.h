@@ -1,0 +1,38 @@
+#pragma once
+// AtomicFileWriter: writes a file whole or not at all. The bytes go to a temporary file beside
+// `path`, named for this writer alone (two processes exporting to one path, or a retry while the
+// first export still runs, must not write into one temporary: each renames its own whole file
+// and the last rename wins); commit() fsyncs and renames it. A writer destroyed uncommitted (a
+// write failed: a full disk) removes its temporary, so a failure leaves nothing behind.
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/core/sha256.h"
+
+namespace trainer {
+
+struct FileWriteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(std::string path);  // FileWriteError naming the temporary
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, size_t n);  // FileWriteError with the cause (ENOSPC, ...)
+  // fsync, then the rename onto `path`. Returns the sha256 (hex) of the bytes written.
+  std::string commit();
+  const std::string& temporary() const { return tmp_; }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  Sha256 hash_;
+};
+
+}  // namespace trainer
