@@ -99,10 +99,43 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
   return out;
 }
 
+// After a commit: a checkpoint that cannot be removed (a permission, a busy file) costs disk, not
+// the run, whose new checkpoint is saved; so it is a warning. The manifest goes first, so that a
+// removal that fails partway leaves a directory no resume takes for a checkpoint.
 void prune(const std::string& root, int keep) {
   if (keep <= 0) return;
   const auto all = list_checkpoints(root);
-  for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) fs::remove_all(all[i]);
+  for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) {
+    std::error_code ec;
+    if (!fs::remove(all[i] + "/" + kManifestName, ec) || ec) {
+      spdlog::warn("checkpoint.keep = {}: cannot remove the older checkpoint {} ({}); it stays",
+                   keep, all[i], ec ? ec.message() : "its manifest.json is gone");
+      continue;
+    }
+    fs::remove_all(all[i], ec);
+    if (ec)
+      spdlog::warn(
+          "checkpoint.keep = {}: {} is not a checkpoint any more (its manifest.json is "
+          "removed), but the rest of it cannot be removed: {}",
+          keep, all[i], ec.message());
+  }
+}
+
+// Every rank's file in `tmp_dir` as rank 0 sees it, at the size its rank wrote. A rank whose
+// checkpoint.dir is not the directory rank 0 sees (a node-local path, another mount) wrote
+// elsewhere: a manifest listing its file would be a checkpoint reported saved that no resume can
+// load.
+void check_every_file_is_here(const std::string& tmp_dir, const std::vector<ShardFile>& shards) {
+  for (const ShardFile& f : shards) {
+    std::error_code ec;
+    const auto size = fs::file_size(tmp_dir + "/" + f.file, ec);
+    if (!ec && static_cast<int64_t>(size) == f.bytes) continue;
+    throw CheckpointError(
+        "checkpoint not committed: rank " + std::to_string(f.rank) + " wrote " + f.file + " (" +
+        std::to_string(f.bytes) + " bytes), but rank 0 finds " +
+        (ec ? std::string("no such file") : std::to_string(size) + " bytes") + " in " + tmp_dir +
+        ": every rank must see the same checkpoint.dir (a filesystem all nodes share)");
+  }
 }
 
 }  // namespace
@@ -146,6 +179,7 @@ std::string commit_checkpoint(const std::string& root, Manifest m, const model::
                               std::vector<ShardFile> shards, int keep) {
   const std::string final_dir = root + "/" + step_dir_name(m.step);
   const std::string tmp_dir = final_dir + ".tmp";
+  check_every_file_is_here(tmp_dir, shards);
   m.shards = std::move(shards);
   m.tensors.clear();  // every tensor of the model, whatever part of it this rank holds
   const model::ParamLayout whole(layout.dims(), model::GptShard::whole(layout.dims()));

@@ -341,6 +341,38 @@ TEST_CASE("keep_prunes_to_the_newest_complete_checkpoints_and_tmp_dirs_are_not_l
   CHECK(step_of_dir_name("step_00000030.bak") == -1);
 }
 
+TEST_CASE("a_checkpoint_missing_a_rank_s_file_where_rank_0_looks_is_not_committed") {
+  // A rank whose checkpoint.dir is another directory than rank 0's (node-local) wrote elsewhere:
+  // rank 0 must not commit a manifest listing a file it cannot see, nor one of another size.
+  const model::GptDims d = small_dims();
+  const model::ParamLayout layout(d, model::GptShard::whole(d));
+  State src(layout.total_numel());
+  const std::string root = fresh_dir("missing_rank_file");
+  Manifest m;
+  m.step = 7;
+  m.model = layout.dims();
+  m.grid = {2, 2, 1, 1, 1, 1};
+  for (const bool truncate : {false, true}) {
+    const std::string tmp = begin_checkpoint(root, m.step);
+    std::vector<ShardFile> shards;
+    for (int r = 0; r < 2; ++r) {
+      const auto [b, e] = owned_range(layout.total_numel(), r, m.grid);
+      shards.push_back(write_shard_file(
+          tmp, r, layout, {{b, e, src.p.data() + b, src.m.data() + b, src.v.data() + b}}, m));
+    }
+    if (truncate)
+      fs::resize_file(tmp + "/" + shards[1].file, 100);
+    else
+      fs::remove(tmp + "/" + shards[1].file);
+    CHECK_THROWS_WITH(commit_checkpoint(root, m, layout, shards, 2),
+                      Catch::Contains("checkpoint not committed: rank 1 wrote " + shards[1].file) &&
+                          Catch::Contains(truncate ? "rank 0 finds 100 bytes" : "no such file") &&
+                          Catch::Contains("every rank must see the same checkpoint.dir"));
+    CHECK_FALSE(fs::exists(root + "/step_00000007"));
+    CHECK(list_checkpoints(root).empty());
+  }
+}
+
 TEST_CASE("reshard_grid_spec_errors_are_config_errors_naming_the_item") {
   CHECK(parse_grid("dp=4,zero=1").dp == 4);
   CHECK(parse_grid("dp=2,tp=2,zero=1").world == 4);
