@@ -12,6 +12,7 @@
 #include "runtime/ckpt/reshard.h"
 #include "runtime/config/run_config.h"
 #include "runtime/report/flops.h"
+#include "runtime/train/run_dir_lock.h"
 
 namespace trainer::app {
 namespace {
@@ -122,6 +123,9 @@ void register_ckpt(CLI::App& app) {
     // the grid from the manifest alone, before the shards are read and verified
     const ckpt::Grid grid = ckpt::parse_grid(args->to, ckpt::read_manifest(dir).grid);
     config::check_output_dir("ckpt reshard --out", args->out);
+    // A run's checkpoint.dir is the run's: one written into while it trains would be pruned by
+    // it, or push its own checkpoints out and be resumed by its requeue.
+    const train::RunDirLock lock("ckpt reshard --out", args->out);
     std::error_code ec;
     const ckpt::Manifest m = ckpt::verify_checkpoint(dir);
     // Never over an existing checkpoint (--out the source's own root would replace the source).

@@ -1,7 +1,7 @@
 # A second run in a directory another run is using (its run.out_dir, or its checkpoint.dir) is
 # refused with exit status 2 naming the directory and the run that holds it, before it writes
-# anything; under `trainer launch` every rank refuses so. The first run goes on, and its
-# directory is free once it ends.
+# anything; under `trainer launch` every rank refuses so; so is `ckpt reshard --out` into its
+# checkpoint.dir. The first run goes on, and its directory is free once it ends.
 source "$2/tests/lib/common.sh"
 cp "$src/configs/tiny.yaml" run.yaml
 # The first run plans no save (every_steps 0): a stop signal still saves into its checkpoint.dir,
@@ -27,6 +27,12 @@ expect_exit_2 "is in use by another run (pid $first on " "" \
 expect_exit_2 "checkpoint.dir = \"first/checkpoints\" is in use by another run (pid $first on " \
   third train run.yaml --out third --set train.steps=2 --set checkpoint.dir=first/checkpoints \
   --set checkpoint.every_steps=1
+# `ckpt reshard --out` into the run's checkpoint.dir: the run would prune what it wrote, or its
+# requeue resume another run's checkpoint.
+"$bin" train run.yaml --out other --set train.steps=2 --set checkpoint.every_steps=2 >other.log 2>&1 \
+  || { cat other.log; fail "the run to reshard failed"; }
+expect_exit_2 "ckpt reshard --out = \"first/checkpoints\" is in use by another run (pid $first on " \
+  "first/checkpoints/step_00000002" ckpt reshard other/checkpoints --to dp=2,zero=1 --out first/checkpoints
 kill -0 $first || fail "the first run died"
 
 kill -TERM $first  # it checkpoints, reports and exits 0
