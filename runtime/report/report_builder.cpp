@@ -89,6 +89,10 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
   if (!steps.empty()) {
     l.final_train_loss = steps.back().loss;
     l.tokens_seen = steps.back().tokens;
+  } else if (!earlier.curve.empty() && earlier.curve.back().tokens == start_tokens) {
+    // a resume that ran no step (a requeue rewriting a lost report): the loss logged at its
+    // checkpoint, when metrics.jsonl has that step's line
+    l.final_train_loss = earlier.curve.back().loss;
   }
   const std::vector<EvalRecord>& last_evals = evals.empty() ? earlier.evals : evals;
   if (!last_evals.empty()) {

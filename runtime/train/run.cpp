@@ -125,6 +125,16 @@ std::string failure_text(const std::string& what, int step_running) {
 // out: they fail within about a step of it, when blocked on the same dead or hung peer, and then
 // take a few graces of timeout/10 (0.2-2 s each) to name it (failure_report.cpp). Bounded: a hung
 // peer's connection never closes, and it must not hold this process for its whole timeout.
+// Whether <out_dir>/report.json is missing, unreadable or says the run failed: what a re-run
+// with nothing to train writes again.
+bool report_is_lost(const std::string& out_dir) {
+  try {
+    return report::load_report(out_dir + "/report.json")["run"].value("status", "") == "failed";
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
 std::chrono::milliseconds store_linger(double timeout_s) {
   return std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(timeout_s / 2, 1.0, 30.0) * 1000));
@@ -337,20 +347,27 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const int total = cfg.train.steps;
       const int last =
           cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
+      // A re-run of a finished (or stopped-here) job, e.g. a requeue: nothing to train, and the
+      // earlier run's report.json and metrics.jsonl stay as they are; unless its report is missing
+      // or says it failed (lost to a full disk, or the job died after its last checkpoint): then
+      // this run writes it, from the checkpoint and metrics.jsonl, as a resume that ran no step.
+      const bool rewrite_report =
+          first_step >= last && any_rank(world, lead && report_is_lost(cfg.run.out_dir));
       if (first_step >= last) {
-        // A re-run of a finished (or stopped-here) job, e.g. a requeue: nothing to train, and the
-        // earlier run's report.json and metrics.jsonl stay as they are.
         // A checkpoint past the end (train.steps lowered since) may not be what was meant.
         const auto level = first_step > last ? spdlog::level::warn : spdlog::level::info;
         if (lead)
           spdlog::log(level,
                       "nothing to train: resumed at step {}, and this run ends at step {} "
-                      "(train.steps {}{}); report.json and metrics.jsonl are left as they were",
+                      "(train.steps {}{}); {}",
                       first_step, last, total,
                       cfg.train.stop_after_steps > 0
                           ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
-                          : std::string());
-        return 0;
+                          : std::string(),
+                      rewrite_report ? "report.json is missing or says the run failed: it is "
+                                       "written again from the checkpoint and metrics.jsonl"
+                                     : "report.json and metrics.jsonl are left as they were");
+        if (!rewrite_report) return 0;
       }
 
       // 5. Report skeleton (hardware peak, model size, batch).

@@ -66,6 +66,25 @@ run_single part2 8 1 40 "${det[@]}" --set checkpoint.dir=ck_part --resume auto
 grep -q "nothing to train: resumed at step 40" part2.log || { cat part2.log; fail "no 'nothing to train'"; }
 cmp part2.report part2/report.json && cmp part2.metrics part2/metrics.jsonl \
   || fail "a run with nothing to train rewrote report.json or metrics.jsonl"
+# Unless its report was lost (a full disk as it was written) or says it failed (the job died
+# after its last checkpoint): the requeue writes it again, completed, with the whole run's loss.
+for lost in missing failed; do
+  if [ $lost = missing ]; then rm part2/report.json; else
+    /usr/bin/python3 -c "import json; r = json.load(open('part2.report')); r['run']['status'] = 'failed'
+json.dump(r, open('part2/report.json', 'w'))"
+  fi
+  run_single part2 8 1 40 "${det[@]}" --set checkpoint.dir=ck_part --resume auto
+  grep -q "nothing to train: resumed at step 40.*written again" part2.log || { cat part2.log; fail "$lost: not rewritten"; }
+  /usr/bin/python3 - <<'PY' || fail "$lost: the rewritten report is not the run's"
+import json
+old, new = json.load(open("part2.report")), json.load(open("part2/report.json"))
+assert new["run"]["status"] == "completed" and new["run"]["steps_completed"] == 40, new["run"]
+assert new["run"]["steps_run"] == 0 and new["run"]["resumed_from_step"] == 40, new["run"]
+for k in ("curve", "final_train_loss", "tokens_seen", "val_loss", "val_at_tokens"):
+    assert new["loss"][k] == old["loss"][k], (k, old["loss"][k], new["loss"][k])
+PY
+  cmp part2.metrics part2/metrics.jsonl || fail "$lost: metrics.jsonl changed"
+done
 # A run that would start below the checkpoints already in checkpoint.dir (a fresh start, or a
 # rewind to an older step) is refused with status 2 before it writes anything: its checkpoints
 # would be mixed with the earlier run's (retention would delete the ones it saves; --resume auto

@@ -208,6 +208,25 @@ TEST_CASE("a_resumed_run_that_ran_no_step_reports_the_checkpoint_tokens", "[repo
   CHECK(j["memory"]["peak_bytes_per_rank"]["max"].is_null());
 }
 
+TEST_CASE("a_resume_that_ran_no_step_takes_the_loss_logged_at_its_checkpoint", "[report]") {
+  // A requeue writing a lost report again: the loss metrics.jsonl logged at the checkpoint's
+  // step, and none when metrics.jsonl has no line at that step (logged every 10, saved at 25).
+  for (const bool logged_at_checkpoint : {true, false}) {
+    ReportBuilder b(testing::sample_base(SampleRun{}), 3.0);
+    b.set_start_tokens(40960);
+    EarlierPoints earlier{{{1, 1024, 4.0}, {20, 20480, 2.5}}, {}};
+    if (logged_at_checkpoint) earlier.curve.push_back({40, 40960, 2.25});
+    b.set_earlier(earlier);
+    const RunReport r = b.finish("completed");
+    CHECK(r.loss.tokens_seen == 40960);
+    CHECK(r.loss.curve.size() == earlier.curve.size());
+    if (logged_at_checkpoint)
+      CHECK(r.loss.final_train_loss == 2.25);
+    else
+      CHECK(std::isnan(r.loss.final_train_loss));
+  }
+}
+
 TEST_CASE("report_is_written_atomically_and_loads_back", "[report]") {
   const fs::path dir = scratch_dir("write");
   const RunReport r = testing::sample_report({});
