@@ -238,6 +238,9 @@ nlohmann::json load_report(const std::string& given) {
                                 ": a directory without a report.json (give a run's out_dir or "
                                 "its report.json)");
   }
+  // (a pipe would block the read until someone writes to it)
+  if (const std::string problem = config::input_file_problem(path); !problem.empty())
+    throw config::ConfigError("report " + path + ": " + problem);
   std::ifstream in(path);
   if (!in) throw config::ConfigError("report " + path + ": cannot open file");
   std::stringstream text;

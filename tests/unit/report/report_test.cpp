@@ -1,5 +1,7 @@
 // report.json: every DESIGN.md field present, derived fields computed from the observations,
 // atomic write and load errors.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -271,6 +273,10 @@ TEST_CASE("load_report_rejects_missing_bad_and_foreign_files_naming_them", "[rep
                     Catch::Contains("a directory without a report.json"));
   fs::copy_file(foreign, dir / "report.json");
   CHECK_THROWS_WITH(load_report(dir.string()), Catch::Contains("schema is not"));
+  // a pipe is refused, not read (the read would wait for a writer forever)
+  const std::string fifo = (dir / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_report(fifo), Catch::Contains("is not a regular file"));
   fs::remove_all(dir);
 }
 
