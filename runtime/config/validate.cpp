@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -67,6 +68,20 @@ void check_sizes(const RunConfig& c) {
 
 void check_output_dir(const std::string& key, const std::string& dir) {
   namespace fs = std::filesystem;
+  // The longest path a run writes below the directory: "/step_<10 digits>.tmp/rank_<8 digits>
+  // .safetensors.tmp.<pid>.<serial>" (about 80 characters), with room to spare. Found here, not
+  // at the first checkpoint after hours of training.
+  constexpr size_t kBelow = 128;
+  if (dir.size() + kBelow >= PATH_MAX)
+    fail(key + " = \"" + dir.substr(0, 60) + "...\": " + std::to_string(dir.size()) +
+         " characters; the files a run writes below it take up to " + std::to_string(kBelow) +
+         " more, past the system's limit of " + std::to_string(PATH_MAX - 1) +
+         " for a path (PATH_MAX)");
+  for (const fs::path& part : fs::path(dir))
+    if (part.native().size() > NAME_MAX)
+      fail(key + " = \"" + dir + "\": the name " + part.native().substr(0, 40) + "... has " +
+           std::to_string(part.native().size()) + " characters, more than the " +
+           std::to_string(NAME_MAX) + " a file name may have (NAME_MAX)");
   std::error_code ec;
   fs::path p = fs::absolute(dir, ec);
   if (ec) fail(key + " = \"" + dir + "\": " + ec.message());

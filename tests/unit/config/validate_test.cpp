@@ -221,6 +221,21 @@ TEST_CASE("an_output_dir_that_cannot_be_created_is_refused_and_a_check_leaves_no
   fs::remove_all(root);
 }
 
+TEST_CASE("an_output_dir_whose_files_would_pass_the_path_limits_is_refused_at_the_start",
+          "[config][validate]") {
+  // Found before training, not when the first checkpoint's file name is too long for the system.
+  const std::string name(200, 'a');  // each part a legal file name
+  std::string deep = "/tmp";
+  while (deep.size() + 128 < 4096) deep += "/" + name;
+  CHECK_THROWS_WITH(check_output_dir("run.out_dir", deep),
+                    Contains("characters; the files a run writes below it take up to 128 more") &&
+                        Contains("4095 for a path (PATH_MAX)"));
+  CHECK_NOTHROW(check_output_dir("run.out_dir", deep.substr(0, 4096 - 128 - 250)));
+  CHECK_THROWS_WITH(check_output_dir("checkpoint.dir", "/tmp/" + std::string(256, 'b') + "/c"),
+                    Contains("checkpoint.dir = \"/tmp/bbbb") && Contains("has 256 characters") &&
+                        Contains("NAME_MAX"));
+}
+
 TEST_CASE("input_files_that_cannot_be_read_as_files_are_named_for_what_they_are",
           "[config][validate]") {
   const fs::path dir = fs::temp_directory_path() / "trainer_config_input_files_test";
