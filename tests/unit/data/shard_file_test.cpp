@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "runtime/data/data_error.h"
 #include "runtime/data/shard_file.h"
@@ -112,4 +113,23 @@ TEST_CASE("missing_shard_is_an_error_naming_the_file", "[data][shard]") {
   TempDir dir("missing");
   const std::string path = dir.file("nope.bin");
   CHECK_THROWS_WITH(ShardReader(path), Contains(path) && Contains("cannot open"));
+}
+
+TEST_CASE("a_shard_truncated_under_a_reader_fails_the_read_naming_the_file", "[data][shard]") {
+  // `cp new.bin shard.bin` over a running job's data truncates the mapped file: a read of the
+  // lost pages raised SIGBUS and the rank died without a word.
+  TempDir dir("truncated_under_reader");
+  const std::string path = dir.file("live.bin");
+  write_shard(path, std::vector<uint16_t>(100000, 7));
+  ShardReader reader(path);
+  std::vector<int32_t> got(64);
+  reader.read(50000, 64, got.data());
+  CHECK(got[63] == 7);
+  REQUIRE(::truncate(path.c_str(), kShardHeaderBytes + 20) == 0);
+  CHECK_THROWS_AS(reader.read(50000, 64, got.data()), DataError);
+  CHECK_THROWS_WITH(reader.read(50000, 64, got.data()),
+                    Contains(path) && Contains("lost its tokens [50000, 50064)") &&
+                        Contains("truncated or overwritten in place"));
+  reader.read(0, 10, got.data());  // what is still there reads on
+  CHECK(got[9] == 7);
 }
