@@ -150,6 +150,16 @@ int Checkpointing::restore() {
   return 0;
 }
 
+std::string Checkpointing::way_past_a_damaged(const std::string& step_dir) const {
+  if (resume_ != "auto") return "";
+  const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir());
+  if (all.size() > 1 && all[0] == step_dir)
+    return "; to resume from the checkpoint before it, move " + step_dir +
+           " out of checkpoint.dir (--resume auto then takes " + all[1] + ")";
+  return "; checkpoint.dir holds no other complete checkpoint: move it away and pass --resume "
+         "none to start afresh";
+}
+
 void Checkpointing::load(const std::string& step_dir) {
   // Rank 0 checks every file's checksum and the model shape; the others follow its verdict.
   const auto t0 = std::chrono::steady_clock::now();
@@ -170,7 +180,7 @@ void Checkpointing::load(const std::string& step_dir) {
     // A config that asks for another model is bad input (exit 2, as model.init_from's); a
     // damaged checkpoint is not.
     if (any_rank(world_, model_differs)) throw config::ConfigError("config: " + what);
-    throw ckpt::CheckpointError(what);
+    throw ckpt::CheckpointError(what + way_past_a_damaged(step_dir));
   }
   const auto t1 = std::chrono::steady_clock::now();
   ckpt::CheckpointReader reader(step_dir);

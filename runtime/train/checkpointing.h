@@ -54,6 +54,8 @@ class Checkpointing {
   void commit_pending(bool wait);
   ckpt::SaveRequest save_request(int done, const ckpt::OwnedRuns& owned) const;  // collective
   std::vector<float> model_fp8_scaling() const;  // every stage's layers', every ep rank's experts'
+  // After a damaged checkpoint refused under --resume auto: how to resume past it.
+  std::string way_past_a_damaged(const std::string& step_dir) const;
   void load(const std::string& step_dir);
   std::string pick_resume_dir();
 

@@ -58,6 +58,10 @@ import sys; p='flip/rank_00000.safetensors'; b=bytearray(open(p,'rb').read()); b
 open(p,'wb').write(b)"
 refused bitflip "does not match the manifest" --resume flip
 [ "$rc" = 1 ] || fail "a damaged checkpoint: exit $rc, not 1"
+# Under --resume auto, the refusal says how to go on from the checkpoint before the damaged one.
+mkdir -p auto_root && cp -r ck_copy/step_00000010 auto_root/ && cp -r flip auto_root/step_00000020
+refused bitflip_auto "move auto_root/step_00000020 out of checkpoint.dir (--resume auto then takes auto_root/step_00000010)" \
+  --set checkpoint.dir=auto_root --resume auto
 cp -r ck_copy/step_00000010 trunc
 truncate -s -64 trunc/rank_00000.safetensors
 refused truncated "truncated" --resume trunc
