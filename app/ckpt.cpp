@@ -81,6 +81,13 @@ void inspect(const std::string& path) {
 void export_weights(const std::string& path, const std::string& out, const std::string& format) {
   check_output_file(out);
   const std::string dir = checkpoint_dir_arg(path);
+  // Not over a file of a checkpoint (its manifest or a rank's shard): that checkpoint would fail
+  // its checksums, or be gone.
+  std::error_code ec;
+  const fs::path out_parent = fs::absolute(out, ec).parent_path();
+  if (fs::exists(out_parent / ckpt::kManifestName, ec))
+    throw config::ConfigError("ckpt export --out " + out + ": " + out_parent.string() +
+                              " is a checkpoint's step directory; write the export elsewhere");
   if (format == "llmc")  // (bad input: refused before the weights are read)
     if (const std::string problem = ckpt::llmc_export_problem(ckpt::read_manifest(dir).model);
         !problem.empty())

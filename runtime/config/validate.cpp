@@ -83,6 +83,9 @@ void check_output_dir(const std::string& key, const std::string& dir) {
            std::to_string(part.native().size()) + " characters, more than the " +
            std::to_string(NAME_MAX) + " a file name may have (NAME_MAX)");
   std::error_code ec;
+  if (fs::is_symlink(fs::symlink_status(dir, ec)) && !fs::exists(dir, ec))
+    fail(key + " = \"" + dir + "\": a symbolic link to " + fs::read_symlink(dir, ec).string() +
+         ", which does not exist");
   fs::path p = fs::absolute(dir, ec);
   if (ec) fail(key + " = \"" + dir + "\": " + ec.message());
   for (; !p.empty(); p = p.parent_path()) {

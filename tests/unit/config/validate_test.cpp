@@ -218,6 +218,10 @@ TEST_CASE("an_output_dir_that_cannot_be_created_is_refused_and_a_check_leaves_no
   fs::create_directories(root);
   CHECK_NOTHROW(check_output_dir("run.out_dir", (root / "a/b/c").string()));
   CHECK(fs::is_empty(root));  // its probe made and taken away again
+  fs::create_directory_symlink(root / "gone", root / "link");  // a link whose target is missing
+  CHECK_THROWS_WITH(check_output_dir("run.out_dir", (root / "link").string()),
+                    Contains("link\": a symbolic link to " + (root / "gone").string() +
+                             ", which does not exist"));
   fs::remove_all(root);
 }
 
