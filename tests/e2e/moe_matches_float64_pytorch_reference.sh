@@ -54,18 +54,7 @@ ref() { /usr/bin/python3 "$src/tests/lib/gpt_reference.py" "$@"; }
 
 # Token shards (llm.c format) of a noisy walk over the vocabulary, as the dense test's: 10 steps of
 # 4 x 32 tokens (+1) from train_000; each eval reads one step's worth from the start of val_000.
-/usr/bin/python3 - <<'PY'
-import numpy as np
-rng = np.random.default_rng(1)
-for name, n in (("train_000", 1300), ("val_000", 300)):
-    steps = rng.integers(1, 5, n)
-    t = np.zeros(n, np.int64)
-    for i in range(1, n):
-        t[i] = (3 * t[i - 1] + steps[i]) % 200
-    header = np.zeros(256, "<i4")
-    header[:3] = (20240520, 1, n)
-    open(name + ".bin", "wb").write(header.tobytes() + t.astype("<u2").tobytes())
-PY
+ref shards train_000:1300 val_000:300
 model=(--n-layer 2 --d-model 64 --seq-len 32 --num-experts 4)
 cfg=("$src/configs/tiny.yaml" --set model.n_layer=2 --set model.d_model=64 --set model.n_head=4
      --set model.seq_len=32 --set model.vocab_size=200

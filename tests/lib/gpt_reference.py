@@ -453,6 +453,23 @@ def compare(a):
     return 0 if ok else 1
 
 
+def shards(a):
+    """Token shards (llm.c format) of a noisy walk over a 200-token vocabulary: learnable, not
+    periodic. One generator for them all, in the order given."""
+    rng = np.random.default_rng(a.seed)
+    for spec in a.shards:
+        name, n = spec.rsplit(":", 1)
+        n = int(n)
+        steps = rng.integers(1, 5, n)
+        t = np.zeros(n, np.int64)
+        for i in range(1, n):
+            t[i] = (3 * t[i - 1] + steps[i]) % 200
+        header = np.zeros(256, "<i4")
+        header[:3] = (20240520, 1, n)
+        with open(name + ".bin", "wb") as f:
+            f.write(header.tobytes() + t.astype("<u2").tobytes())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -463,6 +480,10 @@ def main():
         p.add_argument("--seq-len", type=int, required=True)
         p.add_argument("--num-experts", type=int, default=0,
                        help="0: dense MLPs; else a mixture of that many experts per block")
+
+    p = sub.add_parser("shards", help="write token shards NAME.bin of a noisy walk")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("shards", nargs="+", metavar="NAME:TOKENS")
 
     p = sub.add_parser("init", help="write a random init (HF GPT-2 safetensors)")
     model_args(p)
@@ -520,7 +541,9 @@ def main():
     p.add_argument("--init", help="the init both started from (for the weights' scale)")
     p.add_argument("--rtol-weights", type=float, default=0.0)
     a = ap.parse_args()
-    if a.cmd == "init":
+    if a.cmd == "shards":
+        shards(a)
+    elif a.cmd == "init":
         init(a)
     elif a.cmd == "train":
         train(a)
