@@ -32,7 +32,8 @@ std::string checkpoint_dir_arg(const std::string& path) {
   }
 }
 
-// --out of export: a file path whose directory exists (the write goes to OUT.tmp, then renames).
+// --out of export: a file path whose directory exists (the write goes to a temporary beside it,
+// then renames).
 void check_output_file(const std::string& out) {
   std::error_code ec;
   if (out.empty()) throw config::ConfigError("ckpt export --out \"\": expected a file path");
@@ -130,9 +131,6 @@ void register_ckpt(CLI::App& app) {
     // the grid from the manifest alone, before the shards are read and verified
     const ckpt::Grid grid = ckpt::parse_grid(args->to, ckpt::read_manifest(dir).grid);
     config::check_output_dir("ckpt reshard --out", args->out);
-    // A run's checkpoint.dir is the run's: one written into while it trains would be pruned by
-    // it, or push its own checkpoints out and be resumed by its requeue.
-    const train::RunDirLock lock("ckpt reshard --out", args->out);
     std::error_code ec;
     const ckpt::Manifest m = ckpt::verify_checkpoint(dir);
     // Never over an existing checkpoint (--out the source's own root would replace the source).
@@ -140,6 +138,10 @@ void register_ckpt(CLI::App& app) {
     if (fs::exists(target, ec))
       throw config::ConfigError("ckpt reshard --out " + args->out + ": " + target +
                                 " exists already; choose another directory");
+    // A run's checkpoint.dir is the run's: one written into while it trains would be pruned by
+    // it, or push its own checkpoints out and be resumed by its requeue. (After the checks: a
+    // refused reshard creates nothing.)
+    const train::RunDirLock lock("ckpt reshard --out", args->out);
     const std::string out = ckpt::reshard_checkpoint(dir, grid, args->out);
     std::printf("resharded %s (%s) -> %s (%s)\n", dir.c_str(), m.grid.describe().c_str(),
                 out.c_str(), grid.describe().c_str());

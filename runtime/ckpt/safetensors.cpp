@@ -100,7 +100,7 @@ std::map<std::string, std::string> metadata_from(const std::string& path, const 
 std::string write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata) {
   const std::string header = header_json(tensors, metadata);
-  AtomicFileWriter out(path);
+  AtomicFileWriter out(path, /*hash=*/true);
   const uint64_t n = header.size();
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));

@@ -68,9 +68,9 @@ void check_sizes(const RunConfig& c) {
 
 void check_output_dir(const std::string& key, const std::string& dir) {
   namespace fs = std::filesystem;
-  // The longest path a run writes below the directory: "/step_<10 digits>.tmp/rank_<8 digits>
-  // .safetensors.tmp.<pid>.<serial>" (about 80 characters), with room to spare. Found here, not
-  // at the first checkpoint after hours of training.
+  // The longest path a run writes below the directory: "/step_<8 or more digits>.tmp/rank_<5 or
+  // more digits>.safetensors.tmp.<12 hex digits>" (about 65 characters), with room to spare. Found
+  // here, not at the first checkpoint after hours of training.
   constexpr size_t kBelow = 128;
   if (dir.size() + kBelow >= PATH_MAX)
     fail(key + " = \"" + dir.substr(0, 60) + "...\": " + std::to_string(dir.size()) +

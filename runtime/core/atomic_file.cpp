@@ -4,10 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
 
 namespace trainer {
 namespace {
@@ -16,20 +16,28 @@ std::string errno_text() {
   return std::strerror(errno);
 }
 
-// "<path>.tmp.<pid>.<n>": unique to this writer among the processes and threads of a machine (a
-// shared filesystem's other machines have other pids, or the same pid in another process only by
-// chance: O_EXCL then refuses rather than sharing the file).
-std::string temporary_for(const std::string& path) {
-  static std::atomic<unsigned> serial{0};
-  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
+// "<path>.tmp.<12 random hex digits>", created with O_EXCL: a name no other writer holds, on any
+// machine of a shared filesystem, and none that a killed writer left behind (a pid would repeat:
+// a container's first process is pid 1 on every start).
+std::string random_suffix() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%012llx",
+                static_cast<unsigned long long>(rng() & 0xffffffffffffULL));
+  return buf;
 }
 
 }  // namespace
 
-AtomicFileWriter::AtomicFileWriter(std::string path)
-    : path_(std::move(path)), tmp_(temporary_for(path_)) {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw FileWriteError("cannot create " + tmp_ + ": " + errno_text());
+AtomicFileWriter::AtomicFileWriter(std::string path, bool hash)
+    : path_(std::move(path)), hashing_(hash) {
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    tmp_ = path_ + ".tmp." + random_suffix();
+    // 0666 less the umask, as the file a plain write would make
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ < 0 && (errno != EEXIST || attempt == 8))
+      throw FileWriteError("cannot create " + tmp_ + ": " + errno_text());
+  }
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -38,7 +46,7 @@ AtomicFileWriter::~AtomicFileWriter() {
 }
 
 void AtomicFileWriter::write(const void* data, size_t n) {
-  hash_.update(data, n);
+  if (hashing_) hash_.update(data, n);
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t w = ::write(fd_, p, std::min<size_t>(n, size_t{1} << 30));
@@ -57,7 +65,7 @@ std::string AtomicFileWriter::commit() {
   if (::rename(tmp_.c_str(), path_.c_str()) != 0)
     throw FileWriteError("cannot rename " + tmp_ + " to " + path_ + ": " + errno_text());
   committed_ = true;
-  return hash_.final();
+  return hashing_ ? hash_.final() : "";
 }
 
 }  // namespace trainer

@@ -109,8 +109,7 @@ PrepareSummary prepare_data(const PrepareOptions& options) {
     if (summary.total_tokens == 0) os << " (every input is empty)";
     if (summary.val_tokens > 0 && summary.total_tokens > 0)
       os << "; --val-fraction " << fmt::format("{}", options.val_fraction) << " takes "
-         << summary.val_tokens
-         << " of them for val (at least 2), which leaves "
+         << summary.val_tokens << " of them for val (at least 2), which leaves "
          << std::max<int64_t>(0, summary.train_tokens) << " for train";
     os << "; train needs at least 2";
     throw ConfigError(os.str());

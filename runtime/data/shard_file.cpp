@@ -6,20 +6,18 @@
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cerrno>
-#include <csetjmp>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
 #include "runtime/core/atomic_file.h"
 #include "runtime/core/check.h"
 #include "runtime/data/data_error.h"
+#include "runtime/data/mapped_copy.h"
 
 namespace trainer::data {
 namespace {
@@ -36,31 +34,6 @@ struct FdGuard {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw DataError("token shard " + path + ": " + what);
-}
-
-// A shard truncated while mapped (`cp new.bin shard.bin` over a running job's data) turns a read
-// of its lost pages into SIGBUS, which would kill the rank without a word. A read arms this
-// thread's jump; the handler jumps back there, and the read throws naming the file. A SIGBUS
-// outside a read is not ours: the default action (the process dies of it) as before.
-// (volatile, and fenced in read(): the compiler must keep the stores around the copy, which
-// nothing in it appears to read)
-thread_local sigjmp_buf* volatile t_read_jump = nullptr;
-
-void on_sigbus(int sig, siginfo_t*, void*) {
-  if (t_read_jump != nullptr) siglongjmp(*t_read_jump, 1);
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
-void install_sigbus_handler() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction sa {};
-    sa.sa_sigaction = on_sigbus;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGBUS, &sa, nullptr);
-  });
 }
 
 Header read_header(int fd, const std::string& path, int64_t file_bytes) {
@@ -115,7 +88,6 @@ ShardReader::ShardReader(std::string path) : path_(std::move(path)) {
     fail(path_, std::string("cannot mmap: ") + std::strerror(errno));
   }
   tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map_) + kShardHeaderBytes);
-  install_sigbus_handler();
 }
 
 ShardReader::~ShardReader() {
@@ -126,19 +98,17 @@ void ShardReader::read(int64_t pos, int64_t n, int32_t* out) const {
   TRAINER_CHECK(pos >= 0 && n >= 0 && pos + n <= count_, path_ << ": read [" << pos << ", "
                                                                << pos + n << ") outside " << count_
                                                                << " tokens");
-  sigjmp_buf jump;
-  if (sigsetjmp(jump, /*savemask=*/1) != 0) {  // (the mask: SIGBUS is blocked in the handler)
-    t_read_jump = nullptr;
-    fail(path_, "the file lost its tokens [" + std::to_string(pos) + ", " +
-                    std::to_string(pos + n) +
-                    ") while the run read it: it was truncated or overwritten in place (copy a "
+  const int bus = copy_from_mapping(tokens_ + pos, n, out);
+  if (bus == 0) return;
+  const std::string range = "[" + std::to_string(pos) + ", " + std::to_string(pos + n) + ")";
+  if (bus == BUS_ADRERR)
+    fail(path_, "the file lost its tokens " + range +
+                    " while the run read it: it was truncated or overwritten in place (copy a "
                     "new shard beside it and rename it over, which a running job does not see)");
-  }
-  t_read_jump = &jump;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  for (int64_t i = 0; i < n; ++i) out[i] = tokens_[pos + i];
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_read_jump = nullptr;
+  // not the input's fault: an error like any other I/O error (exit 1)
+  throw std::runtime_error("token shard " + path_ + ": reading tokens " + range +
+                           " failed (SIGBUS, si_code " + std::to_string(bus) +
+                           "): an I/O error under the mapped file, or a memory error");
 }
 
 void write_shard(const std::string& path, std::span<const uint16_t> tokens) {

@@ -39,7 +39,7 @@ class ShardReader final : public TokenSource {
   const uint16_t* tokens_ = nullptr;
 };
 
-// Writes a shard (to path + ".tmp", then renamed, so a reader never sees half a file).
+// Writes a shard whole or not at all (AtomicFileWriter: a reader never sees half a file).
 void write_shard(const std::string& path, std::span<const uint16_t> tokens);
 
 }  // namespace trainer::data

@@ -258,6 +258,7 @@ namespace {
 // is given a grace to report why first.
 std::string name_transfer_peers(const FailureScope& s, const std::vector<int>& peers,
                                 bool timed_out) {
+  if (peers.empty()) return "";  // (only transfers to itself: no one else to name)
   if (!timed_out) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s(s));

@@ -11,10 +11,12 @@ namespace {
 // Keys every run has its own of (its paths), and keys the rows above already show resolved
 // (the layout row shows dp "auto" as the number it became).
 const std::set<std::string>& keys_shown_elsewhere() {
-  static const std::set<std::string> keys = {"run.name",    "run.out_dir", "checkpoint.dir",
-                                             "run.seed",    "data.train",  "precision.compute",
-                                             "parallel.dp", "parallel.tp", "parallel.pp",
-                                             "parallel.cp", "parallel.ep", "parallel.zero"};
+  static const std::set<std::string> keys = {
+      "run.name", "run.out_dir", "checkpoint.dir", "run.seed", "data.train", "precision.compute",
+      "parallel.dp", "parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "parallel.zero",
+      // (the pipeline row, where a run has a pipeline)
+      "parallel.pipeline.schedule", "parallel.pipeline.microbatches",
+      "parallel.pipeline.virtual_stages"};
   return keys;
 }
 

@@ -82,9 +82,11 @@ for kind in kill throw kill0 stop ppkill ppthrow; do
     [ "$(json_get bare_$kind/report.json 'd["run"]["status"]')" = failed ] || fail "$kind: no failed report"
   fi
 done
-# 3. Three pipeline stages, the middle one stopped: both ends time out in their exchanges with it
-#    and name it, and only it. (The ends count their pipeline ops differently from each other;
-#    compared as one op, each said the other "did not arrive" too.)
+# 3. Three pipeline stages, the middle one stopped: each end names it, and never the other, healthy
+#    end, as missing beside it. (The ends count their pipeline ops differently; compared as one
+#    op, each said the other "did not arrive" too.) An end that finished its part of the step
+#    before the stop waits in the tied-embedding swap for the other end instead, and names that
+#    end as not arrived, blocked in turn on rank 1: the chain still ends at 1.
 port=$(free_port)
 for r in 0 1 2; do
   RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
@@ -96,18 +98,31 @@ done
 for _ in $(seq 300); do grep -q "step " bare_pp3.0.log 2>/dev/null && break; sleep 0.1; done
 grep -q "step " bare_pp3.0.log || { cat bare_pp3.0.log; fail "pp3: the run never started"; }
 kill -STOP ${pids[1]}
+start=$(date +%s)
 set +e
 deadline=$((SECONDS + limit + 5))
 while { kill -0 ${pids[0]} || kill -0 ${pids[2]}; } 2>/dev/null && [ $SECONDS -lt $deadline ]; do
   sleep 0.2
 done
-kill -9 ${pids[0]} ${pids[1]} ${pids[2]} 2>/dev/null
+kill -9 ${pids[0]} ${pids[2]} 2>/dev/null  # hung: they exit 137
+wait ${pids[0]}; rc0=$?
+wait ${pids[2]}; rc2=$?
+kill -9 ${pids[1]} 2>/dev/null
+wait ${pids[1]} 2>/dev/null
 set -e
+took=$(( $(date +%s) - start ))
+[ $took -le $((limit + 1)) ] || fail "pp3: the ends took ${took}s (> ${limit}s)"
 for r in 0 2; do
-  wait ${pids[$r]} && fail "pp3: rank $r exited 0"
+  rc=rc$r
+  [ ${!rc} -ne 0 ] && [ ${!rc} -ne 137 ] || fail "pp3: rank $r exited ${!rc} (137: it hung)"
   tail -2 bare_pp3.$r.log
+  other=$((2 - r))
   said=$(grep -oE "did not arrive: [0-9]+(, [0-9]+)*" bare_pp3.$r.log | sort -u)
-  [ "$said" = "did not arrive: 1" ] || fail "pp3: rank $r said '$said', not only rank 1"
+  if [ "$said" = "did not arrive: $other" ]; then
+    grep -q "did not arrive: $other, blocked in turn on rank(s) 1 " bare_pp3.$r.log \
+      || fail "pp3: rank $r named rank $other, not through it rank 1"
+  else
+    [ "$said" = "did not arrive: 1" ] || fail "pp3: rank $r said '$said', not rank 1 alone"
+  fi
 done
-wait ${pids[1]} 2>/dev/null || true
 echo "every failure ended the group, naming the rank"

@@ -114,6 +114,9 @@ for wrong in gates-not-renormalized capacity-per-batch second-choices-first; do
     cat $wrong.log
     fail "a reference with $wrong passes too: the comparison cannot see that mistake"
   fi
+  # refused by the figures (a metric or the weights marked <--), not only by the routing margin
+  # or the clipping pattern
+  grep -q " <--" $wrong.log || { cat $wrong.log; fail "$wrong: refused, but no figure differs"; }
   echo "$wrong reference refused: $(grep worst $wrong.log | tr '\n' ' ')"
 done
 

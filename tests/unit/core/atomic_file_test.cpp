@@ -1,6 +1,8 @@
 // AtomicFileWriter: a file is written whole or not at all, by whichever writer renames last.
 #include "runtime/core/atomic_file.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -60,9 +62,25 @@ TEST_CASE("a_writer_never_committed_leaves_nothing", "[core]") {
   CHECK(contents(path) == "old");  // the file before stays as it was
 }
 
+TEST_CASE("a_killed_writer_s_temporary_does_not_block_the_next_one", "[core]") {
+  // A writer killed mid-write leaves its temporary. In a container the next process has the same
+  // pid (1), so a name made of pid and a serial counting from 0 was taken on every retry, and
+  // O_EXCL refused them all. Here: that name, left, before this process's first writer.
+  const trainer::testing::TempDir dir("atomic_leftover");
+  const std::string path = dir.file("out.bin");
+  const std::string left = path + ".tmp." + std::to_string(::getpid()) + ".0";
+  std::ofstream(left) << "half";
+  AtomicFileWriter next(path);
+  CHECK(next.temporary() != left);
+  next.write("x", 1);
+  next.commit();
+  CHECK(contents(path) == "x");
+  CHECK(contents(left) == "half");  // (a killed writer's temporary is left to the user)
+}
+
 TEST_CASE("a_writer_hashes_what_it_wrote_and_names_its_failures", "[core]") {
   const trainer::testing::TempDir dir("atomic_hash");
-  AtomicFileWriter w(dir.file("abc"));
+  AtomicFileWriter w(dir.file("abc"), /*hash=*/true);
   w.write("abc", 3);
   CHECK(w.commit() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK_THROWS_WITH(AtomicFileWriter(dir.file("no_such_dir/x")),
