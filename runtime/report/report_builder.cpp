@@ -38,11 +38,15 @@ StepTimeStats step_time_stats(const std::vector<double>& times, int exclude) {
   return s;
 }
 
-StragglerInfo find_straggler(const std::vector<std::vector<double>>& rank_times, int exclude) {
+double median_step_time(const std::vector<double>& times) {
+  return median(kept(times, warmup_steps_to_exclude(times.size())));
+}
+
+StragglerInfo find_straggler(const std::vector<double>& medians) {
   StragglerInfo info;
-  std::vector<double> medians;
-  for (const auto& times : rank_times) medians.push_back(median(kept(times, exclude)));
-  if (medians.empty()) return info;
+  if (medians.empty() ||
+      std::any_of(medians.begin(), medians.end(), [](double m) { return std::isnan(m); }))
+    return info;
   const auto slowest = std::max_element(medians.begin(), medians.end());
   const double typical = median(medians);
   info.slowest_rank = int(slowest - medians.begin());
@@ -149,12 +153,12 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
   report.stability = summarize_stability(obs.steps, obs.spikes);
   report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown, obs.stage_memory);
-  const int exclude = report.throughput.warmup_steps_excluded;
-  // Without the ranks' gathered times (a failed run) only a single rank's run knows its straggler.
-  if (!obs.rank_step_times.empty())
-    report.stragglers = find_straggler(obs.rank_step_times, exclude);
+  // Without the ranks' gathered medians (a failed run) only a single rank's run knows its
+  // straggler.
+  if (!obs.rank_median_step_times.empty())
+    report.stragglers = find_straggler(obs.rank_median_step_times);
   else if (report.hardware.device_count <= 1 && !obs.steps.empty())
-    report.stragglers = find_straggler({step_times(obs.steps)}, exclude);
+    report.stragglers = find_straggler({median_step_time(step_times(obs.steps))});
   else
     report.stragglers = {};
 }
@@ -183,11 +187,11 @@ void ReportBuilder::set_start_tokens(int64_t tokens) {
 }
 
 void ReportBuilder::record_eval(const EvalRecord& rec) {
-  obs_.evals.push_back(rec);
+  obs_.evals.assign(1, rec);
 }
 
-void ReportBuilder::set_rank_step_times(std::vector<std::vector<double>> per_rank) {
-  obs_.rank_step_times = std::move(per_rank);
+void ReportBuilder::set_rank_median_step_times(std::vector<double> medians) {
+  obs_.rank_median_step_times = std::move(medians);
 }
 
 void ReportBuilder::set_memory(std::vector<int64_t> peak_bytes_per_rank,

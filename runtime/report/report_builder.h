@@ -5,7 +5,7 @@
 //   report::ReportBuilder builder(report::report_skeleton(cfg, ...), cfg.train.spike_factor);
 //   per step:  if (auto spike = builder.record_step(rec)) spdlog::warn(...);
 //   per eval:  builder.record_eval({step, tokens, val_loss});
-//   at end:    builder.set_rank_step_times(gathered); builder.set_memory(peaks, breakdown);
+//   at end:    builder.set_rank_median_step_times(gathered); builder.set_memory(peaks, ...);
 //              report::write_report(builder.finish("completed"), cfg.run.out_dir);
 #include <optional>
 #include <string>
@@ -19,8 +19,11 @@ namespace trainer::report {
 
 struct Observations {
   std::vector<StepRecord> steps;  // every step this process ran, in order
-  std::vector<EvalRecord> evals;
-  std::vector<std::vector<double>> rank_step_times;  // [rank][step]; empty: rank 0 = steps
+  std::vector<EvalRecord> evals;  // the last eval this process ran (the report takes no other)
+  // Each rank's median_step_time, gathered at the end; empty: only rank 0's own steps are known.
+  // (Not every rank's every step time: at a million steps and 512 ranks that gather alone was
+  // 16 GiB on each rank.)
+  std::vector<double> rank_median_step_times;
   std::vector<int64_t> peak_bytes_per_rank;
   MemoryBreakdown memory_breakdown;
   std::vector<MemoryBreakdown> stage_memory;  // MemoryInfo::breakdown_by_stage
@@ -35,9 +38,13 @@ int warmup_steps_to_exclude(size_t n_steps);
 // p50/p90/max over times[exclude:].
 StepTimeStats step_time_stats(const std::vector<double>& times, int exclude);
 
-// The rank with the largest median step time (over times[exclude:]), and its median divided by
-// the median of all ranks' medians.
-StragglerInfo find_straggler(const std::vector<std::vector<double>>& rank_times, int exclude);
+// A rank's median step time over the steps after the warm-up (warmup_steps_to_exclude): what it
+// contributes to find_straggler. NaN without any step.
+double median_step_time(const std::vector<double>& times);
+
+// The rank with the largest median step time, and its median divided by the median of all ranks'
+// medians; none when a rank has no median.
+StragglerInfo find_straggler(const std::vector<double>& rank_medians);
 
 // tokens_per_second = tokens_per_step / mean(step_time_s of the kept steps); per device, TFLOP/s
 // and MFU follow from hardware and model (DESIGN.md's MFU formula).
@@ -75,7 +82,7 @@ class ReportBuilder {
   // judged against the steps before its resume.
   void set_earlier(EarlierPoints points);
   void record_eval(const EvalRecord& rec);
-  void set_rank_step_times(std::vector<std::vector<double>> per_rank);
+  void set_rank_median_step_times(std::vector<double> medians);
   void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);
   void set_stage_memory(std::vector<MemoryBreakdown> by_stage) {
     obs_.stage_memory = std::move(by_stage);

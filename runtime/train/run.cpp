@@ -60,17 +60,13 @@ std::unique_ptr<data::DataLoader> make_loader(const config::RunConfig& cfg, int 
   return std::make_unique<data::DataLoader>(data::loader_options(cfg, dp_rank, dp_size, val));
 }
 
-// Gathers every rank's step times on the world comm ([rank][step]).
-std::vector<std::vector<double>> gather_step_times(dist::Comm* world,
-                                                   const std::vector<double>& mine) {
-  if (world == nullptr || world->size() == 1) return {mine};
-  std::vector<double> all(mine.size() * static_cast<size_t>(world->size()));
-  world->all_gather(mine.data(), all.data(), mine.size(), dist::CommDType::f64);
-  std::vector<std::vector<double>> out(static_cast<size_t>(world->size()));
-  for (size_t r = 0; r < out.size(); ++r)
-    out[r].assign(all.begin() + static_cast<long>(r * mine.size()),
-                  all.begin() + static_cast<long>((r + 1) * mine.size()));
-  return out;
+// Every rank's median step time (report::median_step_time), gathered on the world comm.
+std::vector<double> gather_median_step_times(dist::Comm* world, const std::vector<double>& mine) {
+  double median = report::median_step_time(mine);
+  if (world == nullptr || world->size() == 1) return {median};
+  std::vector<double> all(static_cast<size_t>(world->size()));
+  world->all_gather(&median, all.data(), 1, dist::CommDType::f64);
+  return all;
 }
 
 // Each rank's peak memory: its device's (what the backend took from it), or the host's.
@@ -121,10 +117,6 @@ std::string failure_text(const std::string& what, int step_running) {
   return step_running > 0 ? "step " + std::to_string(step_running) + ": " + what : what;
 }
 
-// How long a failing rank keeps serving the store (Store::linger) for the ranks still finding
-// out: they fail within about a step of it, when blocked on the same dead or hung peer, and then
-// take a few graces of timeout/10 (0.2-2 s each) to name it (failure_report.cpp). Bounded: a hung
-// peer's connection never closes, and it must not hold this process for its whole timeout.
 // Whether <out_dir>/report.json is missing, unreadable or says the run failed: what a re-run
 // with nothing to train writes again.
 bool report_is_lost(const std::string& out_dir) {
@@ -135,6 +127,10 @@ bool report_is_lost(const std::string& out_dir) {
   }
 }
 
+// How long a failing rank keeps serving the store (Store::linger) for the ranks still finding
+// out: they fail within about a step of it, when blocked on the same dead or hung peer, and then
+// take a few graces of timeout/10 (0.2-2 s each) to name it (failure_report.cpp). Bounded: a hung
+// peer's connection never closes, and it must not hold this process for its whole timeout.
 std::chrono::milliseconds store_linger(double timeout_s) {
   return std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(timeout_s / 2, 1.0, 30.0) * 1000));
@@ -483,11 +479,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       checkpoints.finish();
 
       // 7. Report: gathered step times and memory of every rank.
-      const auto all_times = gather_step_times(world, step_times);
+      std::vector<double> medians = gather_median_step_times(world, step_times);
       const auto peaks = gather_peak_memory(world, *backend);
       const auto stage_memory = gather_stage_memory(world, mesh, memory_breakdown());
       if (lead) {
-        builder->set_rank_step_times(all_times);
+        builder->set_rank_median_step_times(std::move(medians));
         builder->set_memory(peaks, memory_breakdown());
         builder->set_stage_memory(stage_memory);
         // Short of train.steps: stopped on purpose (stop_after_steps, a signal), resumable.

@@ -42,13 +42,15 @@ TEST_CASE("warmup_exclusion_keeps_at_least_one_step", "[stats]") {
 }
 
 TEST_CASE("straggler_is_the_rank_with_the_slowest_median", "[stats]") {
-  const std::vector<double> base = {5.0, 0.10, 0.11, 0.09, 0.10, 0.12, 0.10};
+  const std::vector<double> base = {5.0, 4.0, 3.0, 0.10, 0.11, 0.09, 0.10, 0.12, 0.10};
   std::vector<std::vector<double>> ranks(4, base);
   for (double& t : ranks[2]) t *= 1.5;
-  ranks[1][0] = 50.0;  // a slow warm-up step must not make rank 1 the straggler
-  const StragglerInfo s = find_straggler(ranks, 1);
-  const std::vector<double> kept(base.begin() + 1, base.end());
-  const double expected = 1.5 * median(kept) / median(kept);  // median of {m, m, 1.5m, m} is m
+  ranks[1][0] = 50.0;           // a slow warm-up step must not make rank 1 the straggler
+  std::vector<double> medians;  // what each rank sends
+  for (const auto& times : ranks) medians.push_back(median_step_time(times));
+  const StragglerInfo s = find_straggler(medians);
+  const std::vector<double> kept(base.begin() + 3, base.end());  // after the 3 warm-up steps
+  const double expected = 1.5 * median(kept) / median(kept);     // median of {m, m, 1.5m, m} is m
   REQUIRE(s.slowest_rank);
   REQUIRE(s.slowest_over_median_step_time);
   INFO("slowest " << *s.slowest_rank << " ratio " << *s.slowest_over_median_step_time);
@@ -57,7 +59,9 @@ TEST_CASE("straggler_is_the_rank_with_the_slowest_median", "[stats]") {
 }
 
 TEST_CASE("single_rank_is_its_own_median", "[stats]") {
-  const StragglerInfo s = find_straggler({{0.2, 0.3, 0.25}}, 0);
+  const StragglerInfo s = find_straggler({median_step_time({0.2, 0.3, 0.25})});
   CHECK(s.slowest_rank == 0);
   CHECK(s.slowest_over_median_step_time.value_or(0) == Approx(1.0));
+  // a rank that ran no step (a requeue with nothing to train) has no median: no straggler
+  CHECK_FALSE(find_straggler({median_step_time({}), 0.2}).slowest_rank);
 }
