@@ -11,11 +11,15 @@ namespace {
 // (volatile, and fenced in the copy: the compiler must keep the stores around the loop, which
 // nothing in it appears to read)
 thread_local sigjmp_buf* volatile t_copy_jump = nullptr;
+thread_local const volatile char* volatile t_copy_begin = nullptr;  // the mapped bytes read
+thread_local const volatile char* volatile t_copy_end = nullptr;
 thread_local volatile int t_copy_code = 0;
 struct sigaction g_previous {};
 
 extern "C" void on_sigbus(int sig, siginfo_t* info, void* context) {
-  if (t_copy_jump != nullptr && info->si_code > 0) {  // a fault in a copy (not a kill)
+  const auto* at = static_cast<const char*>(info->si_addr);
+  // a fault of a copy's read (not a kill, not its writes)
+  if (t_copy_jump != nullptr && info->si_code > 0 && at >= t_copy_begin && at < t_copy_end) {
     t_copy_code = info->si_code;
     siglongjmp(*t_copy_jump, 1);
   }
@@ -49,6 +53,8 @@ int copy_from_mapping(const uint16_t* src, int64_t n, int32_t* out) {
     t_copy_jump = nullptr;
     return t_copy_code;
   }
+  t_copy_begin = reinterpret_cast<const char*>(src);
+  t_copy_end = reinterpret_cast<const char*>(src + n);
   t_copy_jump = &jump;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   for (int64_t i = 0; i < n; ++i) out[i] = src[i];
