@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <stdexcept>
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
@@ -315,7 +316,14 @@ void Checkpointing::commit_pending(bool wait) {
   const bool mine_done =
       pending_->written.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   if (!wait && any_rank(world_, !mine_done)) return;
-  const ckpt::ShardFile mine = pending_->written.get();  // rethrows the writer's error
+  ckpt::ShardFile mine;
+  try {
+    mine = pending_->written.get();  // rethrows the writer's error
+  } catch (const std::exception& e) {
+    // (the failure is reported at the step running now: name the checkpoint's own step)
+    throw std::runtime_error("the async checkpoint of step " +
+                             std::to_string(pending_->req.manifest.step) + ": " + e.what());
+  }
   const std::string dir = ckpt::finish_save(pending_->req, mine);
   if (rank_ == 0)
     spdlog::info(
