@@ -125,14 +125,54 @@ void Checkpointing::refuse_later_checkpoints(int first_step) const {
       "auto takes the highest). Move those away, or set checkpoint.dir to another directory");
 }
 
+std::string Checkpointing::agreed_resume_dir() {
+  // Rank 0's view of checkpoint.dir decides for every rank. A rank that listed it on its own
+  // could find another newest checkpoint (a network filesystem's cached listing just after a
+  // commit; a relative checkpoint.dir from another working directory) and start from other
+  // weights, moments and data position than its peers, with nothing to say so.
+  std::string dir, refusal;
+  if (rank_ == 0) try {
+      dir = pick_resume_dir();
+    } catch (const config::ConfigError& e) {
+      refusal = e.what();
+    }
+  from_rank0(world_, refusal);
+  if (!refusal.empty()) throw config::ConfigError(refusal);
+  from_rank0(world_, dir);
+  std::error_code ec;
+  const bool unseen = !dir.empty() && !std::filesystem::exists(
+                                          std::filesystem::path(dir) / ckpt::kManifestName, ec);
+  if (any_rank(world_, unseen))
+    throw config::ConfigError(
+        "checkpoint.dir = " + cfg_.checkpoint_dir() + ": " +
+        (unseen ? "rank " + std::to_string(rank_) + " does not see " + dir
+                : std::string("a rank does not see ") + dir) +
+        ", the checkpoint rank 0 resumes from: every rank must see the same checkpoint.dir (a "
+        "filesystem all nodes share; a relative path is taken from each process's working "
+        "directory)");
+  return dir;
+}
+
+// refuse_later_checkpoints as rank 0 sees checkpoint.dir, on every rank.
+void Checkpointing::refuse_later_checkpoints_agreed(int first_step) const {
+  std::string refusal;
+  if (rank_ == 0) try {
+      refuse_later_checkpoints(first_step);
+    } catch (const config::ConfigError& e) {
+      refusal = e.what();
+    }
+  from_rank0(world_, refusal);
+  if (!refusal.empty()) throw config::ConfigError(refusal);
+}
+
 int Checkpointing::restore() {
-  const std::string dir = pick_resume_dir();
+  const std::string dir = agreed_resume_dir();
   if (!dir.empty()) {
     load(dir);
-    refuse_later_checkpoints(last_saved_);
+    refuse_later_checkpoints_agreed(last_saved_);
     return last_saved_;
   }
-  refuse_later_checkpoints(0);
+  refuse_later_checkpoints_agreed(0);
   if (!cfg_.model.init_from.empty()) {
     ckpt::GlobalWeights w;
     try {

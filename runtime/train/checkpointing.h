@@ -43,6 +43,7 @@ class Checkpointing {
  private:
   bool stop_signalled();
   void refuse_later_checkpoints(int first_step) const;
+  void refuse_later_checkpoints_agreed(int first_step) const;
   void log_config_changes(const ckpt::Manifest& m) const;
   struct PendingSave {
     ckpt::SaveRequest req;
@@ -58,6 +59,7 @@ class Checkpointing {
   std::string way_past_a_damaged(const std::string& step_dir) const;
   void load(const std::string& step_dir);
   std::string pick_resume_dir();
+  std::string agreed_resume_dir();  // rank 0's pick_resume_dir(), seen by every rank
 
   const config::RunConfig& cfg_;
   std::string resume_;

@@ -1,7 +1,8 @@
 #pragma once
 // One yes/no all ranks agree on, so that they all take the same branch (throw, or go on) before
-// their next collective.
+// their next collective; and one text rank 0 decides for all of them.
 #include <cstdint>
+#include <string>
 
 #include "runtime/dist/comm.h"
 
@@ -13,6 +14,15 @@ inline bool any_rank(dist::Comm* world, bool flag) {
   int64_t f = flag ? 1 : 0;
   world->all_reduce(&f, 1, dist::CommDType::i64, dist::ReduceOp::max);
   return f != 0;
+}
+
+// Rank 0's `text`, on every rank (the world comm: host memory; null: this rank's own).
+inline void from_rank0(dist::Comm* world, std::string& text) {
+  if (world == nullptr || world->size() == 1) return;
+  int64_t n = static_cast<int64_t>(text.size());
+  world->broadcast(&n, 1, dist::CommDType::i64, 0);
+  text.resize(static_cast<size_t>(n));
+  if (n > 0) world->broadcast(text.data(), static_cast<size_t>(n), dist::CommDType::u8, 0);
 }
 
 }  // namespace trainer::train

@@ -2,8 +2,8 @@
 # refused before any step, on every rank, with exit 2 and a message naming the rank and what
 # differs: another train.lr (which would let the replicas drift apart silently), another
 # WORLD_SIZE (gloo's internal check before), a second process with a RANK already taken (the whole
-# group, when it comes before the run starts). Each case ends within seconds, not after
-# distributed.timeout_s.
+# group, when it comes before the run starts), another view of checkpoint.dir. Each case ends
+# within seconds, not after distributed.timeout_s.
 source "$2/tests/lib/dist_common.sh"
 args=("$src/configs/tiny.yaml" "${small[@]}" --set train.steps=3 --set distributed.timeout_s=60)
 
@@ -92,6 +92,25 @@ set -e
 grep -qF "a second process started as RANK 0" zero_second.log \
   || { cat zero_second.log; fail "the second RANK 0 is not told why"; }
 echo "ok: a second RANK 0 is refused"
+
+# Ranks that see different checkpoints in checkpoint.dir (here a relative checkpoint.dir taken
+# from two working directories; on a cluster a node-local path, or a network filesystem's cached
+# listing just after a commit): every rank resumes from rank 0's pick, and a rank that does not
+# see it refuses the run, naming it. (Listing on its own, rank 1 resumed from step 2 beside rank
+# 0's step 4, and the two trained on as two different models.)
+mkdir -p cwd0 cwd1
+(cd cwd0 && "$bin" train "${args[@]}" --set train.steps=4 --set checkpoint.every_steps=2 \
+  --set checkpoint.dir=ck --out o >../views_first.log 2>&1) || { cat views_first.log; fail "first run"; }
+cp -r cwd0/ck cwd1/ && rm -r cwd1/ck/step_00000004
+port=$(free_port) pids=()
+for r in 0 1; do
+  (cd cwd$r && RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" train \
+    "${args[@]}" --set train.steps=8 --set checkpoint.dir=ck --out o >../views$r.log 2>&1) &
+  pids+=($!)
+done
+expect_refused "the checkpoint rank 0 resumes from: every rank must see the same checkpoint.dir" \
+  views0 views1
+grep -qF "rank 1 does not see ck/step_00000004" views1.log || { cat views1.log; fail "rank 1 not named"; }
 
 elapsed=$(($(date +%s) - start))
 [ "$elapsed" -lt 50 ] || fail "the refusals took ${elapsed} s (distributed.timeout_s is 60)"
