@@ -130,15 +130,7 @@ std::string Checkpointing::agreed_resume_dir() {
   // could find another newest checkpoint (a network filesystem's cached listing just after a
   // commit; a relative checkpoint.dir from another working directory) and start from other
   // weights, moments and data position than its peers, with nothing to say so.
-  std::string dir, refusal;
-  if (rank_ == 0) try {
-      dir = pick_resume_dir();
-    } catch (const config::ConfigError& e) {
-      refusal = e.what();
-    }
-  from_rank0(world_, refusal);
-  if (!refusal.empty()) throw config::ConfigError(refusal);
-  from_rank0(world_, dir);
+  const std::string dir = rank0_decides(world_, rank_, [&] { return pick_resume_dir(); });
   std::error_code ec;
   const bool unseen = !dir.empty() && !std::filesystem::exists(
                                           std::filesystem::path(dir) / ckpt::kManifestName, ec);
@@ -155,14 +147,10 @@ std::string Checkpointing::agreed_resume_dir() {
 
 // refuse_later_checkpoints as rank 0 sees checkpoint.dir, on every rank.
 void Checkpointing::refuse_later_checkpoints_agreed(int first_step) const {
-  std::string refusal;
-  if (rank_ == 0) try {
-      refuse_later_checkpoints(first_step);
-    } catch (const config::ConfigError& e) {
-      refusal = e.what();
-    }
-  from_rank0(world_, refusal);
-  if (!refusal.empty()) throw config::ConfigError(refusal);
+  rank0_decides(world_, rank_, [&] {
+    refuse_later_checkpoints(first_step);
+    return std::string();
+  });
 }
 
 int Checkpointing::restore() {

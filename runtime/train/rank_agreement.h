@@ -1,9 +1,10 @@
 #pragma once
 // One yes/no all ranks agree on, so that they all take the same branch (throw, or go on) before
-// their next collective; and one text rank 0 decides for all of them.
+// their next collective; and one text, or one refusal, rank 0 decides for all of them.
 #include <cstdint>
 #include <string>
 
+#include "runtime/config/run_config.h"
 #include "runtime/dist/comm.h"
 
 namespace trainer::train {
@@ -23,6 +24,22 @@ inline void from_rank0(dist::Comm* world, std::string& text) {
   world->broadcast(&n, 1, dist::CommDType::i64, 0);
   text.resize(static_cast<size_t>(n));
   if (n > 0) world->broadcast(text.data(), static_cast<size_t>(n), dist::CommDType::u8, 0);
+}
+
+// Runs `decide` on rank 0 alone (what it returns: rank 0's text, on every rank); a
+// config::ConfigError it throws is thrown on every rank, with rank 0's message.
+template <class Decide>
+std::string rank0_decides(dist::Comm* world, int rank, Decide&& decide) {
+  std::string text, refusal;
+  if (rank == 0) try {
+      text = decide();
+    } catch (const config::ConfigError& e) {
+      refusal = e.what();
+    }
+  from_rank0(world, refusal);
+  if (!refusal.empty()) throw config::ConfigError(refusal);
+  from_rank0(world, text);
+  return text;
 }
 
 }  // namespace trainer::train

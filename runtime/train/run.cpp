@@ -193,16 +193,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
   // rank refuses the run with rank 0's reason when one is in use.
   RunDirLocks dir_locks;
   const auto lock_run_dirs = [&](dist::Comm* world, bool existing_only) {
-    std::string refused;
-    if (lead) try {
-        dir_locks.take(cfg, existing_only);
-      } catch (const config::ConfigError& e) {
-        refused = e.what();
-      }
-    if (any_rank(world, !refused.empty()))
-      throw config::ConfigError(refused.empty() ? "config: rank 0's run directory is in use by "
-                                                  "another run (see rank 0's error)"
-                                                : refused);
+    rank0_decides(world, env.rank, [&] {
+      dir_locks.take(cfg, existing_only);
+      return std::string();
+    });
   };
   // A failure, recorded once: in the store ("failed/<rank>", for the peers that name it) and, on
   // rank 0, in the failed report.json. Before the teardown where it can: peers that see this
