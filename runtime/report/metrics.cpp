@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "runtime/core/atomic_file.h"
 #include "runtime/report/flops.h"
 
 namespace trainer::report {
@@ -56,24 +57,27 @@ void MetricsWriter::keep_points(const nlohmann::json& j) {
 MetricsWriter::MetricsWriter(const std::string& out_dir, int first_step)
     : path_((std::filesystem::path(out_dir) / "metrics.jsonl").string()) {
   std::filesystem::create_directories(out_dir);
-  std::string kept;
+  // The kept lines stream into a temporary that replaces the file by a rename, so a crash here
+  // leaves the old file or the new one (and a million steps' lines are never held in memory).
+  AtomicFileWriter kept(path_);
   if (std::ifstream in(path_); in && first_step > 0) {
+    std::string chunk;
     for (std::string line; std::getline(in, line);) {
       const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
           j["step"].get<int64_t>() <= first_step) {
-        kept += line + "\n";
+        chunk += line;
+        chunk += '\n';
         keep_points(j);
       }
+      if (chunk.size() >= (size_t{1} << 20)) {
+        kept.write(chunk.data(), chunk.size());
+        chunk.clear();
+      }
     }
+    kept.write(chunk.data(), chunk.size());
   }
-  // The kept lines go in place by a rename, so a crash here leaves the old file or the new one.
-  const std::string tmp = path_ + ".tmp";
-  std::FILE* out = std::fopen(tmp.c_str(), "w");
-  const bool written = out && std::fputs(kept.c_str(), out) >= 0 && std::fflush(out) == 0;
-  if (out) std::fclose(out);
-  if (!written || std::rename(tmp.c_str(), path_.c_str()) != 0)
-    throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
+  kept.commit();
   file_ = std::fopen(path_.c_str(), "a");
   if (!file_)
     throw std::runtime_error("cannot open " + path_ + " for appending: " + std::strerror(errno));

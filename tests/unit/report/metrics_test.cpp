@@ -140,3 +140,32 @@ TEST_CASE("progress_line_shows_each_quantity", "[metrics]") {
   CHECK(human_count(2.5e6) == "2.50M");
   CHECK(human_count(950) == "950");
 }
+
+// A resume keeps megabytes of earlier lines whole and in order (they stream through the
+// temporary in chunks), and leaves no temporary beside the file.
+TEST_CASE("metrics_jsonl_resume_keeps_a_long_file_whole", "[metrics]") {
+  const char* env = std::getenv("TRAINER_TEST_TMP");
+  const fs::path dir = fs::path(env ? env : fs::temp_directory_path().string()) /
+                       ("unit_report_metrics_long_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    MetricsWriter w(dir.string(), 0);
+    for (int step = 1; step <= 20000; ++step)
+      w.write(StepRecord{step, step * 10, 1.0 / step, 1.0, 1e-3, 0.1, false, false, {}, {}},
+              step_rates(10, 0.1, 1e6, 1.0, 1));
+  }
+  REQUIRE(fs::file_size(dir / "metrics.jsonl") > 2 * (size_t{1} << 20));
+  const int resumed_at = 15001;
+  MetricsWriter w(dir.string(), resumed_at);
+  CHECK(w.earlier().curve.size() == size_t(resumed_at));
+  CHECK(w.earlier().curve.back().loss == 1.0 / resumed_at);
+  int expected = 1;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line); ++expected)
+    REQUIRE(nlohmann::json::parse(line)["step"].get<int>() == expected);
+  CHECK(expected == resumed_at + 1);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+  CHECK(entries == 1);
+  fs::remove_all(dir);
+}
