@@ -40,6 +40,7 @@
 #include "runtime/train/rank_agreement.h"
 #include "runtime/train/run_agreement.h"
 #include "runtime/train/run_dir_lock.h"
+#include "runtime/train/shared_dir_check.h"
 #include "runtime/train/stop_signals.h"
 #include "runtime/train/train_step.h"
 
@@ -332,6 +333,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       lock_run_dirs(world, /*existing_only=*/true);
       const int first_step = checkpoints.restore();
       lock_run_dirs(world, /*existing_only=*/false);
+      // before the first checkpoint, not at it (shared_dir_check.h)
+      check_every_rank_sees(world, env.rank, "checkpoint.dir", cfg.checkpoint_dir());
       // fp8 states no checkpoint set: the whole weights' scales (a tp slice's amax is not)
       if (gpt.fp8_states_new()) trainer.seed_fp8_weight_scales();
       const int total = cfg.train.steps;

@@ -112,5 +112,18 @@ expect_refused "the checkpoint rank 0 resumes from: every rank must see the same
   views0 views1
 grep -qF "rank 1 does not see ck/step_00000004" views1.log || { cat views1.log; fail "rank 1 not named"; }
 
+# A fresh run whose checkpoint.dir is not one directory for all ranks (again relative, from two
+# working directories; on a cluster a node-local disk) is refused at the start, naming the rank
+# that does not see it; not at its first save, after the training before it.
+port=$(free_port) pids=()
+for r in 0 1; do
+  (cd cwd$r && RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" train \
+    "${args[@]}" --set checkpoint.every_steps=2 --set checkpoint.dir=apart --out o2 >../apart$r.log 2>&1) &
+  pids+=($!)
+done
+expect_refused "rank 1 of 2 does not see the file rank 0 created in apart (on rank 0: $(pwd -P)/cwd0/apart)" \
+  apart0 apart1
+[ "$(ls -A cwd0/apart)" = .trainer.lock ] || { ls -A cwd0/apart; fail "rank 0's check file stays"; }
+
 elapsed=$(($(date +%s) - start))
 [ "$elapsed" -lt 50 ] || fail "the refusals took ${elapsed} s (distributed.timeout_s is 60)"
