@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "runtime/core/atomic_file.h"
 #include "runtime/core/sha256.h"
 
 namespace fs = std::filesystem;

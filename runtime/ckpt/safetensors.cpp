@@ -110,12 +110,6 @@ std::string write_safetensors(const std::string& path, const std::vector<TensorT
   return out.commit();
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  AtomicFileWriter out(path);
-  out.write(text.data(), text.size());
-  out.commit();
-}
-
 void fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return;

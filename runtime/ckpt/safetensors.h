@@ -53,8 +53,6 @@ class SafetensorsReader {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes `text` to `path` atomically (tmp, fsync, rename).
-void write_file_atomic(const std::string& path, const std::string& text);
 // fsync a directory so renames inside it are durable.
 void fsync_dir(const std::string& dir);
 

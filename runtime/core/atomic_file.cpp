@@ -68,4 +68,10 @@ std::string AtomicFileWriter::commit() {
   return hashing_ ? hash_.final() : "";
 }
 
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  AtomicFileWriter out(path);
+  out.write(bytes.data(), bytes.size());
+  out.commit();
+}
+
 }  // namespace trainer

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "runtime/core/sha256.h"
 
@@ -37,5 +38,8 @@ class AtomicFileWriter {
   bool committed_ = false;
   Sha256 hash_;
 };
+
+// `bytes` as the whole file at `path`, by an AtomicFileWriter (FileWriteError on failure).
+void write_file_atomic(const std::string& path, std::string_view bytes);
 
 }  // namespace trainer

@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
+#include "runtime/core/atomic_file.h"
 #include "runtime/dist/store.h"
 
 namespace trainer::dist {
@@ -107,19 +107,14 @@ class FileStore : public Store {
  private:
   std::string path(const std::string& key) const { return (dir_ / escape_key(key)).string(); }
 
-  void write_atomically(const std::string& final_path, const std::vector<uint8_t>& value) {
-    static std::atomic<uint64_t> counter{0};
-    std::ostringstream tmp;
-    tmp << dir_.string() << "/.tmp." << ::getpid() << "." << counter++;
-    {
-      std::ofstream f(tmp.str(), std::ios::binary | std::ios::trunc);
-      f.write(reinterpret_cast<const char*>(value.data()),
-              static_cast<std::streamsize>(value.size()));
-      if (!f) throw StoreError("FileStore: cannot write " + tmp.str());
+  // (a temporary of a random name: ranks on other nodes of the shared directory may share a pid)
+  static void write_atomically(const std::string& final_path, const std::vector<uint8_t>& value) {
+    try {
+      write_file_atomic(
+          final_path, std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+    } catch (const FileWriteError& e) {
+      throw StoreError(std::string("FileStore: ") + e.what());
     }
-    std::error_code ec;
-    fs::rename(tmp.str(), final_path, ec);
-    if (ec) throw StoreError("FileStore: cannot rename into " + final_path + ": " + ec.message());
   }
 
   static bool read(const std::string& p, std::vector<uint8_t>* out) {

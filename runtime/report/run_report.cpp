@@ -1,12 +1,7 @@
 #include "runtime/report/run_report.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +9,7 @@
 #include <stdexcept>
 
 #include "runtime/config/run_config.h"
+#include "runtime/core/atomic_file.h"
 
 namespace trainer::report {
 namespace {
@@ -196,37 +192,12 @@ nlohmann::ordered_json to_json(const RunReport& r) {
   return j;
 }
 
-void write_json_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error("cannot write " + tmp + ": " + why);
-    }
-    done += size_t(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + why);
-  }
-}
-
 std::string write_report(const RunReport& report, const std::string& out_dir) {
   std::filesystem::create_directories(out_dir);
   const std::string path = (std::filesystem::path(out_dir) / "report.json").string();
   // A run name or data path need not be UTF-8 (file names are bytes): replace what is not,
   // rather than lose the report at the end of the run.
-  write_json_atomic(
+  write_file_atomic(
       path, to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   return path;
 }

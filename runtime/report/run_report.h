@@ -183,7 +183,6 @@ nlohmann::ordered_json to_json(const RunReport& report);
 // Writes <out_dir>/report.json through a temporary file, fsync and rename, so a reader never sees
 // half a report. Returns the path written.
 std::string write_report(const RunReport& report, const std::string& out_dir);
-void write_json_atomic(const std::string& path, const std::string& text);
 
 // Reads a report.json. Throws config::ConfigError naming the file when it is missing, is not
 // JSON, or its schema is not trainer.report/1.
