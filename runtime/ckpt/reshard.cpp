@@ -72,10 +72,15 @@ std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& gri
   if (grid.zero == 0)
     return rank < grid.ep ? std::pair<int64_t, int64_t>{0, total}
                           : std::pair<int64_t, int64_t>{0, 0};
-  const int64_t replicas = int64_t{grid.dp} * grid.cp;  // ZeRO shards over dp x cp
-  const int64_t chunk = (total + replicas - 1) / replicas;
-  const int64_t b = std::min(total, chunk * rank), e = std::min(total, chunk * (rank + 1));
-  return {b, e};
+  const int replicas = grid.dp * grid.cp;  // ZeRO shards over dp x cp
+  if (total < replicas)
+    throw config::ConfigError("--to dp=" + std::to_string(grid.dp) +
+                              ",cp=" + std::to_string(grid.cp) + ": ZeRO cannot shard a rank's " +
+                              std::to_string(total) + " parameters over " +
+                              std::to_string(replicas) + " replicas");
+  // the runtime's cut, so that each rank's file holds what that rank owns when it resumes
+  const parallel::Range r = parallel::ZeroShards(total, replicas).shard(rank);
+  return {r.begin, r.end};
 }
 
 std::vector<std::pair<int64_t, int64_t>> owned_runs(const model::ParamLayout& layout, int rank,

@@ -15,8 +15,9 @@ namespace trainer::ckpt {
 Grid parse_grid(const std::string& spec, const Grid& from = Grid{});
 // Elements [begin, end) of `total` (one tp slice's buffer) owned by replica r (the dp x cp
 // group's rank, dp index * cp + cp index): all on replica 0 for zero 0 (on replicas 0 .. ep - 1
-// under expert parallelism), 1/(dp * cp) each else. (With ZeRO under expert parallelism a
-// replica owns a run of each ZeRO segment instead: owned_runs.)
+// under expert parallelism), else cut over the dp * cp replicas as the runtime cuts it
+// (parallel::ZeroShards: equal chunks, the remainder on the last). (With ZeRO under expert
+// parallelism a replica owns a run of each ZeRO segment instead: owned_runs.)
 std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& grid);
 // The runs replica r owns of `layout` (its ep rank's buffer), [begin, end) each: owned_range's
 // one, or with ZeRO under expert parallelism what the runtime owns (parallel::zero_segments).

@@ -12,6 +12,7 @@
 #include "runtime/ckpt/export.h"
 #include "runtime/ckpt/reshard.h"
 #include "runtime/config/run_config.h"
+#include "runtime/parallel/zero_shard.h"
 #include "tests/unit/temp_dir.h"
 
 using namespace trainer;
@@ -231,6 +232,19 @@ TEST_CASE("offline_reshard_writes_one_file_per_new_rank_with_the_same_values") {
     b.read_global("v", t.name, 0, count, y.data());
     INFO(t.name);
     CHECK(x == y);
+  }
+  // Each new rank's file holds what that rank owns when it resumes: the runtime's cut (equal
+  // chunks, the remainder on the last replica), here of a buffer 3 replicas do not divide.
+  const int64_t n = layout.total_numel();
+  REQUIRE(n % 3 != 0);
+  const Manifest m3 =
+      verify_checkpoint(reshard_checkpoint(dir, parse_grid("dp=3,zero=1"), fresh_dir("dst3")));
+  REQUIRE(m3.shards.size() == 3);
+  for (const ShardFile& f : m3.shards) {
+    int64_t held = 0;
+    for (const Piece& p : f.pieces) held += p.b - p.a;
+    INFO("rank " << f.rank);
+    CHECK(held == parallel::ZeroShards(n, 3).shard(f.rank).size());
   }
 }
 
