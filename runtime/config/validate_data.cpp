@@ -33,7 +33,14 @@ void check_source(const std::string& key, const std::string& source) {
 void validate_data_sources(const RunConfig& cfg) {
   check_source("data.train", cfg.data.train);
   // Val data is read only by evals (README: it is not opened with train.eval_every 0).
-  if (cfg.train.eval_every > 0) check_source("data.val", cfg.data.val);
+  if (cfg.train.eval_every <= 0) return;
+  check_source("data.val", cfg.data.val);
+  // (data.val's default is synthetic: a run that sets only data.train would evaluate on it)
+  if (!cfg.data.train.starts_with("synthetic:") && cfg.data.val.starts_with("synthetic:"))
+    fail("data.val = " + quote(cfg.data.val) + " while data.train = " + quote(cfg.data.train) +
+         " (token shards): each eval would measure the synthetic source, not held-out data of "
+         "yours. Set data.val to validation shards (trainer data prepare writes val_*.bin "
+         "beside train_*.bin), or train.eval_every = 0 for no evals");
 }
 
 }  // namespace trainer::config

@@ -186,7 +186,11 @@ nlohmann::ordered_json to_json(const RunReport& r) {
   j["stragglers"] = {
       {"slowest_rank", or_null(r.stragglers.slowest_rank)},
       {"slowest_over_median_step_time", or_null(r.stragglers.slowest_over_median_step_time)}};
-  j["data"] = {{"train", r.data.train}, {"entropy_floor", or_null(r.data.entropy_floor)}};
+  j["data"] = {{"train", r.data.train},
+               {"val", or_null(r.data.val)},
+               {"entropy_floor", or_null(r.data.entropy_floor)},
+               {"train_tokens_per_pass", or_null(r.data.train_tokens_per_pass)},
+               {"passes", or_null(r.data.passes)}};
   if (r.profile) j["profile"] = profile_json(*r.profile);
   if (!r.config.is_null()) j["config"] = r.config;
   return j;

@@ -140,7 +140,12 @@ struct StragglerInfo {  // both null when the ranks' step times were not gathere
 
 struct DataInfo {
   std::string train;
+  std::optional<std::string> val;       // data.val where evals run
   std::optional<double> entropy_floor;  // nats/token, synthetic sources only
+  // Token shards only: the tokens one pass over data.train feeds the steps (whole global batches
+  // of each shard), and tokens_seen over it: above 1 the run has read its data again.
+  std::optional<int64_t> train_tokens_per_pass;
+  std::optional<double> passes;
 };
 
 // logging.profile_steps: device time per step by phase, on rank 0, over the steps profiled (the

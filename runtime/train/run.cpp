@@ -158,6 +158,18 @@ void log_banner(const report::RunReport& base, const report::RunContext& ctx,
   spdlog::info("peak {:.3f} TFLOP/s per device ({})", ctx.peak.tflops, ctx.peak.source);
 }
 
+// Token shards a run reads more than once: said at the start (Megatron's and llm.c's loaders wrap
+// as this one does; a user who sized train.steps for one pass should know).
+void warn_of_repeated_data(const report::DataInfo& data, int64_t tokens_at_end, int last_step) {
+  if (!data.train_tokens_per_pass || *data.train_tokens_per_pass <= 0) return;
+  const double passes = double(tokens_at_end) / double(*data.train_tokens_per_pass);
+  if (passes <= 1.0) return;
+  spdlog::warn(
+      "one pass over data.train is {} tokens (the whole global batches its shards hold); the "
+      "run's {} steps read {} tokens: {:.2f} passes, the data read again after the first",
+      *data.train_tokens_per_pass, last_step, tokens_at_end, passes);
+}
+
 }  // namespace
 
 int run_training(config::RunConfig cfg, const RunOptions& opts) {
@@ -377,6 +389,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       base.data.entropy_floor = std::isnan(train_loader->entropy_floor())
                                     ? std::nullopt
                                     : std::optional<double>(train_loader->entropy_floor());
+      if (evals) base.data.val = cfg.data.val;
+      if (std::isnan(train_loader->entropy_floor()))  // token shards
+        base.data.train_tokens_per_pass =
+            train_loader->samples_per_epoch() * train_loader->tokens_per_sample();
       builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
       builder->set_start_tokens(checkpoints.tokens_after(first_step));
       // The memory as allocated now, for a report of a run that fails before the end (the end
@@ -400,6 +416,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, first_step);
         builder->set_earlier(metrics->earlier());
         log_banner(base, ctx, shape, *train_loader);
+        warn_of_repeated_data(base.data, checkpoints.tokens_after(last), last);
       }
 
       // 6. The loop.
@@ -426,6 +443,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         const bool profiled = profiler && step >= profile_from && step < profile_to;
         if (profiled) profiler->begin_step();
         const auto t0 = Clock::now();
+        const int64_t pass_before = train_loader->state().epoch;
         const StepResult r = trainer.run(step, next_train);
         if (profiled) profiler->end_step();  // its wait for the device belongs to this step
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -462,6 +480,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                        rec.loss, spike->ratio);
         if (r.nonfinite)
           spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
+        if (train_loader->state().epoch > pass_before)
+          spdlog::info("data: step {} starts pass {} over data.train{}", rec.step, pass_before + 2,
+                       cfg.data.shuffle ? ", in a new order" : "");
         const bool log_now = (step + 1) % cfg.logging.every_steps == 0 || step == 0 ||
                              step + 1 == last || eval_now || stop;
         if (log_now) {

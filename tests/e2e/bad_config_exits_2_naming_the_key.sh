@@ -107,6 +107,10 @@ expect_exit_2 "shard mid_001.bin has token 300" "" train run.yaml --set data.tra
   --set train.eval_every=0 --set model.n_layer=1 --out midbad
 [ "$(json_get midbad/report.json 'd["run"]["status"], d["run"]["steps_completed"]')" = "failed 2" ] \
   || fail "report of the run that met bad data: $(cat midbad/report.json)"
+# Shards to train on and the default, synthetic, val data: the val loss would measure the
+# synthetic source.
+expect_error 'data.val = "synthetic:markov" while data.train = "mid_000.bin"' \
+  --set data.train=mid_000.bin
 # data.val is checked, and read, only where evals run.
 expect_exit_2 "data.val = \"nowhere_*.bin\": no file matches" "" train run.yaml \
   --set data.val='nowhere_*.bin' --out noval

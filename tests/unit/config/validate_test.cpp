@@ -177,7 +177,7 @@ TEST_CASE("data_path_matching_no_file_names_key_and_path", "[config][validate]")
   // a file whose name holds glob characters is itself, not a pattern that matches nothing
   const std::string literal = std::filesystem::temp_directory_path() / "validate_run[1].bin";
   std::ofstream(literal) << "x";
-  RunConfig l = with({"data.train=" + literal});
+  RunConfig l = with({"data.train=" + literal, "data.val=" + literal});
   CHECK_NOTHROW(validate(l, 1));
   std::filesystem::remove(literal);
   RunConfig s = with({"data.train=synthetic:markof"});
@@ -185,6 +185,24 @@ TEST_CASE("data_path_matching_no_file_names_key_and_path", "[config][validate]")
                                           Contains("did you mean 'synthetic:markov'?"));
   RunConfig u = with({"data.val=synthetic:uniform"});
   REQUIRE_NOTHROW(validate(u, 1));
+}
+
+// Token shards to train on and the default, synthetic, val data: the val loss would measure the
+// synthetic source; refused while evals run.
+TEST_CASE("shards_to_train_on_need_val_data_that_is_not_synthetic", "[config][validate]") {
+  const fs::path dir = fs::temp_directory_path() / "trainer_config_val_test";
+  fs::create_directories(dir);
+  std::ofstream(dir / "train_000.bin") << "x";
+  const std::string train = "data.train=" + (dir / "train_*.bin").string();
+  RunConfig c = with({train});
+  REQUIRE_THROWS_WITH(validate(c, 1),
+                      Contains("data.val = \"synthetic:markov\" while data.train") &&
+                          Contains("train.eval_every = 0"));
+  RunConfig off = with({train, "train.eval_every=0"});
+  CHECK_NOTHROW(validate(off, 1));
+  RunConfig own = with({train, "data.val=" + (dir / "train_000.bin").string()});
+  CHECK_NOTHROW(validate(own, 1));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("data_glob_matching_shards_is_valid", "[config][validate]") {

@@ -98,7 +98,10 @@ const std::vector<std::string> kDesignFields = {
     "stragglers/slowest_rank",
     "stragglers/slowest_over_median_step_time",
     "data/train",
+    "data/val",
     "data/entropy_floor",
+    "data/train_tokens_per_pass",
+    "data/passes",
 };
 
 }  // namespace
@@ -141,6 +144,21 @@ TEST_CASE("derived_fields_follow_from_the_observations", "[report]") {
   CHECK(r.memory.peak_bytes_per_rank_max == (int64_t(1) << 30));
   CHECK(r.run.steps_completed == s.steps);
   CHECK(r.run.steps_run == s.steps);
+  CHECK_FALSE(r.data.passes);  // a synthetic stream has no passes
+}
+
+// Token shards: passes = tokens_seen over the tokens one pass feeds (above 1: the data repeats).
+TEST_CASE("passes_over_the_train_data_follow_from_the_tokens_seen", "[report]") {
+  SampleRun s;
+  RunReport base = testing::sample_base(s);
+  base.data.train_tokens_per_pass = s.tokens_per_step * 16;  // 16 steps a pass; 40 steps run
+  ReportBuilder b(base, 3.0, 10);
+  for (int step = 1; step <= s.steps; ++step)
+    b.record_step({step, step * s.tokens_per_step, 1.0, 1.0, 1e-3, 0.1, false, false, {}, {}});
+  const RunReport r = b.finish("completed");
+  REQUIRE(r.data.passes);
+  CHECK(*r.data.passes == Approx(double(s.steps) / 16));
+  CHECK(to_json(r)["data"]["passes"].get<double>() == Approx(2.5));
 }
 
 TEST_CASE("nonfinite_steps_and_spikes_are_counted", "[report]") {
