@@ -91,6 +91,8 @@ nlohmann::json to_json(const Manifest& m) {
                  {"offset", m.loader.offset},
                  {"epoch", m.loader.epoch},
                  {"global_batch_tokens", m.loader_global_batch_tokens}};
+  for (const data::ShardSummary& s : m.loader_shards)
+    j["loader"]["shards"].push_back({{"name", s.name}, {"tokens", s.tokens}});
   if (!m.fp8_scaling.empty()) j["fp8_scaling"] = m.fp8_scaling;  // floats round-trip through JSON
   for (const auto& t : m.tensors)
     j["tensors"].push_back({{"name", t.name}, {"global_shape", t.global_shape}});
@@ -124,6 +126,9 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     m.loader = {l.at("shard"), l.at("offset"), l.at("epoch")};
     if (l.contains("global_batch_tokens"))
       m.loader_global_batch_tokens = l.at("global_batch_tokens");
+    if (l.contains("shards"))  // written since 2026-12-07
+      for (const auto& s : l.at("shards"))
+        m.loader_shards.push_back({s.at("name"), s.at("tokens")});
     if (j.contains("fp8_scaling")) m.fp8_scaling = j.at("fp8_scaling").get<std::vector<float>>();
     for (const auto& t : j.at("tensors")) m.tensors.push_back({t.at("name"), t.at("global_shape")});
     for (const auto& s : j.at("shards")) {

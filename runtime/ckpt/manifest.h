@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/data/loader.h"
+#include "runtime/data/shard_summary.h"
 #include "runtime/model/gpt_shape.h"
 #include "runtime/model/param_layout.h"
 
@@ -53,6 +54,8 @@ struct Manifest {
   Grid grid;
   data::LoaderState loader;
   int64_t loader_global_batch_tokens = 0;  // tokens per step of the saving run (0: not recorded)
+  std::vector<data::ShardSummary>
+      loader_shards;  // the train shards it was reading (none: synthetic)
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
   // precision.compute: fp8: the delayed-scaling states of the whole model, [n_layer, 4 linears,

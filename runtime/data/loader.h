@@ -75,6 +75,12 @@ class DataLoader {
   std::string describe() const;
 
   int64_t num_shards() const { return static_cast<int64_t>(sources_.size()); }
+  // The shards in source order (the one stream of a synthetic source).
+  std::vector<const TokenSource*> sources() const {
+    std::vector<const TokenSource*> out;
+    for (const auto& s : sources_) out.push_back(s.get());
+    return out;
+  }
   // Global batches in one pass over the data (the largest int64 for a synthetic stream).
   int64_t samples_per_epoch() const;
   // Tokens one rank consumes per micro-batch (B*T), the dp group per micro-batch (dp*B*T) and

@@ -145,6 +145,28 @@ std::string Checkpointing::agreed_resume_dir() {
   return dir;
 }
 
+// The checkpoint's loader position over other train shards than it was saved reading
+// (data/shard_summary.h) would resume on other tokens: refused on every rank, each with its own
+// view of data.train (node-local copies are fine).
+void Checkpointing::refuse_other_train_data(const ckpt::Manifest& m,
+                                            const std::string& step_dir) const {
+  const std::string difference = data::shard_list_difference(
+      m.loader_shards, data::shard_summaries(loader_), m.loader, cfg_.data.shuffle);
+  if (!any_rank(world_, !difference.empty())) return;
+  const std::string position = "pass " + std::to_string(m.loader.epoch + 1) + ", shard " +
+                               std::to_string(m.loader.shard + 1) + ", token " +
+                               std::to_string(m.loader.offset);
+  throw config::ConfigError(
+      "config: data.train = \"" + cfg_.data.train + "\" is not the data " + step_dir +
+      " was saved reading" +
+      (difference.empty() ? " on another rank"
+                          : ": on rank " + std::to_string(rank_) + ", " + difference) +
+      ". Its position (" + position +
+      ") would read other tokens. Give data.train the shards it was saved with (file names and "
+      "token counts are compared, not directories); without data.shuffle, shards added after the "
+      "one it was reading are read later");
+}
+
 // refuse_later_checkpoints as rank 0 sees checkpoint.dir, on every rank.
 void Checkpointing::refuse_later_checkpoints_agreed(int first_step) const {
   rank0_decides(world_, rank_, [&] {
@@ -224,10 +246,12 @@ void Checkpointing::load(const std::string& step_dir) {
         "checkpoint {} has no fp8 scaling state for this model: the weights' scales start "
         "from their amaxes, the inputs' at 1",
         step_dir);
+  // the settings changed since, first: they explain a loader position that no longer fits
+  if (rank_ == 0) log_config_changes(m);
+  refuse_other_train_data(m, step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
   last_saved_ = static_cast<int>(m.step);
   restored_step_ = last_saved_;
-  if (rank_ == 0) log_config_changes(m);
   restored_tokens_ = m.tokens;
   if (rank_ == 0 && m.step > 0 && m.tokens != m.step * tokens_per_step_)
     spdlog::info(
@@ -299,6 +323,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
             cfg_.parallel.ep};
   m.loader = loader_.state();
   m.loader_global_batch_tokens = loader_.tokens_per_sample();
+  m.loader_shards = data::shard_summaries(loader_);
   std::vector<float> fp8_scaling = model_fp8_scaling();
   if (rank_ == 0) m.fp8_scaling = std::move(fp8_scaling);
   return req;

@@ -45,6 +45,7 @@ class Checkpointing {
   void refuse_later_checkpoints(int first_step) const;
   void refuse_later_checkpoints_agreed(int first_step) const;
   void log_config_changes(const ckpt::Manifest& m) const;
+  void refuse_other_train_data(const ckpt::Manifest& m, const std::string& step_dir) const;
   struct PendingSave {
     ckpt::SaveRequest req;
     std::future<ckpt::ShardFile> written;

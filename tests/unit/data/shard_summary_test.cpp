@@ -1,0 +1,43 @@
+// A checkpoint's loader position continues only over the shards it was saved reading.
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "runtime/data/shard_summary.h"
+
+using namespace trainer::data;
+using Catch::Matchers::Contains;
+
+TEST_CASE("a_loader_position_continues_only_over_the_shards_it_was_saved_reading", "[data]") {
+  const std::vector<ShardSummary> saved = {{"a_0.bin", 100}, {"a_1.bin", 100}, {"a_2.bin", 100}};
+  const LoaderState at_second{1, 40, 0};  // reading shard 2 of 3
+  CHECK(shard_list_difference(saved, saved, at_second, false).empty());
+  CHECK(shard_list_difference(saved, saved, at_second, true).empty());
+  // nothing recorded (a synthetic stream, or a checkpoint from before the list was kept)
+  CHECK(shard_list_difference({}, saved, at_second, false).empty());
+
+  // without shuffle, a shard after the one being read may change, or more may follow
+  std::vector<ShardSummary> appended = saved;
+  appended.push_back({"a_3.bin", 50});
+  CHECK(shard_list_difference(saved, appended, at_second, false).empty());
+  std::vector<ShardSummary> later_changed = saved;
+  later_changed[2].tokens = 7;
+  CHECK(shard_list_difference(saved, later_changed, at_second, false).empty());
+
+  // one sorted in before it, or the one being read rewritten: named
+  const std::vector<ShardSummary> inserted = {
+      {"a_0.bin", 100}, {"a_05.bin", 100}, {"a_1.bin", 100}};
+  CHECK_THAT(shard_list_difference(saved, inserted, at_second, false),
+             Contains("shard 2 is a_05.bin (100 tokens) now, a_1.bin (100 tokens) then"));
+  std::vector<ShardSummary> rewritten = saved;
+  rewritten[1].tokens = 99;
+  CHECK_FALSE(shard_list_difference(saved, rewritten, at_second, false).empty());
+  CHECK_THAT(shard_list_difference(saved, {saved[0]}, at_second, false),
+             Contains("1 shard(s) now, 3 then"));
+  CHECK_THAT(shard_list_difference(saved, {}, at_second, false),
+             Contains("a synthetic stream now"));
+
+  // with shuffle every pass's order depends on all of them
+  CHECK_THAT(shard_list_difference(saved, appended, at_second, true),
+             Contains("4 shard(s) now, 3 then"));
+  CHECK_FALSE(shard_list_difference(saved, later_changed, at_second, true).empty());
+}
