@@ -29,7 +29,8 @@ std::vector<Field> build_fields() {
       {"run.deterministic", FIELD(run.deterministic)},
 
       {"model.arch", FIELD(model.arch), {"gpt"}},
-      {"model.vocab_size", FIELD(model.vocab_size), {}, {2, kInf}},
+      // (at most 65536: llm.c token shards, and the batches, hold uint16 tokens)
+      {"model.vocab_size", FIELD(model.vocab_size), {}, {2, 65536}},
       {"model.seq_len", FIELD(model.seq_len), {}, kPositive},
       {"model.n_layer", FIELD(model.n_layer), {}, kPositive},
       {"model.d_model", FIELD(model.d_model), {}, kPositive},

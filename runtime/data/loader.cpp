@@ -30,23 +30,38 @@ void check_options(const LoaderOptions& o) {
   }
 }
 
+// Bad data named as bad input: "config: data.train = "<spec>": <what>".
+DataError keyed(const LoaderOptions& o, std::string what) {
+  if (what.starts_with("data: ")) what.erase(0, 6);
+  return DataError("config: " + std::string(o.is_val ? "data.val" : "data.train") + " = \"" +
+                   o.source + "\": " + what);
+}
+
 }  // namespace
 
 DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
   check_options(options_);
-  sources_ = open_token_sources(
-      options_.source, SourceOptions{.vocab_size = options_.vocab_size,
-                                     .seed = options_.seed,
-                                     .stream = options_.is_val ? uint64_t{1} : uint64_t{0}});
+  try {
+    sources_ = open_token_sources(
+        options_.source, SourceOptions{.vocab_size = options_.vocab_size,
+                                       .seed = options_.seed,
+                                       .stream = options_.is_val ? uint64_t{1} : uint64_t{0}});
+  } catch (const DataError& e) {
+    throw keyed(options_, e.what());
+  }
   // Every shard's size is known from its header: a train shard too small for one global batch
   // is bad input now, not when the run first reaches it. Val data needs one global batch in all;
   // evals skip val shards smaller than that.
   for (const auto& source : sources_) {
     if (samples_in(*source) < 1 && (!options_.is_val || samples_per_epoch() < 1)) {
-      throw DataError("data: " + std::string(options_.is_val ? "val " : "") + "shard " +
-                      source->name() + " has " + std::to_string(source->size()) +
-                      " tokens, fewer than one global batch of micro_batch*grad_accum*dp*seq_len" +
-                      "+1 = " + std::to_string(tokens_per_sample() + 1) +
+      throw keyed(options_,
+                  "shard " + source->name() + " has " + std::to_string(source->size()) +
+                      " tokens, fewer than one global batch: micro_batch " +
+                      std::to_string(options_.micro_batch) + " x grad_accum " +
+                      std::to_string(options_.grad_accum) + " x dp " +
+                      std::to_string(options_.dp_size) + " x seq_len " +
+                      std::to_string(options_.seq_len) +
+                      " + 1 = " + std::to_string(tokens_per_sample() + 1) + " tokens" +
                       (options_.is_val ? " (train.eval_every: 0 trains without evals)" : ""));
     }
   }
@@ -126,10 +141,11 @@ void DataLoader::check_tokens_in_vocab(int64_t source_index) {
       const auto bad = std::find_if(chunk.begin(), chunk.end(),
                                     [&](int32_t t) { return t >= options_.vocab_size; });
       if (bad != chunk.end()) {
-        throw DataError("data: shard " + source.name() + " has token " + std::to_string(*bad) +
-                        " at position " + std::to_string(pos + (bad - chunk.begin())) +
-                        ", expected tokens below vocab_size " +
-                        std::to_string(options_.vocab_size));
+        throw keyed(options_, "shard " + source.name() + " has token " + std::to_string(*bad) +
+                                  " at position " + std::to_string(pos + (bad - chunk.begin())) +
+                                  ", expected tokens below model.vocab_size " +
+                                  std::to_string(options_.vocab_size) +
+                                  " (a shard's tokens are checked when the run first reads it)");
       }
     }
   }
@@ -170,9 +186,10 @@ const TokenSource& DataLoader::current_source() const {
 
 void DataLoader::restore(const LoaderState& state, int64_t saved_global_batch_tokens) {
   auto bad = [&](const std::string& what) {
-    throw DataError("data loader for '" + options_.source + "': cannot restore state (shard " +
-                    std::to_string(state.shard) + ", offset " + std::to_string(state.offset) +
-                    ", epoch " + std::to_string(state.epoch) + "): " + what);
+    throw keyed(options_, "cannot continue from the checkpoint's position (shard " +
+                              std::to_string(state.shard) + ", offset " +
+                              std::to_string(state.offset) + ", epoch " +
+                              std::to_string(state.epoch) + "): " + what);
   };
   if (state.epoch < 0) bad("negative epoch");
   if (state.shard < 0 || state.shard >= num_shards()) {

@@ -122,7 +122,9 @@ TEST_CASE("out_of_range_values_name_the_bound", "[config][errors]") {
   REQUIRE_THROWS_WITH(parse_config("train: {spike_factor: 1}"),
                       Contains("train.spike_factor = 1.0: must be > 1"));
   REQUIRE_THROWS_WITH(parse_config("model: {vocab_size: 1}"),
-                      Contains("model.vocab_size = 1: must be >= 2"));
+                      Contains("model.vocab_size = 1: must be in [2, 65536]"));
+  REQUIRE_THROWS_WITH(parse_config("model: {vocab_size: 70000}"),  // token shards hold uint16
+                      Contains("model.vocab_size = 70000: must be in [2, 65536]"));
   REQUIRE_THROWS_WITH(parse_config("checkpoint: {keep: 0}"), Contains("checkpoint.keep = 0"));
   REQUIRE_THROWS_WITH(parse_config("parallel: {dp: -2}"), Contains("parallel.dp = -2"));
   REQUIRE_THROWS_WITH(parse_config("distributed: {timeout_s: 0}"),
