@@ -75,11 +75,6 @@ __device__ inline T warp_sum(T v) {
   return v;
 }
 
-__device__ inline float warp_max(float v) {
-  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
 // Reduction over a block of up to 1024 threads (blockDim.x a multiple of 32); every thread gets
 // the result. `shared` holds 32 values. Fixed order: deterministic.
 template <class T, class Op>

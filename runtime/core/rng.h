@@ -27,7 +27,6 @@ class SplitMix64 {
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
   }
   uint64_t state() const { return state_; }
-  void set_state(uint64_t s) { state_ = s; }
 
  private:
   uint64_t state_;

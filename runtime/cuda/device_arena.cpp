@@ -25,7 +25,6 @@ void* DeviceArena::alloc(size_t bytes) {
   if (auto it = free_blocks_.lower_bound(size); it != free_blocks_.end()) {
     void* p = it->second;
     live_blocks_[p] = it->first;
-    live_ += it->first;
     free_blocks_.erase(it);
     return p;
   }
@@ -46,7 +45,6 @@ void* DeviceArena::alloc(size_t bytes) {
   void* p = c.base + c.used;
   c.used += size;
   live_blocks_[p] = size;
-  live_ += size;
   return p;
 }
 
@@ -55,7 +53,6 @@ void DeviceArena::free(void* p) {
   auto it = live_blocks_.find(p);
   TRAINER_CHECK(it != live_blocks_.end(), "DeviceArena::free: " << p << " was not allocated here");
   free_blocks_.emplace(it->second, p);
-  live_ -= it->second;
   live_blocks_.erase(it);
 }
 

@@ -18,14 +18,13 @@ class DeviceArena {
   void* alloc(size_t bytes);
   void free(void* p);  // p must come from alloc (nullptr is ignored)
   size_t reserved_bytes() const { return reserved_; }
-  size_t live_bytes() const { return live_; }
 
  private:
   struct Chunk {
     char* base;
     size_t size, used;
   };
-  size_t chunk_bytes_, reserved_ = 0, live_ = 0;
+  size_t chunk_bytes_, reserved_ = 0;
   std::vector<Chunk> chunks_;
   std::map<void*, size_t> live_blocks_;       // pointer -> block size
   std::multimap<size_t, void*> free_blocks_;  // block size -> pointer

@@ -75,7 +75,6 @@ void TcpStoreServer::run() {
     auto dead = std::remove_if(conns_.begin(), conns_.end(), [this](auto& c) {
       if (!c->dead) return false;
       net::close_fd(c->fd);
-      ++dropped_;
       return true;
     });
     conns_.erase(dead, conns_.end());

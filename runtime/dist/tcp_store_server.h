@@ -25,7 +25,6 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   int port() const { return port_; }
-  size_t dropped_connections() const { return dropped_.load(); }
   // Client connections open now (as of the server thread's last pass, at most ~1 s old).
   size_t open_connections() const { return open_.load(); }
 
@@ -60,7 +59,6 @@ class TcpStoreServer {
   int wake_pipe_[2] = {-1, -1};
   int port_ = 0;
   std::atomic<bool> stop_{false};
-  std::atomic<size_t> dropped_{0};
   std::atomic<size_t> open_{0};
   std::map<std::string, std::vector<uint8_t>> data_;
   std::vector<std::unique_ptr<Conn>> conns_;

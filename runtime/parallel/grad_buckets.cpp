@@ -1,6 +1,5 @@
 #include "runtime/parallel/grad_buckets.h"
 
-#include <chrono>
 
 #include "runtime/core/check.h"
 
@@ -78,7 +77,6 @@ void GradBuckets::unit_ready(int unit) {
 }
 
 void GradBuckets::finish() {
-  const auto t0 = std::chrono::steady_clock::now();
   armed_ = false;
   if (reduces()) {
     for (Bucket& b : buckets_)
@@ -86,7 +84,6 @@ void GradBuckets::finish() {
     for (Bucket& b : buckets_)
       for (auto& w : b.work) w->wait();
   }
-  last_wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace trainer::parallel

@@ -46,7 +46,6 @@ class GradBuckets {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   // Seconds spent blocked in finish() during the last step (the part of communication that
   // backward did not hide).
-  double last_wait_seconds() const { return last_wait_s_; }
 
  private:
   void launch(Bucket& b);
@@ -58,7 +57,6 @@ class GradBuckets {
   bool armed_ = false;
   std::vector<Bucket> buckets_;
   std::vector<int> bucket_of_unit_;
-  double last_wait_s_ = 0;
 };
 
 }  // namespace trainer::parallel

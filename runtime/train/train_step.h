@@ -123,7 +123,6 @@ class TrainStep {
       opt_->set_step_count(t);
   }
   Backend& backend() { return be_; }
-  size_t optimizer_bytes() const { return static_cast<size_t>(state_bytes().optimizer); }
   // Bytes of params (the bf16 copy included), grads and optimizer state allocated on this rank
   // (ZeRO shards included; a pipeline end stage's grads include the buffer it receives the other
   // end's wte gradient into).
