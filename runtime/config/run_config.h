@@ -18,9 +18,10 @@ struct RunSection {
   std::string name = "tiny";
   std::string out_dir = "runs/tiny";
   uint64_t seed = 1234;
-  // Accepted for configs written for other frameworks; runs here are bit-identical either way:
-  // every op reduces in a fixed order (no atomics), cuBLASLt is run-to-run reproducible on one
-  // GPU model, and the collectives sum in a fixed order for a fixed group.
+  // Runs here are bit-identical either way: every op reduces in a fixed order (no atomics),
+  // cuBLASLt is run-to-run reproducible on one GPU model, and the collectives sum in a fixed
+  // order for a fixed group. The one exception, cuDNN's attention (TRAINER_ATTENTION=cudnn, whose
+  // backward uses atomics), is refused with true.
   bool deterministic = false;
 };
 

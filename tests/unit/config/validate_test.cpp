@@ -339,3 +339,15 @@ TEST_CASE("a_value_outside_the_choices_names_them_and_hints_only_for_words", "[c
       Contains("parallel.zero = 4: must be one of 0, 1, 2, 3") && !Contains("did you mean"));
   REQUIRE_THROWS_WITH(with({"activation_checkpointing=nnoe"}), Contains("did you mean 'none'?"));
 }
+
+// run.deterministic holds everywhere but for cuDNN's attention, whose backward uses atomics.
+TEST_CASE("a_deterministic_run_refuses_cudnn_attention", "[config][validate]") {
+  ::setenv("TRAINER_ATTENTION", "cudnn", 1);
+  RunConfig c = with({"hardware.device=cuda", "run.deterministic=true"});
+  REQUIRE_THROWS_WITH(validate(c, 1),
+                      Contains("run.deterministic = true, but TRAINER_ATTENTION = cudnn"));
+  RunConfig free = with({"hardware.device=cuda"});
+  CHECK_NOTHROW(validate(free, 1));
+  ::unsetenv("TRAINER_ATTENTION");
+  CHECK_NOTHROW(validate(c, 1));
+}
