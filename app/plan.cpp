@@ -159,7 +159,8 @@ bool print_search(const plan::SearchRequest& request, const std::string& config_
   std::printf(
       "search: every layout keeps the global batch of %lld sequences (micro_batch x grad_accum x "
       "dp), so its tokens stay as configured; precision stays %s; tp is each size that divides "
-      "the devices, the heads and the MLP width%s, with and without sequence parallelism; pp "
+      "the devices, the heads, the MLP width and the padded vocabulary (wte's rows)%s, with and "
+      "without sequence parallelism; pp "
       "each that divides the layers and the devices over tp (a stage's micro_batch all of its "
       "dp rank's sequences, cut into pieces of each size that divides them; ZeRO 0 and 1, over "
       "dp x cp); cp stays %d; dp the rest%s\n",

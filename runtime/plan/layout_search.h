@@ -3,7 +3,8 @@
 // devices, with the memory each needs per rank, whether it fits, and what it costs, best first.
 //
 // The knobs searched are the ones that change memory and speed but not the numbers: tp (each
-// that divides the devices, the heads and the MLP width; SearchRequest::devices) with and without
+// that divides the devices, the heads, the MLP width and the padded vocabulary;
+// SearchRequest::devices) with and without
 // sequence parallelism, dp the devices over tp, ZeRO stage, micro_batch (with grad_accum making
 // up the sequences per dp rank, so the global batch and the tokens stay as configured) and
 // activation checkpointing; and pp (each that divides the layers and the devices over tp),
