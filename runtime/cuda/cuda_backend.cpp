@@ -1,5 +1,6 @@
 // CudaBackend: device selection, memory, GEMM, optimizer and reductions.
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/core/env_switch.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,15 +23,6 @@ namespace trainer::cuda {
 namespace {
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
 
-// An on/off switch from the environment: unset or empty gives `fallback`, else it must be 1 or 0.
-bool env_switch(const char* name, bool fallback, const char* on_means, const char* off_means) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return fallback;
-  const std::string on = e;
-  TRAINER_CHECK(on == "0" || on == "1", name << " = '" << on << "': allowed are 1 (" << on_means
-                                             << ") and 0 (" << off_means << ")");
-  return on == "1";
-}
 }  // namespace
 
 int device_count(std::string* why) {
@@ -55,6 +47,7 @@ int device_for_local_rank(int local_rank, int visible) {
 
 CudaBackend::CudaBackend(int local_rank) {
   attention_kernel_ = attention_kernel_from_env();
+  unmap_released_ = cuda_unmap_from_env();
   gelu_epilogue_ = env_switch("TRAINER_GELU_EPILOGUE", gelu_epilogue_,
                               "cuBLASLt's GELU epilogues, the default", "kernels/");
   const bool tune_gemms =
@@ -132,8 +125,7 @@ void* CudaBackend::alloc(size_t bytes) {
 
 bool CudaBackend::have_releasable() {
   if (!releasable_ && releasable_why_not_.empty()) {
-    if (!env_switch("TRAINER_CUDA_UNMAP", true, "ZeRO's released pages are unmapped, the default",
-                    "they stay mapped and are filled"))
+    if (!unmap_released_)
       releasable_why_not_ = "TRAINER_CUDA_UNMAP=0";
     else if (ReleasableMemory::supported(device_, &releasable_why_not_))
       releasable_ = std::make_unique<ReleasableMemory>(device_, stream_);
@@ -306,12 +298,6 @@ void CudaBackend::gemm(const Gemm& g) {
   run_gemm(lt_args(g));
 }
 
-void CudaBackend::gemm_bf16(const Gemm& g) {
-  LtGemmArgs a = lt_args(g);
-  a.bf16_inputs = true;
-  run_gemm(a);
-}
-
 void CudaBackend::adamw_step(Tensor params, const Tensor& grads, Tensor m, Tensor v,
                              const AdamWParams& p, Tensor params_bf16) {
   const char* op = "adamw_step";
@@ -366,15 +352,6 @@ void CudaBackend::round_to_bf16(Tensor dst, const Tensor& src) {
     kernels::cast_f32_to_bf16(static_cast<uint16_t*>(dst.data), ps, src.numel(), stream_);
   else
     kernels::round_to_bf16_f32(need_f32(dst, op, "dst"), ps, src.numel(), stream_);
-}
-
-void CudaBackend::cast_bf16_to_f32(Tensor dst, const Tensor& src) {
-  const char* op = "cast_bf16_to_f32";
-  TRAINER_CHECK(src.dtype == DType::bf16, op << ": src must be bf16");
-  check_device(src, op, "src");
-  check_numel(dst, src.numel(), op, "dst");
-  kernels::cast_bf16_to_f32(need_f32(dst, op, "dst"), static_cast<const uint16_t*>(src.data),
-                            src.numel(), stream_);
 }
 
 }  // namespace trainer::cuda

@@ -42,7 +42,6 @@ class CudaBackend : public Backend {
   // attention (TRAINER_ATTENTION; with cudnn, cuDNN's version and the calls it ran and refused),
   // gemm (TRAINER_GEMM_AUTOTUNE), gelu (TRAINER_GELU_EPILOGUE).
   std::map<std::string, std::string> kernels() const override;
-  int device_index() const { return device_; }
   cudaStream_t stream() const { return stream_; }
 
   void* alloc(size_t bytes) override;
@@ -63,8 +62,6 @@ class CudaBackend : public Backend {
   int64_t resident_bytes(const Tensor& t) override;
 
   void gemm(const Gemm& g) override;
-  // bf16 inputs (uint16 bits, device), fp32 accumulate and fp32 output; same layout as gemm().
-  void gemm_bf16(const Gemm& g_with_bf16_pointers);
   void matmul_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                       const Tensor& residual = Tensor()) override;
   void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, const Tensor& dout,
@@ -76,7 +73,6 @@ class CudaBackend : public Backend {
                            const Tensor& bias) override;
   void matmul_gelu_backward(Tensor dpre, Tensor dweight, Tensor dbias, const Tensor& dout,
                             const Tensor& inp, const Tensor& weight, const Tensor& pre) override;
-  bool gelu_epilogue() const { return gelu_epilogue_; }
   void set_gelu_epilogue(bool on) { gelu_epilogue_ = on; }  // tests and benchmarks
   // dbias from the dweight GEMM's epilogue (cuBLASLt's BGRADB; on by default), or the bias kernel
   void set_bias_grad_epilogue(bool on) { bias_grad_epilogue_ = on; }  // tests and benchmarks
@@ -103,7 +99,6 @@ class CudaBackend : public Backend {
   // size; also the fallback of the others), cudnn cuDNN's fused attention (cudnn_attention.h;
   // the shapes it refuses run tensor_core's). The flash kernels and cuDNN keep the row
   // log-sum-exp [B,NH,T], the reference the probabilities.
-  AttentionKernel attention_kernel() const { return attention_kernel_; }
   // cuDNN's attention with TRAINER_ATTENTION=cudnn, else null (its counts: tests, the bench).
   const CudnnAttention* cudnn_attention() const { return cudnn_attention_.get(); }
   Shape attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t HS) const override;
@@ -151,7 +146,6 @@ class CudaBackend : public Backend {
   double sum_squares(const Tensor& x) override;
   double sum(const Tensor& x) override;
   void round_to_bf16(Tensor dst, const Tensor& src) override;
-  void cast_bf16_to_f32(Tensor dst, const Tensor& src);  // bf16 bits -> fp32
   // GEMMs with a bias, bias-gradient or GELU epilogue so far: how many ran in cuBLASLt's
   // epilogue, and how many it handed back to the kernels (for the bench and the tests).
   struct EpilogueStats {
@@ -187,6 +181,7 @@ class CudaBackend : public Backend {
   AttentionKernel attention_kernel_ = AttentionKernel::tensor_core;
   mutable bool warned_no_flash_ = false;  // a head size with no flash kernel, said once
   bool gelu_epilogue_ = true;
+  bool unmap_released_ = true;  // TRAINER_CUDA_UNMAP
   bool bias_grad_epilogue_ = true;
   std::string device_name_;
   cudaStream_t stream_ = nullptr;

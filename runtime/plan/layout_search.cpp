@@ -1,4 +1,5 @@
 #include "runtime/plan/layout_search.h"
+#include "runtime/core/env_switch.h"
 
 #include <unistd.h>
 
@@ -287,14 +288,11 @@ void search_pipeline(const SearchRequest& request, config::RunConfig cfg, int dp
 
 DeviceKind device_kind(const std::string& name, int ranks, double memory_gib) {
   DeviceKind d{name, 0, name != "cpu"};
-  if (const char* unmap = std::getenv("TRAINER_CUDA_UNMAP"); d.cuda && unmap && *unmap) {
-    const std::string on = unmap;  // as the cuda backend reads it
-    if (on != "0" && on != "1")
-      throw config::ConfigError("TRAINER_CUDA_UNMAP = '" + on +
-                                "': allowed are 1 (ZeRO's released pages are unmapped, the "
-                                "default) and 0 (they stay mapped and are filled)");
-    d.releases_pages = on == "1";
-  }
+  if (d.cuda) try {
+      d.releases_pages = cuda_unmap_from_env();  // as the cuda backend reads it
+    } catch (const std::invalid_argument& e) {
+      throw config::ConfigError(e.what());
+    }
   if (name == "h100")
     d.memory_bytes = 81559 * kMiB;
   else if (name == "h200")

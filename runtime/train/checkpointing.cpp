@@ -271,17 +271,24 @@ bool Checkpointing::stop_signalled() {
   return any_rank(world_, StopSignals::received());
 }
 
-bool Checkpointing::after_step(int done) {
+bool Checkpointing::stops_after(int done) {
   commit_pending(/*wait=*/false);
-  const bool signalled = stop_signalled();
-  const bool stop_after = cfg_.train.stop_after_steps > 0 && done >= cfg_.train.stop_after_steps;
-  const bool due = cfg_.checkpoint.every_steps > 0 && done % cfg_.checkpoint.every_steps == 0;
-  if (signalled || stop_after)
+  signalled_ = stop_signalled();
+  return signalled_ || (cfg_.train.stop_after_steps > 0 && done >= cfg_.train.stop_after_steps);
+}
+
+void Checkpointing::save_after(int done, bool stopping) {
+  // The last step too where the run saves at all, as Megatron saves at the end of training: a
+  // re-run (a requeue of a finished job) must find the run finished, not train its last steps
+  // again from an older checkpoint over its metrics.
+  const int every = cfg_.checkpoint.every_steps;
+  const bool due = every > 0 && (done % every == 0 || done == cfg_.train.steps);
+  if (stopping)
     save(done, /*async=*/false);  // the run ends here: nothing to overlap the write with
   else if (due)
     save(done, cfg_.checkpoint.async);
-  if (signalled && rank_ == 0) spdlog::info("stop signal: stopped after step {}", done);
-  return signalled || stop_after;
+  if (signalled_ && rank_ == 0 && done < cfg_.train.steps)
+    spdlog::info("stop signal: stopped after step {}", done);
 }
 
 void Checkpointing::finish() {

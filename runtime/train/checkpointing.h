@@ -1,6 +1,6 @@
 #pragma once
 // Checkpointing: the run loop's one handle on checkpoints. restore() starts a run from
-// model.init_from or the checkpoint --resume names; after_step() saves every
+// model.init_from or the checkpoint --resume names; save_after() saves every
 // checkpoint.every_steps, at train.stop_after_steps, and when SIGTERM/SIGINT reached any rank
 // (the group agrees on the stop step with one all-reduce of the flag per step).
 #include <chrono>
@@ -33,10 +33,14 @@ class Checkpointing {
   int64_t tokens_after(int done) const {
     return restored_tokens_ + (done - restored_step_) * tokens_per_step_;
   }
-  // After `done` steps: saves when due; true when the run must stop now (signal or stop_after).
-  // With checkpoint.async the files of a due save are written in the background and committed
-  // at the first later step at which every rank's write is done.
-  bool after_step(int done);
+  // After `done` steps: whether the run stops now (a stop signal on any rank, or
+  // train.stop_after_steps); commits an async save whose writes every rank has finished.
+  bool stops_after(int done);
+  bool signalled() const { return signalled_; }  // a stop signal reached a rank (stops_after)
+  // After `done` steps, once rank 0 has logged them: saves every checkpoint.every_steps and where
+  // the run stops (`stopping`). With checkpoint.async a due save's files are written in the
+  // background and committed at the first later step at which every rank's write is done.
+  void save_after(int done, bool stopping);
   // At the end of the loop: commits a save still in flight.
   void finish();
 
@@ -74,6 +78,7 @@ class Checkpointing {
   int restored_step_ = 0;        // the step restore() started from
   int64_t restored_tokens_ = 0;  // and the tokens trained on by then
   int last_saved_ = -1;
+  bool signalled_ = false;  // stops_after saw a stop signal (save_after says so)
   std::unique_ptr<PendingSave> pending_;
   // What saves write from; an async writer reads it until its commit, which precedes the next save.
   std::unique_ptr<HostShard> staging_;

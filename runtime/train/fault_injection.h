@@ -1,17 +1,19 @@
 #pragma once
 // A test hook: TRAINER_TEST_FAULT="rank=R,step=S,kind=throw|exit|segv" makes global rank R fail
-// at the start of step S (1-based), so fault tests can kill a rank at a known point. Unset, it
-// costs one getenv at start-up.
+// at the start of step S (1-based), so fault tests can kill a rank at a known point;
+// kind=kill_after_save SIGKILLs it right after step S's checkpoint is saved (a scheduler's kill
+// at the worst moment for what was logged). Unset, it costs one getenv at start-up.
 namespace trainer::train {
 
 class FaultInjector {
  public:
   FaultInjector(int rank);
   void at_step(int step) const;  // throws, exits or crashes when this rank's fault is due
+  void after_save(int step) const;
 
  private:
   int step_ = -1;
-  char kind_ = 0;  // 't' throw, 'e' exit(3), 's' SIGSEGV
+  char kind_ = 0;  // 't' throw, 'e' exit(3), 's' SIGSEGV, 'k' SIGKILL after the save
 };
 
 }  // namespace trainer::train

@@ -16,8 +16,10 @@
 #include <string>
 
 #include "runtime/ckpt/export.h"
+#include "runtime/config/data_paths.h"
 #include "runtime/core/backend.h"
 #include "runtime/core/host_name.h"
+#include "runtime/core/log_format.h"
 #include "runtime/core/out_of_memory.h"
 #include "runtime/core/sha256.h"
 #include "runtime/data/loader.h"
@@ -40,6 +42,7 @@
 #include "runtime/train/rank_agreement.h"
 #include "runtime/train/run_agreement.h"
 #include "runtime/train/run_dir_lock.h"
+#include "runtime/train/run_stats.h"
 #include "runtime/train/shared_dir_check.h"
 #include "runtime/train/stop_signals.h"
 #include "runtime/train/train_step.h"
@@ -50,7 +53,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void setup_logging(const config::RunConfig& cfg, int rank) {
-  spdlog::set_pattern(rank == 0 ? "[%H:%M:%S] %v" : "[%H:%M:%S] %l: %v");
+  use_run_log_format();
   spdlog::set_level(spdlog::level::from_str(cfg.logging.level));
   if (rank != 0 && spdlog::get_level() < spdlog::level::warn)
     spdlog::set_level(spdlog::level::warn);
@@ -61,68 +64,19 @@ std::unique_ptr<data::DataLoader> make_loader(const config::RunConfig& cfg, int 
   return std::make_unique<data::DataLoader>(data::loader_options(cfg, dp_rank, dp_size, val));
 }
 
-// Every rank's median step time (report::median_step_time), gathered on the world comm.
-std::vector<double> gather_median_step_times(dist::Comm* world, const std::vector<double>& mine) {
-  double median = report::median_step_time(mine);
-  if (world == nullptr || world->size() == 1) return {median};
-  std::vector<double> all(static_cast<size_t>(world->size()));
-  world->all_gather(&median, all.data(), 1, dist::CommDType::f64);
-  return all;
-}
-
-// Each rank's peak memory: its device's (what the backend took from it), or the host's.
-std::vector<int64_t> gather_peak_memory(dist::Comm* world, const Backend& backend) {
-  int64_t mine = backend.peak_device_bytes().value_or(peak_rss_bytes());
-  if (world == nullptr || world->size() == 1) return {mine};
-  std::vector<int64_t> all(static_cast<size_t>(world->size()));
-  world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);
-  return all;
-}
-
-// Each pipeline stage's first rank's memory breakdown (dp, cp, tp index 0), in stage order.
-std::vector<report::MemoryBreakdown> gather_stage_memory(dist::Comm* world, const dist::Mesh& mesh,
-                                                         const report::MemoryBreakdown& mine) {
-  if (world == nullptr || world->size() == 1) return {mine};
-  const std::array<int64_t, 5> fields{mine.params, mine.grads, mine.optimizer, mine.activations,
-                                      mine.zero_staging};
-  std::vector<int64_t> all(fields.size() * static_cast<size_t>(world->size()));
-  world->all_gather(fields.data(), all.data(), fields.size(), dist::CommDType::i64);
-  std::vector<report::MemoryBreakdown> stages;
-  for (int s = 0; s < mesh.shape().pp; ++s) {
-    const auto* f = &all[static_cast<size_t>(mesh.rank_of({0, s, 0, 0})) * fields.size()];
-    stages.push_back({f[0], f[1], f[2], f[3], f[4]});
-  }
-  return stages;
-}
-
-// Nodes in the run: distinct host names over the world (world / local world size is wrong where
-// Slurm places tasks unevenly, e.g. 2 + 1).
-int count_nodes(dist::Comm* world) {
-  const auto mine = static_cast<int64_t>(std::hash<std::string>{}(host_name()));
-  if (world == nullptr || world->size() == 1) return 1;
-  std::vector<int64_t> all(static_cast<size_t>(world->size()));
-  world->all_gather(&mine, all.data(), 1, dist::CommDType::i64);
-  std::sort(all.begin(), all.end());
-  return static_cast<int>(std::unique(all.begin(), all.end()) - all.begin());
-}
-
-double mean_after(const std::vector<double>& v, int skip) {
-  double sum = 0;
-  size_t n = 0;
-  for (size_t i = static_cast<size_t>(std::max(0, skip)); i < v.size(); ++i, ++n) sum += v[i];
-  return n ? sum / static_cast<double>(n) : std::nan("");
-}
-
 // A failure inside the loop (a collective that timed out, a dead peer) names its step.
 std::string failure_text(const std::string& what, int step_running) {
   return step_running > 0 ? "step " + std::to_string(step_running) + ": " + what : what;
 }
 
-// Whether <out_dir>/report.json is missing, unreadable or says the run failed: what a re-run
-// with nothing to train writes again.
-bool report_is_lost(const std::string& out_dir) {
+// Whether <out_dir>/report.json is missing, unreadable, says the run failed, or reports fewer
+// steps than the checkpoint holds (the job was killed between that checkpoint and its report):
+// what a re-run with nothing to train writes again.
+bool report_is_behind(const std::string& out_dir, int checkpoint_step) {
   try {
-    return report::load_report(out_dir + "/report.json")["run"].value("status", "") == "failed";
+    const nlohmann::json run = report::load_report(out_dir + "/report.json")["run"];
+    return run.value("status", "") == "failed" ||
+           run.value("steps_completed", int64_t{0}) < checkpoint_step;
   } catch (const std::exception&) {
     return true;
   }
@@ -241,6 +195,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     std::unique_ptr<Backend> backend;
     try {
       backend = make_backend(cfg.hardware.device, env.local_rank);
+    } catch (const std::invalid_argument& e) {
+      // an environment setting the backend reads (TRAINER_ATTENTION, TRAINER_CUDA_UNMAP, ...)
+      // out of its values: bad input, as `trainer plan` calls it
+      throw config::ConfigError(e.what());
     } catch (const std::exception& e) {
       // No GPU here, or a binary built without CUDA: the config asks for what this machine has
       // not (bad input, named as such), not a fault of the run.
@@ -324,6 +282,14 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // The val data only where evals run (it must hold one global batch).
       const bool evals = cfg.train.eval_every > 0;
       auto val_loader = evals ? make_loader(cfg, dp.rank(), dp.size(), true) : nullptr;
+      const std::vector<std::string> shared =
+          lead && evals ? config::shared_data_files(cfg.data.train, cfg.data.val)
+                        : std::vector<std::string>{};
+      if (!shared.empty())
+        spdlog::warn(
+            "data.val shares {} file(s) with data.train ({}{}): the val loss measures the model "
+            "on tokens it trains on",
+            shared.size(), shared.front(), shared.size() > 1 ? ", ..." : "");
       BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
       BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
       // Every eval reads from the start of the val data; past its end it would count tokens twice.
@@ -353,11 +319,13 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const int last =
           cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
       // A re-run of a finished (or stopped-here) job, e.g. a requeue: nothing to train, and the
-      // earlier run's report.json and metrics.jsonl stay as they are; unless its report is missing
-      // or says it failed (lost to a full disk, or the job died after its last checkpoint): then
+      // earlier run's report.json and metrics.jsonl stay as they are; unless its report is missing,
+      // says it failed or holds fewer steps than the checkpoint (lost to a full disk, or the job
+      // died after its last checkpoint): then
       // this run writes it, from the checkpoint and metrics.jsonl, as a resume that ran no step.
       const bool rewrite_report =
-          first_step >= last && any_rank(world, lead && report_is_lost(cfg.run.out_dir));
+          first_step >= last &&
+          any_rank(world, lead && report_is_behind(cfg.run.out_dir, first_step));
       if (first_step >= last) {
         // A checkpoint past the end (train.steps lowered since) may not be what was meant.
         const auto level = first_step > last ? spdlog::level::warn : spdlog::level::info;
@@ -369,8 +337,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
                       cfg.train.stop_after_steps > 0
                           ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
                           : std::string(),
-                      rewrite_report ? "report.json is missing or says the run failed: it is "
-                                       "written again from the checkpoint and metrics.jsonl"
+                      rewrite_report ? "report.json is missing, says the run failed or is behind "
+                                       "the checkpoint: it is written again from the checkpoint "
+                                       "and metrics.jsonl"
                                      : "report.json and metrics.jsonl are left as they were");
         if (!rewrite_report) return 0;
       }
@@ -434,6 +403,28 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         profile_to = static_cast<int>(
             std::min<int64_t>(last, int64_t{profile_from} + cfg.logging.profile_steps));
       }
+      // Rank 0's record of a finished step: the report's observations, warnings, the metrics
+      // line and the progress line (each logging.every_steps, at the first and last steps, and
+      // where the step evaluated or the run stops).
+      const auto log_step = [&](const report::StepRecord& rec, const StepResult& r, double dt,
+                                const std::optional<double>& val, bool always,
+                                int64_t pass_before) {
+        builder->set_memory({}, memory_breakdown());  // ZeRO's peaks grow in steps
+        if (auto spike = builder->record_step(rec))
+          spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
+                       rec.loss, spike->ratio);
+        if (r.nonfinite)
+          spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
+        if (train_loader->state().epoch > pass_before)
+          spdlog::info("data: step {} starts pass {} over data.train{}", rec.step, pass_before + 2,
+                       cfg.data.shuffle ? ", in a new order" : "");
+        if (!always && rec.step % cfg.logging.every_steps != 0 && rec.step != 1 && rec.step != last)
+          return;
+        const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
+                                                           ctx.peak.tflops, env.world_size);
+        metrics->write(rec, rates, val);
+        spdlog::info("{}", report::progress_line(rec, total, rates, val));
+      };
       const FaultInjector faults(env.rank);
       bool stop = false;
       int done = first_step;  // the last step finished
@@ -459,38 +450,29 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           rec.moe_aux_loss = r.moe_aux_loss;
           rec.moe_dropped_fraction = r.moe_dropped_fraction;
         }
+        stop = checkpoints.stops_after(step + 1);
+        done = step + 1;
         std::optional<double> val;
         // Evals at eval_every and at the schedule's last step, not where stop_after_steps stops
-        // early: a stopped and resumed pair evaluates where the uninterrupted run does.
-        const bool eval_now = cfg.train.eval_every > 0 &&
+        // early: a stopped and resumed pair evaluates where the uninterrupted run does. Not
+        // before a stop signal's checkpoint either: a scheduler's grace period may not wait for
+        // a long eval (the resumed run goes on from the next step, without this one's).
+        const bool eval_due = cfg.train.eval_every > 0 &&
                               ((step + 1) % cfg.train.eval_every == 0 || step + 1 == total);
+        const bool eval_now = eval_due && !(checkpoints.signalled() && step + 1 < total);
+        if (eval_due && !eval_now && lead)
+          spdlog::info("stop signal: the eval of step {} is skipped to checkpoint now", step + 1);
         if (eval_now) {
           val_loader->reset();
           val = trainer.evaluate(eval_batches, next_val);
           builder->record_eval({rec.step, rec.tokens, *val});
         }
-        stop = checkpoints.after_step(step + 1);
-        done = step + 1;
-        if (lead) builder->set_memory({}, memory_breakdown());  // ZeRO's peaks grow in steps
         if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
           profile = log_profile(*profiler, profile_from + 1);
-        if (!lead) continue;
-        if (auto spike = builder->record_step(rec))
-          spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
-                       rec.loss, spike->ratio);
-        if (r.nonfinite)
-          spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
-        if (train_loader->state().epoch > pass_before)
-          spdlog::info("data: step {} starts pass {} over data.train{}", rec.step, pass_before + 2,
-                       cfg.data.shuffle ? ", in a new order" : "");
-        const bool log_now = (step + 1) % cfg.logging.every_steps == 0 || step == 0 ||
-                             step + 1 == last || eval_now || stop;
-        if (log_now) {
-          const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
-                                                             ctx.peak.tflops, env.world_size);
-          metrics->write(rec, rates, val);
-          spdlog::info("{}", report::progress_line(rec, total, rates, val));
-        }
+        if (lead) log_step(rec, r, dt, val, eval_now || stop, pass_before);
+        // After the step's metrics line: a checkpoint never holds a step whose line a kill lost.
+        checkpoints.save_after(step + 1, stop);
+        faults.after_save(step + 1);
       }
       step_running = 0;
 

@@ -1,7 +1,7 @@
 #pragma once
 // SIGTERM and SIGINT (a launcher's or Slurm's stop, Ctrl-C) and SIGUSR1 (what Slurm's
 // --signal=USR1@SECONDS sends ahead of a time limit) ask the run to stop at the next step
-// boundary, after a checkpoint (Checkpointing::after_step), instead of killing the process.
+// boundary, after a checkpoint (Checkpointing::save_after), instead of killing the process.
 //
 // run_training holds one StopSignals for its whole length and starts catching just before the
 // training state exists: a signal during rendezvous or setup still ends the process at once. The
