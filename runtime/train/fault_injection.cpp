@@ -13,25 +13,29 @@ FaultInjector::FaultInjector(int rank) {
   if (spec == nullptr || *spec == 0) return;
   int r = -1, s = -1;
   char kind[16] = {0};
-  const std::string kinds = "throw|exit|segv|kill_after_save";
+  const std::string kinds = "throw|exit|segv|sigterm|kill_after_save";
   if (std::sscanf(spec, "rank=%d,step=%d,kind=%15s", &r, &s, kind) != 3 ||
       ("|" + kinds + "|").find("|" + std::string(kind) + "|") == std::string::npos)
     throw std::runtime_error(std::string("TRAINER_TEST_FAULT = '") + spec +
                              "': expected rank=R,step=S,kind=" + kinds);
   if (r == rank) {
     step_ = s;
-    kind_ = kind[0];
+    kind_ = kind;
   }
 }
 
 void FaultInjector::after_save(int step) const {
-  if (step == step_ && kind_ == 'k') std::raise(SIGKILL);
+  if (step == step_ && kind_ == "kill_after_save") std::raise(SIGKILL);
 }
 
 void FaultInjector::at_step(int step) const {
-  if (step != step_ || kind_ == 'k') return;
-  if (kind_ == 'e') std::_Exit(3);
-  if (kind_ == 's') std::raise(SIGSEGV);
+  if (step != step_ || kind_ == "kill_after_save") return;
+  if (kind_ == "exit") std::_Exit(3);
+  if (kind_ == "segv") std::raise(SIGSEGV);
+  if (kind_ == "sigterm") {
+    std::raise(SIGTERM);  // caught (stop_signals.h): the run stops after this step
+    return;
+  }
   throw std::runtime_error("injected fault (TRAINER_TEST_FAULT) at step " + std::to_string(step));
 }
 

@@ -2,7 +2,10 @@
 // A test hook: TRAINER_TEST_FAULT="rank=R,step=S,kind=throw|exit|segv" makes global rank R fail
 // at the start of step S (1-based), so fault tests can kill a rank at a known point;
 // kind=kill_after_save SIGKILLs it right after step S's checkpoint is saved (a scheduler's kill
-// at the worst moment for what was logged). Unset, it costs one getenv at start-up.
+// at the worst moment for what was logged); kind=sigterm sends it SIGTERM at the start of step S
+// (a scheduler's stop, at a known step). Unset, it costs one getenv at start-up.
+#include <string>
+
 namespace trainer::train {
 
 class FaultInjector {
@@ -13,7 +16,8 @@ class FaultInjector {
 
  private:
   int step_ = -1;
-  char kind_ = 0;  // 't' throw, 'e' exit(3), 's' SIGSEGV, 'k' SIGKILL after the save
+  // 't' throw, 'e' exit(3), 's' SIGSEGV (segv) or SIGTERM (sigterm), 'k' SIGKILL after the save
+  std::string kind_;
 };
 
 }  // namespace trainer::train

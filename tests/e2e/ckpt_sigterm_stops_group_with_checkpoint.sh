@@ -43,3 +43,25 @@ grep -q "resumed from ck_term_rank/step_" again.log || { cat again.log; fail "no
 first=$(head -1 again/metrics.jsonl | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['step'])")
 [ "$first" = $((saved + 1)) ] || fail "resumed run starts at step $first, want $((saved + 1))"
 echo "resumed at step $first"
+
+# A stop signal that lands on an eval step (here sent by the rank to itself at the start of step
+# 6, eval_every 6) checkpoints without that eval, so a long eval cannot outlast the scheduler's
+# grace period; the eval of the last step still runs. With checkpoint.every_steps the last step is
+# saved too when no multiple lands on it (a requeue of the finished run then trains nothing).
+ev=(--set train.eval_every=6 --set train.eval_batches=2 --set checkpoint.every_steps=5)
+TRAINER_TEST_FAULT="rank=0,step=6,kind=sigterm" "$bin" train "$src/configs/tiny.yaml" \
+  "${small[@]}" --set model.seq_len=32 --set train.steps=12 --set checkpoint.dir=ck_ev "${ev[@]}" \
+  --out ev >ev.log 2>&1 || { cat ev.log; fail "the run stopped at an eval step failed"; }
+grep -q "stop signal: the eval of step 6 is skipped to checkpoint now" ev.log || { cat ev.log; fail "eval not skipped"; }
+! grep -q '"step":6,.*val_loss' ev/metrics.jsonl || fail "step 6 evaluated before its stop"
+[ -d ck_ev/step_00000006 ] || fail "no checkpoint at the stop: $(ls ck_ev)"
+TRAINER_TEST_FAULT="rank=0,step=12,kind=sigterm" "$bin" train "$src/configs/tiny.yaml" \
+  "${small[@]}" --set model.seq_len=32 --set train.steps=12 "${ev[@]}" \
+  --set checkpoint.dir=ck_last --out ev_last >ev_last.log 2>&1 \
+  || { cat ev_last.log; fail "the run stopped at its last step failed"; }
+grep -q '"step":12,.*val_loss' ev_last/metrics.jsonl || fail "the last step's eval was skipped"
+"$bin" train "$src/configs/tiny.yaml" \
+  "${small[@]}" --set model.seq_len=32 --set train.steps=12 --set checkpoint.dir=ck_ev "${ev[@]}" \
+  --out ev >ev2.log 2>&1 || { cat ev2.log; fail "the resumed run failed"; }
+[ "$(ls ck_ev)" = "$(printf 'step_00000010\nstep_00000012')" ] || fail "checkpoints: $(ls ck_ev)"
+echo "a stop at an eval step skipped the eval; the last step evaluated and saved"
