@@ -294,9 +294,7 @@ void register_plan(CLI::App& app) {
     const auto& m = cfg.model;
     const report::ModelDims md = report::model_dims(m);
     const report::ParamCounts pc = report::count_params(md);
-    const int dp = cfg.parallel.dp > 0
-                       ? cfg.parallel.dp
-                       : args->gpus / (cfg.parallel.pp * cfg.parallel.cp * cfg.parallel.tp);
+    const int dp = cfg.parallel.dp;  // (resolved by validate)
     const int64_t seqs = static_cast<int64_t>(cfg.train.micro_batch) * cfg.train.grad_accum * dp;
     // the gradients' replicas: ZeRO shards over dp x cp (train::DataParallel)
     const int replicas = dp * cfg.parallel.cp;

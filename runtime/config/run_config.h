@@ -163,6 +163,10 @@ RunConfig load_config_file(const std::string& path, const std::vector<std::strin
 // Checks values and divisibility against the world size (world_size 1 for single-process checks).
 // Also checks that data files exist. Throws ConfigError.
 void validate(RunConfig& cfg, int world_size);
+// parallel.dp as the run uses it: the config's, or for auto (0) world / (pp * cp * tp). Throws
+// ConfigError where that does not divide, or an explicit dp does not fill the world. validate()
+// writes it back into the config; the one rule for the mesh, the report and `trainer plan`.
+int resolved_dp(const ParallelConfig& p, int world_size);
 // An output directory `dir` (named by `key` in the error) must be a directory or creatable as
 // one (its nearest existing ancestor a writable directory): found before a run, not at its
 // first write. Throws ConfigError.

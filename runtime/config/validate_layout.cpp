@@ -14,24 +14,30 @@ void require_divisible(long long a, const std::string& a_text, long long b,
   fail(a_text + " is not divisible by " + b_text + (why.empty() ? "" : " (" + why + ")"));
 }
 
-void resolve_dp(ParallelConfig& p, int world_size) {
+}  // namespace
+
+int resolved_dp(const ParallelConfig& p, int world_size) {
   const long long model_ranks = 1LL * p.pp * p.cp * p.tp;
   const std::string sizes =
       std::to_string(p.pp) + " * " + std::to_string(p.cp) + " * " + std::to_string(p.tp);
-  if (p.dp == 0) {
+  long long dp = p.dp;
+  if (dp == 0) {
     require_divisible(
         world_size, "world size " + std::to_string(world_size), model_ranks,
         "parallel.pp * parallel.cp * parallel.tp = " + sizes + " = " + std::to_string(model_ranks),
         "parallel.dp = auto is world / (pp * cp * tp)");
-    p.dp = static_cast<int>(world_size / model_ranks);
+    dp = world_size / model_ranks;
   }
-  if (p.dp * model_ranks != world_size)
-    fail("parallel.dp * parallel.pp * parallel.cp * parallel.tp = " + std::to_string(p.dp) + " * " +
-         sizes + " = " + std::to_string(p.dp * model_ranks) + " does not match the world size " +
-         std::to_string(world_size) + ": start " + std::to_string(p.dp * model_ranks) +
+  if (dp * model_ranks != world_size)
+    fail("parallel.dp * parallel.pp * parallel.cp * parallel.tp = " + std::to_string(dp) + " * " +
+         sizes + " = " + std::to_string(dp * model_ranks) + " does not match the world size " +
+         std::to_string(world_size) + ": start " + std::to_string(dp * model_ranks) +
          " ranks (trainer launch --nproc-per-node, torchrun, srun -n), or set parallel.dp: auto "
          "to derive dp from the world size");
+  return static_cast<int>(dp);
 }
+
+namespace {
 
 void check_model_split(const RunConfig& c) {
   const ModelConfig& m = c.model;
@@ -140,7 +146,7 @@ void check_pipeline(const RunConfig& c) {
 
 void validate_layout(RunConfig& cfg, int world_size) {
   if (world_size < 1) fail("world size " + std::to_string(world_size) + " must be >= 1");
-  resolve_dp(cfg.parallel, world_size);
+  cfg.parallel.dp = resolved_dp(cfg.parallel, world_size);
   check_model_split(cfg);
   check_sequence_split(cfg);
   check_experts(cfg);

@@ -58,14 +58,7 @@ const char* axis_name(Axis a) {
 }
 
 MeshShape resolve_mesh_shape(const config::ParallelConfig& p, int world_size) {
-  MeshShape s{p.dp, p.pp, p.cp, p.tp, p.ep};
-  if (s.dp == 0) {
-    int model = s.pp * s.cp * s.tp;
-    if (model < 1 || world_size % model != 0)
-      config_fail("parallel.dp: auto needs the world size " + std::to_string(world_size) +
-                  " to be divisible by pp*cp*tp = " + std::to_string(model));
-    s.dp = world_size / model;
-  }
+  MeshShape s{config::resolved_dp(p, world_size), p.pp, p.cp, p.tp, p.ep};
   validate_shape(s, world_size);
   return s;
 }

@@ -19,7 +19,7 @@ ParallelInfo parallel_info(const config::RunConfig& cfg, int world_size) {
   ParallelInfo info;
   info.world_size = world_size;
   info.tp = p.tp, info.pp = p.pp, info.cp = p.cp, info.ep = p.ep;
-  info.dp = p.dp > 0 ? p.dp : std::max(1, world_size / std::max(1, p.pp * p.cp * p.tp));
+  info.dp = config::resolved_dp(p, world_size);
   info.zero_stage = p.zero;
   // What the run does, not what the config could ask for: sequence parallelism needs tp > 1,
   // a pipeline schedule and its microbatches need pp > 1.

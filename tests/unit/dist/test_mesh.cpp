@@ -201,7 +201,8 @@ TEST_CASE("dp_auto_is_world_over_model_parallel_sizes", "[mesh]") {
     INFO("world " << world);
     CHECK(trainer::dist::resolve_mesh_shape(p, world).dp == world / (p.tp * p.pp));
   }
-  CHECK_THROWS_WITH(trainer::dist::resolve_mesh_shape(p, 6), Catch::Contains("pp*cp*tp"));
+  CHECK_THROWS_WITH(trainer::dist::resolve_mesh_shape(p, 6),
+                    Catch::Contains("parallel.dp = auto is world / (pp * cp * tp)"));
   p.dp = 3;
   CHECK_THROWS_AS(trainer::dist::resolve_mesh_shape(p, 8), trainer::config::ConfigError);
 }
