@@ -1,6 +1,7 @@
 #include "runtime/data/prepare.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -61,10 +62,9 @@ void check_options(const PrepareOptions& o) {
     throw ConfigError("data prepare: unknown tokenizer '" + o.tokenizer + "': expected byte");
   }
   if (!(o.val_fraction >= 0 && o.val_fraction < 1)) {
-    std::ostringstream os;
-    os.precision(17);  // 1.0000001 must not print as 1
-    os << "data prepare: --val-fraction " << o.val_fraction << " outside [0, 1)";
-    throw ConfigError(os.str());
+    char text[32];  // the shortest text that reads back as the value: -0.1, and 1.0000001 not 1
+    const auto end = std::to_chars(text, text + sizeof text, o.val_fraction).ptr;
+    throw ConfigError("data prepare: --val-fraction " + std::string(text, end) + " outside [0, 1)");
   }
   if (o.inputs.empty()) throw ConfigError("data prepare: no --input files given");
   if (o.output_dir.empty()) throw ConfigError("data prepare: no --output directory given");
