@@ -119,105 +119,6 @@ void Gpt::init_weights_within(uint64_t seed, const std::vector<ElementRange>& ra
   }
 }
 
-void Gpt::set_compute_fp8(bool on) {
-  if (on == fp8_) return;
-  if (on) {
-    set_compute_bf16(true);
-    const int64_t linears = fp8_linears();
-    std::vector<float> states(static_cast<size_t>(linears * kFp8StateFloats));
-    for (int64_t i = 0; i < linears; ++i) fp8_new_state(states.data() + i * kFp8StateFloats);
-    fp8_states_ = BackendBuffer(be_, linears * kFp8StateFloats);
-    be_.from_host(fp8_states_.tensor(), states.data());
-    fp8_amaxes_ = BackendBuffer(be_, linears * 2);
-    fp8_new_ = true;
-  } else {
-    fp8_states_ = BackendBuffer();
-    fp8_amaxes_ = BackendBuffer();
-  }
-  fp8_ = on;
-  if (acts_) reallocate_activations();  // with or without the fp8 sums
-}
-
-int64_t Gpt::fp8_linears() const {
-  const GptDims& d = layout_.dims();
-  const GptShard& s = layout_.shard();
-  const int64_t experts = d.moe() ? d.num_experts / s.ep_size : 0;
-  return int64_t{s.num_layers} * (4 + experts * 2);
-}
-
-int64_t Gpt::fp8_expert_linear(int local_layer, int local_expert, int which) const {
-  const GptShard& s = layout_.shard();
-  const int64_t experts = layout_.dims().num_experts / s.ep_size;
-  return int64_t{s.num_layers} * 4 + (local_layer * experts + local_expert) * 2 + which;
-}
-
-namespace {
-// The runs of fp8 states that this rank's (`mine`, in Gpt::fp8_linears() order) share with the
-// model's (Gpt::fp8_scaling_state's order): f(at in mine, at in the model's, floats) for each.
-template <class F>
-void for_each_fp8_state_run(const GptDims& d, const GptShard& s, F&& f) {
-  const auto floats = [](int64_t linears) {
-    return static_cast<size_t>(linears) * static_cast<size_t>(kFp8StateFloats);
-  };
-  for (int l = 0; l < s.num_layers; ++l)  // a block's four linears
-    f(floats(int64_t{l} * 4), floats(int64_t{s.global_layer(l)} * 4), floats(4));
-  if (!d.moe()) return;
-  const int64_t local = d.num_experts / s.ep_size, first = int64_t{s.ep_rank} * local;
-  const int64_t dense = int64_t{s.num_layers} * 4, model_dense = int64_t{d.n_layer} * 4;
-  for (int l = 0; l < s.num_layers; ++l)  // a block's local experts, two linears each
-    f(floats(dense + int64_t{l} * local * 2),
-      floats(model_dense + (int64_t{s.global_layer(l)} * d.num_experts + first) * 2),
-      floats(local * 2));
-}
-
-size_t model_fp8_floats(const GptDims& d) {
-  const int64_t linears = int64_t{d.n_layer} * (4 + (d.moe() ? int64_t{d.num_experts} * 2 : 0));
-  return static_cast<size_t>(linears) * static_cast<size_t>(kFp8StateFloats);
-}
-}  // namespace
-
-std::vector<float> Gpt::fp8_scaling_state() const {
-  if (!fp8_) return {};
-  std::vector<float> mine(static_cast<size_t>(fp8_states_.numel()));
-  be_.to_host(mine.data(), fp8_states_.tensor());
-  std::vector<float> model(model_fp8_floats(layout_.dims()), 0.0f);
-  for_each_fp8_state_run(layout_.dims(), layout_.shard(), [&](size_t at, size_t to, size_t n) {
-    std::copy_n(mine.begin() + static_cast<std::ptrdiff_t>(at), n,
-                model.begin() + static_cast<std::ptrdiff_t>(to));
-  });
-  return model;
-}
-
-bool Gpt::set_fp8_scaling_state(const std::vector<float>& model_states) {
-  if (!fp8_ || model_states.size() != model_fp8_floats(layout_.dims())) return false;
-  std::vector<float> mine(static_cast<size_t>(fp8_states_.numel()));
-  for_each_fp8_state_run(layout_.dims(), layout_.shard(), [&](size_t at, size_t from, size_t n) {
-    std::copy_n(model_states.begin() + static_cast<std::ptrdiff_t>(from), n,
-                mine.begin() + static_cast<std::ptrdiff_t>(at));
-  });
-  be_.from_host(fp8_states_.tensor(), mine.data());
-  fp8_new_ = false;
-  return true;
-}
-
-void Gpt::seed_fp8_weight_scales(const std::vector<float>& weight_amaxes) {
-  TRAINER_CHECK(fp8_states_new(), "seed_fp8_weight_scales: the fp8 states have moved already");
-  const int64_t linears = fp8_amaxes_.numel() / 2;
-  TRAINER_CHECK(static_cast<int64_t>(weight_amaxes.size()) == linears,
-                "seed_fp8_weight_scales: " << weight_amaxes.size() << " amaxes for " << linears
-                                           << " linear layers");
-  // The input parts get 0, which leaves them as they are (scale 1, empty history).
-  std::vector<float> amaxes(static_cast<size_t>(2 * linears), 0.0f);
-  for (int64_t i = 0; i < linears; ++i)
-    amaxes[static_cast<size_t>(2 * i + 1)] = weight_amaxes[static_cast<size_t>(i)];
-  if (linears > 0) {
-    be_.from_host(fp8_amaxes_.tensor(), amaxes.data());
-    be_.round_to_bf16(fp8_amaxes_.tensor(), fp8_amaxes_.tensor());  // rounding keeps the max
-    push_fp8_amaxes();
-  }
-  fp8_new_ = false;
-}
-
 void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
                          int l, int which, const Tensor& residual) {
   if (!fp8_) {
@@ -232,17 +133,6 @@ void Gpt::linear_forward(Tensor out, const Tensor& inp, const Tensor& weight, co
   }
 }
 
-void Gpt::fp8_linear_forward(Tensor out, const Tensor& inp, const Tensor& weight,
-                             const Tensor& bias, int64_t linear) {
-  be_.matmul_forward_fp8(out, inp, weight, bias,
-                         fp8_states_.slice(linear * kFp8StateFloats, kFp8StateFloats),
-                         fp8_amaxes_.slice(linear * 2, 2));
-}
-
-Tensor Gpt::fp8_sums(const Shape& shape) {
-  return acts_->fp8_sums.slice(0, shape.numel()).view(shape);
-}
-
 void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& ln2, const Tensor& weight,
                              const Tensor& bias, int l) {
   if (!fp8_) {  // the GELU rides in the GEMM's epilogue (Backend::matmul_gelu_forward)
@@ -254,34 +144,6 @@ void Gpt::mlp_hidden_forward(BlockActivations& a, const Tensor& ln2, const Tenso
   linear_forward(rows(sum), rows(ln2), weight, bias, l, 2);
   be_.round_to_bf16(a.fch, sum);
   be_.gelu_forward(a.fch_gelu, sum);
-}
-
-void Gpt::begin_fp8_amaxes() {
-  if (!fp8_) return;
-  TRAINER_CHECK(!fp8_amaxes_open_, "begin_fp8_amaxes() twice without end_fp8_amaxes()");
-  be_.zero(fp8_amaxes_.tensor());  // (an evaluation's forwards raised them too)
-  fp8_amaxes_open_ = true;
-}
-
-void Gpt::end_fp8_amaxes() {
-  if (!fp8_) return;
-  TRAINER_CHECK(fp8_amaxes_open_, "end_fp8_amaxes() without begin_fp8_amaxes()");
-  fp8_amaxes_open_ = false;
-  auto p = phase("fp8_amaxes");
-  push_fp8_amaxes();
-}
-
-void Gpt::push_fp8_amaxes() {
-  if (fp8_amaxes_.numel() == 0) return;  // no local layers
-  const int64_t all = fp8_amaxes_.numel(), dense = int64_t{layout_.shard().num_layers} * 4 * 2;
-  if (hooks_.fp8_expert_amax_all_reduce && all > dense) {  // two groups
-    if (hooks_.fp8_amax_all_reduce) hooks_.fp8_amax_all_reduce(fp8_amaxes_.slice(0, dense));
-    hooks_.fp8_expert_amax_all_reduce(fp8_amaxes_.slice(dense, all - dense));
-  } else if (hooks_.fp8_amax_all_reduce) {
-    hooks_.fp8_amax_all_reduce(fp8_amaxes_.tensor());
-  }
-  be_.fp8_push_amaxes(fp8_states_.tensor(), fp8_amaxes_.tensor());
-  fp8_new_ = false;
 }
 
 void Gpt::set_compute_bf16(bool on) {
@@ -306,85 +168,6 @@ void Gpt::refresh_compute_weights() {
 
 void Gpt::refresh_compute_weights(int64_t begin, int64_t n) {
   if (bf16_) be_.round_to_bf16(compute_params_.slice(begin, n), params_.slice(begin, n));
-}
-
-void Gpt::allocate_activations(int B, int T, Recompute recompute, int slots) {
-  allocate_activations(B, T, recompute, 0, slots);  // (the head's tensors only with the head)
-}
-
-void Gpt::allocate_activations(int B, int T, Recompute recompute, int slots, int head_slots) {
-  if (acts_ && acts_->B == B && acts_->T == T && acts_->recompute == recompute &&
-      plain_slots_ == slots && head_slots_ == head_slots)
-    return;
-  TRAINER_CHECK(T <= layout_.dims().seq_len, "T " << T << " > seq_len");
-  TRAINER_CHECK(slots >= 0 && head_slots >= 0 && slots + head_slots >= 1,
-                "activation slots " << slots << " + " << head_slots << " with the head < 1");
-  acts_ = nullptr;
-  act_slots_.clear();
-  for (int i = 0; i < slots + head_slots; ++i)  // later slots share the first one's scratch
-    act_slots_.push_back(std::make_unique<Activations>(
-        be_, layout_, B, T, recompute, bf16_ ? DType::bf16 : DType::f32, fp8_,
-        i == 0 ? nullptr : act_slots_.front().get(), /*with_head=*/i >= slots));
-  plain_slots_ = slots;
-  head_slots_ = head_slots;
-  acts_ = act_slots_.front().get();
-}
-
-int Gpt::chunk_first_layer() const {
-  return acts_->chunk * layout_.shard().layers_per_chunk();
-}
-
-bool Gpt::runs_embedding() const {
-  return layout_.shard().has_embedding && acts_->chunk == 0;
-}
-
-bool Gpt::runs_head() const {
-  return layout_.shard().has_head && acts_->chunk == layout_.shard().chunks - 1;
-}
-
-BlockActivations& Gpt::block_acts(int l) {
-  return acts_->blocks[static_cast<size_t>(l - chunk_first_layer())];
-}
-
-void Gpt::use_activation_slot(int slot, int chunk) {
-  TRAINER_CHECK(slot >= 0 && slot < activation_slots(),
-                "activation slot " << slot << " of " << activation_slots());
-  TRAINER_CHECK(chunk >= 0 && chunk < layout_.shard().chunks,
-                "model chunk " << chunk << " of " << layout_.shard().chunks);
-  acts_ = act_slots_[static_cast<size_t>(slot)].get();
-  acts_->chunk = chunk;
-  TRAINER_CHECK(acts_->with_head || !runs_head(),
-                "activation slot " << slot << " has no room for the head's tensors");
-}
-
-size_t Gpt::activation_bytes() const {
-  size_t bytes = 0;
-  for (const auto& a : act_slots_) bytes += a->bytes();
-  return bytes;
-}
-
-void Gpt::reallocate_activations() {
-  const int B = acts_->B, T = acts_->T, slots = plain_slots_, head_slots = head_slots_;
-  const Recompute recompute = acts_->recompute;
-  acts_ = nullptr;
-  act_slots_.clear();
-  plain_slots_ = head_slots_ = 0;
-  allocate_activations(B, T, recompute, slots, head_slots);
-}
-
-Tensor Gpt::stage_input() const {
-  TRAINER_CHECK(acts_ && !acts_->blocks.empty(), "a pipeline stage needs activations and a block");
-  return acts_->blocks.front().residual_in;
-}
-
-Tensor Gpt::stage_output() const {
-  TRAINER_CHECK(acts_ && !acts_->blocks.empty(), "a pipeline stage needs activations and a block");
-  return acts_->blocks.back().residual_out;
-}
-
-Tensor Gpt::stage_output_grad() const {
-  TRAINER_CHECK(acts_, "allocate_activations() before stage_output_grad()");
-  return acts_->grad.dresidual;
 }
 
 Tensor Gpt::weight_view(const std::string& name, bool grad_view) const {
@@ -485,81 +268,6 @@ double Gpt::forward(const int32_t* inputs, const int32_t* targets, float dloss_s
   return be_.sum(a.losses) / static_cast<double>(a.losses.numel());
 }
 
-void Gpt::tp_all_reduce(Tensor t) {
-  if (!hooks_.tp_all_reduce) return;
-  auto p = phase("tp_all_reduce");
-  hooks_.tp_all_reduce(t);
-}
-
-void Gpt::tp_all_gather(const Tensor& rows_in, Tensor whole) {
-  TRAINER_CHECK(hooks_.tp_all_gather, "sequence parallelism without a tp all-gather hook");
-  auto p = phase("tp_all_gather");
-  hooks_.tp_all_gather(rows_in, whole);
-}
-
-void Gpt::tp_reduce_scatter(const Tensor& whole, Tensor rows_out) {
-  TRAINER_CHECK(hooks_.tp_reduce_scatter, "sequence parallelism without a tp reduce-scatter hook");
-  auto p = phase("tp_reduce_scatter");
-  hooks_.tp_reduce_scatter(whole, rows_out);
-}
-
-Tensor Gpt::sp_rows(const Tensor& whole) const {
-  const GptShard& s = layout_.shard();
-  const int64_t C = whole.shape[whole.shape.rank - 1], RL = whole.numel() / C / s.tp_size;
-  return whole.slice(s.tp_rank * RL * C, RL * C).view({RL, C});
-}
-
-void Gpt::sp_row_parallel(Tensor out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                          int l, int which, const Tensor& residual) {
-  const Tensor partial = acts_->sp.partial;
-  {
-    auto p = phase(which == 1 ? "proj" : "fc_proj", matmul_flops(partial, inp));
-    linear_forward(rows(partial), rows(inp), weight, layout_.shard().tp_rank == 0 ? bias : Tensor(),
-                   l, which);
-    be_.axpy(sp_rows(partial), rows(residual), 1.0f);
-  }
-  tp_reduce_scatter(partial, out);
-}
-
-void Gpt::column_parallel_backward(const char* op, const Tensor& ln, const Tensor& dout,
-                                   Tensor dweight, Tensor dbias, const Tensor& weight) {
-  Activations& acts = *acts_;
-  const bool sp = layout_.shard().sequence_parallel;
-  if (sp) tp_all_gather(ln, acts.sp.ln_whole);
-  const Tensor inp = sp ? acts.sp.ln_whole : ln;
-  const Tensor dln = acts.grad.dln;
-  {
-    auto p = phase(op, 2 * matmul_flops(dout, inp));
-    be_.matmul_backward(rows(dln), dweight, dbias, rows(dout), rows(inp), weight);
-  }
-  if (sp)
-    tp_reduce_scatter(dln, acts.sp.dln_rows);
-  else
-    tp_all_reduce(dln);
-}
-
-Tensor Gpt::sp_gather_dresidual() {
-  const GradScratch& g = acts_->grad;
-  if (g.dresidual_mm.empty()) {
-    tp_all_gather(g.dresidual, acts_->sp.dresidual);
-    return rows(acts_->sp.dresidual);
-  }
-  tp_all_gather(g.dresidual_mm, acts_->sp.dresidual_mm);
-  return rows(acts_->sp.dresidual_mm);
-}
-
-const int32_t* Gpt::vocab_inputs(const int32_t* inputs) {
-  const GptShard& s = layout_.shard();
-  if (s.tp_size == 1) return inputs;
-  const int64_t start = s.vocab_start(layout_.dims()), rows = s.vocab_rows(layout_.dims());
-  shard_inputs_.resize(static_cast<size_t>(acts_->inputs.numel()));
-  for (size_t i = 0; i < shard_inputs_.size(); ++i) {
-    const int64_t local = int64_t{inputs[i]} - start;
-    shard_inputs_[i] = local >= 0 && local < rows ? static_cast<int32_t>(local) : -1;
-  }
-  return shard_inputs_.data();
-}
-
 void Gpt::embedding_forward() {
   Activations& a = *acts_;
   const GptShard& s = layout_.shard();
@@ -625,12 +333,6 @@ void Gpt::embedding_backward(const Tensor& dout) {
       be_.embedding_backward(dwte, dwpe, dout.slice(row * C, L * C).view({1, L, C}),
                              a.inputs.slice(row, L).view({1, L}), s.context_chunk(half) * L);
     }
-}
-
-void Gpt::cp_all_gather(const Tensor& rows_in, Tensor whole) {
-  TRAINER_CHECK(hooks_.cp_all_gather, "context parallelism without a cp all-gather hook");
-  auto p = phase("cp_all_gather");
-  hooks_.cp_all_gather(rows_in, whole);
 }
 
 void Gpt::attention_forward(BlockActivations& a) {

@@ -1,8 +1,12 @@
 #pragma once
 // Gpt: a GPT-2 decoder with explicit forward and backward (no autograd graph), llm.c style.
-// It holds this rank's shard (ParamLayout): its blocks, its tensor-parallel part of each layer.
-// Parallelism is applied from outside through Hooks (tensor-parallel all-reduces, gradient
-// buckets, parameter gathering), so this file stays a plain model.
+// It holds this rank's shard (ParamLayout): its blocks, its tensor-parallel part of each layer,
+// its context-parallel share of each sequence. It knows where its shard's math needs the rest of
+// the model (a row-parallel sum, the sequence-parallel rows, the cp keys); the collectives
+// themselves come in through Hooks, set by the parallel layer, as do the gradient buckets and
+// ZeRO's parameter gathering. gpt.cpp: init, forward and backward; gpt_parallel_comms.cpp: the
+// calls into the hooks; gpt_activation_slots.cpp: the activations; gpt_fp8.cpp: fp8 compute;
+// gpt_moe.cpp: mixture of experts.
 #include <functional>
 #include <memory>
 #include <vector>
