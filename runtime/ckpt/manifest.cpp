@@ -91,6 +91,7 @@ nlohmann::json to_json(const Manifest& m) {
                  {"offset", m.loader.offset},
                  {"epoch", m.loader.epoch},
                  {"global_batch_tokens", m.loader_global_batch_tokens}};
+  if (m.loader_shuffle) j["loader"]["shuffle"] = *m.loader_shuffle;
   for (const data::ShardSummary& s : m.loader_shards)
     j["loader"]["shards"].push_back({{"name", s.name}, {"tokens", s.tokens}});
   if (!m.fp8_scaling.empty()) j["fp8_scaling"] = m.fp8_scaling;  // floats round-trip through JSON
@@ -126,6 +127,7 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     m.loader = {l.at("shard"), l.at("offset"), l.at("epoch")};
     if (l.contains("global_batch_tokens"))
       m.loader_global_batch_tokens = l.at("global_batch_tokens");
+    if (l.contains("shuffle")) m.loader_shuffle = l.at("shuffle").get<bool>();
     if (l.contains("shards"))  // written since 2026-12-07
       for (const auto& s : l.at("shards"))
         m.loader_shards.push_back({s.at("name"), s.at("tokens")});

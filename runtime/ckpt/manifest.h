@@ -4,6 +4,7 @@
 // is the global tensor's tp slice `split_dim`/`tp_ranges`); each kind (param, m, v) of a piece is
 // one safetensors tensor "<kind>/<tensor name>" in that rank's file.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,8 @@ struct Manifest {
   data::LoaderState loader;
   int64_t loader_global_batch_tokens = 0;  // tokens per step of the saving run (0: not recorded)
   std::vector<data::ShardSummary>
-      loader_shards;  // the train shards it was reading (none: synthetic)
+      loader_shards;                   // the train shards it was reading (none: synthetic)
+  std::optional<bool> loader_shuffle;  // data.shuffle of the saving run (not recorded before)
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
   // precision.compute: fp8: the delayed-scaling states of the whole model, [n_layer, 4 linears,

@@ -20,8 +20,9 @@ struct RunSection {
   uint64_t seed = 1234;
   // Runs here are bit-identical either way: every op reduces in a fixed order (no atomics),
   // cuBLASLt is run-to-run reproducible on one GPU model, and the collectives sum in a fixed
-  // order for a fixed group. The one exception, cuDNN's attention (TRAINER_ATTENTION=cudnn, whose
-  // backward uses atomics), is refused with true.
+  // order for a fixed group. The two exceptions, cuDNN's attention (TRAINER_ATTENTION=cudnn, whose
+  // backward uses atomics) and GEMM algorithms picked by timing (TRAINER_GEMM_AUTOTUNE=1), are
+  // refused with true.
   bool deterministic = false;
 };
 

@@ -29,7 +29,7 @@ std::vector<Field> build_fields() {
       {"run.deterministic", FIELD(run.deterministic)},
 
       {"model.arch", FIELD(model.arch), {"gpt"}},
-      // (at most 65536: llm.c token shards, and the batches, hold uint16 tokens)
+      // (at most 65536: llm.c token shards hold uint16 tokens)
       {"model.vocab_size", FIELD(model.vocab_size), {}, {2, 65536}},
       {"model.seq_len", FIELD(model.seq_len), {}, kPositive},
       {"model.n_layer", FIELD(model.n_layer), {}, kPositive},

@@ -35,14 +35,21 @@ void check_device_settings(const RunConfig& c) {
         "distributed.backend = gloo needs hardware.device = cpu: on cuda the data- and "
         "tensor-parallel groups' device buffers go through NCCL (the world group's host values "
         "through Gloo either way); use nccl or auto");
-  // (every other kernel reduces in a fixed order; core/attention_state.h)
-  const char* attention = std::getenv("TRAINER_ATTENTION");
-  if (c.run.deterministic && device == "cuda" && attention != nullptr &&
-      std::string(attention) == "cudnn")
+  // The two settings whose runs differ in their last bits (every other kernel reduces in a fixed
+  // order, and cuBLASLt's heuristic picks one algorithm per shape).
+  const auto env_is = [](const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::string(v) == value;
+  };
+  if (c.run.deterministic && device == "cuda" && env_is("TRAINER_ATTENTION", "cudnn"))
     fail(
         "run.deterministic = true, but TRAINER_ATTENTION = cudnn: cuDNN's attention backward "
         "accumulates with atomics, so two runs differ in their last bits; unset TRAINER_ATTENTION "
         "(tensor_core, bit for bit reproducible), or run.deterministic = false");
+  if (c.run.deterministic && device == "cuda" && env_is("TRAINER_GEMM_AUTOTUNE", "1"))
+    fail(
+        "run.deterministic = true, but TRAINER_GEMM_AUTOTUNE = 1: the GEMM algorithms are picked "
+        "by timing, which may pick others in another run; unset it, or run.deterministic = false");
 }
 
 // Sizes whose products the runtime keeps in 64-bit integers (parameter counts, tokens per step,

@@ -1,12 +1,12 @@
 // CudaBackend: device selection, memory, GEMM, optimizer and reductions.
 #include "runtime/cuda/cuda_backend.h"
-#include "runtime/core/env_switch.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "kernels/kernels.h"
+#include "runtime/core/env_switch.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_tensor_checks.h"
 #include "runtime/cuda/event_timer.h"

@@ -25,8 +25,13 @@ std::vector<ShardSummary> shard_summaries(const DataLoader& loader) {
 
 std::string shard_list_difference(const std::vector<ShardSummary>& saved,
                                   const std::vector<ShardSummary>& now, const LoaderState& at,
-                                  bool shuffled) {
+                                  bool shuffled, std::optional<bool> shuffled_then) {
   if (saved.empty()) return "";
+  const auto text = [](bool on) { return std::string(on ? "true" : "false"); };
+  if (shuffled_then && *shuffled_then != shuffled)
+    return "data.shuffle " + text(shuffled) + " now, " + text(*shuffled_then) +
+           " then (a shuffled position is a sample of a permutation, an unshuffled one a token "
+           "offset)";
   const std::string counts =
       std::to_string(now.size()) + " shard(s) now, " + std::to_string(saved.size()) + " then";
   if (now.empty())

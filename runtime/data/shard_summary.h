@@ -4,6 +4,7 @@
 // something only over the same shards: a glob that matches one more file sorted in before the
 // saved shard, or a shard rewritten, would have the resume read other tokens without a word.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,10 @@ std::vector<ShardSummary> shard_summaries(const DataLoader& loader);
 // Without shuffle the shards up to the one `at` reads must be the same (shards added after it are
 // read later); with shuffle every pass's order depends on all of them, so all must be. `saved`
 // empty (a synthetic stream, or a checkpoint from before the list was kept): nothing to compare.
+// `shuffled_then`, where recorded, must be `shuffled`: a shuffled position is a sample of a
+// permutation, an unshuffled one a token offset.
 std::string shard_list_difference(const std::vector<ShardSummary>& saved,
                                   const std::vector<ShardSummary>& now, const LoaderState& at,
-                                  bool shuffled);
+                                  bool shuffled, std::optional<bool> shuffled_then = {});
 
 }  // namespace trainer::data

@@ -1,6 +1,5 @@
 #include "runtime/parallel/grad_buckets.h"
 
-
 #include "runtime/core/check.h"
 
 namespace trainer::parallel {

@@ -44,8 +44,6 @@ class GradBuckets {
   void finish();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
-  // Seconds spent blocked in finish() during the last step (the part of communication that
-  // backward did not hide).
 
  private:
   void launch(Bucket& b);

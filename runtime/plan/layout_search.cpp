@@ -1,5 +1,4 @@
 #include "runtime/plan/layout_search.h"
-#include "runtime/core/env_switch.h"
 
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <tuple>
 
 #include "runtime/core/attention_state.h"
+#include "runtime/core/env_switch.h"
 #include "runtime/model/activations.h"
 #include "runtime/model/param_layout.h"
 #include "runtime/parallel/pipeline_runner.h"

@@ -150,17 +150,17 @@ std::string Checkpointing::agreed_resume_dir() {
 // view of data.train (node-local copies are fine).
 void Checkpointing::refuse_other_train_data(const ckpt::Manifest& m,
                                             const std::string& step_dir) const {
-  const std::string difference = data::shard_list_difference(
-      m.loader_shards, data::shard_summaries(loader_), m.loader, cfg_.data.shuffle);
-  if (!any_rank(world_, !difference.empty())) return;
+  const auto [rank, difference] =
+      first_rank_saying(world_, rank_,
+                        data::shard_list_difference(m.loader_shards, data::shard_summaries(loader_),
+                                                    m.loader, cfg_.data.shuffle, m.loader_shuffle));
+  if (rank < 0) return;
   const std::string position = "pass " + std::to_string(m.loader.epoch + 1) + ", shard " +
                                std::to_string(m.loader.shard + 1) + ", token " +
                                std::to_string(m.loader.offset);
   throw config::ConfigError(
       "config: data.train = \"" + cfg_.data.train + "\" is not the data " + step_dir +
-      " was saved reading" +
-      (difference.empty() ? " on another rank"
-                          : ": on rank " + std::to_string(rank_) + ", " + difference) +
+      " was saved reading: rank " + std::to_string(rank) + " sees " + difference +
       ". Its position (" + position +
       ") would read other tokens. Give data.train the shards it was saved with (file names and "
       "token counts are compared, not directories); without data.shuffle, shards added after the "
@@ -236,6 +236,10 @@ void Checkpointing::load(const std::string& step_dir) {
   const auto t1 = std::chrono::steady_clock::now();
   ckpt::CheckpointReader reader(step_dir);
   const ckpt::Manifest& m = reader.manifest();
+  // the settings changed since, first: they explain a loader position that no longer fits; and
+  // before the weights are read, which takes minutes at scale
+  if (rank_ == 0) log_config_changes(m);
+  refuse_other_train_data(m, step_dir);
   HostShard host(step_.backend(), step_.owned_state());
   reader.read_owned(model_.layout(), host.shard());
   host.push();
@@ -246,9 +250,6 @@ void Checkpointing::load(const std::string& step_dir) {
         "checkpoint {} has no fp8 scaling state for this model: the weights' scales start "
         "from their amaxes, the inputs' at 1",
         step_dir);
-  // the settings changed since, first: they explain a loader position that no longer fits
-  if (rank_ == 0) log_config_changes(m);
-  refuse_other_train_data(m, step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
   last_saved_ = static_cast<int>(m.step);
   restored_step_ = last_saved_;
@@ -331,6 +332,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
   m.loader = loader_.state();
   m.loader_global_batch_tokens = loader_.tokens_per_sample();
   m.loader_shards = data::shard_summaries(loader_);
+  m.loader_shuffle = cfg_.data.shuffle;
   std::vector<float> fp8_scaling = model_fp8_scaling();
   if (rank_ == 0) m.fp8_scaling = std::move(fp8_scaling);
   return req;

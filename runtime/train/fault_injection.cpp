@@ -12,9 +12,9 @@ FaultInjector::FaultInjector(int rank) {
   const char* spec = std::getenv("TRAINER_TEST_FAULT");
   if (spec == nullptr || *spec == 0) return;
   int r = -1, s = -1;
-  char kind[16] = {0};
+  char kind[32] = {0};
   const std::string kinds = "throw|exit|segv|sigterm|kill_after_save";
-  if (std::sscanf(spec, "rank=%d,step=%d,kind=%15s", &r, &s, kind) != 3 ||
+  if (std::sscanf(spec, "rank=%d,step=%d,kind=%31s", &r, &s, kind) != 3 ||
       ("|" + kinds + "|").find("|" + std::string(kind) + "|") == std::string::npos)
     throw std::runtime_error(std::string("TRAINER_TEST_FAULT = '") + spec +
                              "': expected rank=R,step=S,kind=" + kinds);

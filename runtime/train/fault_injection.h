@@ -16,8 +16,7 @@ class FaultInjector {
 
  private:
   int step_ = -1;
-  // 't' throw, 'e' exit(3), 's' SIGSEGV (segv) or SIGTERM (sigterm), 'k' SIGKILL after the save
-  std::string kind_;
+  std::string kind_;  // throw, exit (exit(3)), segv (SIGSEGV), sigterm, kill_after_save (SIGKILL)
 };
 
 }  // namespace trainer::train

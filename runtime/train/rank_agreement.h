@@ -2,7 +2,9 @@
 // One yes/no all ranks agree on, so that they all take the same branch (throw, or go on) before
 // their next collective; and one text, or one refusal, rank 0 decides for all of them.
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "runtime/config/run_config.h"
 #include "runtime/dist/comm.h"
@@ -24,6 +26,23 @@ inline void from_rank0(dist::Comm* world, std::string& text) {
   world->broadcast(&n, 1, dist::CommDType::i64, 0);
   text.resize(static_cast<size_t>(n));
   if (n > 0) world->broadcast(text.data(), static_cast<size_t>(n), dist::CommDType::u8, 0);
+}
+
+// The lowest rank whose `text` is not empty, and that text, on every rank (one all-reduce, and
+// two broadcasts when a rank has one); {-1, ""} when none has.
+inline std::pair<int, std::string> first_rank_saying(dist::Comm* world, int rank,
+                                                     std::string text) {
+  if (world == nullptr || world->size() == 1) return {text.empty() ? -1 : rank, text};
+  // (the max of -rank: the lowest rank that has one)
+  int64_t first = text.empty() ? std::numeric_limits<int64_t>::min() : -int64_t{rank};
+  world->all_reduce(&first, 1, dist::CommDType::i64, dist::ReduceOp::max);
+  if (first == std::numeric_limits<int64_t>::min()) return {-1, ""};
+  const int root = static_cast<int>(-first);
+  int64_t n = static_cast<int64_t>(text.size());
+  world->broadcast(&n, 1, dist::CommDType::i64, root);
+  text.resize(static_cast<size_t>(n));
+  if (n > 0) world->broadcast(text.data(), static_cast<size_t>(n), dist::CommDType::u8, root);
+  return {root, text};
 }
 
 // Runs `decide` on rank 0 alone (what it returns: rank 0's text, on every rank); a

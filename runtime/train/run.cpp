@@ -312,7 +312,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const int first_step = checkpoints.restore();
       lock_run_dirs(world, /*existing_only=*/false);
       // before the first checkpoint, not at it (shared_dir_check.h)
-      check_every_rank_sees(world, env.rank, "checkpoint.dir", cfg.checkpoint_dir());
+      check_every_rank_sees(world, env.rank, "checkpoint.dir", cfg.checkpoint_dir(),
+                            std::min(timeout / 2, std::chrono::milliseconds(60000)));
       // fp8 states no checkpoint set: the whole weights' scales (a tp slice's amax is not)
       if (gpt.fp8_states_new()) trainer.seed_fp8_weight_scales();
       const int total = cfg.train.steps;
@@ -385,7 +386,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, first_step);
         builder->set_earlier(metrics->earlier());
         log_banner(base, ctx, shape, *train_loader);
-        warn_of_repeated_data(base.data, checkpoints.tokens_after(last), last);
+        if (first_step < last)  // (not a requeue that only writes the report again)
+          warn_of_repeated_data(base.data, checkpoints.tokens_after(last), last);
       }
 
       // 6. The loop.
@@ -466,6 +468,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           val_loader->reset();
           val = trainer.evaluate(eval_batches, next_val);
           builder->record_eval({rec.step, rec.tokens, *val});
+          // a signal that came during the eval: stop here, not after another step
+          if (!stop) stop = checkpoints.stops_after(step + 1);
         }
         if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
           profile = log_profile(*profiler, profile_from + 1);

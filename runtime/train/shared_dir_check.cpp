@@ -1,13 +1,16 @@
 #include "runtime/train/shared_dir_check.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "runtime/train/rank_agreement.h"
@@ -37,21 +40,45 @@ std::string create_check_file(const std::string& key, const std::string& dir) {
   }
 }
 
+// Whether `file` shows up within `patience`. A network filesystem's client may answer from a
+// cached "no such file" (NFS caches a lookup that failed, here the directory's own before rank 0
+// created it, until the directory's attributes expire: acdirmin, 30 s by default); listing the
+// directory revalidates it, and a bounded poll lets the cache run out.
+bool shows_up(const fs::path& file, std::chrono::milliseconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    std::error_code ec;
+    for (const fs::path& d : {file.parent_path().parent_path(), file.parent_path()})
+      if (DIR* listing = ::opendir(d.c_str())) ::closedir(listing);
+    if (fs::exists(file, ec)) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+// Rank 0 removes its file however this ends (a failed all-gather included).
+struct RemovedOnExit {
+  fs::path path;
+  ~RemovedOnExit() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove(path, ec);
+  }
+};
+
 }  // namespace
 
 void check_every_rank_sees(dist::Comm* world, int rank, const std::string& key,
-                           const std::string& dir) {
+                           const std::string& dir, std::chrono::milliseconds patience) {
   if (world == nullptr || world->size() == 1) return;
   // rank 0's file, by the absolute path rank 0 sees (a relative dir resolves elsewhere on others)
   std::error_code ec;
   const fs::path rank0_file = rank0_decides(world, rank, [&] {
     return fs::absolute(fs::path(dir) / create_check_file(key, dir), ec).string();
   });
-  const std::string name = rank0_file.filename().string();
-  const int64_t sees = fs::exists(fs::path(dir) / name, ec) ? 1 : 0;
+  const RemovedOnExit removed{rank == 0 ? rank0_file : fs::path()};
+  const int64_t sees = shows_up(fs::path(dir) / rank0_file.filename(), patience) ? 1 : 0;
   std::vector<int64_t> seen(static_cast<size_t>(world->size()));
   world->all_gather(&sees, seen.data(), 1, dist::CommDType::i64);
-  if (rank == 0) fs::remove(fs::path(dir) / name, ec);
   std::string blind;
   int blind_count = 0;
   for (size_t r = 0; r < seen.size(); ++r)

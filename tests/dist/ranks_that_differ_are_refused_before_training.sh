@@ -118,12 +118,45 @@ grep -qF "rank 1 does not see ck/step_00000004" views1.log || { cat views1.log; 
 port=$(free_port) pids=()
 for r in 0 1; do
   (cd cwd$r && RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" train \
-    "${args[@]}" --set checkpoint.every_steps=2 --set checkpoint.dir=apart --out o2 >../apart$r.log 2>&1) &
+    "${args[@]}" --set checkpoint.every_steps=2 --set checkpoint.dir=apart --out o2 \
+    --set distributed.timeout_s=6 >../apart$r.log 2>&1) &
   pids+=($!)
 done
 expect_refused "rank 1 of 2 does not see the file rank 0 created in apart (on rank 0: $(pwd -P)/cwd0/apart)" \
   apart0 apart1
 [ "$(ls -A cwd0/apart)" = .trainer.lock ] || { ls -A cwd0/apart; fail "rank 0's check file stays"; }
+
+# Train shards that differ on one rank at a resume (again a relative data.train from two working
+# directories, the second holding one shard more): every rank refuses, naming that rank and the
+# first difference it sees, before any weights are read.
+/usr/bin/python3 - <<'PY'
+import random, struct
+def shard(name, seed, n=5000):
+    rng = random.Random(seed)
+    t = [rng.randrange(256) for _ in range(n)]
+    open(name, "wb").write(struct.pack("<3i", 20240520, 1, n) + bytes(4 * 253) + struct.pack(f"<{n}H", *t))
+for d in ("cwd0", "cwd1"):
+    for i in (0, 10):
+        shard(f"{d}/sh_{i:04d}.bin", i)
+PY
+start_pair() {  # start_pair NAME [args]: ranks 0 and 1 from cwd0 and cwd1
+  local name=$1 top=$PWD
+  shift
+  port=$(free_port) pids=()
+  for r in 0 1; do
+    (cd cwd$r && RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" train \
+      "${args[@]}" --set train.micro_batch=4 --set data.train='sh_*.bin' \
+      --set checkpoint.dir="$top/ck_sh" --set checkpoint.every_steps=4 --out "$top/$name" "$@" \
+      >../$name$r.log 2>&1) &
+    pids+=($!)
+  done
+}
+start_pair sh_first --set train.steps=6  # steps 5 and 6 read the second shard
+for p in "${pids[@]}"; do wait $p || { cat sh_first*.log; fail "the run on shards failed"; }; done
+cp cwd0/sh_0010.bin cwd1/sh_0005.bin  # sorted in before the shard step 6 was reading, on rank 1
+start_pair sh_second --set train.steps=8
+expect_refused "was saved reading: rank 1 sees shard 2 is sh_0005.bin (5000 tokens) now, sh_0010.bin (5000 tokens) then" \
+  sh_second0 sh_second1
 
 elapsed=$(($(date +%s) - start))
 [ "$elapsed" -lt 50 ] || fail "the refusals took ${elapsed} s (distributed.timeout_s is 60)"

@@ -340,14 +340,28 @@ TEST_CASE("a_value_outside_the_choices_names_them_and_hints_only_for_words", "[c
   REQUIRE_THROWS_WITH(with({"activation_checkpointing=nnoe"}), Contains("did you mean 'none'?"));
 }
 
-// run.deterministic holds everywhere but for cuDNN's attention, whose backward uses atomics.
-TEST_CASE("a_deterministic_run_refuses_cudnn_attention", "[config][validate]") {
-  ::setenv("TRAINER_ATTENTION", "cudnn", 1);
+// An environment variable set for one test case, unset when it ends (a failed REQUIRE included).
+struct EnvSet {
+  const char* name;
+  EnvSet(const char* n, const char* value) : name(n) { ::setenv(n, value, 1); }
+  ~EnvSet() { ::unsetenv(name); }
+};
+
+// run.deterministic holds everywhere but for cuDNN's attention, whose backward uses atomics, and
+// GEMM algorithms picked by timing.
+TEST_CASE("a_deterministic_run_refuses_cudnn_attention_and_gemm_autotuning", "[config][validate]") {
   RunConfig c = with({"hardware.device=cuda", "run.deterministic=true"});
-  REQUIRE_THROWS_WITH(validate(c, 1),
-                      Contains("run.deterministic = true, but TRAINER_ATTENTION = cudnn"));
   RunConfig free = with({"hardware.device=cuda"});
-  CHECK_NOTHROW(validate(free, 1));
-  ::unsetenv("TRAINER_ATTENTION");
+  {
+    const EnvSet cudnn("TRAINER_ATTENTION", "cudnn");
+    CHECK_THROWS_WITH(validate(c, 1),
+                      Contains("run.deterministic = true, but TRAINER_ATTENTION = cudnn"));
+    CHECK_NOTHROW(validate(free, 1));
+  }
+  {
+    const EnvSet tuned("TRAINER_GEMM_AUTOTUNE", "1");
+    CHECK_THROWS_WITH(validate(c, 1),
+                      Contains("run.deterministic = true, but TRAINER_GEMM_AUTOTUNE = 1"));
+  }
   CHECK_NOTHROW(validate(c, 1));
 }

@@ -40,4 +40,9 @@ TEST_CASE("a_loader_position_continues_only_over_the_shards_it_was_saved_reading
   CHECK_THAT(shard_list_difference(saved, appended, at_second, true),
              Contains("4 shard(s) now, 3 then"));
   CHECK_FALSE(shard_list_difference(saved, later_changed, at_second, true).empty());
+
+  // data.shuffle turned on or off: the position means another thing
+  CHECK_THAT(shard_list_difference(saved, saved, at_second, true, false),
+             Contains("data.shuffle true now, false then"));
+  CHECK(shard_list_difference(saved, saved, at_second, false, false).empty());
 }
