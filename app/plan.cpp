@@ -14,6 +14,8 @@
 #include "runtime/ckpt/export.h"
 #include "runtime/config/run_config.h"
 #include "runtime/core/attention_state.h"
+#include "runtime/data/loader.h"
+#include "runtime/data/token_source.h"
 #include "runtime/model/param_layout.h"
 #include "runtime/parallel/pipeline_schedule.h"
 #include "runtime/parallel/zero_memory.h"
@@ -280,6 +282,13 @@ void register_plan(CLI::App& app) {
     config::validate(cfg, args->gpus);
     if (!cfg.model.init_from.empty())  // (its header: what train would refuse)
       ckpt::check_init_from(cfg.model.init_from, model::GptDims::from_config(cfg.model));
+    // Token shards as train opens them (headers, a shard too small for a global batch, a token
+    // past the vocabulary in the first one): refused here, not at the run's start. (--search keeps
+    // the global batch, so the config's dp stands for every layout.)
+    for (const bool val : {false, true})
+      if (const std::string& spec = val ? cfg.data.val : cfg.data.train;
+          !data::is_synthetic_spec(spec) && (!val || cfg.train.eval_every > 0))
+        const data::DataLoader opened(data::loader_options(cfg, 0, cfg.parallel.dp, val));
     AttentionKernel attention;  // read before anything is printed
     try {
       attention = attention_kernel_from_env();

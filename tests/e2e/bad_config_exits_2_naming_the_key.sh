@@ -107,6 +107,9 @@ expect_exit_2 "shard mid_001.bin has token 300" "" train run.yaml --set data.tra
   --set train.eval_every=0 --set model.n_layer=1 --out midbad
 [ "$(json_get midbad/report.json 'd["run"]["status"], d["run"]["steps_completed"]')" = "failed 2" ] \
   || fail "report of the run that met bad data: $(cat midbad/report.json)"
+# `trainer plan` opens token shards as train does: one too small for a global batch is refused.
+expect_exit_2 'data.train = "mid_000.bin": shard mid_000.bin has 2100 tokens, fewer than one global batch' \
+  "" plan run.yaml --set data.train=mid_000.bin --set train.eval_every=0 --set train.micro_batch=64
 # Shards to train on and the default, synthetic, val data: the val loss would measure the
 # synthetic source.
 expect_error 'data.val = "synthetic:markov" while data.train = "mid_000.bin"' \
