@@ -31,26 +31,23 @@
 #include "runtime/report/flops.h"
 #include "runtime/report/metrics.h"
 #include "runtime/report/peak.h"
-#include "runtime/report/profile.h"
 #include "runtime/report/report_builder.h"
 #include "runtime/report/report_from_config.h"
 #include "runtime/report/run_report.h"
 #include "runtime/train/checkpointing.h"
 #include "runtime/train/device_comms.h"
-#include "runtime/train/fault_injection.h"
 #include "runtime/train/process_stats.h"
 #include "runtime/train/rank_agreement.h"
 #include "runtime/train/run_agreement.h"
 #include "runtime/train/run_dir_lock.h"
 #include "runtime/train/run_stats.h"
 #include "runtime/train/shared_dir_check.h"
+#include "runtime/train/step_loop.h"
 #include "runtime/train/stop_signals.h"
 #include "runtime/train/train_step.h"
 
 namespace trainer::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 void setup_logging(const config::RunConfig& cfg, int rank) {
   use_run_log_format();
@@ -89,12 +86,6 @@ bool report_is_behind(const std::string& out_dir, int checkpoint_step) {
 std::chrono::milliseconds store_linger(double timeout_s) {
   return std::chrono::milliseconds(
       static_cast<int64_t>(std::clamp(timeout_s / 2, 1.0, 30.0) * 1000));
-}
-
-report::ProfileInfo log_profile(const PhaseProfiler& profiler, int first_step) {
-  report::ProfileInfo profile = report::summarize_profile(profiler, first_step);
-  for (const std::string& line : report::profile_table(profile)) spdlog::info("{}", line);
-  return profile;
 }
 
 void log_banner(const report::RunReport& base, const report::RunContext& ctx,
@@ -290,8 +281,6 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
             "data.val shares {} file(s) with data.train ({}{}): the val loss measures the model "
             "on tokens it trains on",
             shared.size(), shared.front(), shared.size() > 1 ? ", ..." : "");
-      BatchSource next_train = [&](int32_t* x, int32_t* y) { train_loader->next_batch(x, y); };
-      BatchSource next_val = [&](int32_t* x, int32_t* y) { val_loader->next_batch(x, y); };
       // Every eval reads from the start of the val data; past its end it would count tokens twice.
       const int64_t eval_batches =
           evals ? std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch()) : 0;
@@ -378,8 +367,6 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         return mem;
       };
       builder->set_memory({}, memory_breakdown());
-      const int64_t tokens_per_step = base.batch.tokens_per_step;
-      const double flops_per_token = base.model.flops_per_token;
       std::unique_ptr<report::MetricsWriter> metrics;
       if (lead) {
         std::filesystem::create_directories(cfg.run.out_dir);
@@ -391,99 +378,17 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       }
 
       // 6. The loop.
-      std::vector<double> step_times, sync_waits;
-      // logging.profile_steps: the steps [profile_from, profile_to) (0-based) right after warm-up,
-      // on rank 0, which reports them
-      std::unique_ptr<PhaseProfiler> profiler;
-      int profile_from = 0, profile_to = 0;
-      if (cfg.logging.profile_steps > 0 && lead) {
-        profiler = std::make_unique<PhaseProfiler>(backend->make_timer());
-        trainer.set_profiler(profiler.get());
-        profile_from = first_step + report::warmup_steps_to_exclude(
-                                        static_cast<size_t>(std::max(0, last - first_step)));
-        // (int64_t: profile_steps may be as large as an int goes)
-        profile_to = static_cast<int>(
-            std::min<int64_t>(last, int64_t{profile_from} + cfg.logging.profile_steps));
-      }
-      // Rank 0's record of a finished step: the report's observations, warnings, the metrics
-      // line and the progress line (each logging.every_steps, at the first and last steps, and
-      // where the step evaluated or the run stops).
-      const auto log_step = [&](const report::StepRecord& rec, const StepResult& r, double dt,
-                                const std::optional<double>& val, bool always,
-                                int64_t pass_before) {
-        builder->set_memory({}, memory_breakdown());  // ZeRO's peaks grow in steps
-        if (auto spike = builder->record_step(rec))
-          spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step,
-                       rec.loss, spike->ratio);
-        if (r.nonfinite)
-          spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
-        if (train_loader->state().epoch > pass_before)
-          spdlog::info("data: step {} starts pass {} over data.train{}", rec.step, pass_before + 2,
-                       cfg.data.shuffle ? ", in a new order" : "");
-        if (!always && rec.step % cfg.logging.every_steps != 0 && rec.step != 1 && rec.step != last)
-          return;
-        const report::StepRates rates = report::step_rates(tokens_per_step, dt, flops_per_token,
-                                                           ctx.peak.tflops, env.world_size);
-        metrics->write(rec, rates, val);
-        spdlog::info("{}", report::progress_line(rec, total, rates, val));
-      };
-      const FaultInjector faults(env.rank);
-      bool stop = false;
-      int done = first_step;  // the last step finished
-      for (int step = first_step; step < last && !stop; ++step) {
-        step_running = step + 1;
-        faults.at_step(step + 1);
-        const bool profiled = profiler && step >= profile_from && step < profile_to;
-        if (profiled) profiler->begin_step();
-        const auto t0 = Clock::now();
-        const int64_t pass_before = train_loader->state().epoch;
-        const StepResult r = trainer.run(step, next_train);
-        if (profiled) profiler->end_step();  // its wait for the device belongs to this step
-        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-        step_times.push_back(dt);
-        sync_waits.push_back(r.comm_wait_s);
-
-        report::StepRecord rec{step + 1,  checkpoints.tokens_after(step + 1),
-                               r.loss,    r.grad_norm,
-                               r.lr,      dt,
-                               r.clipped, r.nonfinite,
-                               {},        {}};
-        if (cfg.model.moe.num_experts > 0) {
-          rec.moe_aux_loss = r.moe_aux_loss;
-          rec.moe_dropped_fraction = r.moe_dropped_fraction;
-        }
-        stop = checkpoints.stops_after(step + 1);
-        done = step + 1;
-        std::optional<double> val;
-        // Evals at eval_every and at the schedule's last step, not where stop_after_steps stops
-        // early: a stopped and resumed pair evaluates where the uninterrupted run does. Not
-        // before a stop signal's checkpoint either: a scheduler's grace period may not wait for
-        // a long eval (the resumed run goes on from the next step, without this one's).
-        const bool eval_due = cfg.train.eval_every > 0 &&
-                              ((step + 1) % cfg.train.eval_every == 0 || step + 1 == total);
-        const bool eval_now = eval_due && !(checkpoints.signalled() && step + 1 < total);
-        if (eval_due && !eval_now && lead)
-          spdlog::info("stop signal: the eval of step {} is skipped to checkpoint now", step + 1);
-        if (eval_now) {
-          val_loader->reset();
-          val = trainer.evaluate(eval_batches, next_val);
-          builder->record_eval({rec.step, rec.tokens, *val});
-          // a signal that came during the eval: stop here, not after another step
-          if (!stop) stop = checkpoints.stops_after(step + 1);
-        }
-        if (profiled && profiler->steps() > 0 && (step + 1 == profile_to || stop))
-          profile = log_profile(*profiler, profile_from + 1);
-        if (lead) log_step(rec, r, dt, val, eval_now || stop, pass_before);
-        // After the step's metrics line: a checkpoint never holds a step whose line a kill lost.
-        checkpoints.save_after(step + 1, stop);
-        faults.after_save(step + 1);
-      }
-      step_running = 0;
+      StepLoop loop(
+          cfg, *backend, trainer, checkpoints, *train_loader, val_loader.get(), eval_batches,
+          env.rank, env.world_size,
+          StepRecorder{&*builder, metrics.get(), ctx.peak.tflops, base.batch.tokens_per_step,
+                       base.model.flops_per_token, memory_breakdown});
+      const int done = loop.run(first_step, last, step_running, profile);
 
       checkpoints.finish();
 
       // 7. Report: gathered step times and memory of every rank.
-      std::vector<double> medians = gather_median_step_times(world, step_times);
+      std::vector<double> medians = gather_median_step_times(world, loop.step_times());
       const auto peaks = gather_peak_memory(world, *backend);
       const auto stage_memory = gather_stage_memory(world, mesh, memory_breakdown());
       if (lead) {
@@ -494,7 +399,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         report::RunReport final_report = builder->finish(done < total ? "stopped" : "completed");
         final_report.hardware.kernels = backend->kernels();  // with what ran (cuDNN's calls)
         final_report.throughput.grad_sync_wait_s =
-            mean_after(sync_waits, final_report.throughput.warmup_steps_excluded);
+            mean_after(loop.sync_waits(), final_report.throughput.warmup_steps_excluded);
         final_report.profile = profile;
         const std::string path = report::write_report(final_report, cfg.run.out_dir);
         spdlog::info("report: {}", path);
