@@ -56,9 +56,33 @@ void setup_logging(const config::RunConfig& cfg, int rank) {
     spdlog::set_level(spdlog::level::warn);
 }
 
-std::unique_ptr<data::DataLoader> make_loader(const config::RunConfig& cfg, int dp_rank,
-                                              int dp_size, bool val) {
-  return std::make_unique<data::DataLoader>(data::loader_options(cfg, dp_rank, dp_size, val));
+// A dp rank's data: its train stream, and where evals run its val stream (which must hold one
+// global batch) and the global batches an eval reads.
+struct DataStreams {
+  std::unique_ptr<data::DataLoader> train, val;
+  int64_t eval_batches = 0;
+};
+
+DataStreams open_data(const config::RunConfig& cfg, int dp_rank, int dp_size, bool lead) {
+  DataStreams d;
+  d.train = std::make_unique<data::DataLoader>(data::loader_options(cfg, dp_rank, dp_size, false));
+  if (cfg.train.eval_every <= 0) return d;
+  d.val = std::make_unique<data::DataLoader>(data::loader_options(cfg, dp_rank, dp_size, true));
+  // Every eval reads from the start of the val data; past its end it would count tokens twice.
+  d.eval_batches = std::min<int64_t>(cfg.train.eval_batches, d.val->samples_per_epoch());
+  if (!lead) return d;
+  if (d.eval_batches < cfg.train.eval_batches)
+    spdlog::warn(
+        "train.eval_batches = {}, but data.val holds only {} global batch(es) of {} tokens: each "
+        "eval reads those {}",
+        cfg.train.eval_batches, d.eval_batches, d.val->tokens_per_sample(), d.eval_batches);
+  const std::vector<std::string> shared = config::shared_data_files(cfg.data.train, cfg.data.val);
+  if (!shared.empty())
+    spdlog::warn(
+        "data.val shares {} file(s) with data.train ({}{}): the val loss measures the model on "
+        "tokens it trains on",
+        shared.size(), shared.front(), shared.size() > 1 ? ", ..." : "");
+  return d;
 }
 
 // A failure inside the loop (a collective that timed out, a dead peer) names its step.
@@ -269,27 +293,9 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         spdlog::debug("kernels: {}: {}", family, impl);
 
       // 4. Data: each dp rank reads its own slice of the stream.
-      auto train_loader = make_loader(cfg, dp.rank(), dp.size(), false);
-      // The val data only where evals run (it must hold one global batch).
-      const bool evals = cfg.train.eval_every > 0;
-      auto val_loader = evals ? make_loader(cfg, dp.rank(), dp.size(), true) : nullptr;
-      const std::vector<std::string> shared =
-          lead && evals ? config::shared_data_files(cfg.data.train, cfg.data.val)
-                        : std::vector<std::string>{};
-      if (!shared.empty())
-        spdlog::warn(
-            "data.val shares {} file(s) with data.train ({}{}): the val loss measures the model "
-            "on tokens it trains on",
-            shared.size(), shared.front(), shared.size() > 1 ? ", ..." : "");
-      // Every eval reads from the start of the val data; past its end it would count tokens twice.
-      const int64_t eval_batches =
-          evals ? std::min<int64_t>(cfg.train.eval_batches, val_loader->samples_per_epoch()) : 0;
-      if (lead && evals && eval_batches < cfg.train.eval_batches)
-        spdlog::warn(
-            "train.eval_batches = {}, but data.val holds only {} global batch(es) of {} tokens: "
-            "each "
-            "eval reads those {}",
-            cfg.train.eval_batches, eval_batches, val_loader->tokens_per_sample(), eval_batches);
+      DataStreams data = open_data(cfg, dp.rank(), dp.size(), lead);
+      data::DataLoader* const train_loader = data.train.get();
+      const bool evals = data.val != nullptr;
 
       // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
       stop_signals.catch_now();
@@ -379,7 +385,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
 
       // 6. The loop.
       StepLoop loop(
-          cfg, *backend, trainer, checkpoints, *train_loader, val_loader.get(), eval_batches,
+          cfg, *backend, trainer, checkpoints, *train_loader, data.val.get(), data.eval_batches,
           env.rank, env.world_size,
           StepRecorder{&*builder, metrics.get(), ctx.peak.tflops, base.batch.tokens_per_step,
                        base.model.flops_per_token, memory_breakdown});
