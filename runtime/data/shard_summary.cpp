@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include "runtime/data/token_source.h"
 
@@ -14,6 +15,37 @@ std::string described(const ShardSummary& s) {
 
 }  // namespace
 
+std::string shard_list_text(const std::vector<ShardSummary>& shards) {
+  std::string text;
+  for (const ShardSummary& s : shards) text += std::to_string(s.tokens) + " " + s.name + "\n";
+  return text;
+}
+
+std::vector<ShardSummary> shard_list_from_text(const std::string& text) {
+  std::vector<ShardSummary> shards;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t space = line.find(' ');
+    shards.push_back({line.substr(space + 1), std::stoll(line.substr(0, space))});
+  }
+  return shards;
+}
+
+std::string first_shard_difference(const std::vector<ShardSummary>& mine,
+                                   const std::string& mine_name,
+                                   const std::vector<ShardSummary>& theirs,
+                                   const std::string& theirs_name) {
+  for (size_t i = 0; i < std::max(mine.size(), theirs.size()); ++i) {
+    const auto at = [&](const std::vector<ShardSummary>& list) {
+      return i < list.size() ? described(list[i]) : std::string("none");
+    };
+    if (i >= mine.size() || i >= theirs.size() || mine[i] != theirs[i])
+      return "shard " + std::to_string(i + 1) + " is " + at(mine) + " " + mine_name + ", " +
+             at(theirs) + " " + theirs_name;
+  }
+  return "";
+}
+
 std::vector<ShardSummary> shard_summaries(const DataLoader& loader) {
   std::vector<ShardSummary> out;
   for (const TokenSource* source : loader.sources()) {
@@ -25,17 +57,22 @@ std::vector<ShardSummary> shard_summaries(const DataLoader& loader) {
 
 std::string shard_list_difference(const std::vector<ShardSummary>& saved,
                                   const std::vector<ShardSummary>& now, const LoaderState& at,
-                                  bool shuffled, std::optional<bool> shuffled_then) {
-  if (saved.empty()) return "";
+                                  bool shuffled, std::optional<bool> shuffled_then,
+                                  std::optional<bool> synthetic_then) {
+  const std::string counts =
+      std::to_string(now.size()) + " shard(s) now, " + std::to_string(saved.size()) + " then";
+  if (now.empty())  // a synthetic stream now: any position of it is as good
+    return saved.empty()
+               ? ""
+               : "a synthetic stream now, " + std::to_string(saved.size()) + " shard(s) then";
+  if (synthetic_then.value_or(false))
+    return std::to_string(now.size()) + " shard(s) now, a synthetic stream then";
   const auto text = [](bool on) { return std::string(on ? "true" : "false"); };
   if (shuffled_then && *shuffled_then != shuffled)
     return "data.shuffle " + text(shuffled) + " now, " + text(*shuffled_then) +
            " then (a shuffled position is a sample of a permutation, an unshuffled one a token "
            "offset)";
-  const std::string counts =
-      std::to_string(now.size()) + " shard(s) now, " + std::to_string(saved.size()) + " then";
-  if (now.empty())
-    return "a synthetic stream now, " + std::to_string(saved.size()) + " shard(s) then";
+  if (saved.empty()) return "";
   if (shuffled && now.size() != saved.size())
     return counts + " (data.shuffle orders each pass over all of them)";
   const size_t must_match =

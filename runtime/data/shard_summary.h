@@ -21,14 +21,27 @@ struct ShardSummary {
 // The loader's shards (none for a synthetic stream).
 std::vector<ShardSummary> shard_summaries(const DataLoader& loader);
 
+// One line per shard, "<tokens> <name>", and back: a list sent from one rank to the others.
+std::string shard_list_text(const std::vector<ShardSummary>& shards);
+std::vector<ShardSummary> shard_list_from_text(const std::string& text);
+
+// The first shard in which `mine` and `theirs` differ ("" when none), e.g. "shard 4 is
+// train_3.bin (1000 tokens) on rank 1, none on rank 0" (`mine_name`, `theirs_name`).
+std::string first_shard_difference(const std::vector<ShardSummary>& mine,
+                                   const std::string& mine_name,
+                                   const std::vector<ShardSummary>& theirs,
+                                   const std::string& theirs_name);
+
 // Why data of the shards `now` cannot continue from `at`, saved reading `saved`; "" when it can.
 // Without shuffle the shards up to the one `at` reads must be the same (shards added after it are
 // read later); with shuffle every pass's order depends on all of them, so all must be. `saved`
-// empty (a synthetic stream, or a checkpoint from before the list was kept): nothing to compare.
-// `shuffled_then`, where recorded, must be `shuffled`: a shuffled position is a sample of a
-// permutation, an unshuffled one a token offset.
+// empty: a synthetic stream, or a checkpoint from before the list was kept (nothing to compare).
+// Where known: `synthetic_then`, whether the checkpoint read a synthetic stream (its position is
+// no place in token shards); `shuffled_then`, which must be `shuffled` (a shuffled position is a
+// sample of a permutation, an unshuffled one a token offset).
 std::string shard_list_difference(const std::vector<ShardSummary>& saved,
                                   const std::vector<ShardSummary>& now, const LoaderState& at,
-                                  bool shuffled, std::optional<bool> shuffled_then = {});
+                                  bool shuffled, std::optional<bool> shuffled_then = {},
+                                  std::optional<bool> synthetic_then = {});
 
 }  // namespace trainer::data

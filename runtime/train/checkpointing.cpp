@@ -150,21 +150,36 @@ std::string Checkpointing::agreed_resume_dir() {
 // view of data.train (node-local copies are fine).
 void Checkpointing::refuse_other_train_data(const ckpt::Manifest& m,
                                             const std::string& step_dir) const {
-  const auto [rank, difference] =
-      first_rank_saying(world_, rank_,
-                        data::shard_list_difference(m.loader_shards, data::shard_summaries(loader_),
-                                                    m.loader, cfg_.data.shuffle, m.loader_shuffle));
+  // What the checkpoint read: recorded since 2026-12-07; before, its config says (since 12-03).
+  std::optional<bool> shuffled_then = m.loader_shuffle, synthetic_then;
+  if (m.loader_shuffle) {
+    synthetic_then = m.loader_shards.empty();
+  } else if (!m.config_yaml.empty()) {
+    try {
+      const config::RunConfig then = config::parse_config(m.config_yaml);
+      shuffled_then = then.data.shuffle;
+      synthetic_then = then.data.train.starts_with("synthetic:");
+    } catch (const std::exception&) {  // (log_config_changes says it cannot compare)
+    }
+  }
+  const auto [rank, difference] = first_rank_saying(
+      world_, rank_,
+      data::shard_list_difference(m.loader_shards, data::shard_summaries(loader_), m.loader,
+                                  cfg_.data.shuffle, shuffled_then, synthetic_then));
   if (rank < 0) return;
   const std::string position = "pass " + std::to_string(m.loader.epoch + 1) + ", shard " +
                                std::to_string(m.loader.shard + 1) + ", token " +
                                std::to_string(m.loader.offset);
-  throw config::ConfigError(
-      "config: data.train = \"" + cfg_.data.train + "\" is not the data " + step_dir +
-      " was saved reading: rank " + std::to_string(rank) + " sees " + difference +
-      ". Its position (" + position +
-      ") would read other tokens. Give data.train the shards it was saved with (file names and "
-      "token counts are compared, not directories); without data.shuffle, shards added after the "
-      "one it was reading are read later");
+  const std::string way =
+      difference.starts_with("data.shuffle")
+          ? "Set data.shuffle as it was saved with"
+          : "Give data.train the data it was saved with (file names and token counts are "
+            "compared, not directories; without data.shuffle, shards added after the one it was "
+            "reading are read later), or start a new run on the new data";
+  throw config::ConfigError("config: data.train = \"" + cfg_.data.train + "\" is not the data " +
+                            step_dir + " was saved reading: rank " + std::to_string(rank) +
+                            " sees " + difference + ". Its position (" + position +
+                            ") would read other tokens. " + way);
 }
 
 // refuse_later_checkpoints as rank 0 sees checkpoint.dir, on every rank.
@@ -179,6 +194,10 @@ int Checkpointing::restore() {
   const std::string dir = agreed_resume_dir();
   if (!dir.empty()) {
     load(dir);
+    std::error_code ec;  // (rank 0's answer on every rank: whether to save is a collective)
+    resumed_in_checkpoint_dir_ = any_rank(
+        world_, rank_ == 0 && std::filesystem::equivalent(std::filesystem::path(dir).parent_path(),
+                                                          cfg_.checkpoint_dir(), ec));
     refuse_later_checkpoints_agreed(last_saved_);
     return last_saved_;
   }
@@ -279,11 +298,13 @@ bool Checkpointing::stops_after(int done) {
 }
 
 void Checkpointing::save_after(int done, bool stopping) {
-  // The last step too where the run saves at all, as Megatron saves at the end of training: a
-  // re-run (a requeue of a finished job) must find the run finished, not train its last steps
-  // again from an older checkpoint over its metrics.
+  // The last step too where the run saves at all (as Megatron saves at the end of training), or
+  // where it resumed from a checkpoint in checkpoint.dir (one a stop saved): a re-run (a requeue
+  // of a finished job) must find the run finished, not train its last steps again from an older
+  // checkpoint over its metrics.
   const int every = cfg_.checkpoint.every_steps;
-  const bool due = every > 0 && (done % every == 0 || done == cfg_.train.steps);
+  const bool last = done == cfg_.train.steps && (every > 0 || resumed_in_checkpoint_dir_);
+  const bool due = last || (every > 0 && done % every == 0);
   if (stopping)
     save(done, /*async=*/false);  // the run ends here: nothing to overlap the write with
   else if (due)

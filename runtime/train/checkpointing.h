@@ -78,7 +78,8 @@ class Checkpointing {
   int restored_step_ = 0;        // the step restore() started from
   int64_t restored_tokens_ = 0;  // and the tokens trained on by then
   int last_saved_ = -1;
-  bool signalled_ = false;  // stops_after saw a stop signal (save_after says so)
+  bool signalled_ = false;                  // stops_after saw a stop signal (save_after says so)
+  bool resumed_in_checkpoint_dir_ = false;  // from a checkpoint in checkpoint.dir
   std::unique_ptr<PendingSave> pending_;
   // What saves write from; an async writer reads it until its commit, which precedes the next save.
   std::unique_ptr<HostShard> staging_;

@@ -35,6 +35,7 @@
 #include "runtime/report/report_from_config.h"
 #include "runtime/report/run_report.h"
 #include "runtime/train/checkpointing.h"
+#include "runtime/train/data_agreement.h"
 #include "runtime/train/device_comms.h"
 #include "runtime/train/process_stats.h"
 #include "runtime/train/rank_agreement.h"
@@ -295,6 +296,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // 4. Data: each dp rank reads its own slice of the stream.
       DataStreams data = open_data(cfg, dp.rank(), dp.size(), lead);
       data::DataLoader* const train_loader = data.train.get();
+      check_every_rank_reads_the_same_shards(world, env.rank, cfg, *train_loader);
       const bool evals = data.val != nullptr;
 
       // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
@@ -378,6 +380,11 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
         std::filesystem::create_directories(cfg.run.out_dir);
         metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, first_step);
         builder->set_earlier(metrics->earlier());
+        if (first_step >= last && metrics->earlier().curve.empty())  // a report written again
+          spdlog::warn(
+              "{} holds no line of the {} steps before the checkpoint: the report written again "
+              "has no loss curve, final loss or val loss",
+              metrics->path(), first_step);
         log_banner(base, ctx, shape, *train_loader);
         if (first_step < last)  // (not a requeue that only writes the report again)
           warn_of_repeated_data(base.data, checkpoints.tokens_after(last), last);

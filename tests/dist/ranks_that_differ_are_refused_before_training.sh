@@ -126,9 +126,10 @@ expect_refused "rank 1 of 2 does not see the file rank 0 created in apart (on ra
   apart0 apart1
 [ "$(ls -A cwd0/apart)" = .trainer.lock ] || { ls -A cwd0/apart; fail "rank 0's check file stays"; }
 
-# Train shards that differ on one rank at a resume (again a relative data.train from two working
-# directories, the second holding one shard more): every rank refuses, naming that rank and the
-# first difference it sees, before any weights are read.
+# Train shards that differ on one rank (again a relative data.train from two working directories,
+# the second holding one shard more; on a cluster a stale node-local copy): every rank refuses,
+# naming that rank and the first difference, before any checkpoint is read. (Each rank reading
+# its own list, rank 1 went on into a shard rank 0 does not have, or started another pass.)
 /usr/bin/python3 - <<'PY'
 import random, struct
 def shard(name, seed, n=5000):
@@ -155,7 +156,7 @@ start_pair sh_first --set train.steps=6  # steps 5 and 6 read the second shard
 for p in "${pids[@]}"; do wait $p || { cat sh_first*.log; fail "the run on shards failed"; }; done
 cp cwd0/sh_0010.bin cwd1/sh_0005.bin  # sorted in before the shard step 6 was reading, on rank 1
 start_pair sh_second --set train.steps=8
-expect_refused "was saved reading: rank 1 sees shard 2 is sh_0005.bin (5000 tokens) now, sh_0010.bin (5000 tokens) then" \
+expect_refused "rank 1 sees other shards than rank 0: shard 2 is sh_0005.bin (5000 tokens) on rank 1, sh_0010.bin (5000 tokens) on rank 0" \
   sh_second0 sh_second1
 
 elapsed=$(($(date +%s) - start))

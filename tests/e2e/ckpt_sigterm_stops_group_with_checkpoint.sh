@@ -65,3 +65,17 @@ grep -q '"step":12,.*val_loss' ev_last/metrics.jsonl || fail "the last step's ev
   --out ev >ev2.log 2>&1 || { cat ev2.log; fail "the resumed run failed"; }
 [ "$(ls ck_ev)" = "$(printf 'step_00000010\nstep_00000012')" ] || fail "checkpoints: $(ls ck_ev)"
 echo "a stop at an eval step skipped the eval; the last step evaluated and saved"
+
+# Without checkpoint.every_steps a run that resumed from a stop's checkpoint saves its last step
+# too: a re-run of the finished job trains nothing (it trained the steps after the stop again).
+nc=(--set train.eval_every=0 --set checkpoint.every_steps=0 --set checkpoint.dir=ck_nc)
+TRAINER_TEST_FAULT="rank=0,step=4,kind=sigterm" "$bin" train "$src/configs/tiny.yaml" \
+  "${small[@]}" --set model.seq_len=32 --set train.steps=8 "${nc[@]}" --out nc >nc1.log 2>&1 \
+  || { cat nc1.log; fail "the stopped run failed"; }
+for i in 2 3; do
+  "$bin" train "$src/configs/tiny.yaml" "${small[@]}" --set model.seq_len=32 --set train.steps=8 \
+    "${nc[@]}" --out nc >nc$i.log 2>&1 || { cat nc$i.log; fail "run $i failed"; }
+done
+[ "$(ls ck_nc)" = "$(printf 'step_00000004\nstep_00000008')" ] || fail "checkpoints: $(ls ck_nc)"
+grep -q "nothing to train: resumed at step 8" nc3.log || { cat nc3.log; fail "the re-run trained again"; }
+echo "a run resumed from a stop's checkpoint saved its last step; its re-run trained nothing"

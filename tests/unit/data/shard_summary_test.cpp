@@ -45,4 +45,24 @@ TEST_CASE("a_loader_position_continues_only_over_the_shards_it_was_saved_reading
   CHECK_THAT(shard_list_difference(saved, saved, at_second, true, false),
              Contains("data.shuffle true now, false then"));
   CHECK(shard_list_difference(saved, saved, at_second, false, false).empty());
+  // ... also for a checkpoint without the list (its config said how it shuffled)
+  CHECK_THAT(shard_list_difference({}, saved, at_second, true, false, false),
+             Contains("data.shuffle true now, false then"));
+
+  // a synthetic stream's position is no place in token shards; the other way round, any is
+  CHECK_THAT(shard_list_difference({}, saved, at_second, false, false, true),
+             Contains("3 shard(s) now, a synthetic stream then"));
+  CHECK(shard_list_difference({}, {}, at_second, true, false, true).empty());
+}
+
+// Rank 0's list travels as text; another rank names the first shard in which its own differs.
+TEST_CASE("a_shard_list_round_trips_as_text_and_names_its_first_difference", "[data]") {
+  const std::vector<ShardSummary> mine = {{"a 0.bin", 100}, {"a_1.bin", 7}};
+  CHECK(shard_list_from_text(shard_list_text(mine)) == mine);  // (a space in a name)
+  CHECK(shard_list_from_text(shard_list_text({})).empty());
+  CHECK(first_shard_difference(mine, "on rank 1", mine, "on rank 0").empty());
+  CHECK(first_shard_difference(mine, "on rank 1", {mine[0]}, "on rank 0") ==
+        "shard 2 is a_1.bin (7 tokens) on rank 1, none on rank 0");
+  CHECK(first_shard_difference({mine[0]}, "on rank 1", mine, "on rank 0") ==
+        "shard 2 is none on rank 1, a_1.bin (7 tokens) on rank 0");
 }
