@@ -118,6 +118,17 @@ int64_t DataLoader::samples_per_epoch() const {
   return samples;
 }
 
+double DataLoader::passes_read() const {
+  const int64_t per_pass = samples_per_epoch();
+  if (per_pass == std::numeric_limits<int64_t>::max() || per_pass < 1)
+    return std::numeric_limits<double>::quiet_NaN();
+  int64_t read = 0;  // global batches of this pass before the position
+  for (int64_t p = 0; p < state_.shard; ++p)
+    read += samples_in(*sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(p)])]);
+  const double in_shard = double(state_.offset) / double(tokens_per_sample());
+  return double(state_.epoch) + (double(read) + in_shard) / double(per_pass);
+}
+
 void DataLoader::advance_shard() {
   if (state_.shard + 1 >= num_shards()) {
     start_epoch(state_.epoch + 1);

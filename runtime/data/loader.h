@@ -83,6 +83,9 @@ class DataLoader {
   }
   // Global batches in one pass over the data (the largest int64 for a synthetic stream).
   int64_t samples_per_epoch() const;
+  // Passes read so far: the passes completed, plus the share of this pass's global batches the
+  // position is past (where it stands in this pass's shard order). NaN for a synthetic stream.
+  double passes_read() const;
   // Tokens one rank consumes per micro-batch (B*T), the dp group per micro-batch (dp*B*T) and
   // per step (grad_accum*dp*B*T).
   int64_t tokens_per_rank() const { return options_.micro_batch * options_.seq_len; }

@@ -151,8 +151,7 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.run.steps_completed = report.run.resumed_from_step.value_or(0) + report.run.steps_run;
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
   report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
-  if (const auto per_pass = report.data.train_tokens_per_pass; per_pass && *per_pass > 0)
-    report.data.passes = double(report.loss.tokens_seen) / double(*per_pass);
+  if (obs.data_passes && std::isfinite(*obs.data_passes)) report.data.passes = obs.data_passes;
   report.stability = summarize_stability(obs.steps, obs.spikes);
   report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown, obs.stage_memory);
   // Without the ranks' gathered medians (a failed run) only a single rank's run knows its

@@ -28,8 +28,9 @@ struct Observations {
   MemoryBreakdown memory_breakdown;
   std::vector<MemoryBreakdown> stage_memory;  // MemoryInfo::breakdown_by_stage
   std::vector<LossSpike> spikes;              // as the online SpikeDetector found them
-  int64_t start_tokens = 0;  // tokens seen before the first step (a resumed checkpoint's)
-  EarlierPoints earlier;     // a resumed job's earlier runs' logged points
+  int64_t start_tokens = 0;           // tokens seen before the first step (a resumed checkpoint's)
+  std::optional<double> data_passes;  // token shards: the train loader's passes_read()
+  EarlierPoints earlier;              // a resumed job's earlier runs' logged points
 };
 
 // First steps left out of timing statistics (start-up, allocation): min(3, n_steps - 1).
@@ -77,6 +78,7 @@ class ReportBuilder {
   // Returns the spike when this step's loss is one, so the loop can log a warning now.
   std::optional<LossSpike> record_step(const StepRecord& rec);
   void set_start_tokens(int64_t tokens);  // a resume's: what tokens_seen is before any step
+  void set_data_passes(double passes) { obs_.data_passes = passes; }  // report.data.passes
   // A resume's: the loss curve and val_loss take in what the earlier runs logged.
   // Its losses also fill the spike detector's window, so that a requeued job's first steps are
   // judged against the steps before its resume.

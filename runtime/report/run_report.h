@@ -143,7 +143,8 @@ struct DataInfo {
   std::optional<std::string> val;       // data.val where evals run
   std::optional<double> entropy_floor;  // nats/token, synthetic sources only
   // Token shards only: the tokens one pass over data.train feeds the steps (whole global batches
-  // of each shard), and tokens_seen over it: above 1 the run has read its data again.
+  // of each shard), and the passes read (the loader's position: passes completed and the share of
+  // this one; above 1 the run has read its data again).
   std::optional<int64_t> train_tokens_per_pass;
   std::optional<double> passes;
 };

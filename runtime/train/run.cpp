@@ -362,6 +362,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
             train_loader->samples_per_epoch() * train_loader->tokens_per_sample();
       builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
       builder->set_start_tokens(checkpoints.tokens_after(first_step));
+      builder->set_data_passes(train_loader->passes_read());
       // The memory as allocated now, for a report of a run that fails before the end (the end
       // replaces it with the peaks of every rank).
       auto memory_breakdown = [&] {

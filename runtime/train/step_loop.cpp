@@ -114,6 +114,7 @@ void StepLoop::record(const report::StepRecord& rec, const StepResult& r,
                       int last) {
   report::ReportBuilder& builder = *recorder_.builder;
   builder.set_memory({}, recorder_.memory());  // ZeRO's peaks grow in steps
+  builder.set_data_passes(train_.passes_read());
   if (auto spike = builder.record_step(rec))
     spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step, rec.loss,
                  spike->ratio);

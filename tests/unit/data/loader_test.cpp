@@ -204,6 +204,30 @@ TEST_CASE("samples_per_epoch_counts_whole_global_batches", "[data][loader]") {
   CHECK(DataLoader(o).samples_per_epoch() == std::numeric_limits<int64_t>::max());
 }
 
+// Passes read: the share of a pass's global batches behind the position, counted in the pass's
+// shard order; a whole pass after every batch of it, shuffled or not.
+TEST_CASE("passes_read_count_the_global_batches_behind_the_position", "[data][loader]") {
+  TempDir dir("passes");
+  write_test_shards(dir, {100, 65});  // 6 and 4 global batches of 16 tokens: 10 a pass
+  for (const bool shuffle : {false, true}) {
+    auto o = file_options(dir, 2, 4, 0, 1);
+    o.grad_accum = 2;
+    o.shuffle = shuffle;
+    DataLoader loader(o);
+    std::vector<int32_t> x(8), y(8);
+    INFO("shuffle " << shuffle);
+    CHECK(loader.passes_read() == 0.0);
+    for (int step = 1; step <= 23; ++step) {
+      for (int m = 0; m < 2; ++m) loader.next_batch(x.data(), y.data());
+      CHECK(loader.passes_read() == Approx(step / 10.0));
+    }
+  }
+  auto s = file_options(dir, 2, 4, 0, 1);
+  s.source = "synthetic:markov";
+  s.vocab_size = 256;
+  CHECK(std::isnan(DataLoader(s).passes_read()));
+}
+
 TEST_CASE("restored_loader_continues_exactly_where_the_saved_one_stopped", "[data][loader]") {
   TempDir dir("restore");
   write_test_shards(dir, {100, 65, 97});
