@@ -11,6 +11,7 @@
 #include "runtime/ckpt/export.h"
 #include "runtime/ckpt/reshard.h"
 #include "runtime/config/run_config.h"
+#include "runtime/data/loader.h"
 #include "runtime/report/flops.h"
 #include "runtime/train/run_dir_lock.h"
 
@@ -53,8 +54,16 @@ void inspect(const std::string& path) {
   std::printf("step %lld, tokens %lld, adam_step %lld\n", static_cast<long long>(m.step),
               static_cast<long long>(m.tokens), static_cast<long long>(m.adam_step));
   std::printf("grid %s\nconfig_sha256 %s\n", m.grid.describe().c_str(), m.config_sha256.c_str());
-  std::printf("loader shard %lld offset %lld epoch %lld\n", static_cast<long long>(m.loader.shard),
-              static_cast<long long>(m.loader.offset), static_cast<long long>(m.loader.epoch));
+  std::printf("data position %s", data::describe_position(m.loader).c_str());
+  if (m.loader_shuffle) {  // recorded since 2026-12-07
+    std::printf(", data.shuffle %s, ", *m.loader_shuffle ? "true" : "false");
+    if (m.loader_shards.empty())
+      std::printf("a synthetic stream");
+    else
+      std::printf("%zu train shard(s), %s to %s", m.loader_shards.size(),
+                  m.loader_shards.front().name.c_str(), m.loader_shards.back().name.c_str());
+  }
+  std::printf("\n");
   int64_t params = 0;
   for (const auto& t : m.tensors) {
     int64_t n = 1;

@@ -118,6 +118,13 @@ int64_t DataLoader::samples_per_epoch() const {
   return samples;
 }
 
+std::vector<std::string> DataLoader::skipped_shards() const {
+  std::vector<std::string> skipped;
+  for (const auto& source : sources_)
+    if (samples_in(*source) < 1) skipped.push_back(source->name());
+  return skipped;
+}
+
 double DataLoader::passes_read() const {
   const int64_t per_pass = samples_per_epoch();
   if (per_pass == std::numeric_limits<int64_t>::max() || per_pass < 1)
@@ -197,10 +204,8 @@ const TokenSource& DataLoader::current_source() const {
 
 void DataLoader::restore(const LoaderState& state, int64_t saved_global_batch_tokens) {
   auto bad = [&](const std::string& what) {
-    throw keyed(options_, "cannot continue from the checkpoint's position (shard " +
-                              std::to_string(state.shard) + ", offset " +
-                              std::to_string(state.offset) + ", epoch " +
-                              std::to_string(state.epoch) + "): " + what);
+    throw keyed(options_, "cannot continue from the checkpoint's position (" +
+                              describe_position(state) + "): " + what);
   };
   if (state.epoch < 0) bad("negative epoch");
   if (state.shard < 0 || state.shard >= num_shards()) {
@@ -254,6 +259,11 @@ std::string DataLoader::describe() const {
   os << ", rank " << options_.dp_rank << "/" << options_.dp_size << ", B=" << options_.micro_batch
      << " T=" << options_.seq_len << " grad_accum=" << options_.grad_accum;
   return os.str();
+}
+
+std::string describe_position(const LoaderState& at) {
+  return "pass " + std::to_string(at.epoch + 1) + ", shard " + std::to_string(at.shard + 1) +
+         ", token " + std::to_string(at.offset);
 }
 
 LoaderOptions loader_options(const config::RunConfig& cfg, int dp_rank, int dp_size, bool is_val) {

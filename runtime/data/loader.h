@@ -45,6 +45,9 @@ struct LoaderOptions {
   bool is_val = false;   // val: its own synthetic sampling stream, never shuffled
 };
 
+// A position as messages say it, counted from 1: "pass 1, shard 2, token 384".
+std::string describe_position(const LoaderState& at);
+
 // The options of a train or val loader for one dp rank, from a run config.
 LoaderOptions loader_options(const config::RunConfig& cfg, int dp_rank, int dp_size, bool is_val);
 
@@ -83,6 +86,9 @@ class DataLoader {
   }
   // Global batches in one pass over the data (the largest int64 for a synthetic stream).
   int64_t samples_per_epoch() const;
+  // The shards too small for one global batch, which the stream passes over (val data only: a
+  // train loader refuses them).
+  std::vector<std::string> skipped_shards() const;
   // Passes read so far: the passes completed, plus the share of this pass's global batches the
   // position is past (where it stands in this pass's shard order). NaN for a synthetic stream.
   double passes_read() const;

@@ -167,9 +167,7 @@ void Checkpointing::refuse_other_train_data(const ckpt::Manifest& m,
       data::shard_list_difference(m.loader_shards, data::shard_summaries(loader_), m.loader,
                                   cfg_.data.shuffle, shuffled_then, synthetic_then));
   if (rank < 0) return;
-  const std::string position = "pass " + std::to_string(m.loader.epoch + 1) + ", shard " +
-                               std::to_string(m.loader.shard + 1) + ", token " +
-                               std::to_string(m.loader.offset);
+  const std::string position = data::describe_position(m.loader);
   const std::string way =
       difference.starts_with("data.shuffle")
           ? "Set data.shuffle as it was saved with"

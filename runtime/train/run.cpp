@@ -77,6 +77,10 @@ DataStreams open_data(const config::RunConfig& cfg, int dp_rank, int dp_size, bo
         "train.eval_batches = {}, but data.val holds only {} global batch(es) of {} tokens: each "
         "eval reads those {}",
         cfg.train.eval_batches, d.eval_batches, d.val->tokens_per_sample(), d.eval_batches);
+  if (const std::vector<std::string> skipped = d.val->skipped_shards(); !skipped.empty())
+    spdlog::warn(
+        "data.val: {} shard(s) hold fewer tokens than one global batch and are skipped ({}{})",
+        skipped.size(), skipped.front(), skipped.size() > 1 ? ", ..." : "");
   const std::vector<std::string> shared = config::shared_data_files(cfg.data.train, cfg.data.val);
   if (!shared.empty())
     spdlog::warn(
