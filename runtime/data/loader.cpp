@@ -65,6 +65,7 @@ DataLoader::DataLoader(LoaderOptions options) : options_(std::move(options)) {
                       (options_.is_val ? " (train.eval_every: 0 trains without evals)" : ""));
     }
   }
+  samples_per_pass_ = samples_per_epoch();
   vocab_checked_.assign(sources_.size(), false);
   buffer_.resize(static_cast<size_t>(tokens_per_rank() + 1));
   reset();
@@ -95,6 +96,11 @@ void DataLoader::enter_shard(int64_t order_index) {
   const TokenSource& source = *sources_[static_cast<size_t>(index)];
   check_tokens_in_vocab(index);
   shard_samples_ = samples_in(source);
+  samples_before_shard_ = 0;  // (once a shard: passes_read runs every step)
+  if (source.size() != TokenSource::kInfinite)
+    for (int64_t p = 0; p < order_index; ++p)
+      samples_before_shard_ +=
+          samples_in(*sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(p)])]);
   sample_order_.clear();
   if (shuffled()) {
     Rng rng(derive_seed({options_.seed, kSampleOrderTag, static_cast<uint64_t>(state_.epoch),
@@ -126,14 +132,11 @@ std::vector<std::string> DataLoader::skipped_shards() const {
 }
 
 double DataLoader::passes_read() const {
-  const int64_t per_pass = samples_per_epoch();
-  if (per_pass == std::numeric_limits<int64_t>::max() || per_pass < 1)
+  if (samples_per_pass_ == std::numeric_limits<int64_t>::max() || samples_per_pass_ < 1)
     return std::numeric_limits<double>::quiet_NaN();
-  int64_t read = 0;  // global batches of this pass before the position
-  for (int64_t p = 0; p < state_.shard; ++p)
-    read += samples_in(*sources_[static_cast<size_t>(shard_order_[static_cast<size_t>(p)])]);
   const double in_shard = double(state_.offset) / double(tokens_per_sample());
-  return double(state_.epoch) + (double(read) + in_shard) / double(per_pass);
+  return double(state_.epoch) +
+         (double(samples_before_shard_) + in_shard) / double(samples_per_pass_);
 }
 
 void DataLoader::advance_shard() {

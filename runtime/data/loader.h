@@ -113,6 +113,8 @@ class DataLoader {
   std::vector<int64_t> shard_order_;   // source index for each position of this epoch
   std::vector<int64_t> sample_order_;  // shuffled sample order of the current shard
   int64_t shard_samples_ = 0;          // samples in the current shard
+  int64_t samples_before_shard_ = 0;   // this pass's samples in the shards before it
+  int64_t samples_per_pass_ = 0;       // samples_per_epoch()
   int64_t micro_in_step_ = 0;          // micro-batches of the current step already read
   LoaderState state_;
   std::vector<int32_t> buffer_;  // B*T + 1 tokens
