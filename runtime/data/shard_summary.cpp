@@ -77,13 +77,11 @@ std::string shard_list_difference(const std::vector<ShardSummary>& saved,
     return counts + " (data.shuffle orders each pass over all of them)";
   const size_t must_match =
       shuffled ? saved.size() : std::min(saved.size(), static_cast<size_t>(at.shard) + 1);
-  for (size_t i = 0; i < must_match; ++i) {
-    if (i >= now.size()) return counts;
-    if (now[i] != saved[i])
-      return "shard " + std::to_string(i + 1) + " is " + described(now[i]) + " now, " +
-             described(saved[i]) + " then";
-  }
-  return "";
+  if (now.size() < must_match) return counts;
+  const auto first = [&](const std::vector<ShardSummary>& list) {
+    return std::vector<ShardSummary>(list.begin(), list.begin() + static_cast<long>(must_match));
+  };
+  return first_shard_difference(first(now), "now", first(saved), "then");
 }
 
 }  // namespace trainer::data
