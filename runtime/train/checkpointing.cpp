@@ -87,17 +87,24 @@ std::string Checkpointing::pick_resume_dir() {
   return all.front();
 }
 
+// The config the checkpoint's run had (written since 2026-12-03); none for an older checkpoint, or
+// one this version cannot parse (rank 0 says so).
+std::optional<config::RunConfig> Checkpointing::saved_config(const ckpt::Manifest& m) const {
+  if (m.config_yaml.empty()) return std::nullopt;
+  try {
+    return config::parse_config(m.config_yaml);
+  } catch (const std::exception& e) {
+    if (rank_ == 0)
+      spdlog::warn("checkpoint: cannot compare its config with this run's: {}", e.what());
+    return std::nullopt;
+  }
+}
+
 // Names the settings this run changes from the checkpoint's run (a new lr is often meant; a new
 // data source or seed silently reinterprets the saved loader position).
-void Checkpointing::log_config_changes(const ckpt::Manifest& m) const {
-  if (m.config_yaml.empty()) return;  // an older checkpoint
-  std::vector<std::string> changes;
-  try {
-    changes = config::config_changes(config::parse_config(m.config_yaml), cfg_);
-  } catch (const std::exception& e) {
-    spdlog::warn("checkpoint: cannot compare its config with this run's: {}", e.what());
-    return;
-  }
+void Checkpointing::log_config_changes(const std::optional<config::RunConfig>& then) const {
+  if (!then) return;
+  const std::vector<std::string> changes = config::config_changes(*then, cfg_);
   if (changes.empty()) return;
   std::string text;
   for (const std::string& c : changes) text += (text.empty() ? "" : "; ") + c;
@@ -149,18 +156,15 @@ std::string Checkpointing::agreed_resume_dir() {
 // (data/shard_summary.h) would resume on other tokens: refused on every rank, each with its own
 // view of data.train (node-local copies are fine).
 void Checkpointing::refuse_other_train_data(const ckpt::Manifest& m,
+                                            const std::optional<config::RunConfig>& then,
                                             const std::string& step_dir) const {
-  // What the checkpoint read: recorded since 2026-12-07; before, its config says (since 12-03).
+  // What the checkpoint read: recorded since 2026-12-07; before, its config says.
   std::optional<bool> shuffled_then = m.loader_shuffle, synthetic_then;
   if (m.loader_shuffle) {
     synthetic_then = m.loader_shards.empty();
-  } else if (!m.config_yaml.empty()) {
-    try {
-      const config::RunConfig then = config::parse_config(m.config_yaml);
-      shuffled_then = then.data.shuffle;
-      synthetic_then = then.data.train.starts_with("synthetic:");
-    } catch (const std::exception&) {  // (log_config_changes says it cannot compare)
-    }
+  } else if (then) {
+    shuffled_then = then->data.shuffle;
+    synthetic_then = then->data.train.starts_with("synthetic:");
   }
   const auto [rank, difference] = first_rank_saying(
       world_, rank_,
@@ -255,8 +259,9 @@ void Checkpointing::load(const std::string& step_dir) {
   const ckpt::Manifest& m = reader.manifest();
   // the settings changed since, first: they explain a loader position that no longer fits; and
   // before the weights are read, which takes minutes at scale
-  if (rank_ == 0) log_config_changes(m);
-  refuse_other_train_data(m, step_dir);
+  const std::optional<config::RunConfig> then = saved_config(m);
+  if (rank_ == 0) log_config_changes(then);
+  refuse_other_train_data(m, then, step_dir);
   HostShard host(step_.backend(), step_.owned_state());
   reader.read_owned(model_.layout(), host.shard());
   host.push();

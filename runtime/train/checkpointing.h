@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/ckpt/checkpoint.h"
@@ -48,8 +49,11 @@ class Checkpointing {
   bool stop_signalled();
   void refuse_later_checkpoints(int first_step) const;
   void refuse_later_checkpoints_agreed(int first_step) const;
-  void log_config_changes(const ckpt::Manifest& m) const;
-  void refuse_other_train_data(const ckpt::Manifest& m, const std::string& step_dir) const;
+  std::optional<config::RunConfig> saved_config(const ckpt::Manifest& m) const;
+  void log_config_changes(const std::optional<config::RunConfig>& then) const;
+  void refuse_other_train_data(const ckpt::Manifest& m,
+                               const std::optional<config::RunConfig>& then,
+                               const std::string& step_dir) const;
   struct PendingSave {
     ckpt::SaveRequest req;
     std::future<ckpt::ShardFile> written;
