@@ -11,6 +11,8 @@
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
+#include "runtime/data/shard_summary.h"
+#include "runtime/data/token_source.h"
 #include "runtime/train/host_shard.h"
 #include "runtime/train/rank_agreement.h"
 #include "runtime/train/stop_signals.h"
@@ -141,11 +143,11 @@ std::string Checkpointing::agreed_resume_dir() {
   std::error_code ec;
   const bool unseen = !dir.empty() && !std::filesystem::exists(
                                           std::filesystem::path(dir) / ckpt::kManifestName, ec);
-  if (any_rank(world_, unseen))
+  const auto [blind, _] = first_rank_saying(world_, rank_, unseen ? dir : std::string());
+  if (blind >= 0)
     throw config::ConfigError(
-        "checkpoint.dir = " + cfg_.checkpoint_dir() + ": " +
-        (unseen ? "rank " + std::to_string(rank_) + " does not see " + dir
-                : std::string("a rank does not see ") + dir) +
+        "checkpoint.dir = " + cfg_.checkpoint_dir() + ": rank " + std::to_string(blind) +
+        " does not see " + dir +
         ", the checkpoint rank 0 resumes from: every rank must see the same checkpoint.dir (a "
         "filesystem all nodes share; a relative path is taken from each process's working "
         "directory)");
@@ -164,7 +166,7 @@ void Checkpointing::refuse_other_train_data(const ckpt::Manifest& m,
     synthetic_then = m.loader_shards.empty();
   } else if (then) {
     shuffled_then = then->data.shuffle;
-    synthetic_then = then->data.train.starts_with("synthetic:");
+    synthetic_then = data::is_synthetic_spec(then->data.train);
   }
   const auto [rank, difference] = first_rank_saying(
       world_, rank_,

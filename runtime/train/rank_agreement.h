@@ -19,17 +19,21 @@ inline bool any_rank(dist::Comm* world, bool flag) {
   return f != 0;
 }
 
-// Rank 0's `text`, on every rank (the world comm: host memory; null: this rank's own).
-inline void from_rank0(dist::Comm* world, std::string& text) {
+// `root`'s `text`, on every rank (the world comm: host memory; null: this rank's own).
+inline void from_rank(dist::Comm* world, int root, std::string& text) {
   if (world == nullptr || world->size() == 1) return;
   int64_t n = static_cast<int64_t>(text.size());
-  world->broadcast(&n, 1, dist::CommDType::i64, 0);
+  world->broadcast(&n, 1, dist::CommDType::i64, root);
   text.resize(static_cast<size_t>(n));
-  if (n > 0) world->broadcast(text.data(), static_cast<size_t>(n), dist::CommDType::u8, 0);
+  if (n > 0) world->broadcast(text.data(), static_cast<size_t>(n), dist::CommDType::u8, root);
+}
+
+inline void from_rank0(dist::Comm* world, std::string& text) {
+  from_rank(world, 0, text);
 }
 
 // The lowest rank whose `text` is not empty, and that text, on every rank (one all-reduce, and
-// two broadcasts when a rank has one); {-1, ""} when none has.
+// the text's broadcast when a rank has one); {-1, ""} when none has.
 inline std::pair<int, std::string> first_rank_saying(dist::Comm* world, int rank,
                                                      std::string text) {
   if (world == nullptr || world->size() == 1) return {text.empty() ? -1 : rank, text};
@@ -38,10 +42,7 @@ inline std::pair<int, std::string> first_rank_saying(dist::Comm* world, int rank
   world->all_reduce(&first, 1, dist::CommDType::i64, dist::ReduceOp::max);
   if (first == std::numeric_limits<int64_t>::min()) return {-1, ""};
   const int root = static_cast<int>(-first);
-  int64_t n = static_cast<int64_t>(text.size());
-  world->broadcast(&n, 1, dist::CommDType::i64, root);
-  text.resize(static_cast<size_t>(n));
-  if (n > 0) world->broadcast(text.data(), static_cast<size_t>(n), dist::CommDType::u8, root);
+  from_rank(world, root, text);
   return {root, text};
 }
 

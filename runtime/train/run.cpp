@@ -323,8 +323,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // A re-run of a finished (or stopped-here) job, e.g. a requeue: nothing to train, and the
       // earlier run's report.json and metrics.jsonl stay as they are; unless its report is missing,
       // says it failed or holds fewer steps than the checkpoint (lost to a full disk, or the job
-      // died after its last checkpoint): then
-      // this run writes it, from the checkpoint and metrics.jsonl, as a resume that ran no step.
+      // died after its last checkpoint): then this run writes it, from the checkpoint and
+      // metrics.jsonl, as a resume that ran no step.
       const bool rewrite_report =
           first_step >= last &&
           any_rank(world, lead && report_is_behind(cfg.run.out_dir, first_step));
