@@ -11,6 +11,8 @@
 
 #include "runtime/config/field_value.h"
 #include "runtime/config/validate_internal.h"
+#include "runtime/core/attention_state.h"
+#include "runtime/core/env_switch.h"
 
 namespace trainer::config {
 namespace {
@@ -36,17 +38,21 @@ void check_device_settings(const RunConfig& c) {
         "tensor-parallel groups' device buffers go through NCCL (the world group's host values "
         "through Gloo either way); use nccl or auto");
   // The two settings whose runs differ in their last bits (every other kernel reduces in a fixed
-  // order, and cuBLASLt's heuristic picks one algorithm per shape).
-  const auto env_is = [](const char* name, const char* value) {
-    const char* v = std::getenv(name);
-    return v != nullptr && std::string(v) == value;
-  };
-  if (c.run.deterministic && device == "cuda" && env_is("TRAINER_ATTENTION", "cudnn"))
+  // order, and cuBLASLt's heuristic picks one algorithm per shape), read as the backend reads them.
+  if (!c.run.deterministic || device != "cuda") return;
+  bool cudnn = false, autotune = false;
+  try {
+    cudnn = attention_kernel_from_env() == AttentionKernel::cudnn;
+    autotune = gemm_autotune_from_env();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (cudnn)
     fail(
         "run.deterministic = true, but TRAINER_ATTENTION = cudnn: cuDNN's attention backward "
         "accumulates with atomics, so two runs differ in their last bits; unset TRAINER_ATTENTION "
         "(tensor_core, bit for bit reproducible), or run.deterministic = false");
-  if (c.run.deterministic && device == "cuda" && env_is("TRAINER_GEMM_AUTOTUNE", "1"))
+  if (autotune)
     fail(
         "run.deterministic = true, but TRAINER_GEMM_AUTOTUNE = 1: the GEMM algorithms are picked "
         "by timing, which may pick others in another run; unset it, or run.deterministic = false");

@@ -16,6 +16,11 @@ bool env_switch(const char* name, bool fallback, const std::string& on_means,
   return value == "1";
 }
 
+bool gemm_autotune_from_env() {
+  return env_switch("TRAINER_GEMM_AUTOTUNE", false, "each GEMM shape times cuBLASLt's candidates",
+                    "the heuristic's first, the default");
+}
+
 bool cuda_unmap_from_env() {
   return env_switch("TRAINER_CUDA_UNMAP", true, "ZeRO's released pages are unmapped, the default",
                     "they stay mapped and are filled");

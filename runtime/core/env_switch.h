@@ -14,5 +14,8 @@ bool env_switch(const char* name, bool fallback, const std::string& on_means,
 
 // TRAINER_CUDA_UNMAP (default 1): whether the cuda backend unmaps the pages ZeRO releases.
 bool cuda_unmap_from_env();
+// TRAINER_GEMM_AUTOTUNE (default 0): whether the cuda backend times cuBLASLt's candidate
+// algorithms for each GEMM shape (the config's run.deterministic refuses it).
+bool gemm_autotune_from_env();
 
 }  // namespace trainer

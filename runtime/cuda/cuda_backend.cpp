@@ -50,9 +50,7 @@ CudaBackend::CudaBackend(int local_rank) {
   unmap_released_ = cuda_unmap_from_env();
   gelu_epilogue_ = env_switch("TRAINER_GELU_EPILOGUE", gelu_epilogue_,
                               "cuBLASLt's GELU epilogues, the default", "kernels/");
-  const bool tune_gemms =
-      env_switch("TRAINER_GEMM_AUTOTUNE", false, "each GEMM shape times cuBLASLt's candidates",
-                 "the heuristic's first, the default");
+  const bool tune_gemms = gemm_autotune_from_env();
   std::string why;
   const int n = device_count(&why);
   if (n == 0) throw CudaError("cuda backend: no CUDA device (" + why + ")");
