@@ -64,7 +64,8 @@ std::optional<std::string> integer_range_of(const Field& f, const YAML::Node& no
 
 [[noreturn]] void type_error(const Field& f, const YAML::Node& node) {
   const std::optional<std::string> range = integer_range_of(f, node);
-  fail(f.key + " = " + describe_node(node) + ": expected " + (range ? *range : expected_type(f)));
+  fail_key(f.key, f.key + " = " + describe_node(node) + ": expected " +
+                      (range ? *range : expected_type(f)));
 }
 
 // Stores a scalar's text into the field; false when it does not convert.

@@ -56,6 +56,10 @@ void fail(const std::string& message) {
   throw ConfigError("config: " + message);
 }
 
+void fail_key(const std::string& key, const std::string& message) {
+  throw ConfigError("config: " + message, key);
+}
+
 std::string format_number(double v) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
@@ -128,14 +132,14 @@ void check_field(const RunConfig& cfg, const Field& f) {
     const bool number = !value.empty() && end == value.c_str() + value.size();
     if (auto hint = closest_match(value, f.choices); hint && !number)
       msg += " (did you mean '" + *hint + "'?)";
-    fail(msg);
+    fail_key(f.key, msg);
   }
   if (is_zero_special(f, cfg)) return;
   if (auto v = numeric_value(cfg, f); v && !f.range.contains(*v))
-    fail(f.key + " = " + field_text(cfg, f) + ": must be " + f.range.describe() +
-         (f.special == Special::auto_is_zero       ? " or auto (also written 0)"
-          : f.special == Special::null_is_infinite ? " or null"
-                                                   : ""));
+    fail_key(f.key, f.key + " = " + field_text(cfg, f) + ": must be " + f.range.describe() +
+                        (f.special == Special::auto_is_zero       ? " or auto (also written 0)"
+                         : f.special == Special::null_is_infinite ? " or null"
+                                                                  : ""));
 }
 
 void check_fields(const RunConfig& cfg) {

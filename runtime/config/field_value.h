@@ -12,6 +12,8 @@ namespace trainer::config {
 
 // Throws ConfigError("config: " + message).
 [[noreturn]] void fail(const std::string& message);
+// The same, about `key`'s value (ConfigError::key).
+[[noreturn]] void fail_key(const std::string& key, const std::string& message);
 
 // Shortest text that reads back to the same double; always has a '.' or an exponent ("25.0").
 std::string format_number(double v);

@@ -110,7 +110,7 @@ void apply_override(RunConfig& cfg, const std::string& assignment) {
   try {
     apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)), nullptr);
   } catch (const ConfigError& e) {
-    fail(set_prefix(assignment) + without_prefix(e));
+    fail_key(e.key, set_prefix(assignment) + without_prefix(e));
   }
 }
 
@@ -120,12 +120,9 @@ void check_fields_naming_overrides(const RunConfig& cfg,
   try {
     check_fields(cfg);
   } catch (const ConfigError& e) {
-    const std::string what = without_prefix(e);
-    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it) {  // (the last one holds)
-      const std::string key = it->substr(0, it->find('='));
-      if (what.rfind(key + " ", 0) == 0 || what.rfind(key + ":", 0) == 0)
-        fail(set_prefix(*it) + what);
-    }
+    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it)  // (the last one holds)
+      if (it->substr(0, it->find('=')) == e.key)
+        fail_key(e.key, set_prefix(*it) + without_prefix(e));
     throw;
   }
 }
@@ -183,7 +180,7 @@ RunConfig load_config_file(const std::string& path, const std::vector<std::strin
     // Keep the "config: " prefix, add the file: "config: runs/a.yaml: train.lr = ..."; a --set
     // the error is about is named instead.
     if (without_prefix(e).rfind(kSetMark, 0) == 0) throw;
-    throw ConfigError("config: " + path + ": " + without_prefix(e));
+    throw ConfigError("config: " + path + ": " + without_prefix(e), e.key);
   }
 }
 

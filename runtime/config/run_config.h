@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trainer::config {
@@ -12,6 +13,11 @@ namespace trainer::config {
 // Bad user input: names the key, the bad value and what is allowed. The CLI exits with status 2.
 struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
+  ConfigError(const std::string& what, std::string key)
+      : std::runtime_error(what), key(std::move(key)) {}
+  // The config key whose value is refused ("train.lr"), where the error is about one key's
+  // value; empty otherwise. A --set of that key is named in its place.
+  std::string key;
 };
 
 struct RunSection {

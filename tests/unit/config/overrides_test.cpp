@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "runtime/config/run_config.h"
 
@@ -85,4 +87,22 @@ TEST_CASE("load_config_file_applies_overrides_and_names_the_file_on_error", "[co
                       StartsWith("config: " + bad + ": train.lr = -1.0: must be > 0"));
   CHECK(load_config_file(bad, {"train.lr=0.5"}).train.lr == 0.5);
   std::filesystem::remove(bad);
+}
+
+// ConfigError::key names the key whose value is refused, from the file or a --set, so that a
+// caller (and the --set naming above) need not read it back out of the message.
+TEST_CASE("config_errors_about_a_value_carry_its_key", "[config][overrides]") {
+  const auto key_of = [](const std::string& yaml, const std::vector<std::string>& overrides) {
+    try {
+      parse_config(yaml, overrides);
+    } catch (const ConfigError& e) {
+      return e.key;
+    }
+    return std::string("(no error)");
+  };
+  CHECK(key_of("train: {lr: -1}", {}) == "train.lr");
+  CHECK(key_of("", {"train.eval_every=x"}) == "train.eval_every");
+  CHECK(key_of("", {"precision.compute=fp4"}) == "precision.compute");
+  CHECK(key_of("train: {lr: -1}", {"train.eval_every=3"}) == "train.lr");
+  CHECK(key_of("train: {bogus: 1}", {}).empty());  // not about a value
 }
