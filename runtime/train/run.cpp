@@ -17,6 +17,7 @@
 
 #include "runtime/ckpt/export.h"
 #include "runtime/config/data_paths.h"
+#include "runtime/config/unread_settings.h"
 #include "runtime/core/backend.h"
 #include "runtime/core/host_name.h"
 #include "runtime/core/log_format.h"
@@ -158,6 +159,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     ckpt::check_init_from(cfg.model.init_from, model::GptDims::from_config(cfg.model));
   config::check_output_dirs(cfg);
   setup_logging(cfg, env.rank);
+  if (env.rank == 0)
+    for (const std::string& line : config::unread_settings(cfg)) spdlog::warn("config: {}", line);
   // A reader of the log that goes away (`trainer train ... | head`) must not end the run without
   // its checkpoint and report: writes to the closed pipe then fail quietly.
   ::signal(SIGPIPE, SIG_IGN);
