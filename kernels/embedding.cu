@@ -1,7 +1,10 @@
 // Token + position embedding, forward and a deterministic backward (no float atomics): the
 // positions are bucketed by token (counts, a scan, integer atomics), each bucket put in position
-// order, then each (token, column) sums its rows in that order, the same as the cpu reference.
-// Every step is O(BT) but the bucket sort's, O(BT x mean bucket size).
+// order, then each (token, column) sums its rows in that order and adds the sum to dwte. The cpu
+// reference adds each row to dwte in the same order: equal where dwte starts at zero, within the
+// last bits where it already holds a gradient (the tied head's, an earlier micro-batch's).
+// Every step is O(BT) but the bucket sort's, O(BT x mean bucket size): a batch that is mostly
+// one token (a constant stream, long padding runs) makes it O(BT^2).
 #include <cmath>
 
 #include "kernels/common.cuh"
@@ -90,7 +93,7 @@ __global__ void sort_buckets_kernel(int32_t* sorted, const int32_t* bucketed,
 }
 
 // One block per (bucket start in sorted order, 128 columns): the bucket's token's row gets the
-// sum of its positions' rows, in position order (the cpu reference's order).
+// sum of its positions' rows, summed in position order (the cpu reference's order).
 __global__ void accumulate_dwte_kernel(float* dwte, const float* dout, const int32_t* offsets,
                                        const int32_t* sorted, const int32_t* tokens, int64_t C,
                                        int64_t V) {

@@ -266,6 +266,7 @@ void LtGemm::collect_timings(Plan& plan) {
   for (auto it = pending.begin(); it != pending.end();) {
     const cudaError_t done = cudaEventQuery(it->end);
     if (done == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // (cleared, as nccl_comm.cu's event_done does)
       ++it;
       continue;
     }
