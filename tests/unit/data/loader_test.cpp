@@ -349,6 +349,35 @@ TEST_CASE("shuffle_order_changes_with_the_epoch_and_the_seed", "[data][loader]")
   CHECK(seed8 != epoch0);
 }
 
+// With one shard the shard order cannot change between passes: the samples within it must.
+TEST_CASE("shuffle_order_within_a_shard_changes_with_the_epoch", "[data][loader]") {
+  TempDir dir("shuffle_one_shard");
+  write_test_shards(dir, {161});  // 20 batches of 8
+  auto o = file_options(dir, 2, 4, 0, 1);
+  o.shuffle = true;
+  DataLoader loader(o);
+  std::vector<Batch> epoch0, epoch1;
+  for (int i = 0; i < 20; ++i) epoch0.push_back(next(loader));
+  for (int i = 0; i < 20; ++i) epoch1.push_back(next(loader));
+  CHECK(loader.state().epoch == 1);
+  CHECK(epoch0 != epoch1);
+}
+
+// Every eval reads the same val tokens in the same order: data.shuffle is for the train stream.
+TEST_CASE("val_loader_is_never_shuffled", "[data][loader]") {
+  TempDir dir("val_unshuffled");
+  write_test_shards(dir, {161, 161});
+  auto o = file_options(dir, 2, 4, 0, 1);
+  o.is_val = true;
+  DataLoader plain(o);
+  o.shuffle = true;
+  DataLoader shuffled(o);
+  for (int i = 0; i < 40; ++i) {
+    INFO("batch " << i);
+    require_same(next(shuffled), next(plain));
+  }
+}
+
 TEST_CASE("token_outside_vocab_is_an_error_naming_file_and_token", "[data][loader]") {
   TempDir dir("vocab");
   std::vector<uint16_t> tokens(50, 7);
@@ -361,6 +390,13 @@ TEST_CASE("token_outside_vocab_is_an_error_naming_file_and_token", "[data][loade
   CHECK_THROWS_AS(DataLoader(o), DataError);
   CHECK_THROWS_WITH(DataLoader(o), Contains(path) && Contains("token 300") &&
                                        Contains("position 31") && Contains("256"));
+  // the first token past the vocabulary, and the last one in it
+  tokens[31] = 256;
+  write_shard(path, tokens);
+  CHECK_THROWS_WITH(DataLoader(o), Contains("token 256") && Contains("position 31"));
+  tokens[31] = 255;
+  write_shard(path, tokens);
+  CHECK_NOTHROW(DataLoader(o));
 }
 
 TEST_CASE("shard_smaller_than_a_global_batch_or_missing_source_is_an_error", "[data][loader]") {

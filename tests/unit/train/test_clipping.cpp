@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
 #include "runtime/core/rng.h"
@@ -70,4 +72,34 @@ TEST_CASE("clipping_caps_the_norm_keeps_the_direction_and_logs_the_preclip_norm"
   const Result loose = one_step(norm * 2);
   CHECK_FALSE(loose.step.clipped);
   CHECK(norm_of(loose.grads) == Approx(norm).epsilon(1e-6));
+}
+
+// A step whose loss or gradient is not finite (an inf weight here) skips its update: the weights
+// stay as they were, bit for bit, and the optimizer's moments stay untouched, so the run goes on
+// from the last finite state (train.grad_clip's README entry).
+TEST_CASE("a_nonfinite_step_skips_the_update_and_keeps_weights_and_moments", "[train]") {
+  config::RunConfig cfg = testing::small_train_config(16, 8, 1, 16, 2);
+  cpu::CpuBackend be;
+  const auto dims = model::GptDims::from_config(cfg.model);
+  model::Gpt gpt(be, dims, model::GptShard::whole(dims));
+  gpt.init_weights(3);
+  train::TrainStep step(cfg, be, gpt, {});
+  train::BatchSource next = [](int32_t* x, int32_t* y) {
+    for (int i = 0; i < 16; ++i) x[i] = i % 16, y[i] = (i * 7) % 16;
+  };
+  REQUIRE_FALSE(step.run(0, next).nonfinite);  // a finite step first: moments are non-zero
+  const train::OwnedState owned = step.owned_state();
+  REQUIRE(owned.runs.size() == 1);
+  const size_t n = static_cast<size_t>(gpt.params().numel());
+  const std::vector<float> m_before(owned.runs[0].m, owned.runs[0].m + n);
+  const std::vector<float> v_before(owned.runs[0].v, owned.runs[0].v + n);
+  gpt.params().f32()[5] = std::numeric_limits<float>::infinity();  // a token row of wte
+  const std::vector<float> params_before(gpt.params().f32(), gpt.params().f32() + n);
+
+  const train::StepResult r = step.run(1, next);
+  CHECK(r.nonfinite);
+  CHECK(std::memcmp(gpt.params().f32(), params_before.data(), n * sizeof(float)) == 0);
+  CHECK(std::memcmp(owned.runs[0].m, m_before.data(), n * sizeof(float)) == 0);
+  CHECK(std::memcmp(owned.runs[0].v, v_before.data(), n * sizeof(float)) == 0);
+  CHECK(step.adam_step() == 1);  // the skipped step does not count in the bias correction
 }
