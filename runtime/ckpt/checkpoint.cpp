@@ -218,9 +218,14 @@ std::string step_dir_name(int64_t step) {
   return buf;
 }
 
-void test_delay_before_commit() {
-  if (const char* s = std::getenv("TRAINER_TEST_CKPT_DELAY_S"))
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(s)));
+void test_delay(int rank, bool before_write) {
+  const char* spec = std::getenv("TRAINER_TEST_CKPT_DELAY_S");
+  if (!spec) return;
+  const std::string s = spec;
+  const size_t at = s.find("rank=");
+  if (at != std::string::npos && std::atoi(s.c_str() + at + 5) != rank) return;
+  if ((s.find("before_write") != std::string::npos) != before_write) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(s.c_str())));
 }
 
 std::string prepare_save(const SaveRequest& req) {
@@ -239,8 +244,9 @@ std::string finish_save(const SaveRequest& req, const ShardFile& mine) {
 
 std::string save_checkpoint(const SaveRequest& req) {
   const std::string tmp_dir = prepare_save(req);
+  test_delay(req.rank, /*before_write=*/true);
   const ShardFile mine = write_shard_file(tmp_dir, req.rank, *req.layout, req.owned, req.manifest);
-  test_delay_before_commit();
+  test_delay(req.rank, /*before_write=*/false);
   return finish_save(req, mine);
 }
 

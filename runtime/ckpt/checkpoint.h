@@ -34,8 +34,11 @@ std::string save_checkpoint(const SaveRequest& req);
 // gathers every rank's file hash and rank 0 commits. Returns the step directory.
 std::string prepare_save(const SaveRequest& req);
 std::string finish_save(const SaveRequest& req, const ShardFile& mine);
-// Test hook: a window between the shard writes and the manifest (crash-safety tests).
-void test_delay_before_commit();
+// Test hook, TRAINER_TEST_CKPT_DELAY_S=SECONDS[,before_write][,rank=R]: this rank (every rank
+// without rank=) sleeps between its shard write and the commit (crash-safety tests), or with
+// before_write between the save's start and its write (an async write that read the live weights
+// instead of their copy would then write later steps' values). Call at both points.
+void test_delay(int rank, bool before_write);
 
 // The steps of save_checkpoint, for writers that hold every rank's state (reshard):
 // begin (a fresh step_N.tmp), one file per rank, commit (manifest, rename, prune old ones).

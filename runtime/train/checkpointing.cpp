@@ -390,9 +390,10 @@ void Checkpointing::save(int done, bool async) {
   pending_->started = t0;
   pending_->req = req;
   pending_->written = std::async(std::launch::async, [tmp_dir, req] {
+    ckpt::test_delay(req.rank, /*before_write=*/true);
     ckpt::ShardFile f =
         ckpt::write_shard_file(tmp_dir, req.rank, *req.layout, req.owned, req.manifest);
-    ckpt::test_delay_before_commit();
+    ckpt::test_delay(req.rank, /*before_write=*/false);
     return f;
   });
 }

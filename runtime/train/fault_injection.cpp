@@ -13,7 +13,7 @@ FaultInjector::FaultInjector(int rank) {
   if (spec == nullptr || *spec == 0) return;
   int r = -1, s = -1;
   char kind[32] = {0};
-  const std::string kinds = "throw|exit|segv|sigterm|kill_after_save";
+  const std::string kinds = "throw|exit|segv|sigterm|sigterm_in_eval|kill_after_save";
   if (std::sscanf(spec, "rank=%d,step=%d,kind=%31s", &r, &s, kind) != 3 ||
       ("|" + kinds + "|").find("|" + std::string(kind) + "|") == std::string::npos)
     throw std::runtime_error(std::string("TRAINER_TEST_FAULT = '") + spec +
@@ -28,8 +28,12 @@ void FaultInjector::after_save(int step) const {
   if (step == step_ && kind_ == "kill_after_save") std::raise(SIGKILL);
 }
 
+void FaultInjector::in_eval(int step) const {
+  if (step == step_ && kind_ == "sigterm_in_eval") std::raise(SIGTERM);  // (caught)
+}
+
 void FaultInjector::at_step(int step) const {
-  if (step != step_ || kind_ == "kill_after_save") return;
+  if (step != step_ || kind_ == "kill_after_save" || kind_ == "sigterm_in_eval") return;
   if (kind_ == "exit") std::_Exit(3);
   if (kind_ == "segv") std::raise(SIGSEGV);
   if (kind_ == "sigterm") {

@@ -97,6 +97,7 @@ std::optional<double> StepLoop::maybe_evaluate(const report::StepRecord& rec, bo
       spdlog::info("stop signal: the eval of step {} is skipped to checkpoint now", rec.step);
     return std::nullopt;
   }
+  faults_.in_eval(static_cast<int>(rec.step));
   val_->reset();
   const BatchSource next_val = [&](int32_t* x, int32_t* y) { val_->next_batch(x, y); };
   const double val = trainer_.evaluate(eval_batches_, next_val);

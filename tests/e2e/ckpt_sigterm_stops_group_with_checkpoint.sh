@@ -66,6 +66,17 @@ grep -q '"step":12,.*val_loss' ev_last/metrics.jsonl || fail "the last step's ev
 [ "$(ls ck_ev)" = "$(printf 'step_00000010\nstep_00000012')" ] || fail "checkpoints: $(ls ck_ev)"
 echo "a stop at an eval step skipped the eval; the last step evaluated and saved"
 
+# A stop signal that comes during an eval (step 6's) stops at that step, with its eval: the
+# checkpoint is step 6's, not the next step's.
+TRAINER_TEST_FAULT="rank=0,step=6,kind=sigterm_in_eval" "$bin" train "$src/configs/tiny.yaml" \
+  "${small[@]}" --set model.seq_len=32 --set train.steps=12 --set checkpoint.dir=ck_in_ev \
+  "${ev[@]}" --out in_ev >in_ev.log 2>&1 || { cat in_ev.log; fail "the run stopped in an eval failed"; }
+grep -q '"step":6,.*val_loss' in_ev/metrics.jsonl || fail "step 6's eval is missing"
+[ "$(ls ck_in_ev | tail -1)" = step_00000006 ] || fail "a signal during step 6's eval saved: $(ls ck_in_ev)"
+[ "$(tail -1 in_ev/metrics.jsonl | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['step'])")" = 6 ] \
+  || fail "steps ran after a signal during step 6's eval"
+echo "a signal during an eval stopped at that eval's step"
+
 # Without checkpoint.every_steps a run that resumed from a stop's checkpoint saves its last step
 # too: a re-run of the finished job trains nothing (it trained the steps after the stop again).
 nc=(--set train.eval_every=0 --set checkpoint.every_steps=0 --set checkpoint.dir=ck_nc)
