@@ -94,6 +94,9 @@ nlohmann::json to_json(const Manifest& m) {
   if (m.loader_shuffle) j["loader"]["shuffle"] = *m.loader_shuffle;
   for (const data::ShardSummary& s : m.loader_shards)
     j["loader"]["shards"].push_back({{"name", s.name}, {"tokens", s.tokens}});
+  for (const RunResume& r : m.resumes)
+    j["resumes"].push_back(
+        {{"at_step", r.at_step}, {"world_size", r.world_size}, {"changes", r.changes}});
   if (!m.fp8_scaling.empty()) j["fp8_scaling"] = m.fp8_scaling;  // floats round-trip through JSON
   for (const auto& t : m.tensors)
     j["tensors"].push_back({{"name", t.name}, {"global_shape", t.global_shape}});
@@ -131,6 +134,9 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     if (l.contains("shards"))  // written since 2026-12-07
       for (const auto& s : l.at("shards"))
         m.loader_shards.push_back({s.at("name"), s.at("tokens")});
+    if (j.contains("resumes"))  // written since 2026-12-07
+      for (const auto& r : j.at("resumes"))
+        m.resumes.push_back({r.at("at_step"), r.at("world_size"), r.at("changes")});
     if (j.contains("fp8_scaling")) m.fp8_scaling = j.at("fp8_scaling").get<std::vector<float>>();
     for (const auto& t : j.at("tensors")) m.tensors.push_back({t.at("name"), t.at("global_shape")});
     for (const auto& s : j.at("shards")) {

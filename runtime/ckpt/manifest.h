@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/core/run_resume.h"
 #include "runtime/data/loader.h"
 #include "runtime/data/shard_summary.h"
 #include "runtime/model/gpt_shape.h"
@@ -58,6 +59,7 @@ struct Manifest {
   std::vector<data::ShardSummary>
       loader_shards;                   // the train shards it was reading (none: synthetic)
   std::optional<bool> loader_shuffle;  // data.shuffle of the saving run (not recorded before)
+  std::vector<RunResume> resumes;      // the run's resumes so far, oldest first
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;
   // precision.compute: fp8: the delayed-scaling states of the whole model, [n_layer, 4 linears,

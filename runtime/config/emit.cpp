@@ -1,4 +1,5 @@
 // RunConfig -> canonical YAML (every key, table order, one key per line) and its sha256.
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/config/field_value.h"
@@ -43,6 +44,21 @@ std::vector<std::string> config_changes(const RunConfig& before, const RunConfig
     const std::string a = field_text(before, f), b = field_text(after, f);
     if (a != b) changes.push_back(f.key + ": " + a + " -> " + b);
   }
+  return changes;
+}
+
+std::vector<std::string> training_changes(const RunConfig& before, const RunConfig& after) {
+  static const char* const kBookkeeping[] = {"run.name",
+                                             "run.out_dir",
+                                             "checkpoint.",
+                                             "logging.",
+                                             "train.stop_after_steps",
+                                             "distributed.timeout_s"};
+  std::vector<std::string> changes;
+  for (const std::string& c : config_changes(before, after))
+    if (std::none_of(std::begin(kBookkeeping), std::end(kBookkeeping),
+                     [&](const char* key) { return c.starts_with(key); }))
+      changes.push_back(c);
   return changes;
 }
 

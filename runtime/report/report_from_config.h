@@ -20,6 +20,7 @@ struct RunContext {
   PeakRate peak;              // from resolve_peak(cfg.hardware.peak_tflops, ...)
   std::string config_sha256;  // sha256 of config::to_yaml(cfg)
   std::optional<int64_t> resumed_from_step;
+  std::vector<RunResume> resumes;              // the run's, oldest first (Checkpointing::resumes())
   std::map<std::string, std::string> kernels;  // Backend::kernels() at the start
 };
 

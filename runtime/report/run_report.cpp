@@ -21,6 +21,13 @@ ojson or_null(const std::optional<T>& v) {
   return v ? ojson(*v) : ojson(nullptr);
 }
 
+ojson resumes_json(const std::vector<RunResume>& resumes) {
+  ojson j = ojson::array();
+  for (const RunResume& r : resumes)
+    j.push_back({{"at_step", r.at_step}, {"world_size", r.world_size}, {"changes", r.changes}});
+  return j;
+}
+
 ojson run_json(const RunInfo& r) {
   ojson j{{"name", r.name},
           {"config_sha256", r.config_sha256},
@@ -30,6 +37,7 @@ ojson run_json(const RunInfo& r) {
           {"finished_at", r.finished_at},
           {"status", r.status},
           {"resumed_from_step", or_null(r.resumed_from_step)},
+          {"resumes", resumes_json(r.resumes)},
           {"steps_planned", r.steps_planned},
           {"steps_completed", r.steps_completed},
           {"steps_run", r.steps_run}};
@@ -188,6 +196,7 @@ nlohmann::ordered_json to_json(const RunReport& r) {
       {"slowest_over_median_step_time", or_null(r.stragglers.slowest_over_median_step_time)}};
   j["data"] = {{"train", r.data.train},
                {"val", or_null(r.data.val)},
+               {"val_tokens_per_eval", or_null(r.data.val_tokens_per_eval)},
                {"entropy_floor", or_null(r.data.entropy_floor)},
                {"train_tokens_per_pass", or_null(r.data.train_tokens_per_pass)},
                {"passes", or_null(r.data.passes)}};

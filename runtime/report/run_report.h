@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/core/run_resume.h"
 #include "runtime/report/spike.h"
 
 namespace trainer::report {
@@ -25,10 +26,16 @@ struct RunInfo {
   std::string git_rev;        // defaults to the build's revision (build_git_rev())
   std::string started_at, finished_at;  // ISO 8601 UTC, see now_iso8601()
   // completed: ran to train.steps; stopped: ended early on purpose (train.stop_after_steps, a
-  // SIGTERM/SIGINT), after saving a checkpoint to resume from; failed: died (see error).
+  // SIGTERM/SIGINT), after saving a checkpoint to resume from; failed: died (see error);
+  // running: written as the first step starts, so a run killed without a word (SIGKILL, a lost
+  // node) leaves that, not an earlier run's report in the same out_dir.
   std::string status = "completed";
   std::optional<int64_t> resumed_from_step;  // null for a fresh start
-  int64_t steps_planned = 0;                 // train.steps
+  // Every resume of the run, oldest first, with what each changed (core/run_resume.h): the
+  // settings a run's steps ran under where a resume changed them. Empty for a fresh start; a run
+  // resumed from a checkpoint written before this field names only its own resume.
+  std::vector<RunResume> resumes;
+  int64_t steps_planned = 0;  // train.steps
   // The step the run reached (what steps_planned counts): resumed_from_step plus steps_run.
   int64_t steps_completed = 0;
   // Steps this process ran (after a resume: since resumed_from_step; the step figures of the
@@ -140,7 +147,10 @@ struct StragglerInfo {  // both null when the ranks' step times were not gathere
 
 struct DataInfo {
   std::string train;
-  std::optional<std::string> val;       // data.val where evals run
+  std::optional<std::string> val;  // data.val where evals run
+  // The tokens each eval reads: train.eval_batches global batches (the global batch is the
+  // train step's, so it grows with dp), or all of data.val where it holds fewer.
+  std::optional<int64_t> val_tokens_per_eval;
   std::optional<double> entropy_floor;  // nats/token, synthetic sources only
   // Token shards only: the tokens one pass over data.train feeds the steps (whole global batches
   // of each shard), and the passes read (the loader's position: passes completed and the share of

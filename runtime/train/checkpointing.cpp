@@ -275,6 +275,12 @@ void Checkpointing::load(const std::string& step_dir) {
         "from their amaxes, the inputs' at 1",
         step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
+  resumes_ = m.resumes;
+  RunResume& resume = resumes_.emplace_back(RunResume{m.step, world_ ? world_->size() : 1, {}});
+  if (then) resume.changes = config::training_changes(*then, cfg_);
+  if (m.grid.world != resume.world_size)
+    resume.changes.push_back("world: " + std::to_string(m.grid.world) + " -> " +
+                             std::to_string(resume.world_size));
   last_saved_ = static_cast<int>(m.step);
   restored_step_ = last_saved_;
   restored_tokens_ = m.tokens;
@@ -358,6 +364,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
   m.loader = loader_.state();
   m.loader_global_batch_tokens = loader_.tokens_per_sample();
   m.loader_shards = data::shard_summaries(loader_);
+  m.resumes = resumes_;
   m.loader_shuffle = cfg_.data.shuffle;
   std::vector<float> fp8_scaling = model_fp8_scaling();
   if (rank_ == 0) m.fp8_scaling = std::move(fp8_scaling);

@@ -12,6 +12,7 @@
 #include "runtime/ckpt/checkpoint.h"
 
 #include "runtime/config/run_config.h"
+#include "runtime/core/run_resume.h"
 #include "runtime/data/loader.h"
 #include "runtime/dist/comm.h"
 #include "runtime/model/gpt.h"
@@ -29,6 +30,8 @@ class Checkpointing {
 
   // Loads state; returns the number of steps already done (0 for a fresh start).
   int restore();
+  // The run's resumes, oldest first, this one's last; empty for a fresh start.
+  const std::vector<RunResume>& resumes() const { return resumes_; }
   // Tokens trained on after `done` steps: the checkpoint's count, then this run's global batch
   // per step (a resume may change the batch; step * tokens_per_step would then be wrong).
   int64_t tokens_after(int done) const {
@@ -84,6 +87,7 @@ class Checkpointing {
   int last_saved_ = -1;
   bool signalled_ = false;                  // stops_after saw a stop signal (save_after says so)
   bool resumed_in_checkpoint_dir_ = false;  // from a checkpoint in checkpoint.dir
+  std::vector<RunResume> resumes_;          // the run's resumes, this one's last (restore())
   std::unique_ptr<PendingSave> pending_;
   // What saves write from; an async writer reads it until its commit, which precedes the next save.
   std::unique_ptr<HostShard> staging_;

@@ -42,6 +42,7 @@
 #include "runtime/train/rank_agreement.h"
 #include "runtime/train/run_agreement.h"
 #include "runtime/train/run_dir_lock.h"
+#include "runtime/train/run_setup.h"
 #include "runtime/train/run_stats.h"
 #include "runtime/train/shared_dir_check.h"
 #include "runtime/train/step_loop.h"
@@ -96,13 +97,14 @@ std::string failure_text(const std::string& what, int step_running) {
   return step_running > 0 ? "step " + std::to_string(step_running) + ": " + what : what;
 }
 
-// Whether <out_dir>/report.json is missing, unreadable, says the run failed, or reports fewer
-// steps than the checkpoint holds (the job was killed between that checkpoint and its report):
-// what a re-run with nothing to train writes again.
+// Whether <out_dir>/report.json is missing, unreadable, says the run failed or is running (it
+// was killed), or reports fewer steps than the checkpoint holds (the job was killed between that
+// checkpoint and its report): what a re-run with nothing to train writes again.
 bool report_is_behind(const std::string& out_dir, int checkpoint_step) {
   try {
     const nlohmann::json run = report::load_report(out_dir + "/report.json")["run"];
-    return run.value("status", "") == "failed" ||
+    const std::string status = run.value("status", "");
+    return status == "failed" || status == "running" ||
            run.value("steps_completed", int64_t{0}) < checkpoint_step;
   } catch (const std::exception&) {
     return true;
@@ -143,6 +145,61 @@ void warn_of_repeated_data(const report::DataInfo& data, int64_t tokens_at_end, 
       "one pass over data.train is {} tokens (the whole global batches its shards hold); the "
       "run's {} steps read {} tokens: {:.2f} passes, the data read again after the first",
       *data.train_tokens_per_pass, last_step, tokens_at_end, passes);
+}
+
+// A re-run of a finished (or stopped-here) job, e.g. a requeue, resumed at first_step >= last:
+// nothing to train, and the earlier run's report.json and metrics.jsonl stay as they are; unless
+// its report is missing, says it failed or holds fewer steps than the checkpoint (lost to a full
+// disk, or the job died after its last checkpoint): then this run writes it again, from the
+// checkpoint and metrics.jsonl, as a resume that ran no step (returns true). Rank 0 decides.
+bool report_rewritten_with_nothing_to_train(const config::RunConfig& cfg, dist::Comm* world,
+                                            bool lead, int first_step, int last) {
+  const bool rewrite = any_rank(world, lead && report_is_behind(cfg.run.out_dir, first_step));
+  if (!lead) return rewrite;
+  // A checkpoint past the end (train.steps lowered since) may not be what was meant.
+  spdlog::log(first_step > last ? spdlog::level::warn : spdlog::level::info,
+              "nothing to train: resumed at step {}, and this run ends at step {} (train.steps "
+              "{}{}); {}",
+              first_step, last, cfg.train.steps,
+              cfg.train.stop_after_steps > 0
+                  ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
+                  : std::string(),
+              rewrite ? "report.json is missing, says the run failed or is behind the checkpoint: "
+                        "it is written again from the checkpoint and metrics.jsonl"
+                      : "report.json and metrics.jsonl are left as they were");
+  return rewrite;
+}
+
+// What the report says of where the run ran (every rank calls it: the node count is gathered).
+report::RunContext run_context(const config::RunConfig& cfg, int world_size, dist::Comm* world,
+                               const Backend& backend, const Checkpointing& checkpoints,
+                               int first_step) {
+  report::RunContext ctx;
+  ctx.world_size = world_size;
+  ctx.nodes = count_nodes(world);
+  ctx.device_name = backend.name();
+  ctx.kernels = backend.kernels();
+  ctx.peak = report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);
+  ctx.config_sha256 = config::config_sha256(cfg);
+  if (first_step > 0) ctx.resumed_from_step = first_step;
+  ctx.resumes = checkpoints.resumes();
+  return ctx;
+}
+
+// The report before any step: the config's figures (model size, batch, peak) and the data's.
+report::RunReport report_base(const config::RunConfig& cfg, const report::RunContext& ctx,
+                              const DataStreams& data) {
+  report::RunReport base = report::report_skeleton(cfg, ctx);
+  const data::DataLoader& train = *data.train;
+  const double floor = train.entropy_floor();  // NaN: token shards
+  if (!std::isnan(floor)) base.data.entropy_floor = floor;
+  if (data.val) {
+    base.data.val = cfg.data.val;
+    base.data.val_tokens_per_eval = data.eval_batches * data.val->tokens_per_sample();
+  }
+  if (std::isnan(floor))
+    base.data.train_tokens_per_pass = train.samples_per_epoch() * train.tokens_per_sample();
+  return base;
 }
 
 }  // namespace
@@ -234,16 +291,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
     // backend's cudaFree of its arena would otherwise wait on, leaving this rank hanging.
     dist::Mesh mesh(env.rank, env.world_size, shape);
     try {
-      if (cfg.precision.compute == "fp8" && !backend->supports_fp8() &&
-          !config::emulated_fp8_for_tests(cfg))
-        throw config::ConfigError(
-            "config: precision.compute = fp8 needs a Hopper (sm_90) GPU or "
-            "later; this rank's device is " +
-            backend->name() + "; use bf16");
-      if (shape.cp > 1 && !backend->supports_context_parallel())
-        throw config::ConfigError("config: parallel.cp = " + std::to_string(shape.cp) +
-                                  " needs context-parallel attention, which the " +
-                                  backend->name() + " backend does not have; use parallel.cp = 1");
+      check_backend_runs(cfg, *backend, shape);
       if (env.world_size > 1) {
         mesh.create_comms(make_comm_factory(store, *backend, shape.cp > 1, shape.ep > 1),
                           cfg.distributed.timeout_s);
@@ -261,55 +309,31 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
             "collectives (several in every layer) cross the network; keep tp a divisor of the "
             "ranks per node",
             shape.tp, env.local_world_size);
-      dist::Comm* world = env.world_size > 1 ? &mesh.comm(dist::Axis::world) : nullptr;
-      DataParallel dp{env.world_size > 1 ? &mesh.comm(dist::Axis::dp) : nullptr};
-      TensorParallel tp{shape.tp > 1 ? &mesh.comm(dist::Axis::tp) : nullptr};
-      PipelineParallel pp{shape.pp > 1 ? &mesh.comm(dist::Axis::pp) : nullptr};
-      ContextParallel cp{shape.cp > 1 ? &mesh.comm(dist::Axis::cp) : nullptr};
-      // The gradients' replicas: the cp ranks too (each reads its chunks of the dp rank's data).
-      const DataParallel replicas{shape.cp > 1 ? &mesh.comm(dist::Axis::dp_cp) : dp.comm};
+      const RankGroups groups = rank_groups(mesh, shape, env.world_size);
+      dist::Comm* const world = groups.world;
 
-      // 3. The model: this rank's tp slice of its pipeline stage's layers.
-      const model::GptDims dims = model::GptDims::from_config(cfg.model);
-      model::GptShard shard = model::GptShard::stage(
-          dims, mesh.coord().pp, shape.pp, mesh.coord().tp, shape.tp,
-          cfg.parallel.sequence_parallel, config::virtual_stages_of(cfg.parallel));
-      shard.cp_rank = mesh.coord().cp;
-      shard.cp_size = shape.cp;
-      shard.ep_rank = shape.ep > 1 ? mesh.index(dist::Axis::ep) : 0;
-      shard.ep_size = shape.ep;
-      const ExpertParallel ep{shape.ep > 1 ? &mesh.comm(dist::Axis::ep) : nullptr,
-                              shape.ep > 1 ? &mesh.comm(dist::Axis::edp) : nullptr};
-      // ZeRO 2 and 3 release ranges of the model's buffers (where ZeroOptimizer runs)
+      // 3. The model: this rank's slice (rank_shard), its ZeRO stage's buffers released where
+      // ZeroOptimizer runs, and the step that trains it.
+      const model::GptShard shard = rank_shard(cfg, mesh, shape);
       const model::StateMemory memory =
-          parallel::zero_state_memory(cfg.parallel.zero, replicas.size());
-      model::Gpt gpt(*backend, dims, shard, memory);
+          parallel::zero_state_memory(cfg.parallel.zero, groups.replicas.size());
+      model::Gpt gpt(*backend, model::GptDims::from_config(cfg.model), shard, memory);
       gpt.set_compute_bf16(cfg.precision.compute == "bf16");
       gpt.set_compute_fp8(cfg.precision.compute == "fp8");  // bf16, plus the fp8 forward GEMMs
-      TrainStep trainer(cfg, *backend, gpt, replicas, tp, pp, cp, ep);
+      TrainStep trainer(cfg, *backend, gpt, groups.replicas, groups.tp, groups.pp, groups.cp,
+                        groups.ep);
       trainer.init_weights(cfg.run.seed);
-      // logging.level debug (rank 0's): what this rank holds and which kernels run
-      spdlog::debug(
-          "rank 0 holds {} params in {} units: {} blocks from block {} ({} chunk(s)), "
-          "tp rank {} of {}{}",
-          gpt.layout().total_numel(), gpt.layout().units().size(), shard.num_layers,
-          shard.first_layer, shard.chunks, shard.tp_rank, shard.tp_size,
-          memory == model::StateMemory::released         ? "; params, grads and bf16 copy released"
-          : memory == model::StateMemory::grads_released ? "; grads released"
-                                                         : "");
-      for (const auto& [family, impl] : backend->kernels())
-        spdlog::debug("kernels: {}: {}", family, impl);
+      log_what_rank_holds(gpt, shard, memory, *backend);
 
       // 4. Data: each dp rank reads its own slice of the stream.
-      DataStreams data = open_data(cfg, dp.rank(), dp.size(), lead);
+      DataStreams data = open_data(cfg, groups.dp.rank(), groups.dp.size(), lead);
       data::DataLoader* const train_loader = data.train.get();
       check_every_rank_reads_the_same_shards(world, env.rank, cfg, *train_loader);
-      const bool evals = data.val != nullptr;
 
       // 4b. Start state: a checkpoint (--resume), model.init_from, or the fresh init above.
       stop_signals.catch_now();
       Checkpointing checkpoints(cfg, opts.resume, trainer, gpt, *train_loader, world, env.rank,
-                                dp.size());
+                                groups.dp.size());
       // One run at a time in its directories (run_dir_lock.h): the ones that exist before the
       // checkpoint in them is read; the rest (created) after a bad --resume could be refused.
       lock_run_dirs(world, /*existing_only=*/true);
@@ -323,66 +347,21 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const int total = cfg.train.steps;
       const int last =
           cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
-      // A re-run of a finished (or stopped-here) job, e.g. a requeue: nothing to train, and the
-      // earlier run's report.json and metrics.jsonl stay as they are; unless its report is missing,
-      // says it failed or holds fewer steps than the checkpoint (lost to a full disk, or the job
-      // died after its last checkpoint): then this run writes it, from the checkpoint and
-      // metrics.jsonl, as a resume that ran no step.
-      const bool rewrite_report =
-          first_step >= last &&
-          any_rank(world, lead && report_is_behind(cfg.run.out_dir, first_step));
-      if (first_step >= last) {
-        // A checkpoint past the end (train.steps lowered since) may not be what was meant.
-        const auto level = first_step > last ? spdlog::level::warn : spdlog::level::info;
-        if (lead)
-          spdlog::log(level,
-                      "nothing to train: resumed at step {}, and this run ends at step {} "
-                      "(train.steps {}{}); {}",
-                      first_step, last, total,
-                      cfg.train.stop_after_steps > 0
-                          ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
-                          : std::string(),
-                      rewrite_report ? "report.json is missing, says the run failed or is behind "
-                                       "the checkpoint: it is written again from the checkpoint "
-                                       "and metrics.jsonl"
-                                     : "report.json and metrics.jsonl are left as they were");
-        if (!rewrite_report) return 0;
-      }
+      if (first_step >= last &&
+          !report_rewritten_with_nothing_to_train(cfg, world, lead, first_step, last))
+        return 0;
 
       // 5. Report skeleton (hardware peak, model size, batch).
-      report::RunContext ctx;
-      ctx.world_size = env.world_size;
-      ctx.nodes = count_nodes(world);
-      ctx.device_name = backend->name();
-      ctx.kernels = backend->kernels();
-      ctx.peak =
-          report::resolve_peak(cfg.hardware.peak_tflops, cfg.hardware.device, ctx.device_name);
-      ctx.config_sha256 = config::config_sha256(cfg);
-      if (first_step > 0) ctx.resumed_from_step = first_step;
-      report::RunReport base = report::report_skeleton(cfg, ctx);
-      base.data.entropy_floor = std::isnan(train_loader->entropy_floor())
-                                    ? std::nullopt
-                                    : std::optional<double>(train_loader->entropy_floor());
-      if (evals) base.data.val = cfg.data.val;
-      if (std::isnan(train_loader->entropy_floor()))  // token shards
-        base.data.train_tokens_per_pass =
-            train_loader->samples_per_epoch() * train_loader->tokens_per_sample();
+      const report::RunContext ctx =
+          run_context(cfg, env.world_size, world, *backend, checkpoints, first_step);
+      const report::RunReport base = report_base(cfg, ctx, data);
       builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
       builder->set_start_tokens(checkpoints.tokens_after(first_step));
       builder->set_data_passes(train_loader->passes_read());
       // The memory as allocated now, for a report of a run that fails before the end (the end
       // replaces it with the peaks of every rank).
-      auto memory_breakdown = [&] {
-        report::MemoryBreakdown mem;
-        const parallel::ZeroMemory state = trainer.state_bytes();
-        mem.params = state.params;  // the bf16 copy included
-        mem.grads = state.grads;
-        mem.optimizer = state.optimizer;
-        mem.zero_staging = state.scratch;
-        mem.activations = static_cast<int64_t>(trainer.activation_bytes());
-        return mem;
-      };
-      builder->set_memory({}, memory_breakdown());
+      const auto memory_now = [&] { return memory_breakdown(trainer); };
+      builder->set_memory({}, memory_now());
       std::unique_ptr<report::MetricsWriter> metrics;
       if (lead) {
         std::filesystem::create_directories(cfg.run.out_dir);
@@ -394,8 +373,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
               "has no loss curve, final loss or val loss",
               metrics->path(), first_step);
         log_banner(base, ctx, shape, *train_loader);
-        if (first_step < last)  // (not a requeue that only writes the report again)
+        if (first_step < last) {  // (not a requeue that only writes the report again)
           warn_of_repeated_data(base.data, checkpoints.tokens_after(last), last);
+          // Until it ends, the report says the run is running: one killed without a word
+          // (SIGKILL, a lost node) must not leave an earlier run's "completed" in out_dir.
+          report::write_report(builder->finish("running"), cfg.run.out_dir);
+        }
       }
 
       // 6. The loop.
@@ -403,7 +386,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           cfg, *backend, trainer, checkpoints, *train_loader, data.val.get(), data.eval_batches,
           env.rank, env.world_size,
           StepRecorder{&*builder, metrics.get(), ctx.peak.tflops, base.batch.tokens_per_step,
-                       base.model.flops_per_token, memory_breakdown});
+                       base.model.flops_per_token, memory_now});
       const int done = loop.run(first_step, last, step_running, profile);
 
       checkpoints.finish();
@@ -411,10 +394,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // 7. Report: gathered step times and memory of every rank.
       std::vector<double> medians = gather_median_step_times(world, loop.step_times());
       const auto peaks = gather_peak_memory(world, *backend);
-      const auto stage_memory = gather_stage_memory(world, mesh, memory_breakdown());
+      const auto stage_memory = gather_stage_memory(world, mesh, memory_now());
       if (lead) {
         builder->set_rank_median_step_times(std::move(medians));
-        builder->set_memory(peaks, memory_breakdown());
+        builder->set_memory(peaks, memory_now());
         builder->set_stage_memory(stage_memory);
         // Short of train.steps: stopped on purpose (stop_after_steps, a signal), resumable.
         report::RunReport final_report = builder->finish(done < total ? "stopped" : "completed");

@@ -18,9 +18,10 @@ done
 grep -q "step " first.log || fail "the first run logged no step in 60 s"
 grep -q "^pid $first on " first/.trainer.lock || fail "first/.trainer.lock: $(cat first/.trainer.lock)"
 
+report_before=$(sha256sum first/report.json)  # (the first run's: status running)
 expect_exit_2 "run.out_dir = \"first\" is in use by another run (pid $first on " "" \
   train run.yaml --out first --set train.steps=2
-[ ! -e first/report.json ] || fail "the refused run wrote first/report.json"
+[ "$(sha256sum first/report.json)" = "$report_before" ] || fail "the refused run wrote first/report.json"
 expect_exit_2 "is in use by another run (pid $first on " "" \
   launch --nproc-per-node 2 run.yaml --out first --set train.steps=2
 # Another out_dir, but the first run's checkpoints (inside its out_dir) as checkpoint.dir.

@@ -501,3 +501,27 @@ TEST_CASE("exports_hold_vocab_size_rows_whatever_the_models_vocab_padding") {
   CHECK(std::equal(rows.begin(), rows.end(), w.at("wte.weight").begin()));
   CHECK(unpadded.at("h.1.mlp.c_fc.weight") == w.at("h.1.mlp.c_fc.weight"));
 }
+
+// manifest.json reads back every field it writes: a field written and not read (a resume would
+// silently lose it) makes the second JSON differ from the first.
+TEST_CASE("a_manifest_reads_back_every_field_it_writes") {
+  ckpt::Manifest m;
+  m.step = 12, m.tokens = 6144, m.adam_step = 11, m.seed = 99;
+  m.config_sha256 = "ab12", m.config_yaml = "train: {lr: 0.001}\n";
+  m.model.n_layer = 2, m.model.num_experts = 4, m.model.top_k = 1, m.model.vocab_multiple = 128;
+  m.grid = {8, 2, 2, 2, 1, 1, 2};
+  m.loader = {1, 2048, 3};
+  m.loader_global_batch_tokens = 1024;
+  m.loader_shards = {{"train_000.bin", 100000}, {"train_001.bin", 90000}};
+  m.loader_shuffle = true;
+  m.resumes = {{4, 1, {"train.lr: 0.003 -> 0.001"}}, {8, 8, {"world: 1 -> 8"}}};
+  m.tensors = {{"wte", {256, 64}}, {"wpe", {128, 64}}};
+  m.shards = {{0, "rank_0.safetensors", "cd34", 4096, {{"wte", 0, {{0, 128}}, 0, 64}}}};
+  m.fp8_scaling = {1.5f, 0.25f};
+  const nlohmann::json written = ckpt::to_json(m);
+  const ckpt::Manifest back = ckpt::manifest_from_json(written);
+  CHECK(ckpt::to_json(back) == written);
+  CHECK(back.resumes.size() == 2);
+  CHECK(back.resumes[1].changes == std::vector<std::string>{"world: 1 -> 8"});
+  CHECK(back.loader_global_batch_tokens == 1024);
+}
