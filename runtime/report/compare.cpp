@@ -144,6 +144,65 @@ std::string pipeline_cell(const json& r) {
   return buf;
 }
 
+// "cpu x 2, 1 node": the devices a run ran on.
+std::string hardware_cell(const json& r) {
+  const double nodes = number_at(r, "/hardware/nodes");
+  return string_at(r, "/hardware/device_name") + " x " + string_at(r, "/hardware/device_count") +
+         (std::isfinite(nodes) ? printf_cell(nodes == 1 ? ", %.0f node" : ", %.0f nodes", nodes)
+                               : "");
+}
+
+// The data a run trained on, or evaluated on, as far as it decides the losses: the source, the
+// seed where it draws the tokens (a synthetic source) or their order (data.shuffle), and an
+// eval's tokens; "-" where the report does not say (an older report, a run without evals).
+std::string data_cell(const json& r, bool val) {
+  const std::string source = string_at(r, val ? "/data/val" : "/data/train");
+  if (source == "-") return source;
+  const bool synthetic = source.starts_with("synthetic:");
+  const bool shuffled = !val && !synthetic && string_at(r, "/config/data/shuffle") == "true";
+  std::string cell = source;
+  const std::string seed = string_at(r, "/config/data/seed");  // ("-": a report without config)
+  if ((synthetic || shuffled) && seed != "-") cell += ", data.seed " + seed;
+  if (shuffled) cell += ", shuffled";
+  const double tokens = number_at(r, "/data/val_tokens_per_eval");
+  if (val && std::isfinite(tokens)) cell += ", " + human_count(tokens) + " tokens/eval";
+  return cell;
+}
+
+// Whether the cells of a row agree, leaving out "-" (unknown is not different).
+bool same_known(const std::vector<std::string>& row) {
+  std::optional<std::string> first;
+  for (size_t i = 1; i < row.size(); ++i) {  // (row[0] is its name)
+    if (row[i] == "-") continue;
+    if (!first)
+      first = row[i];
+    else if (row[i] != *first)
+      return false;
+  }
+  return true;
+}
+
+// "a: at step 15 train.lr: 0.003 -> 0.001; ..." for each report whose resumes changed settings
+// (run.resumes), "" where none did.
+std::string changed_at_resumes(const std::vector<LoadedReport>& reports) {
+  std::string text;
+  const json::json_pointer resumes("/run/resumes");
+  for (const LoadedReport& r : reports) {
+    if (!r.json.contains(resumes) || !r.json.at(resumes).is_array()) continue;
+    for (const json& resume : r.json.at(resumes)) {
+      if (!resume.contains("changes") || !resume["changes"].is_array() || resume["changes"].empty())
+        continue;
+      std::string changes;
+      for (const json& c : resume["changes"])
+        changes +=
+            (changes.empty() ? "" : ", ") + (c.is_string() ? c.get<std::string>() : c.dump());
+      text += (text.empty() ? "" : "; ") + r.label + ": at step " + string_at(resume, "/at_step") +
+              " " + changes;
+    }
+  }
+  return text;
+}
+
 using Table = std::vector<std::vector<std::string>>;  // rows of cells; row 0 is the header
 
 void add_numeric_row(Table& t, const std::vector<LoadedReport>& reports, const NumericRow& row) {
@@ -328,16 +387,23 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   for (const LoadedReport& r : reports) t.front().push_back(r.label);
   // A failed or stopped run's figures are partial: the status row says so.
   std::vector<std::string> status{"status"}, layout{"world/dp/tp/pp/cp/ep/zero"},
-      pipeline{"pipeline"}, precision{"precision"}, data{"data (train)"}, seed{"seed"};
+      pipeline{"pipeline"}, precision{"precision"}, data{"data (train)"}, val{"data (val)"},
+      seed{"seed"}, hardware{"hardware"}, git_rev{"git rev"};
   bool pipelined = false;
+  std::string running;
   for (const LoadedReport& r : reports) {
     // a resumed run's throughput and step times cover the steps after its resume only
     const double resumed = number_at(r.json, "/run/resumed_from_step");
     status.push_back(
         string_at(r.json, "/run/status") +
         (std::isfinite(resumed) ? printf_cell(", resumed at step %.0f", resumed) : ""));
-    data.push_back(string_at(r.json, "/data/train"));
+    if (string_at(r.json, "/run/status") == "running")
+      running += (running.empty() ? "" : ", ") + r.label;
+    data.push_back(data_cell(r.json, false));
+    val.push_back(data_cell(r.json, true));
     seed.push_back(string_at(r.json, "/run/seed"));
+    hardware.push_back(hardware_cell(r.json));
+    git_rev.push_back(string_at(r.json, "/run/git_rev"));
     layout.push_back(layout_cell(r.json));
     pipeline.push_back(pipeline_cell(r.json));
     pipelined |= pipeline.back() != "-";
@@ -348,12 +414,22 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   if (pipelined) t.push_back(pipeline);
   t.push_back(precision);
   t.push_back(data);
+  t.push_back(val);
   t.push_back(seed);
+  t.push_back(hardware);
+  t.push_back(git_rev);
   for (std::vector<std::string>& row : config_rows(reports)) t.push_back(std::move(row));
   add_kernel_rows(t, reports);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 
   std::string warning;
+  if (!running.empty())
+    warning += "warning: " + running +
+               ": the report says running: the run was killed without a word (SIGKILL, a lost "
+               "node) or has not ended; its figures stop where it started\n";
+  if (const std::string changed = changed_at_resumes(reports); !changed.empty())
+    warning += "warning: a run changed settings when it resumed (" + changed +
+               "): its steps ran under both, and its report's config holds the last\n";
   if (!same_model(reports))
     warning +=
         "warning: the reports train different models (params, flops/token): compare their MFU, "
@@ -363,10 +439,22 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
         "warning: the reports' MFU use different peaks (peak TFLOP/s/device; a peak measured on "
         "a loaded machine moves the MFU): for the same model and devices compare tokens/s, or set "
         "hardware.peak_tflops to one figure\n";
-  if (!same_at(reports, "/data/train"))
+  if (!same_known(data))
     warning +=
         "warning: the reports train on different data (data (train)): their losses are not "
         "comparable\n";
+  if (!same_known(val))
+    warning +=
+        "warning: the reports evaluate on different val data (data (val)): their val losses are "
+        "not comparable\n";
+  if (!same_at(reports, "/hardware/device_name", /*skip_unset=*/true))
+    warning +=
+        "warning: the reports ran on different devices (hardware): compare their MFU, not their "
+        "tokens/s\n";
+  if (!same_known(git_rev))
+    warning +=
+        "warning: the reports come from different builds (git rev): a difference in speed or "
+        "loss may come from the code\n";
   if (same_token_counts(reports) && !same_at(reports, "/loss/val_at_tokens", /*skip_unset=*/true))
     warning +=
         "warning: the reports' last evals are at different token counts (val loss @ tokens): "

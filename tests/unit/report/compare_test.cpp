@@ -1,6 +1,7 @@
 // `trainer compare` on hand-built reports: ratios to the first column, and the token-count warning.
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -170,6 +171,51 @@ TEST_CASE("compare_shows_data_seed_resume_and_eval_tokens", "[compare]") {
   CHECK_THAT(compare_reports({ra, later_eval}),
              Catch::Contains("warning: the reports' last evals are at different token counts"));
   CHECK_THAT(compare_reports({ra, no_eval}), !Catch::Contains("warning"));
+}
+
+// What makes two reports' figures incomparable beyond the config: a run killed while its report
+// said running, settings changed at a resume, another val set (source, seed, tokens per eval),
+// another device or build. Unknown (a field an older report lacks) is not different.
+TEST_CASE("compare_warns_of_killed_runs_resume_changes_val_data_devices_and_builds", "[compare]") {
+  SampleRun a;
+  a.name = "base";
+  auto ra = loaded(a);
+  ra.json["data"]["val"] = "synthetic:markov";
+  ra.json["data"]["val_tokens_per_eval"] = 2048;
+  ra.json["config"]["data"] = {{"seed", 7}, {"shuffle", false}};
+  const auto warnings_with = [&](const std::function<void(nlohmann::json&)>& change) {
+    auto rb = ra;
+    rb.label = "other";
+    change(rb.json);
+    const std::string table = compare_reports({ra, rb});
+    return table.substr(0, table.find("\nrun "));
+  };
+  CHECK(warnings_with([](nlohmann::json&) {}).find("warning") == std::string::npos);
+  CHECK_THAT(warnings_with([](auto& j) { j["run"]["status"] = "running"; }),
+             Catch::Contains("warning: other: the report says running"));
+  CHECK_THAT(warnings_with([](auto& j) {
+               j["run"]["resumes"] = {
+                   {{"at_step", 15}, {"world_size", 1}, {"changes", {"train.lr: 0.003 -> 0.001"}}}};
+             }),
+             Catch::Contains("changed settings when it resumed (other: at step 15 train.lr: 0.003 "
+                             "-> 0.001)"));
+  CHECK(warnings_with([](auto& j) {
+          j["run"]["resumes"] = {
+              {{"at_step", 15}, {"world_size", 1}, {"changes", nlohmann::json::array()}}};
+        }).find("warning") == std::string::npos);
+  CHECK_THAT(warnings_with([](auto& j) { j["data"]["val"] = "val_*.bin"; }),
+             Catch::Contains("evaluate on different val data"));
+  CHECK_THAT(warnings_with([](auto& j) { j["data"]["val_tokens_per_eval"] = 4096; }),
+             Catch::Contains("evaluate on different val data"));
+  CHECK_THAT(warnings_with([](auto& j) { j["config"]["data"]["seed"] = 99; }),
+             Catch::Contains("train on different data") &&
+                 Catch::Contains("evaluate on different val data"));
+  CHECK_THAT(warnings_with([](auto& j) { j["hardware"]["device_name"] = "NVIDIA H100"; }),
+             Catch::Contains("ran on different devices"));
+  CHECK_THAT(warnings_with([](auto& j) { j["run"]["git_rev"] = "0123abc"; }),
+             Catch::Contains("come from different builds"));
+  // an older report without the data section: unknown, not different data
+  CHECK(warnings_with([](auto& j) { j.erase("data"); }).find("warning") == std::string::npos);
 }
 
 TEST_CASE("loss_at_tokens_is_empty_outside_the_curve", "[compare]") {
