@@ -97,6 +97,13 @@ nlohmann::json to_json(const Manifest& m) {
   for (const RunResume& r : m.resumes)
     j["resumes"].push_back(
         {{"at_step", r.at_step}, {"world_size", r.world_size}, {"changes", r.changes}});
+  if (const auto& t = m.step_totals) {
+    j["step_totals"] = {{"steps", t->steps},
+                        {"clipped_steps", t->clipped_steps},
+                        {"nonfinite_steps", t->nonfinite_steps},
+                        {"grad_norm_max", nullptr}};
+    if (t->grad_norm_max) j["step_totals"]["grad_norm_max"] = *t->grad_norm_max;
+  }
   if (!m.fp8_scaling.empty()) j["fp8_scaling"] = m.fp8_scaling;  // floats round-trip through JSON
   for (const auto& t : m.tensors)
     j["tensors"].push_back({{"name", t.name}, {"global_shape", t.global_shape}});
@@ -137,6 +144,11 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     if (j.contains("resumes"))  // written since 2026-12-07
       for (const auto& r : j.at("resumes"))
         m.resumes.push_back({r.at("at_step"), r.at("world_size"), r.at("changes")});
+    if (j.contains("step_totals")) {  // written since 2026-12-07
+      const auto& t = j.at("step_totals");
+      m.step_totals = StepTotals{t.at("steps"), t.at("clipped_steps"), t.at("nonfinite_steps"), {}};
+      if (!t.at("grad_norm_max").is_null()) m.step_totals->grad_norm_max = t.at("grad_norm_max");
+    }
     if (j.contains("fp8_scaling")) m.fp8_scaling = j.at("fp8_scaling").get<std::vector<float>>();
     for (const auto& t : j.at("tensors")) m.tensors.push_back({t.at("name"), t.at("global_shape")});
     for (const auto& s : j.at("shards")) {

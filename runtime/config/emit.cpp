@@ -48,12 +48,19 @@ std::vector<std::string> config_changes(const RunConfig& before, const RunConfig
 }
 
 std::vector<std::string> training_changes(const RunConfig& before, const RunConfig& after) {
+  // (prefixes: "checkpoint." is every checkpoint key)
   static const char* const kBookkeeping[] = {"run.name",
                                              "run.out_dir",
+                                             "run.deterministic",
                                              "checkpoint.",
                                              "logging.",
+                                             "distributed.",
+                                             "hardware.peak_tflops",  // (MFU's denominator)
+                                             "parallel.bucket_mb",
+                                             "parallel.overlap_grad_reduce",
                                              "train.stop_after_steps",
-                                             "distributed.timeout_s"};
+                                             "train.eval_every",
+                                             "train.spike_factor"};
   std::vector<std::string> changes;
   for (const std::string& c : config_changes(before, after))
     if (std::none_of(std::begin(kBookkeeping), std::end(kBookkeeping),

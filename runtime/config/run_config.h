@@ -199,8 +199,10 @@ bool emulated_fp8_for_tests(const RunConfig& cfg);
 std::string to_yaml(const RunConfig& cfg);
 // "key: old -> new" for every key whose value differs, in table order (what a resume changed).
 std::vector<std::string> config_changes(const RunConfig& before, const RunConfig& after);
-// Those of them that change what the steps compute: not the run's name and directories, its
-// checkpointing and logging, where it stops (train.stop_after_steps) or its timeout.
+// Those of them that change what the run computes, its steps and its evals' losses: not its name
+// and directories, checkpointing, logging, collectives (backend, timeout, buckets, overlap),
+// run.deterministic, the peak MFU divides by, where it stops, how often it evaluates, or what it
+// calls a loss spike.
 std::vector<std::string> training_changes(const RunConfig& before, const RunConfig& after);
 // sha256 hex of to_yaml(cfg): the config hash in checkpoints and reports.
 std::string config_sha256(const RunConfig& cfg);

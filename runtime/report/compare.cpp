@@ -144,41 +144,65 @@ std::string pipeline_cell(const json& r) {
   return buf;
 }
 
-// "cpu x 2, 1 node": the devices a run ran on.
+// "cpu x 2, 1 node": the devices a run ran on ("-" for a report without them).
 std::string hardware_cell(const json& r) {
+  const std::string name = string_at(r, "/hardware/device_name");
+  if (name == "-") return name;
   const double nodes = number_at(r, "/hardware/nodes");
-  return string_at(r, "/hardware/device_name") + " x " + string_at(r, "/hardware/device_count") +
+  return name + " x " + string_at(r, "/hardware/device_count") +
          (std::isfinite(nodes) ? printf_cell(nodes == 1 ? ", %.0f node" : ", %.0f nodes", nodes)
                                : "");
 }
 
-// The data a run trained on, or evaluated on, as far as it decides the losses: the source, the
-// seed where it draws the tokens (a synthetic source) or their order (data.shuffle), and an
-// eval's tokens; "-" where the report does not say (an older report, a run without evals).
-std::string data_cell(const json& r, bool val) {
-  const std::string source = string_at(r, val ? "/data/val" : "/data/train");
-  if (source == "-") return source;
-  const bool synthetic = source.starts_with("synthetic:");
-  const bool shuffled = !val && !synthetic && string_at(r, "/config/data/shuffle") == "true";
-  std::string cell = source;
-  const std::string seed = string_at(r, "/config/data/seed");  // ("-": a report without config)
-  if ((synthetic || shuffled) && seed != "-") cell += ", data.seed " + seed;
-  if (shuffled) cell += ", shuffled";
+// The parts of the data a run trained on (val: evaluated on) that decide its losses, "-" where
+// the report does not say (an older report, a run without evals): the source; data.seed where it
+// draws the tokens (a synthetic source) or orders them (data.shuffle on train shards); the
+// shuffle; an eval's tokens.
+struct DataParts {
+  std::string source, seed, shuffled, eval_tokens;
+};
+
+DataParts data_parts(const json& r, bool val) {
+  DataParts d{string_at(r, val ? "/data/val" : "/data/train"), "-", "-", "-"};
+  if (d.source == "-") return d;
+  const bool synthetic = d.source.starts_with("synthetic:");
+  if (!val && !synthetic) d.shuffled = string_at(r, "/config/data/shuffle");
+  if (synthetic || d.shuffled == "true") d.seed = string_at(r, "/config/data/seed");
   const double tokens = number_at(r, "/data/val_tokens_per_eval");
-  if (val && std::isfinite(tokens)) cell += ", " + human_count(tokens) + " tokens/eval";
+  if (val && std::isfinite(tokens)) d.eval_tokens = human_count(tokens);
+  return d;
+}
+
+std::string data_cell(const json& r, bool val) {
+  const DataParts d = data_parts(r, val);
+  std::string cell = d.source;
+  if (d.seed != "-") cell += ", data.seed " + d.seed;
+  if (d.shuffled == "true") cell += ", shuffled";
+  if (d.eval_tokens != "-") cell += ", " + d.eval_tokens + " tokens/eval";
   return cell;
 }
 
-// Whether the cells of a row agree, leaving out "-" (unknown is not different).
-bool same_known(const std::vector<std::string>& row) {
+// Whether the reports agree on `part`, leaving out those where it is "-" (unknown is not
+// different).
+bool same_known(const std::vector<LoadedReport>& reports,
+                const std::function<std::string(const json&)>& part) {
   std::optional<std::string> first;
-  for (size_t i = 1; i < row.size(); ++i) {  // (row[0] is its name)
-    if (row[i] == "-") continue;
+  for (const LoadedReport& r : reports) {
+    const std::string v = part(r.json);
+    if (v == "-") continue;
     if (!first)
-      first = row[i];
-    else if (row[i] != *first)
+      first = v;
+    else if (v != *first)
       return false;
   }
+  return true;
+}
+
+bool same_data(const std::vector<LoadedReport>& reports, bool val) {
+  using Part = std::string DataParts::*;
+  for (Part part :
+       {&DataParts::source, &DataParts::seed, &DataParts::shuffled, &DataParts::eval_tokens})
+    if (!same_known(reports, [&](const json& r) { return data_parts(r, val).*part; })) return false;
   return true;
 }
 
@@ -332,6 +356,42 @@ void add_kernel_rows(Table& t, const std::vector<LoadedReport>& reports) {
   }
 }
 
+// The warnings that the reports' figures are not comparable as they stand: a run killed while
+// it ran, settings changed at a resume, another model, peak, train or val data, device or build.
+std::string comparability_warnings(const std::vector<LoadedReport>& reports) {
+  std::string running, w;
+  for (const LoadedReport& r : reports)
+    if (string_at(r.json, "/run/status") == "running")
+      running += (running.empty() ? "" : ", ") + r.label;
+  if (!running.empty())
+    w += "warning: " + running +
+         ": the report says running: the run was killed without a word (SIGKILL, a lost node) or "
+         "has not ended; its figures stop where it started\n";
+  if (const std::string changed = changed_at_resumes(reports); !changed.empty())
+    w += "warning: a run changed settings when it resumed (" + changed +
+         "): its steps ran under both, and its report's config holds the last\n";
+  if (!same_model(reports))
+    w += "warning: the reports train different models (params, flops/token): compare their MFU, "
+         "not their tokens/s\n";
+  if (!same_peak(reports))
+    w += "warning: the reports' MFU use different peaks (peak TFLOP/s/device; a peak measured on "
+         "a loaded machine moves the MFU): for the same model and devices compare tokens/s, or "
+         "set hardware.peak_tflops to one figure\n";
+  if (!same_data(reports, /*val=*/false))
+    w += "warning: the reports train on different data (data (train)): their losses are not "
+         "comparable\n";
+  if (!same_data(reports, /*val=*/true))
+    w += "warning: the reports evaluate on different val data (data (val)): their val losses "
+         "are not comparable\n";
+  if (!same_known(reports, [](const json& r) { return string_at(r, "/hardware/device_name"); }))
+    w += "warning: the reports ran on different devices (hardware): compare their MFU, not "
+         "their tokens/s\n";
+  if (!same_known(reports, [](const json& r) { return string_at(r, "/run/git_rev"); }))
+    w += "warning: the reports come from different builds (git rev): a difference in speed or "
+         "loss may come from the code\n";
+  return w;
+}
+
 }  // namespace
 
 std::string format_ratio(double ratio) {
@@ -390,15 +450,12 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
       pipeline{"pipeline"}, precision{"precision"}, data{"data (train)"}, val{"data (val)"},
       seed{"seed"}, hardware{"hardware"}, git_rev{"git rev"};
   bool pipelined = false;
-  std::string running;
   for (const LoadedReport& r : reports) {
     // a resumed run's throughput and step times cover the steps after its resume only
     const double resumed = number_at(r.json, "/run/resumed_from_step");
     status.push_back(
         string_at(r.json, "/run/status") +
         (std::isfinite(resumed) ? printf_cell(", resumed at step %.0f", resumed) : ""));
-    if (string_at(r.json, "/run/status") == "running")
-      running += (running.empty() ? "" : ", ") + r.label;
     data.push_back(data_cell(r.json, false));
     val.push_back(data_cell(r.json, true));
     seed.push_back(string_at(r.json, "/run/seed"));
@@ -422,39 +479,7 @@ std::string compare_reports(const std::vector<LoadedReport>& reports) {
   add_kernel_rows(t, reports);
   for (const NumericRow& row : numeric_rows()) add_numeric_row(t, reports, row);
 
-  std::string warning;
-  if (!running.empty())
-    warning += "warning: " + running +
-               ": the report says running: the run was killed without a word (SIGKILL, a lost "
-               "node) or has not ended; its figures stop where it started\n";
-  if (const std::string changed = changed_at_resumes(reports); !changed.empty())
-    warning += "warning: a run changed settings when it resumed (" + changed +
-               "): its steps ran under both, and its report's config holds the last\n";
-  if (!same_model(reports))
-    warning +=
-        "warning: the reports train different models (params, flops/token): compare their MFU, "
-        "not their tokens/s\n";
-  if (!same_peak(reports))
-    warning +=
-        "warning: the reports' MFU use different peaks (peak TFLOP/s/device; a peak measured on "
-        "a loaded machine moves the MFU): for the same model and devices compare tokens/s, or set "
-        "hardware.peak_tflops to one figure\n";
-  if (!same_known(data))
-    warning +=
-        "warning: the reports train on different data (data (train)): their losses are not "
-        "comparable\n";
-  if (!same_known(val))
-    warning +=
-        "warning: the reports evaluate on different val data (data (val)): their val losses are "
-        "not comparable\n";
-  if (!same_at(reports, "/hardware/device_name", /*skip_unset=*/true))
-    warning +=
-        "warning: the reports ran on different devices (hardware): compare their MFU, not their "
-        "tokens/s\n";
-  if (!same_known(git_rev))
-    warning +=
-        "warning: the reports come from different builds (git rev): a difference in speed or "
-        "loss may come from the code\n";
+  std::string warning = comparability_warnings(reports);
   if (same_token_counts(reports) && !same_at(reports, "/loss/val_at_tokens", /*skip_unset=*/true))
     warning +=
         "warning: the reports' last evals are at different token counts (val loss @ tokens): "

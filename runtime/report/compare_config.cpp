@@ -12,8 +12,10 @@ namespace {
 // (the layout row shows dp "auto" as the number it became).
 const std::set<std::string>& keys_shown_elsewhere() {
   static const std::set<std::string> keys = {
-      "run.name", "run.out_dir", "checkpoint.dir", "run.seed", "data.train", "precision.compute",
-      "parallel.dp", "parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep", "parallel.zero",
+      "run.name", "run.out_dir", "checkpoint.dir", "run.seed", "precision.compute",
+      // (the data rows, with the seed and shuffle where they decide the tokens)
+      "data.train", "data.val", "data.seed", "data.shuffle", "parallel.dp", "parallel.tp",
+      "parallel.pp", "parallel.cp", "parallel.ep", "parallel.zero",
       // (the pipeline row, where a run has a pipeline)
       "parallel.pipeline.schedule", "parallel.pipeline.microbatches",
       "parallel.pipeline.virtual_stages"};

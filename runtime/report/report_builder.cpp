@@ -106,17 +106,28 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
   return l;
 }
 
+StepTotals totals_of(const std::vector<StepRecord>& steps) {
+  StepTotals t;
+  t.steps = int64_t(steps.size());
+  for (const StepRecord& r : steps) {
+    t.clipped_steps += r.clipped ? 1 : 0;
+    t.nonfinite_steps += r.nonfinite ? 1 : 0;
+    if (std::isfinite(r.grad_norm) && (!t.grad_norm_max || r.grad_norm > *t.grad_norm_max))
+      t.grad_norm_max = r.grad_norm;
+  }
+  return t;
+}
+
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
-                                  const std::vector<LossSpike>& spikes) {
+                                  const std::vector<LossSpike>& spikes,
+                                  const std::optional<StepTotals>& earlier) {
   StabilityInfo s;
   s.loss_spikes = spikes;
-  for (const StepRecord& r : steps) {
-    s.clipped_steps += r.clipped ? 1 : 0;
-    s.nonfinite_steps += r.nonfinite ? 1 : 0;
-    if (std::isfinite(r.grad_norm))
-      s.grad_norm_max =
-          std::isnan(s.grad_norm_max) ? r.grad_norm : std::max(s.grad_norm_max, r.grad_norm);
-  }
+  const StepTotals t = earlier ? earlier->then(totals_of(steps)) : totals_of(steps);
+  s.steps_counted = t.steps;
+  s.clipped_steps = t.clipped_steps;
+  s.nonfinite_steps = t.nonfinite_steps;
+  s.grad_norm_max = t.grad_norm_max.value_or(kUnknown);
   if (!steps.empty()) s.grad_norm_last = steps.back().grad_norm;
   double dropped_sum = 0;
   int64_t moe_steps = 0;
@@ -152,7 +163,7 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
   report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
   if (obs.data_passes && std::isfinite(*obs.data_passes)) report.data.passes = obs.data_passes;
-  report.stability = summarize_stability(obs.steps, obs.spikes);
+  report.stability = summarize_stability(obs.steps, obs.spikes, obs.earlier_totals);
   report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown, obs.stage_memory);
   // Without the ranks' gathered medians (a failed run) only a single rank's run knows its
   // straggler.
@@ -183,6 +194,11 @@ std::optional<LossSpike> ReportBuilder::record_step(const StepRecord& rec) {
   return spike;
 }
 
+StepTotals ReportBuilder::totals() const {
+  const StepTotals mine = totals_of(obs_.steps);
+  return obs_.earlier_totals ? obs_.earlier_totals->then(mine) : mine;
+}
+
 void ReportBuilder::set_start_tokens(int64_t tokens) {
   obs_.start_tokens = tokens;
 }
@@ -206,7 +222,7 @@ RunReport ReportBuilder::finish(const std::string& status, const std::string& er
   fill_derived(r, obs_, curve_every_);
   r.run.status = status;
   r.run.error = error;
-  r.run.finished_at = now_iso8601();
+  r.run.finished_at = status == "running" ? "" : now_iso8601();  // (null until it ends)
   return r;
 }
 

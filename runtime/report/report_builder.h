@@ -31,6 +31,7 @@ struct Observations {
   int64_t start_tokens = 0;           // tokens seen before the first step (a resumed checkpoint's)
   std::optional<double> data_passes;  // token shards: the train loader's passes_read()
   EarlierPoints earlier;              // a resumed job's earlier runs' logged points
+  std::optional<StepTotals> earlier_totals;  // the steps before the resume (its checkpoint's)
 };
 
 // First steps left out of timing statistics (start-up, allocation): min(3, n_steps - 1).
@@ -60,8 +61,10 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
                         int curve_every, int64_t start_tokens = 0,
                         const EarlierPoints& earlier = {});
 
+// The stability of `steps`, its counts taking in `earlier`'s (the steps before a resume).
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
-                                  const std::vector<LossSpike>& spikes);
+                                  const std::vector<LossSpike>& spikes,
+                                  const std::optional<StepTotals>& earlier = std::nullopt);
 
 MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
                             const MemoryBreakdown& breakdown,
@@ -83,6 +86,11 @@ class ReportBuilder {
   // Its losses also fill the spike detector's window, so that a requeued job's first steps are
   // judged against the steps before its resume.
   void set_earlier(EarlierPoints points);
+  // A resume's: the stability counts take in the steps before it (none: a checkpoint without
+  // them, and the counts cover this process's steps).
+  void set_earlier_totals(std::optional<StepTotals> totals) { obs_.earlier_totals = totals; }
+  // The totals of the run's steps so far (the earlier ones' and this process's), for a checkpoint.
+  StepTotals totals() const;
   void record_eval(const EvalRecord& rec);
   void set_rank_median_step_times(std::vector<double> medians);
   void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);

@@ -34,7 +34,7 @@ ojson run_json(const RunInfo& r) {
           {"seed", r.seed},
           {"git_rev", r.git_rev.empty() ? build_git_rev() : r.git_rev},
           {"started_at", r.started_at},
-          {"finished_at", r.finished_at},
+          {"finished_at", r.finished_at.empty() ? ojson(nullptr) : ojson(r.finished_at)},
           {"status", r.status},
           {"resumed_from_step", or_null(r.resumed_from_step)},
           {"resumes", resumes_json(r.resumes)},
@@ -150,7 +150,8 @@ ojson stability_json(const StabilityInfo& s) {
   ojson spikes = ojson::array();
   for (const LossSpike& sp : s.loss_spikes)
     spikes.push_back({{"step", sp.step}, {"loss", sp.loss}, {"ratio", sp.ratio}});
-  ojson j = {{"grad_norm", {{"last", s.grad_norm_last}, {"max", s.grad_norm_max}}},
+  ojson j = {{"steps_counted", s.steps_counted},
+             {"grad_norm", {{"last", s.grad_norm_last}, {"max", s.grad_norm_max}}},
              {"clipped_steps", s.clipped_steps},
              {"loss_spikes", spikes},
              {"nonfinite_steps", s.nonfinite_steps}};

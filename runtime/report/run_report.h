@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/core/run_resume.h"
+#include "runtime/core/step_totals.h"
 #include "runtime/report/spike.h"
 
 namespace trainer::report {
@@ -130,7 +131,11 @@ struct LossInfo {
   std::vector<std::pair<int64_t, double>> curve;  // [tokens, loss]
 };
 
+// grad_norm_max, clipped_steps and nonfinite_steps count the steps_counted steps: the whole run
+// where its checkpoints carried their totals (StepTotals), else the steps this process ran (a
+// resume from a checkpoint written before them). The rest are this process's.
 struct StabilityInfo {
+  int64_t steps_counted = 0;
   double grad_norm_last = kUnknown, grad_norm_max = kUnknown;
   int64_t clipped_steps = 0;
   std::vector<LossSpike> loss_spikes;

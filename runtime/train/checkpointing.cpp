@@ -276,6 +276,7 @@ void Checkpointing::load(const std::string& step_dir) {
         step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
   resumes_ = m.resumes;
+  restored_totals_ = m.step_totals;
   RunResume& resume = resumes_.emplace_back(RunResume{m.step, world_ ? world_->size() : 1, {}});
   if (then) resume.changes = config::training_changes(*then, cfg_);
   if (m.grid.world != resume.world_size)
@@ -365,6 +366,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
   m.loader_global_batch_tokens = loader_.tokens_per_sample();
   m.loader_shards = data::shard_summaries(loader_);
   m.resumes = resumes_;
+  if (rank_ == 0 && totals_source_) m.step_totals = totals_source_();
   m.loader_shuffle = cfg_.data.shuffle;
   std::vector<float> fp8_scaling = model_fp8_scaling();
   if (rank_ == 0) m.fp8_scaling = std::move(fp8_scaling);

@@ -4,6 +4,7 @@
 // checkpoint.every_steps, at train.stop_after_steps, and when SIGTERM/SIGINT reached any rank
 // (the group agrees on the stop step with one all-reduce of the flag per step).
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 
 #include "runtime/config/run_config.h"
 #include "runtime/core/run_resume.h"
+#include "runtime/core/step_totals.h"
 #include "runtime/data/loader.h"
 #include "runtime/dist/comm.h"
 #include "runtime/model/gpt.h"
@@ -32,6 +34,10 @@ class Checkpointing {
   int restore();
   // The run's resumes, oldest first, this one's last; empty for a fresh start.
   const std::vector<RunResume>& resumes() const { return resumes_; }
+  // The restored checkpoint's step totals (none: a fresh start, or a checkpoint without them).
+  const std::optional<StepTotals>& restored_totals() const { return restored_totals_; }
+  // Where rank 0's saves take the run's step totals from (the report's builder).
+  void set_totals_source(std::function<StepTotals()> source) { totals_source_ = std::move(source); }
   // Tokens trained on after `done` steps: the checkpoint's count, then this run's global batch
   // per step (a resume may change the batch; step * tokens_per_step would then be wrong).
   int64_t tokens_after(int done) const {
@@ -88,6 +94,8 @@ class Checkpointing {
   bool signalled_ = false;                  // stops_after saw a stop signal (save_after says so)
   bool resumed_in_checkpoint_dir_ = false;  // from a checkpoint in checkpoint.dir
   std::vector<RunResume> resumes_;          // the run's resumes, this one's last (restore())
+  std::optional<StepTotals> restored_totals_;
+  std::function<StepTotals()> totals_source_;
   std::unique_ptr<PendingSave> pending_;
   // What saves write from; an async writer reads it until its commit, which precedes the next save.
   std::unique_ptr<HostShard> staging_;

@@ -151,9 +151,10 @@ void warn_of_repeated_data(const report::DataInfo& data, int64_t tokens_at_end, 
 // nothing to train, and the earlier run's report.json and metrics.jsonl stay as they are; unless
 // its report is missing, says it failed or holds fewer steps than the checkpoint (lost to a full
 // disk, or the job died after its last checkpoint): then this run writes it again, from the
-// checkpoint and metrics.jsonl, as a resume that ran no step (returns true). Rank 0 decides.
-bool report_rewritten_with_nothing_to_train(const config::RunConfig& cfg, dist::Comm* world,
-                                            bool lead, int first_step, int last) {
+// checkpoint and metrics.jsonl, as a resume that ran no step (returns true). Rank 0 decides, and
+// logs what is done.
+bool should_rewrite_report(const config::RunConfig& cfg, dist::Comm* world, bool lead,
+                           int first_step, int last) {
   const bool rewrite = any_rank(world, lead && report_is_behind(cfg.run.out_dir, first_step));
   if (!lead) return rewrite;
   // A checkpoint past the end (train.steps lowered since) may not be what was meant.
@@ -164,8 +165,8 @@ bool report_rewritten_with_nothing_to_train(const config::RunConfig& cfg, dist::
               cfg.train.stop_after_steps > 0
                   ? ", train.stop_after_steps " + std::to_string(cfg.train.stop_after_steps)
                   : std::string(),
-              rewrite ? "report.json is missing, says the run failed or is behind the checkpoint: "
-                        "it is written again from the checkpoint and metrics.jsonl"
+              rewrite ? "report.json is missing, says the run failed or was running, or is behind "
+                        "the checkpoint: it is written again from the checkpoint and metrics.jsonl"
                       : "report.json and metrics.jsonl are left as they were");
   return rewrite;
 }
@@ -173,7 +174,7 @@ bool report_rewritten_with_nothing_to_train(const config::RunConfig& cfg, dist::
 // What the report says of where the run ran (every rank calls it: the node count is gathered).
 report::RunContext run_context(const config::RunConfig& cfg, int world_size, dist::Comm* world,
                                const Backend& backend, const Checkpointing& checkpoints,
-                               int first_step) {
+                               int first_step, int last) {
   report::RunContext ctx;
   ctx.world_size = world_size;
   ctx.nodes = count_nodes(world);
@@ -183,6 +184,8 @@ report::RunContext run_context(const config::RunConfig& cfg, int world_size, dis
   ctx.config_sha256 = config::config_sha256(cfg);
   if (first_step > 0) ctx.resumed_from_step = first_step;
   ctx.resumes = checkpoints.resumes();
+  // (a requeue with nothing to train ran no step under what it changed)
+  if (first_step >= last && !ctx.resumes.empty()) ctx.resumes.pop_back();
   return ctx;
 }
 
@@ -347,16 +350,17 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       const int total = cfg.train.steps;
       const int last =
           cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
-      if (first_step >= last &&
-          !report_rewritten_with_nothing_to_train(cfg, world, lead, first_step, last))
+      if (first_step >= last && !should_rewrite_report(cfg, world, lead, first_step, last))
         return 0;
 
       // 5. Report skeleton (hardware peak, model size, batch).
       const report::RunContext ctx =
-          run_context(cfg, env.world_size, world, *backend, checkpoints, first_step);
+          run_context(cfg, env.world_size, world, *backend, checkpoints, first_step, last);
       const report::RunReport base = report_base(cfg, ctx, data);
       builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
       builder->set_start_tokens(checkpoints.tokens_after(first_step));
+      builder->set_earlier_totals(checkpoints.restored_totals());
+      checkpoints.set_totals_source([&] { return builder->totals(); });
       builder->set_data_passes(train_loader->passes_read());
       // The memory as allocated now, for a report of a run that fails before the end (the end
       // replaces it with the peaks of every rank).

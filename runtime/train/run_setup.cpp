@@ -63,15 +63,4 @@ void log_what_rank_holds(const model::Gpt& gpt, const model::GptShard& shard,
     spdlog::debug("kernels: {}: {}", family, impl);
 }
 
-report::MemoryBreakdown memory_breakdown(const TrainStep& step) {
-  report::MemoryBreakdown mem;
-  const parallel::ZeroMemory state = step.state_bytes();
-  mem.params = state.params;  // the bf16 copy included
-  mem.grads = state.grads;
-  mem.optimizer = state.optimizer;
-  mem.zero_staging = state.scratch;
-  mem.activations = static_cast<int64_t>(step.activation_bytes());
-  return mem;
-}
-
 }  // namespace trainer::train

@@ -1,12 +1,11 @@
 #pragma once
 // What run_training builds a rank's training on, each piece from the config and the process
-// grid: the groups the step talks over, this rank's slice of the model, the checks that its
-// backend runs what the config asks, and the memory figures the report takes from the step.
+// grid: the groups the step talks over, this rank's slice of the model, and the checks that its
+// backend runs what the config asks.
 #include "runtime/config/run_config.h"
 #include "runtime/core/backend.h"
 #include "runtime/dist/mesh.h"
 #include "runtime/model/gpt.h"
-#include "runtime/report/run_report.h"
 #include "runtime/train/train_step.h"
 
 namespace trainer::train {
@@ -36,8 +35,5 @@ void check_backend_runs(const config::RunConfig& cfg, const Backend& backend,
 // logging.level debug (rank 0's): what this rank holds and which kernels run.
 void log_what_rank_holds(const model::Gpt& gpt, const model::GptShard& shard,
                          model::StateMemory memory, const Backend& backend);
-
-// The model state and activations as allocated now (the report's memory breakdown).
-report::MemoryBreakdown memory_breakdown(const TrainStep& step);
 
 }  // namespace trainer::train

@@ -59,4 +59,15 @@ double mean_after(const std::vector<double>& v, int skip) {
   return n ? sum / static_cast<double>(n) : std::nan("");
 }
 
+report::MemoryBreakdown memory_breakdown(const TrainStep& step) {
+  report::MemoryBreakdown mem;
+  const parallel::ZeroMemory state = step.state_bytes();
+  mem.params = state.params;  // the bf16 copy included
+  mem.grads = state.grads;
+  mem.optimizer = state.optimizer;
+  mem.zero_staging = state.scratch;
+  mem.activations = static_cast<int64_t>(step.activation_bytes());
+  return mem;
+}
+
 }  // namespace trainer::train

@@ -1,6 +1,7 @@
 #pragma once
 // The figures of the run report that every rank contributes, gathered on the world comm at the
-// end of a run (each a collective: every rank calls it), and the step-time mean the loop keeps.
+// end of a run (each a collective: every rank calls it), the step-time mean the loop keeps, and
+// this rank's memory breakdown.
 #include <cstdint>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "runtime/dist/comm.h"
 #include "runtime/dist/mesh.h"
 #include "runtime/report/run_report.h"
+#include "runtime/train/train_step.h"
 
 namespace trainer::train {
 
@@ -24,6 +26,9 @@ std::vector<report::MemoryBreakdown> gather_stage_memory(dist::Comm* world, cons
 // Nodes in the run: distinct host names over the world (world / local world size is wrong where
 // Slurm places tasks unevenly, e.g. 2 + 1).
 int count_nodes(dist::Comm* world);
+
+// The model state and activations of this rank as allocated now (the report's memory breakdown).
+report::MemoryBreakdown memory_breakdown(const TrainStep& step);
 
 // The mean of v[skip:], NaN when empty.
 double mean_after(const std::vector<double>& v, int skip);

@@ -31,7 +31,8 @@ cmp full.safetensors part.safetensors || fail "final weights differ"
 echo "40 losses bit-identical; final weights identical"
 # Stopped and resumed in one out_dir, as a requeued job is: the resumed run's report.json has the
 # whole run's loss curve and its last val loss (the points metrics.jsonl logged before the
-# resume, then its own), equal to the uninterrupted run's; its step figures cover its 20 steps.
+# resume, then its own), equal to the uninterrupted run's, and so are its stability counts (the
+# checkpoint carries the steps' totals); its throughput covers its 20 steps.
 run_single same 8 1 40 "${det[@]}" --set checkpoint.dir=ck_same --set train.stop_after_steps=20
 run_single same 8 1 40 "${det[@]}" --set checkpoint.dir=ck_same --resume auto
 # The same logging every 7 steps, stopped at 20 (not a multiple): the curve has the points at
@@ -55,6 +56,10 @@ for a, b, points in (("full", "same", 40), ("full7", "same7", 7)):
     # the step the run reached, and the steps this process ran
     assert same["run"]["resumed_from_step"] == 20 and same["run"]["steps_completed"] == 40
     assert same["run"]["steps_run"] == 20
+    # the stability counts cover the whole run (the checkpoint carried the first 20 steps')
+    for k in ("steps_counted", "clipped_steps", "nonfinite_steps", "grad_norm"):
+        assert same["stability"][k] == full["stability"][k], (k, full["stability"], same["stability"])
+    assert same["stability"]["steps_counted"] == 40 and full["stability"]["clipped_steps"] > 0
 PY
 # The report of the run stopped at step 20 says so; the uninterrupted one completed.
 [ "$(json_get part1/report.json 'd["run"]["status"], d["run"]["steps_planned"], d["run"]["steps_completed"]')" \

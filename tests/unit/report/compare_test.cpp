@@ -214,8 +214,13 @@ TEST_CASE("compare_warns_of_killed_runs_resume_changes_val_data_devices_and_buil
              Catch::Contains("ran on different devices"));
   CHECK_THAT(warnings_with([](auto& j) { j["run"]["git_rev"] = "0123abc"; }),
              Catch::Contains("come from different builds"));
-  // an older report without the data section: unknown, not different data
+  // an older report without the data section, or some of its fields, or its config: unknown,
+  // not different data
   CHECK(warnings_with([](auto& j) { j.erase("data"); }).find("warning") == std::string::npos);
+  CHECK(warnings_with([](auto& j) { j["data"].erase("val_tokens_per_eval"); }).find("warning") ==
+        std::string::npos);
+  CHECK(warnings_with([](auto& j) { j.erase("config"); }).find("warning") == std::string::npos);
+  CHECK(warnings_with([](auto& j) { j.erase("hardware"); }).find("warning") == std::string::npos);
 }
 
 TEST_CASE("loss_at_tokens_is_empty_outside_the_curve", "[compare]") {

@@ -1,0 +1,26 @@
+#pragma once
+// What a run's steps add up to by a step, for its report's stability section: carried in
+// checkpoints (manifest.json's "step_totals") so that a resumed run's report counts every step of
+// the run, not only the steps its own process ran.
+#include <cstdint>
+#include <optional>
+
+namespace trainer {
+
+struct StepTotals {
+  int64_t steps = 0;  // the steps these figures count
+  int64_t clipped_steps = 0;
+  int64_t nonfinite_steps = 0;
+  std::optional<double> grad_norm_max;  // none before a finite norm
+
+  // The totals of these steps followed by `later`'s.
+  StepTotals then(const StepTotals& later) const {
+    StepTotals t{steps + later.steps, clipped_steps + later.clipped_steps,
+                 nonfinite_steps + later.nonfinite_steps, grad_norm_max};
+    if (later.grad_norm_max && (!t.grad_norm_max || *later.grad_norm_max > *t.grad_norm_max))
+      t.grad_norm_max = later.grad_norm_max;
+    return t;
+  }
+};
+
+}  // namespace trainer
