@@ -31,6 +31,8 @@ const Reader kReaders[] = {
      "train.schedule = constant holds train.lr after the warmup"},
     {"train.eval_batches", [](const RunConfig& c) { return c.train.eval_every == 0; },
      "train.eval_every = 0 (no evals)"},
+    {"data.val", [](const RunConfig& c) { return c.train.eval_every == 0; },
+     "train.eval_every = 0 (no evals)"},
     {"model.moe.top_k", no_experts, kNoExperts},
     {"model.moe.capacity_factor", no_experts, kNoExperts},
     {"model.moe.aux_loss_coef", no_experts, kNoExperts},

@@ -291,12 +291,14 @@ bool same_at(const std::vector<LoadedReport>& reports, const std::string& pointe
   return true;
 }
 
+// (a report without a figure is left out of these: unknown, not different)
 bool same_token_counts(const std::vector<LoadedReport>& reports) {
-  return same_at(reports, "/loss/tokens_seen");
+  return same_at(reports, "/loss/tokens_seen", /*skip_unset=*/true);
 }
 
 bool same_model(const std::vector<LoadedReport>& reports) {
-  return same_at(reports, "/model/params") && same_at(reports, "/model/flops_per_token");
+  return same_at(reports, "/model/params", /*skip_unset=*/true) &&
+         same_at(reports, "/model/flops_per_token", /*skip_unset=*/true);
 }
 
 std::vector<std::pair<double, double>> curve_of(const json& r) {
@@ -386,7 +388,11 @@ std::string comparability_warnings(const std::vector<LoadedReport>& reports) {
   if (!same_known(reports, [](const json& r) { return string_at(r, "/hardware/device_name"); }))
     w += "warning: the reports ran on different devices (hardware): compare their MFU, not "
          "their tokens/s\n";
-  if (!same_known(reports, [](const json& r) { return string_at(r, "/run/git_rev"); }))
+  // ("unknown": built outside a git checkout)
+  if (!same_known(reports, [](const json& r) {
+        const std::string rev = string_at(r, "/run/git_rev");
+        return rev == "unknown" ? "-" : rev;
+      }))
     w += "warning: the reports come from different builds (git rev): a difference in speed or "
          "loss may come from the code\n";
   return w;

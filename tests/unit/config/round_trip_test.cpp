@@ -108,3 +108,19 @@ TEST_CASE("to_yaml_keeps_doubles_bit_exact", "[config]") {
     CHECK(back == v);
   }
 }
+
+// What a resume records as changed (run.resumes): the settings that change the run's steps or its
+// evals' losses, not its bookkeeping (directories, logging, checkpoints, collectives, eval
+// cadence, where it stops).
+TEST_CASE("training_changes_leave_out_bookkeeping_settings", "[config]") {
+  const RunConfig before = parse_config(embedded_default_yaml());
+  const RunConfig after =
+      parse_config(embedded_default_yaml(),
+                   {"train.lr=1e-3", "train.eval_batches=4", "run.out_dir=elsewhere",
+                    "logging.every_steps=1", "checkpoint.every_steps=5", "train.stop_after_steps=9",
+                    "train.eval_every=7", "parallel.bucket_mb=5", "hardware.peak_tflops=1",
+                    "distributed.timeout_s=60", "train.spike_factor=4"});
+  CHECK(config_changes(before, after).size() == 11);
+  CHECK(training_changes(before, after) ==
+        std::vector<std::string>{"train.lr: 0.003 -> 0.001", "train.eval_batches: 8 -> 4"});
+}

@@ -43,6 +43,8 @@ TEST_CASE("unread_settings_names_each_key_value_and_reason", "[config]") {
              Contains("train.min_lr_ratio = 0.0") && Contains("constant"));
   CHECK_THAT(one({"train.eval_every=0", "train.eval_batches=4"}),
              Contains("train.eval_batches = 4") && Contains("train.eval_every = 0"));
+  CHECK_THAT(one({"train.eval_every=0", "data.val=synthetic:uniform"}),
+             Contains("data.val = \"synthetic:uniform\"") && Contains("train.eval_every = 0"));
   CHECK_THAT(one({"model.moe.top_k=1"}),
              Contains("model.moe.top_k = 1") && Contains("num_experts = 0"));
   CHECK_THAT(one({"parallel.pipeline.microbatches=8"}),

@@ -221,6 +221,12 @@ TEST_CASE("compare_warns_of_killed_runs_resume_changes_val_data_devices_and_buil
         std::string::npos);
   CHECK(warnings_with([](auto& j) { j.erase("config"); }).find("warning") == std::string::npos);
   CHECK(warnings_with([](auto& j) { j.erase("hardware"); }).find("warning") == std::string::npos);
+  CHECK(warnings_with([](auto& j) { j["model"].erase("flops_per_token"); }).find("warning") ==
+        std::string::npos);
+  CHECK(warnings_with([](auto& j) { j["loss"].erase("tokens_seen"); }).find("warning") ==
+        std::string::npos);
+  CHECK(warnings_with([](auto& j) { j["run"]["git_rev"] = "unknown"; }).find("warning") ==
+        std::string::npos);
 }
 
 TEST_CASE("loss_at_tokens_is_empty_outside_the_curve", "[compare]") {
