@@ -1,6 +1,7 @@
 #include "runtime/train/checkpointing.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -373,8 +374,28 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
   return req;
 }
 
+void Checkpointing::watch_dir() {
+  struct stat st {};
+  if (rank_ == 0 && ::stat(cfg_.checkpoint_dir().c_str(), &st) == 0)
+    dir_identity_ = std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino));
+}
+
+std::string Checkpointing::dir_changed() const {
+  if (!dir_identity_) return "";
+  struct stat st {};
+  if (::stat(cfg_.checkpoint_dir().c_str(), &st) == 0 &&
+      std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino)) == *dir_identity_)
+    return "";
+  return "checkpoint.dir = \"" + cfg_.checkpoint_dir() +
+         "\" was removed or replaced during the run (it is no longer the directory this run "
+         "locked at its start, and the checkpoints it saved there are gone from it): stopped "
+         "before saving again, so that no other run's checkpoints mix with this one's";
+}
+
 void Checkpointing::save(int done, bool async) {
   if (done == last_saved_) return;
+  if (const auto [rank, why] = first_rank_saying(world_, rank_, dir_changed()); rank >= 0)
+    throw ckpt::CheckpointError(why);
   commit_pending(/*wait=*/true);  // one save in flight at most
   const auto t0 = std::chrono::steady_clock::now();
   // An asynchronous save always writes from a host copy: training changes the weights meanwhile.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "runtime/ckpt/checkpoint.h"
 
@@ -36,6 +37,11 @@ class Checkpointing {
   const std::vector<RunResume>& resumes() const { return resumes_; }
   // The restored checkpoint's step totals (none: a fresh start, or a checkpoint without them).
   const std::optional<StepTotals>& restored_totals() const { return restored_totals_; }
+  // Rank 0 notes which directory checkpoint.dir is (device and inode), once it exists and this run
+  // holds its lock: every save first checks that it still is. A directory removed or renamed
+  // during the run (its lock with it) fails the run at that save, on every rank, rather than
+  // recreating it unlocked, where a second run could then save over this run's checkpoints.
+  void watch_dir();
   // Where rank 0's saves take the run's step totals from (the report's builder).
   void set_totals_source(std::function<StepTotals()> source) { totals_source_ = std::move(source); }
   // Tokens trained on after `done` steps: the checkpoint's count, then this run's global batch
@@ -96,6 +102,8 @@ class Checkpointing {
   std::vector<RunResume> resumes_;          // the run's resumes, this one's last (restore())
   std::optional<StepTotals> restored_totals_;
   std::function<StepTotals()> totals_source_;
+  std::optional<std::pair<uint64_t, uint64_t>> dir_identity_;  // rank 0's (watch_dir)
+  std::string dir_changed() const;  // rank 0: why checkpoint.dir is no longer the watched one
   std::unique_ptr<PendingSave> pending_;
   // What saves write from; an async writer reads it until its commit, which precedes the next save.
   std::unique_ptr<HostShard> staging_;

@@ -345,6 +345,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // before the first checkpoint, not at it (shared_dir_check.h)
       check_every_rank_sees(world, env.rank, "checkpoint.dir", cfg.checkpoint_dir(),
                             std::min(timeout / 2, std::chrono::milliseconds(60000)));
+      checkpoints.watch_dir();
       // fp8 states no checkpoint set: the whole weights' scales (a tp slice's amax is not)
       if (gpt.fp8_states_new()) trainer.seed_fp8_weight_scales();
       const int total = cfg.train.steps;
