@@ -82,6 +82,7 @@ nlohmann::json to_json(const Manifest& m) {
   j["adam_step"] = m.adam_step;
   j["seed"] = m.seed;
   j["config_sha256"] = m.config_sha256;
+  if (!m.run_id.empty()) j["run_id"] = m.run_id;
   if (!m.config_yaml.empty()) j["config"] = m.config_yaml;
   j["model"] = dims_json(m.model);
   j["grid"] = {{"world", m.grid.world}, {"dp", m.grid.dp}, {"tp", m.grid.tp},
@@ -128,6 +129,7 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     m.adam_step = j.at("adam_step");
     m.seed = j.at("seed");
     m.config_sha256 = j.at("config_sha256");
+    m.run_id = j.value("run_id", "");                          // written since 2026-12-07
     if (j.contains("config")) m.config_yaml = j.at("config");  // written since 2026-12-03
     m.model = dims_from(j.at("model"));
     const auto& g = j.at("grid");

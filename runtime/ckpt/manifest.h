@@ -58,9 +58,10 @@ struct Manifest {
   data::LoaderState loader;
   int64_t loader_global_batch_tokens = 0;  // tokens per step of the saving run (0: not recorded)
   std::vector<data::ShardSummary>
-      loader_shards;                      // the train shards it was reading (none: synthetic)
-  std::optional<bool> loader_shuffle;     // data.shuffle of the saving run (not recorded before)
-  std::vector<RunResume> resumes;         // the run's resumes so far, oldest first
+      loader_shards;                   // the train shards it was reading (none: synthetic)
+  std::optional<bool> loader_shuffle;  // data.shuffle of the saving run (not recorded before)
+  std::vector<RunResume> resumes;      // the run's resumes so far, oldest first
+  std::string run_id;  // drawn at the run's fresh start, kept by its resumes ("": not recorded)
   std::optional<StepTotals> step_totals;  // the run's steps 1..step (not recorded before)
   std::vector<TensorEntry> tensors;
   std::vector<ShardFile> shards;

@@ -44,6 +44,7 @@ RunReport report_skeleton(const config::RunConfig& cfg, const RunContext& ctx) {
   r.run.started_at = now_iso8601();
   r.run.resumed_from_step = ctx.resumed_from_step;
   r.run.resumes = ctx.resumes;
+  r.run.run_id = ctx.run_id;
   r.run.steps_planned = cfg.train.steps;
 
   r.hardware.device_type = cfg.hardware.device;

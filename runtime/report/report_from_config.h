@@ -21,6 +21,7 @@ struct RunContext {
   std::string config_sha256;  // sha256 of config::to_yaml(cfg)
   std::optional<int64_t> resumed_from_step;
   std::vector<RunResume> resumes;              // the run's, oldest first (Checkpointing::resumes())
+  std::string run_id;                          // Checkpointing::run_id()
   std::map<std::string, std::string> kernels;  // Backend::kernels() at the start
 };
 

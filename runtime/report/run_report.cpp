@@ -31,6 +31,7 @@ ojson resumes_json(const std::vector<RunResume>& resumes) {
 ojson run_json(const RunInfo& r) {
   ojson j{{"name", r.name},
           {"config_sha256", r.config_sha256},
+          {"run_id", r.run_id.empty() ? ojson(nullptr) : ojson(r.run_id)},
           {"seed", r.seed},
           {"git_rev", r.git_rev.empty() ? build_git_rev() : r.git_rev},
           {"started_at", r.started_at},

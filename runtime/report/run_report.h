@@ -23,6 +23,7 @@ inline constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();  //
 struct RunInfo {
   std::string name;
   std::string config_sha256;  // (of the whole config: run.out_dir and run.name too)
+  std::string run_id;         // the run's, kept through its resumes (Checkpointing::run_id)
   uint64_t seed = 0;          // run.seed: runs of one config that differ in it draw other data
   std::string git_rev;        // defaults to the build's revision (build_git_rev())
   std::string started_at, finished_at;  // ISO 8601 UTC, see now_iso8601()

@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <random>
 #include <stdexcept>
 
 #include "runtime/ckpt/checkpoint.h"
@@ -27,6 +29,20 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+namespace {
+
+// 16 hex digits from the system's entropy: which run a checkpoint, a report and metrics.jsonl
+// belong to, across its resumes.
+std::string fresh_run_id() {
+  std::random_device entropy;
+  const uint64_t id = (uint64_t{entropy()} << 32) ^ entropy();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+}  // namespace
+
 Checkpointing::Checkpointing(const config::RunConfig& cfg, std::string resume, TrainStep& step,
                              model::Gpt& model, data::DataLoader& loader, dist::Comm* world,
                              int rank, int dp_size)
@@ -39,7 +55,8 @@ Checkpointing::Checkpointing(const config::RunConfig& cfg, std::string resume, T
       rank_(rank),
       dp_size_(dp_size),
       tokens_per_step_(int64_t{cfg.train.micro_batch} * cfg.train.grad_accum * dp_size *
-                       cfg.model.seq_len) {}
+                       cfg.model.seq_len),
+      run_id_(fresh_run_id()) {}
 
 Checkpointing::~Checkpointing() {
   // A write still in flight (the run failed) is waited for but never committed: its step_N.tmp
@@ -277,6 +294,7 @@ void Checkpointing::load(const std::string& step_dir) {
         step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
   resumes_ = m.resumes;
+  run_id_ = m.run_id;
   restored_totals_ = m.step_totals;
   RunResume& resume = resumes_.emplace_back(RunResume{m.step, world_ ? world_->size() : 1, {}});
   if (then) resume.changes = config::training_changes(*then, cfg_);
@@ -367,6 +385,7 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
   m.loader_global_batch_tokens = loader_.tokens_per_sample();
   m.loader_shards = data::shard_summaries(loader_);
   m.resumes = resumes_;
+  m.run_id = run_id_;
   if (rank_ == 0 && totals_source_) m.step_totals = totals_source_();
   m.loader_shuffle = cfg_.data.shuffle;
   std::vector<float> fp8_scaling = model_fp8_scaling();

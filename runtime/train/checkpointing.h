@@ -35,6 +35,9 @@ class Checkpointing {
   int restore();
   // The run's resumes, oldest first, this one's last; empty for a fresh start.
   const std::vector<RunResume>& resumes() const { return resumes_; }
+  // The run's identity: drawn at a fresh start, the checkpoint's after a resume ("" where the
+  // checkpoint has none). Rank 0's is the one saved and reported.
+  const std::string& run_id() const { return run_id_; }
   // The restored checkpoint's step totals (none: a fresh start, or a checkpoint without them).
   const std::optional<StepTotals>& restored_totals() const { return restored_totals_; }
   // Rank 0 notes which directory checkpoint.dir is (device and inode), once it exists and this run
@@ -100,6 +103,7 @@ class Checkpointing {
   bool signalled_ = false;                  // stops_after saw a stop signal (save_after says so)
   bool resumed_in_checkpoint_dir_ = false;  // from a checkpoint in checkpoint.dir
   std::vector<RunResume> resumes_;          // the run's resumes, this one's last (restore())
+  std::string run_id_;
   std::optional<StepTotals> restored_totals_;
   std::function<StepTotals()> totals_source_;
   std::optional<std::pair<uint64_t, uint64_t>> dir_identity_;  // rank 0's (watch_dir)

@@ -111,6 +111,25 @@ bool report_is_behind(const std::string& out_dir, int checkpoint_step) {
   }
 }
 
+// Whether <out_dir>/metrics.jsonl holds the earlier steps of the run `run_id` resumes: unless
+// out_dir's report.json (written as each run starts) names another run, as where --resume takes a
+// checkpoint into an out_dir another run used (its lines would splice into this run's curve).
+// Unknown (no report, no run_id on either side: older versions) keeps them, as before.
+bool metrics_are_this_runs(const std::string& out_dir, const std::string& run_id) {
+  std::string theirs;
+  try {
+    theirs = report::load_report(out_dir + "/report.json")["run"].value("run_id", "");
+  } catch (const std::exception&) {
+    return true;
+  }
+  if (theirs.empty() || run_id.empty() || theirs == run_id) return true;
+  spdlog::warn(
+      "{}/metrics.jsonl holds another run's steps (its report.json names run {}, the checkpoint "
+      "run {}): it is started again, and the report's curve starts at this run's first step",
+      out_dir, theirs, run_id);
+  return false;
+}
+
 // How long a failing rank keeps serving the store (Store::linger) for the ranks still finding
 // out: they fail within about a step of it, when blocked on the same dead or hung peer, and then
 // take a few graces of timeout/10 (0.2-2 s each) to name it (failure_report.cpp). Bounded: a hung
@@ -184,6 +203,7 @@ report::RunContext run_context(const config::RunConfig& cfg, int world_size, dis
   ctx.config_sha256 = config::config_sha256(cfg);
   if (first_step > 0) ctx.resumed_from_step = first_step;
   ctx.resumes = checkpoints.resumes();
+  ctx.run_id = checkpoints.run_id();
   // (a requeue with nothing to train ran no step under what it changed)
   if (first_step >= last && !ctx.resumes.empty()) ctx.resumes.pop_back();
   return ctx;
@@ -370,7 +390,8 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       std::unique_ptr<report::MetricsWriter> metrics;
       if (lead) {
         std::filesystem::create_directories(cfg.run.out_dir);
-        metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, first_step);
+        const bool keep = first_step > 0 && metrics_are_this_runs(cfg.run.out_dir, ctx.run_id);
+        metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, keep ? first_step : 0);
         builder->set_earlier(metrics->earlier());
         if (first_step >= last && metrics->earlier().curve.empty())  // a report written again
           spdlog::warn(

@@ -56,7 +56,8 @@ PY
 
 # A write that starts 0.3 s late, steps going on meanwhile, still writes the state of the step it
 # saves (from its host copy, not the live weights); a write slowed on rank 1 only is committed
-# by both ranks at the same step (they agree it is done), without a hang.
+# (a collective: the ranks must agree when every write is done) without a hang, and the files
+# and losses stay the same.
 TRAINER_TEST_CKPT_DELAY_S=0.3,before_write run_launch late 2 4 1 30 "${det[@]}" \
   --set checkpoint.dir=ck_late --set checkpoint.async=true --set distributed.timeout_s=60
 same_files ck_sync1 ck_late 10 20 30

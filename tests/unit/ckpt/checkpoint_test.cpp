@@ -507,7 +507,7 @@ TEST_CASE("exports_hold_vocab_size_rows_whatever_the_models_vocab_padding") {
 TEST_CASE("a_manifest_reads_back_every_field_it_writes") {
   ckpt::Manifest m;
   m.step = 12, m.tokens = 6144, m.adam_step = 11, m.seed = 99;
-  m.config_sha256 = "ab12", m.config_yaml = "train: {lr: 0.001}\n";
+  m.config_sha256 = "ab12", m.config_yaml = "train: {lr: 0.001}\n", m.run_id = "0123456789abcdef";
   m.model.n_layer = 2, m.model.num_experts = 4, m.model.top_k = 1, m.model.vocab_multiple = 128;
   m.grid = {8, 2, 2, 2, 1, 1, 2};
   m.loader = {1, 2048, 3};
