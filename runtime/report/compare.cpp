@@ -155,16 +155,21 @@ std::string hardware_cell(const json& r) {
 }
 
 // The parts of the data a run trained on (val: evaluated on) that decide its losses, "-" where
-// the report does not say (an older report, a run without evals): the source; data.seed where it
-// draws the tokens (a synthetic source) or orders them (data.shuffle on train shards); the
-// shuffle; an eval's tokens.
+// the report does not say (an older report, a run without evals): the source as the config
+// names it, and for token shards what it matched (the digest of their names and token counts:
+// the same files by another path are the same data, other files behind the same glob are not);
+// data.seed where it draws the tokens (a synthetic source) or orders them (data.shuffle on train
+// shards); the shuffle; an eval's tokens.
 struct DataParts {
-  std::string source, seed, shuffled, eval_tokens;
+  std::string source, shards, seed, shuffled, eval_tokens;
+  // What is compared of the source: the shards' digest where the report has it, else the text.
+  std::string compared_source() const { return shards != "-" ? shards : source; }
 };
 
 DataParts data_parts(const json& r, bool val) {
-  DataParts d{string_at(r, val ? "/data/val" : "/data/train"), "-", "-", "-"};
+  DataParts d{string_at(r, val ? "/data/val" : "/data/train"), "-", "-", "-", "-"};
   if (d.source == "-") return d;
+  d.shards = string_at(r, val ? "/data/val_shards_sha256" : "/data/train_shards_sha256");
   const bool synthetic = d.source.starts_with("synthetic:");
   if (!val && !synthetic) d.shuffled = string_at(r, "/config/data/shuffle");
   if (synthetic || d.shuffled == "true") d.seed = string_at(r, "/config/data/seed");
@@ -176,6 +181,7 @@ DataParts data_parts(const json& r, bool val) {
 std::string data_cell(const json& r, bool val) {
   const DataParts d = data_parts(r, val);
   std::string cell = d.source;
+  if (d.shards != "-") cell += " (shards " + d.shards.substr(0, 8) + ")";
   if (d.seed != "-") cell += ", data.seed " + d.seed;
   if (d.shuffled == "true") cell += ", shuffled";
   if (d.eval_tokens != "-") cell += ", " + d.eval_tokens + " tokens/eval";
@@ -199,11 +205,13 @@ bool same_known(const std::vector<LoadedReport>& reports,
 }
 
 bool same_data(const std::vector<LoadedReport>& reports, bool val) {
-  using Part = std::string DataParts::*;
-  for (Part part :
-       {&DataParts::source, &DataParts::seed, &DataParts::shuffled, &DataParts::eval_tokens})
-    if (!same_known(reports, [&](const json& r) { return data_parts(r, val).*part; })) return false;
-  return true;
+  const auto part = [&](std::string (*of)(const DataParts&)) {
+    return same_known(reports, [&](const json& r) { return of(data_parts(r, val)); });
+  };
+  return part([](const DataParts& d) { return d.compared_source(); }) &&
+         part([](const DataParts& d) { return d.seed; }) &&
+         part([](const DataParts& d) { return d.shuffled; }) &&
+         part([](const DataParts& d) { return d.eval_tokens; });
 }
 
 // "a: at step 15 train.lr: 0.003 -> 0.001; ..." for each report whose resumes changed settings

@@ -199,6 +199,8 @@ nlohmann::ordered_json to_json(const RunReport& r) {
   j["data"] = {{"train", r.data.train},
                {"val", or_null(r.data.val)},
                {"val_tokens_per_eval", or_null(r.data.val_tokens_per_eval)},
+               {"train_shards_sha256", or_null(r.data.train_shards_sha256)},
+               {"val_shards_sha256", or_null(r.data.val_shards_sha256)},
                {"entropy_floor", or_null(r.data.entropy_floor)},
                {"train_tokens_per_pass", or_null(r.data.train_tokens_per_pass)},
                {"passes", or_null(r.data.passes)}};

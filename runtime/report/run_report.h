@@ -157,6 +157,9 @@ struct DataInfo {
   // The tokens each eval reads: train.eval_batches global batches (the global batch is the
   // train step's, so it grows with dp), or all of data.val where it holds fewer.
   std::optional<int64_t> val_tokens_per_eval;
+  // Token shards: sha256 of the list of the files they matched (name, without its directory, and
+  // token count, in the loader's order): which data a path or glob named, wherever it lay.
+  std::optional<std::string> train_shards_sha256, val_shards_sha256;
   std::optional<double> entropy_floor;  // nats/token, synthetic sources only
   // Token shards only: the tokens one pass over data.train feeds the steps (whole global batches
   // of each shard), and the passes read (the loader's position: passes completed and the share of

@@ -24,6 +24,7 @@
 #include "runtime/core/out_of_memory.h"
 #include "runtime/core/sha256.h"
 #include "runtime/data/loader.h"
+#include "runtime/data/shard_summary.h"
 #include "runtime/dist/launch_env.h"
 #include "runtime/dist/mesh.h"
 #include "runtime/dist/rendezvous.h"
@@ -209,6 +210,13 @@ report::RunContext run_context(const config::RunConfig& cfg, int world_size, dis
   return ctx;
 }
 
+// Token shards: the digest of what a loader reads (report::DataInfo); none for synthetic data.
+std::optional<std::string> shards_sha256(const data::DataLoader& loader) {
+  const std::vector<data::ShardSummary> shards = data::shard_summaries(loader);
+  if (shards.empty()) return std::nullopt;
+  return sha256_hex(data::shard_list_text(shards));
+}
+
 // The report before any step: the config's figures (model size, batch, peak) and the data's.
 report::RunReport report_base(const config::RunConfig& cfg, const report::RunContext& ctx,
                               const DataStreams& data) {
@@ -219,7 +227,9 @@ report::RunReport report_base(const config::RunConfig& cfg, const report::RunCon
   if (data.val) {
     base.data.val = cfg.data.val;
     base.data.val_tokens_per_eval = data.eval_batches * data.val->tokens_per_sample();
+    base.data.val_shards_sha256 = shards_sha256(*data.val);
   }
+  base.data.train_shards_sha256 = shards_sha256(train);
   if (std::isnan(floor))
     base.data.train_tokens_per_pass = train.samples_per_epoch() * train.tokens_per_sample();
   return base;

@@ -205,6 +205,16 @@ TEST_CASE("compare_warns_of_killed_runs_resume_changes_val_data_devices_and_buil
         }).find("warning") == std::string::npos);
   CHECK_THAT(warnings_with([](auto& j) { j["data"]["val"] = "val_*.bin"; }),
              Catch::Contains("evaluate on different val data"));
+  // token shards: the files matched decide, not the path's spelling
+  auto shards = ra;
+  shards.json["data"]["train"] = "data/train_*.bin";
+  shards.json["data"]["train_shards_sha256"] = "aaaa0000";
+  auto same_files = shards, other_files = shards;
+  same_files.json["data"]["train"] = "/abs/data/train_*.bin";
+  other_files.json["data"]["train_shards_sha256"] = "bbbb1111";
+  CHECK(compare_reports({shards, same_files}).find("train on different data") == std::string::npos);
+  CHECK_THAT(compare_reports({shards, other_files}), Catch::Contains("train on different data"));
+  CHECK_THAT(compare_reports({shards, other_files}), Catch::Contains("(shards bbbb1111)"));
   CHECK_THAT(warnings_with([](auto& j) { j["data"]["val_tokens_per_eval"] = 4096; }),
              Catch::Contains("evaluate on different val data"));
   CHECK_THAT(warnings_with([](auto& j) { j["config"]["data"]["seed"] = 99; }),
