@@ -127,6 +127,11 @@ void prune(const std::string& root, int keep) {
 // elsewhere: a manifest listing its file would be a checkpoint reported saved that no resume can
 // load.
 void check_every_file_is_here(const std::string& tmp_dir, const std::vector<ShardFile>& shards) {
+  std::error_code missing;
+  if (!fs::is_directory(tmp_dir, missing))  // (not a view of another filesystem: gone here too)
+    throw CheckpointError("checkpoint not committed: " + tmp_dir +
+                          " was removed or renamed while its files were written (checkpoint.dir "
+                          "removed or moved during the run?)");
   for (const ShardFile& f : shards) {
     std::error_code ec;
     const auto size = fs::file_size(tmp_dir + "/" + f.file, ec);
@@ -140,6 +145,19 @@ void check_every_file_is_here(const std::string& tmp_dir, const std::vector<Shar
 }
 
 }  // namespace
+
+bool files_look_complete(const std::string& step_dir) {
+  try {
+    const Manifest m = read_manifest(step_dir);
+    return std::all_of(m.shards.begin(), m.shards.end(), [&](const ShardFile& f) {
+      std::error_code ec;
+      const auto size = fs::file_size(step_dir + "/" + f.file, ec);
+      return !ec && static_cast<int64_t>(size) == f.bytes;
+    });
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 ShardFile write_shard_file(const std::string& tmp_dir, int rank, const model::ParamLayout& layout,
                            const OwnedRuns& owned, const Manifest& manifest) {

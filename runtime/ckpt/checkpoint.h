@@ -62,6 +62,9 @@ std::string resolve_step_dir(const std::string& path);
 
 // Reads the manifest and checks every file's size and sha256 (throws CheckpointError).
 Manifest verify_checkpoint(const std::string& step_dir);
+// A quick look short of verify_checkpoint's checksums: the manifest reads and every rank's file is
+// there at the size it lists (what a refusal checks before it points at a fallback checkpoint).
+bool files_look_complete(const std::string& step_dir);
 
 // Reads any global elements of any saved tensor, whatever grid wrote them.
 class CheckpointReader {

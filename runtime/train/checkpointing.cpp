@@ -245,9 +245,16 @@ int Checkpointing::restore() {
 std::string Checkpointing::way_past_a_damaged(const std::string& step_dir) const {
   if (resume_ != "auto") return "";
   const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir());
-  if (all.size() > 1 && all[0] == step_dir)
-    return "; to resume from the checkpoint before it, move " + step_dir +
-           " out of checkpoint.dir (--resume auto then takes " + all[1] + ")";
+  if (all.empty() || all[0] != step_dir) return "";
+  // The newest older one whose files look whole (a damaged one before it is named too: moving
+  // only the newest would have the next resume refuse that one).
+  std::string damaged = step_dir;
+  for (size_t i = 1; i < all.size(); ++i) {
+    if (ckpt::files_look_complete(all[i]))
+      return "; to resume from an earlier checkpoint, move " + damaged +
+             " out of checkpoint.dir (--resume auto then takes " + all[i] + ")";
+    damaged += " and " + all[i];
+  }
   return "; checkpoint.dir holds no other complete checkpoint: move it away and pass --resume "
          "none to start afresh";
 }

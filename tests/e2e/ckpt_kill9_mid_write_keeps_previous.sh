@@ -62,6 +62,11 @@ refused bitflip "does not match the manifest" --resume flip
 mkdir -p auto_root && cp -r ck_copy/step_00000010 auto_root/ && cp -r flip auto_root/step_00000020
 refused bitflip_auto "move auto_root/step_00000020 out of checkpoint.dir (--resume auto then takes auto_root/step_00000010)" \
   --set checkpoint.dir=auto_root --resume auto
+# ... past a damaged one before it too (its file cut short), to the newest that looks whole.
+cp -r auto_root auto_root2 && cp -r flip auto_root2/step_00000030
+truncate -s -64 auto_root2/step_00000020/rank_00000.safetensors
+refused bitflip_auto2 "move auto_root2/step_00000030 and auto_root2/step_00000020 out of checkpoint.dir (--resume auto then takes auto_root2/step_00000010)" \
+  --set checkpoint.dir=auto_root2 --resume auto
 cp -r ck_copy/step_00000010 trunc
 truncate -s -64 trunc/rank_00000.safetensors
 refused truncated "truncated" --resume trunc
