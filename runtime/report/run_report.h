@@ -214,8 +214,9 @@ std::string write_report(const RunReport& report, const std::string& out_dir);
 // `path`: a report.json, or a run's out_dir (its report.json).
 nlohmann::json load_report(const std::string& path);
 
-// The git revision the binary was built from, with "-dirty" when tracked files differed from it
-// ("unknown" outside a git checkout); taken at build time (cmake/git_rev.cmake).
+// The git revision the binary was built from, with "-dirty.<8 hex of the diff>" when tracked
+// files differed from it ("unknown" outside a git checkout); taken at build time
+// (cmake/git_rev.cmake).
 std::string build_git_rev();
 // Current UTC time, e.g. "2024-05-20T12:34:56Z".
 std::string now_iso8601();

@@ -59,11 +59,11 @@ cat compare.txt
 grep -q "1.00x" compare.txt || fail "compare shows no ratio"
 set +e; "$bin" compare out/report.json missing.json >/dev/null 2>err.txt; rc=$?; set -e
 [ $rc = 2 ] && grep -q missing.json err.txt || fail "compare of a missing report: exit $rc, $(cat err.txt)"
-# run.git_rev names a commit of this source (taken at build time, "-dirty" when tracked files
-# differed; commits since the build may be newer, so HEAD itself is not required).
+# run.git_rev names a commit of this source (taken at build time, "-dirty.<8 hex>" when tracked
+# files differed; commits since the build may be newer, so HEAD itself is not required).
 built=$(json_get out/report.json 'd["run"]["git_rev"]')
 if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
-  [[ "$built" =~ ^[0-9a-f]{7,}(-dirty)?$ ]] && git -C "$src" cat-file -e "${built%-dirty}^{commit}" \
+  [[ "$built" =~ ^[0-9a-f]{7,}(-dirty\.[0-9a-f]{8})?$ ]] && git -C "$src" cat-file -e "${built%-dirty.*}^{commit}" \
     || fail "report git_rev '$built' is not a commit of $src"
 else
   [ "$built" = unknown ] || fail "report git_rev '$built' outside a git checkout"
