@@ -23,7 +23,7 @@ StepRates step_rates(int64_t tokens_per_step, double step_time_s, double flops_p
 }
 
 std::string metrics_line(const StepRecord& rec, const StepRates& rates,
-                         std::optional<double> val_loss) {
+                         std::optional<double> val_loss, std::optional<double> loss_mean) {
   nlohmann::ordered_json j;  // NaN/inf values are written as null
   j["step"] = rec.step;
   j["tokens"] = rec.tokens;
@@ -33,6 +33,7 @@ std::string metrics_line(const StepRecord& rec, const StepRates& rates,
   j["step_time_s"] = rec.step_time_s;
   j["tokens_per_second"] = rates.tokens_per_second;
   j["mfu"] = rates.mfu;
+  if (loss_mean) j["loss_mean"] = *loss_mean;
   if (rec.moe_aux_loss) j["moe_aux_loss"] = *rec.moe_aux_loss;
   if (rec.moe_dropped_fraction) j["moe_dropped_fraction"] = *rec.moe_dropped_fraction;
   if (val_loss) j["val_loss"] = *val_loss;
@@ -88,8 +89,8 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::write(const StepRecord& rec, const StepRates& rates,
-                          std::optional<double> val_loss) {
-  const std::string line = metrics_line(rec, rates, val_loss) + "\n";
+                          std::optional<double> val_loss, std::optional<double> loss_mean) {
+  const std::string line = metrics_line(rec, rates, val_loss, loss_mean) + "\n";
   if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0)
     throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
 }

@@ -30,9 +30,12 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
-  // Fields: step, tokens, loss, grad_norm, lr, step_time_s, tokens_per_second, mfu [, val_loss].
+  // Fields: step, tokens, loss, grad_norm, lr, step_time_s, tokens_per_second, mfu
+  // [, loss_mean] [, val_loss]. loss_mean: the mean of the finite losses of the steps since the
+  // previous line (this one's included), as Megatron logs its loss (null where none was finite).
   void write(const StepRecord& rec, const StepRates& rates,
-             std::optional<double> val_loss = std::nullopt);
+             std::optional<double> val_loss = std::nullopt,
+             std::optional<double> loss_mean = std::nullopt);
   const std::string& path() const { return path_; }
   // The kept lines' loss points and evals (non-finite losses, written as null, left out).
   const EarlierPoints& earlier() const { return earlier_; }
@@ -46,7 +49,8 @@ class MetricsWriter {
 
 // The JSON text of one metrics line (no newline).
 std::string metrics_line(const StepRecord& rec, const StepRates& rates,
-                         std::optional<double> val_loss = std::nullopt);
+                         std::optional<double> val_loss = std::nullopt,
+                         std::optional<double> loss_mean = std::nullopt);
 
 // "step   10/300 | loss 4.1234 | grad_norm 1.23 | lr 3.00e-04 | 12.3k tok/s | mfu 1.2% |
 //  45 ms/step | eta 00:12:34"; eta = (total_steps - step) * step_time_s.

@@ -5,3 +5,20 @@ for out in a b; do
     --set train.eval_every=0 --out $out >$out.log 2>&1 || { cat $out.log; fail "run $out failed"; }
 done
 compare_metrics a/metrics.jsonl b/metrics.jsonl --exact --min-steps 20
+# The same run logged every 5 steps: each line's loss is that step's, and its loss_mean the mean
+# of the losses of the steps since the previous line (as Megatron logs its loss).
+"$bin" train "$src/configs/tiny.yaml" --set train.steps=20 --set logging.every_steps=5 \
+  --set train.eval_every=0 --out c >c.log 2>&1 || { cat c.log; fail "run c failed"; }
+/usr/bin/python3 - <<'PY' || fail "loss_mean is not the mean of the losses since the previous line"
+import json
+every = {r["step"]: r for r in map(json.loads, open("a/metrics.jsonl"))}
+lines = [json.loads(l) for l in open("c/metrics.jsonl")]
+assert [r["step"] for r in lines] == [1, 5, 10, 15, 20], [r["step"] for r in lines]
+prev = 0
+for r in lines:
+    want = sum(every[s]["loss"] for s in range(prev + 1, r["step"] + 1)) / (r["step"] - prev)
+    assert r["loss"] == every[r["step"]]["loss"], r
+    assert abs(r["loss_mean"] - want) <= 1e-12 * abs(want), (r, want)
+    prev = r["step"]
+print("loss_mean of steps 2-5:", lines[1]["loss_mean"], "; step 5's loss:", lines[1]["loss"])
+PY
