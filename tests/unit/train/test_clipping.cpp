@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/rng.h"
@@ -18,6 +20,24 @@ using namespace trainer;
 
 namespace {
 
+// A small model on the cpu, its weights drawn from seed 3, and its train step; every step reads
+// the same 16 tokens (fixed_batch).
+struct SmallRun {
+  explicit SmallRun(config::RunConfig c) : cfg(std::move(c)) {
+    gpt.init_weights(3);
+    step.emplace(cfg, be, gpt, train::DataParallel{});
+  }
+  config::RunConfig cfg;
+  cpu::CpuBackend be;
+  model::GptDims dims = model::GptDims::from_config(cfg.model);
+  model::Gpt gpt{be, dims, model::GptShard::whole(dims)};
+  std::optional<train::TrainStep> step;
+};
+
+void fixed_batch(int32_t* x, int32_t* y) {
+  for (int i = 0; i < 16; ++i) x[i] = i % 16, y[i] = (i * 7) % 16;
+}
+
 struct Result {
   train::StepResult step;
   std::vector<float> grads;  // the gradient AdamW applied (after clipping), from its first moment
@@ -27,15 +47,10 @@ Result one_step(double clip) {
   config::RunConfig cfg = testing::small_train_config(16, 8, 1, 16, 2);
   cfg.train.grad_clip = clip;
   cfg.train.weight_decay = 0;
-  cpu::CpuBackend be;
-  const auto dims = model::GptDims::from_config(cfg.model);
-  model::Gpt gpt(be, dims, model::GptShard::whole(dims));
-  gpt.init_weights(3);
-  train::TrainStep step(cfg, be, gpt, {});
-  train::BatchSource next = [](int32_t* x, int32_t* y) {
-    for (int i = 0; i < 16; ++i) x[i] = i % 16, y[i] = (i * 7) % 16;
-  };
-  Result r{step.run(0, next), {}};
+  SmallRun run(cfg);
+  model::Gpt& gpt = run.gpt;
+  train::TrainStep& step = *run.step;
+  Result r{step.run(0, fixed_batch), {}};
   // The clip rides in the update (AdamWParams::grad_scale): after one step from m = 0,
   // m = (1 - beta1) g for the g AdamW read.
   r.grads.resize(static_cast<size_t>(gpt.grads().numel()));
@@ -78,16 +93,10 @@ TEST_CASE("clipping_caps_the_norm_keeps_the_direction_and_logs_the_preclip_norm"
 // stay as they were, bit for bit, and the optimizer's moments stay untouched, so the run goes on
 // from the last finite state (train.grad_clip's README entry).
 TEST_CASE("a_nonfinite_step_skips_the_update_and_keeps_weights_and_moments", "[train]") {
-  config::RunConfig cfg = testing::small_train_config(16, 8, 1, 16, 2);
-  cpu::CpuBackend be;
-  const auto dims = model::GptDims::from_config(cfg.model);
-  model::Gpt gpt(be, dims, model::GptShard::whole(dims));
-  gpt.init_weights(3);
-  train::TrainStep step(cfg, be, gpt, {});
-  train::BatchSource next = [](int32_t* x, int32_t* y) {
-    for (int i = 0; i < 16; ++i) x[i] = i % 16, y[i] = (i * 7) % 16;
-  };
-  REQUIRE_FALSE(step.run(0, next).nonfinite);  // a finite step first: moments are non-zero
+  SmallRun run(testing::small_train_config(16, 8, 1, 16, 2));
+  model::Gpt& gpt = run.gpt;
+  train::TrainStep& step = *run.step;
+  REQUIRE_FALSE(step.run(0, fixed_batch).nonfinite);  // a finite step first: moments are non-zero
   const train::OwnedState owned = step.owned_state();
   REQUIRE(owned.runs.size() == 1);
   const size_t n = static_cast<size_t>(gpt.params().numel());
@@ -96,7 +105,7 @@ TEST_CASE("a_nonfinite_step_skips_the_update_and_keeps_weights_and_moments", "[t
   gpt.params().f32()[5] = std::numeric_limits<float>::infinity();  // a token row of wte
   const std::vector<float> params_before(gpt.params().f32(), gpt.params().f32() + n);
 
-  const train::StepResult r = step.run(1, next);
+  const train::StepResult r = step.run(1, fixed_batch);
   CHECK(r.nonfinite);
   CHECK(std::memcmp(gpt.params().f32(), params_before.data(), n * sizeof(float)) == 0);
   CHECK(std::memcmp(owned.runs[0].m, m_before.data(), n * sizeof(float)) == 0);
