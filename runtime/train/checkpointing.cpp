@@ -27,10 +27,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-}  // namespace
-
-namespace {
-
 // 16 hex digits from the system's entropy: which run a checkpoint, a report and metrics.jsonl
 // belong to, across its resumes.
 std::string fresh_run_id() {
@@ -301,7 +297,7 @@ void Checkpointing::load(const std::string& step_dir) {
         step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
   resumes_ = m.resumes;
-  run_id_ = m.run_id;
+  if (!m.run_id.empty()) run_id_ = m.run_id;  // (an older checkpoint's run keeps a fresh one)
   restored_totals_ = m.step_totals;
   RunResume& resume = resumes_.emplace_back(RunResume{m.step, world_ ? world_->size() : 1, {}});
   if (then) resume.changes = config::training_changes(*then, cfg_);
