@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "runtime/core/sha256.h"
 #include "runtime/data/token_source.h"
 
 namespace trainer::data {
@@ -53,6 +54,23 @@ std::vector<ShardSummary> shard_summaries(const DataLoader& loader) {
     out.push_back({std::filesystem::path(source->name()).filename().string(), source->size()});
   }
   return out;
+}
+
+std::optional<std::string> shards_fingerprint(const DataLoader& loader) {
+  std::string text;
+  std::vector<int32_t> tokens;
+  for (const TokenSource* source : loader.sources()) {
+    if (source->size() == TokenSource::kInfinite) return std::nullopt;
+    const int64_t n = std::min<int64_t>(256, source->size());
+    tokens.resize(static_cast<size_t>(2 * n));
+    source->read(0, n, tokens.data());
+    source->read(source->size() - n, n, tokens.data() + n);
+    text += std::filesystem::path(source->name()).filename().string() + " " +
+            std::to_string(source->size()) + "\n";
+    text.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(int32_t));
+  }
+  if (text.empty()) return std::nullopt;
+  return sha256_hex(text);
 }
 
 std::string shard_list_difference(const std::vector<ShardSummary>& saved,

@@ -21,6 +21,11 @@ struct ShardSummary {
 // The loader's shards (none for a synthetic stream).
 std::vector<ShardSummary> shard_summaries(const DataLoader& loader);
 
+// sha256 hex of what a loader's token shards hold, as far as a cheap look tells: each file's name
+// (without its directory), token count, and first and last 256 tokens (two datasets or two
+// tokenizations with the same file names and sizes differ there). None for a synthetic stream.
+std::optional<std::string> shards_fingerprint(const DataLoader& loader);
+
 // One line per shard, "<tokens> <name>", and back: a list sent from one rank to the others.
 std::string shard_list_text(const std::vector<ShardSummary>& shards);
 std::vector<ShardSummary> shard_list_from_text(const std::string& text);

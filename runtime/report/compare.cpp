@@ -162,8 +162,9 @@ std::string hardware_cell(const json& r) {
 // shards); the shuffle; an eval's tokens.
 struct DataParts {
   std::string source, shards, seed, shuffled, eval_tokens;
-  // What is compared of the source: the shards' digest where the report has it, else the text.
-  std::string compared_source() const { return shards != "-" ? shards : source; }
+  // The source's text, where the report has no digest of its shards (a report with one is
+  // compared by it, with the others that have one).
+  std::string undigested_source() const { return shards == "-" ? source : "-"; }
 };
 
 DataParts data_parts(const json& r, bool val) {
@@ -208,7 +209,8 @@ bool same_data(const std::vector<LoadedReport>& reports, bool val) {
   const auto part = [&](std::string (*of)(const DataParts&)) {
     return same_known(reports, [&](const json& r) { return of(data_parts(r, val)); });
   };
-  return part([](const DataParts& d) { return d.compared_source(); }) &&
+  return part([](const DataParts& d) { return d.shards; }) &&
+         part([](const DataParts& d) { return d.undigested_source(); }) &&
          part([](const DataParts& d) { return d.seed; }) &&
          part([](const DataParts& d) { return d.shuffled; }) &&
          part([](const DataParts& d) { return d.eval_tokens; });

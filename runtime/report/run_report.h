@@ -133,8 +133,8 @@ struct LossInfo {
 };
 
 // grad_norm_max, clipped_steps and nonfinite_steps count the steps_counted steps: the whole run
-// where its checkpoints carried their totals (StepTotals), else the steps this process ran (a
-// resume from a checkpoint written before them). The rest are this process's.
+// where its checkpoints carried their totals (StepTotals), else the steps since it resumed from
+// a checkpoint written before them. The rest are this process's.
 struct StabilityInfo {
   int64_t steps_counted = 0;
   double grad_norm_last = kUnknown, grad_norm_max = kUnknown;
@@ -157,8 +157,8 @@ struct DataInfo {
   // The tokens each eval reads: train.eval_batches global batches (the global batch is the
   // train step's, so it grows with dp), or all of data.val where it holds fewer.
   std::optional<int64_t> val_tokens_per_eval;
-  // Token shards: sha256 of the list of the files they matched (name, without its directory, and
-  // token count, in the loader's order): which data a path or glob named, wherever it lay.
+  // Token shards: data::shards_fingerprint of the files they matched (names without directory,
+  // token counts, first and last tokens): which data a path or glob named, wherever it lay.
   std::optional<std::string> train_shards_sha256, val_shards_sha256;
   std::optional<double> entropy_floor;  // nats/token, synthetic sources only
   // Token shards only: the tokens one pass over data.train feeds the steps (whole global batches

@@ -215,6 +215,9 @@ TEST_CASE("compare_warns_of_killed_runs_resume_changes_val_data_devices_and_buil
   CHECK(compare_reports({shards, same_files}).find("train on different data") == std::string::npos);
   CHECK_THAT(compare_reports({shards, other_files}), Catch::Contains("train on different data"));
   CHECK_THAT(compare_reports({shards, other_files}), Catch::Contains("(shards bbbb1111)"));
+  auto older = shards;  // a report from before the digest, of the same path: unknown, not other
+  older.json["data"].erase("train_shards_sha256");
+  CHECK(compare_reports({shards, older}).find("train on different data") == std::string::npos);
   CHECK_THAT(warnings_with([](auto& j) { j["data"]["val_tokens_per_eval"] = 4096; }),
              Catch::Contains("evaluate on different val data"));
   CHECK_THAT(warnings_with([](auto& j) { j["config"]["data"]["seed"] = 99; }),
