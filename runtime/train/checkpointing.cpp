@@ -14,6 +14,7 @@
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/export.h"
+#include "runtime/core/sha256.h"
 #include "runtime/data/shard_summary.h"
 #include "runtime/data/token_source.h"
 #include "runtime/train/host_shard.h"
@@ -242,13 +243,13 @@ std::string Checkpointing::way_past_a_damaged(const std::string& step_dir) const
   if (resume_ != "auto") return "";
   const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir());
   if (all.empty() || all[0] != step_dir) return "";
-  // The newest older one whose files look whole (a damaged one before it is named too: moving
-  // only the newest would have the next resume refuse that one).
+  // The newest older one whose files are there at their sizes (a damaged one before it is named
+  // too: moving only the newest would have the next resume refuse that one).
   std::string damaged = step_dir;
   for (size_t i = 1; i < all.size(); ++i) {
     if (ckpt::files_look_complete(all[i]))
-      return "; to resume from an earlier checkpoint, move " + damaged +
-             " out of checkpoint.dir (--resume auto then takes " + all[i] + ")";
+      return "; to resume from an earlier checkpoint (its files are there at their sizes), move " +
+             damaged + " out of checkpoint.dir (--resume auto then takes " + all[i] + ")";
     damaged += " and " + all[i];
   }
   return "; checkpoint.dir holds no other complete checkpoint: move it away and pass --resume "
@@ -297,7 +298,12 @@ void Checkpointing::load(const std::string& step_dir) {
         step_dir);
   loader_.restore(m.loader, m.loader_global_batch_tokens);
   resumes_ = m.resumes;
-  if (!m.run_id.empty()) run_id_ = m.run_id;  // (an older checkpoint's run keeps a fresh one)
+  // An older checkpoint has none: one derived from it, the same for every process that resumes
+  // it (a requeue's must match the report its killed predecessor wrote).
+  run_id_ = !m.run_id.empty() ? m.run_id
+                              : sha256_hex(m.config_sha256 + " " + std::to_string(m.seed) + " " +
+                                           std::to_string(m.step))
+                                    .substr(0, 16);
   restored_totals_ = m.step_totals;
   RunResume& resume = resumes_.emplace_back(RunResume{m.step, world_ ? world_->size() : 1, {}});
   if (then) resume.changes = config::training_changes(*then, cfg_);

@@ -35,8 +35,8 @@ class Checkpointing {
   int restore();
   // The run's resumes, oldest first, this one's last; empty for a fresh start.
   const std::vector<RunResume>& resumes() const { return resumes_; }
-  // The run's identity: drawn at a fresh start, the checkpoint's after a resume (drawn afresh
-  // where the checkpoint has none). Rank 0's is the one saved and reported.
+  // The run's identity: drawn at a fresh start, the checkpoint's after a resume (derived from the
+  // checkpoint where it has none). Rank 0's is the one saved and reported.
   const std::string& run_id() const { return run_id_; }
   // The restored checkpoint's step totals (none: a fresh start, or a checkpoint without them).
   const std::optional<StepTotals>& restored_totals() const { return restored_totals_; }
