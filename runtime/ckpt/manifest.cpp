@@ -102,6 +102,8 @@ nlohmann::json to_json(const Manifest& m) {
     j["step_totals"] = {{"steps", t->steps},
                         {"clipped_steps", t->clipped_steps},
                         {"nonfinite_steps", t->nonfinite_steps},
+                        {"loss_sum_since_line", t->loss_sum_since_line},
+                        {"losses_since_line", t->losses_since_line},
                         {"grad_norm_max", nullptr}};
     if (t->grad_norm_max) j["step_totals"]["grad_norm_max"] = *t->grad_norm_max;
   }
@@ -150,6 +152,8 @@ Manifest manifest_from_json(const nlohmann::json& j) {
       const auto& t = j.at("step_totals");
       m.step_totals = StepTotals{t.at("steps"), t.at("clipped_steps"), t.at("nonfinite_steps"), {}};
       if (!t.at("grad_norm_max").is_null()) m.step_totals->grad_norm_max = t.at("grad_norm_max");
+      m.step_totals->loss_sum_since_line = t.value("loss_sum_since_line", 0.0);
+      m.step_totals->losses_since_line = t.value("losses_since_line", int64_t{0});
     }
     if (j.contains("fp8_scaling")) m.fp8_scaling = j.at("fp8_scaling").get<std::vector<float>>();
     for (const auto& t : j.at("tensors")) m.tensors.push_back({t.at("name"), t.at("global_shape")});

@@ -12,11 +12,18 @@ struct StepTotals {
   int64_t clipped_steps = 0;
   int64_t nonfinite_steps = 0;
   std::optional<double> grad_norm_max;  // none before a finite norm
+  // The finite losses since the last metrics.jsonl line (its next line's loss_mean takes them in).
+  double loss_sum_since_line = 0;
+  int64_t losses_since_line = 0;
 
-  // The totals of these steps followed by `later`'s.
+  // The totals of these steps followed by `later`'s (whose losses since a line are the last).
   StepTotals then(const StepTotals& later) const {
-    StepTotals t{steps + later.steps, clipped_steps + later.clipped_steps,
-                 nonfinite_steps + later.nonfinite_steps, grad_norm_max};
+    StepTotals t{steps + later.steps,
+                 clipped_steps + later.clipped_steps,
+                 nonfinite_steps + later.nonfinite_steps,
+                 grad_norm_max,
+                 later.loss_sum_since_line,
+                 later.losses_since_line};
     if (later.grad_norm_max && (!t.grad_norm_max || *later.grad_norm_max > *t.grad_norm_max))
       t.grad_norm_max = later.grad_norm_max;
     return t;

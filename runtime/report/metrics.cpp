@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <utility>
 
 #include "runtime/core/atomic_file.h"
 #include "runtime/report/flops.h"
@@ -55,21 +56,47 @@ void MetricsWriter::keep_points(const nlohmann::json& j) {
   if (const auto val = value("val_loss")) earlier_.evals.push_back({step, t, *val});
 }
 
-MetricsWriter::MetricsWriter(const std::string& out_dir, int first_step)
-    : path_((std::filesystem::path(out_dir) / "metrics.jsonl").string()) {
+namespace {
+
+// The step of a metrics line at or before `first_step` (a line to keep), else none.
+std::optional<nlohmann::json> line_through(const std::string& line, int first_step) {
+  auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+      j["step"].get<int64_t>() <= first_step)
+    return j;
+  return std::nullopt;
+}
+
+// The first run_id other than `mine` among the lines through `first_step` ("" when none: lines
+// without one are an older version's, of unknown run, and stay).
+std::string other_run_in(const std::string& path, int first_step, const std::string& mine) {
+  std::ifstream in(path);
+  for (std::string line; !mine.empty() && std::getline(in, line);) {
+    const auto j = line_through(line, first_step);
+    if (j && j->contains("run_id") && (*j)["run_id"].is_string() && (*j)["run_id"] != mine)
+      return (*j)["run_id"].get<std::string>();
+  }
+  return "";
+}
+
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& out_dir, int first_step, std::string run_id)
+    : path_((std::filesystem::path(out_dir) / "metrics.jsonl").string()),
+      run_id_(std::move(run_id)) {
   std::filesystem::create_directories(out_dir);
+  if (first_step > 0) foreign_run_ = other_run_in(path_, first_step, run_id_);
+  if (!foreign_run_.empty()) first_step = 0;  // none of its lines are this run's
   // The kept lines stream into a temporary that replaces the file by a rename, so a crash here
   // leaves the old file or the new one (and a million steps' lines are never held in memory).
   AtomicFileWriter kept(path_);
   if (std::ifstream in(path_); in && first_step > 0) {
     std::string chunk;
     for (std::string line; std::getline(in, line);) {
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-          j["step"].get<int64_t>() <= first_step) {
+      if (const auto j = line_through(line, first_step)) {
         chunk += line;
         chunk += '\n';
-        keep_points(j);
+        keep_points(*j);
       }
       if (chunk.size() >= (size_t{1} << 20)) {
         kept.write(chunk.data(), chunk.size());
@@ -90,7 +117,11 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::write(const StepRecord& rec, const StepRates& rates,
                           std::optional<double> val_loss, std::optional<double> loss_mean) {
-  const std::string line = metrics_line(rec, rates, val_loss, loss_mean) + "\n";
+  std::string line = metrics_line(rec, rates, val_loss, loss_mean);
+  if (!run_id_written_ && !run_id_.empty())  // (this process's first line: whose lines follow)
+    line.insert(line.size() - 1, ",\"run_id\":\"" + run_id_ + "\"");
+  run_id_written_ = true;
+  line += "\n";
   if (std::fputs(line.c_str(), file_) < 0 || std::fflush(file_) != 0)
     throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
 }

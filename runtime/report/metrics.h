@@ -22,27 +22,34 @@ StepRates step_rates(int64_t tokens_per_step, double step_time_s, double flops_p
 // Writes <out_dir>/metrics.jsonl (creating out_dir), one line per logged step. A run that starts
 // after `first_step` steps (a resume) continues the file from there: lines of later steps, which
 // an earlier run logged after that checkpoint before it died, are dropped, as are all lines when
-// first_step is 0, so the file never holds a step twice.
+// first_step is 0, so the file never holds a step twice. Each process's first line carries its
+// run's `run_id`: kept lines of another run (an out_dir reused by another experiment, into which
+// this run resumed) are dropped too, and foreign_run() names that run.
 class MetricsWriter {
  public:
-  MetricsWriter(const std::string& out_dir, int first_step);
+  MetricsWriter(const std::string& out_dir, int first_step, std::string run_id = "");
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
   // Fields: step, tokens, loss, grad_norm, lr, step_time_s, tokens_per_second, mfu
   // [, loss_mean] [, val_loss]. loss_mean: the mean of the finite losses of the steps since the
-  // previous line (this one's included), as Megatron logs its loss (null where none was finite).
+  // previous line (this one's included), as Megatron logs its loss (null where none was finite;
+  // ReportBuilder::take_loss_mean, whose sums a checkpoint carries across a resume).
   void write(const StepRecord& rec, const StepRates& rates,
              std::optional<double> val_loss = std::nullopt,
              std::optional<double> loss_mean = std::nullopt);
   const std::string& path() const { return path_; }
   // The kept lines' loss points and evals (non-finite losses, written as null, left out).
   const EarlierPoints& earlier() const { return earlier_; }
+  // The run_id of the lines dropped as another run's; "" when none were.
+  const std::string& foreign_run() const { return foreign_run_; }
 
  private:
   std::string path_;
   EarlierPoints earlier_;
+  std::string run_id_, foreign_run_;
+  bool run_id_written_ = false;
   std::FILE* file_ = nullptr;
   void keep_points(const nlohmann::json& line);
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "runtime/report/flops.h"
@@ -189,14 +190,38 @@ void ReportBuilder::set_earlier(EarlierPoints points) {
 
 std::optional<LossSpike> ReportBuilder::record_step(const StepRecord& rec) {
   obs_.steps.push_back(rec);
+  if (std::isfinite(rec.loss)) {
+    loss_sum_since_line_ += rec.loss;
+    ++losses_since_line_;
+  }
   std::optional<LossSpike> spike = spikes_.observe(rec.step, rec.loss);
   if (spike) obs_.spikes.push_back(*spike);
   return spike;
 }
 
+void ReportBuilder::set_earlier_totals(std::optional<StepTotals> totals) {
+  obs_.earlier_totals = totals;
+  if (totals) {
+    loss_sum_since_line_ = totals->loss_sum_since_line;
+    losses_since_line_ = totals->losses_since_line;
+  }
+}
+
 StepTotals ReportBuilder::totals() const {
-  const StepTotals mine = totals_of(obs_.steps);
-  return obs_.earlier_totals ? obs_.earlier_totals->then(mine) : mine;
+  StepTotals t = totals_of(obs_.steps);
+  if (obs_.earlier_totals) t = obs_.earlier_totals->then(t);
+  t.loss_sum_since_line = loss_sum_since_line_;
+  t.losses_since_line = losses_since_line_;
+  return t;
+}
+
+double ReportBuilder::take_loss_mean() {
+  const double mean = losses_since_line_ > 0
+                          ? loss_sum_since_line_ / static_cast<double>(losses_since_line_)
+                          : std::numeric_limits<double>::quiet_NaN();
+  loss_sum_since_line_ = 0;
+  losses_since_line_ = 0;
+  return mean;
 }
 
 void ReportBuilder::set_start_tokens(int64_t tokens) {

@@ -88,9 +88,12 @@ class ReportBuilder {
   void set_earlier(EarlierPoints points);
   // A resume's: the stability counts take in the steps before it (none: a checkpoint without
   // them, and the counts cover this process's steps).
-  void set_earlier_totals(std::optional<StepTotals> totals) { obs_.earlier_totals = totals; }
+  void set_earlier_totals(std::optional<StepTotals> totals);
   // The totals of the run's steps so far (the earlier ones' and this process's), for a checkpoint.
   StepTotals totals() const;
+  // The mean of the finite losses recorded since the last call (before a resume too: the
+  // checkpoint's totals carry them), NaN when none was finite; for a metrics.jsonl line.
+  double take_loss_mean();
   void record_eval(const EvalRecord& rec);
   void set_rank_median_step_times(std::vector<double> medians);
   void set_memory(std::vector<int64_t> peak_bytes_per_rank, const MemoryBreakdown& breakdown);
@@ -109,6 +112,8 @@ class ReportBuilder {
   Observations obs_;
   SpikeDetector spikes_;
   int curve_every_;
+  double loss_sum_since_line_ = 0;  // take_loss_mean()'s
+  int64_t losses_since_line_ = 0;
 };
 
 }  // namespace trainer::report

@@ -112,25 +112,6 @@ bool report_is_behind(const std::string& out_dir, int checkpoint_step) {
   }
 }
 
-// Whether <out_dir>/metrics.jsonl holds the earlier steps of the run `run_id` resumes: unless
-// out_dir's report.json (written as each run starts) names another run, as where --resume takes a
-// checkpoint into an out_dir another run used (its lines would splice into this run's curve).
-// Unknown (no report, no run_id on either side: older versions) keeps them, as before.
-bool metrics_are_this_runs(const std::string& out_dir, const std::string& run_id) {
-  std::string theirs;
-  try {
-    theirs = report::load_report(out_dir + "/report.json")["run"].value("run_id", "");
-  } catch (const std::exception&) {
-    return true;
-  }
-  if (theirs.empty() || run_id.empty() || theirs == run_id) return true;
-  spdlog::warn(
-      "{}/metrics.jsonl holds another run's steps (its report.json names run {}, the checkpoint "
-      "run {}): it is started again, and the report's curve starts at this run's first step",
-      out_dir, theirs, run_id);
-  return false;
-}
-
 // How long a failing rank keeps serving the store (Store::linger) for the ranks still finding
 // out: they fail within about a step of it, when blocked on the same dead or hung peer, and then
 // take a few graces of timeout/10 (0.2-2 s each) to name it (failure_report.cpp). Bounded: a hung
@@ -210,16 +191,10 @@ report::RunContext run_context(const config::RunConfig& cfg, int world_size, dis
   return ctx;
 }
 
-// Token shards: the digest of what a loader reads (report::DataInfo); none for synthetic data.
-std::optional<std::string> shards_sha256(const data::DataLoader& loader) {
-  const std::vector<data::ShardSummary> shards = data::shard_summaries(loader);
-  if (shards.empty()) return std::nullopt;
-  return sha256_hex(data::shard_list_text(shards));
-}
-
-// The report before any step: the config's figures (model size, batch, peak) and the data's.
+// The report before any step: the config's figures (model size, batch, peak) and the data's
+// (`lead`: with the shards' fingerprints, which read a little of every shard).
 report::RunReport report_base(const config::RunConfig& cfg, const report::RunContext& ctx,
-                              const DataStreams& data) {
+                              const DataStreams& data, bool lead) {
   report::RunReport base = report::report_skeleton(cfg, ctx);
   const data::DataLoader& train = *data.train;
   const double floor = train.entropy_floor();  // NaN: token shards
@@ -227,9 +202,9 @@ report::RunReport report_base(const config::RunConfig& cfg, const report::RunCon
   if (data.val) {
     base.data.val = cfg.data.val;
     base.data.val_tokens_per_eval = data.eval_batches * data.val->tokens_per_sample();
-    base.data.val_shards_sha256 = shards_sha256(*data.val);
+    if (lead) base.data.val_shards_sha256 = data::shards_fingerprint(*data.val);
   }
-  base.data.train_shards_sha256 = shards_sha256(train);
+  if (lead) base.data.train_shards_sha256 = data::shards_fingerprint(train);
   if (std::isnan(floor))
     base.data.train_tokens_per_pass = train.samples_per_epoch() * train.tokens_per_sample();
   return base;
@@ -387,7 +362,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // 5. Report skeleton (hardware peak, model size, batch).
       const report::RunContext ctx =
           run_context(cfg, env.world_size, world, *backend, checkpoints, first_step, last);
-      const report::RunReport base = report_base(cfg, ctx, data);
+      const report::RunReport base = report_base(cfg, ctx, data, lead);
       builder.emplace(base, cfg.train.spike_factor, cfg.logging.every_steps);
       builder->set_start_tokens(checkpoints.tokens_after(first_step));
       builder->set_earlier_totals(checkpoints.restored_totals());
@@ -400,8 +375,12 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       std::unique_ptr<report::MetricsWriter> metrics;
       if (lead) {
         std::filesystem::create_directories(cfg.run.out_dir);
-        const bool keep = first_step > 0 && metrics_are_this_runs(cfg.run.out_dir, ctx.run_id);
-        metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, keep ? first_step : 0);
+        metrics = std::make_unique<report::MetricsWriter>(cfg.run.out_dir, first_step, ctx.run_id);
+        if (!metrics->foreign_run().empty())
+          spdlog::warn(
+              "{} held another run's steps (run {}; this run is {}): it is started again, and "
+              "the report's curve starts at this run's first step",
+              metrics->path(), metrics->foreign_run(), ctx.run_id);
         builder->set_earlier(metrics->earlier());
         if (first_step >= last && metrics->earlier().curve.empty())  // a report written again
           spdlog::warn(

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <limits>
 
 namespace trainer::train {
 namespace {
@@ -122,7 +120,6 @@ void StepLoop::record(const report::StepRecord& rec, const StepResult& r,
     spdlog::warn("loss spike at step {}: {:.4f} is {:.2f}x the running median", rec.step, rec.loss,
                  spike->ratio);
   if (r.nonfinite) spdlog::warn("step {}: non-finite loss or gradient, update skipped", rec.step);
-  if (std::isfinite(rec.loss)) interval_loss_sum_ += rec.loss, ++interval_losses_;
   if (train_.state().epoch > pass_before)
     spdlog::info("data: step {} starts pass {} over data.train{}", rec.step, pass_before + 2,
                  cfg_.data.shuffle ? ", in a new order" : "");
@@ -131,10 +128,7 @@ void StepLoop::record(const report::StepRecord& rec, const StepResult& r,
   const report::StepRates rates =
       report::step_rates(recorder_.tokens_per_step, rec.step_time_s, recorder_.flops_per_token,
                          recorder_.peak_tflops, world_size_);
-  const double loss_mean = interval_losses_ > 0 ? interval_loss_sum_ / double(interval_losses_)
-                                                : std::numeric_limits<double>::quiet_NaN();
-  recorder_.metrics->write(rec, rates, val, loss_mean);
-  interval_loss_sum_ = 0, interval_losses_ = 0;
+  recorder_.metrics->write(rec, rates, val, builder.take_loss_mean());
   spdlog::info("{}", report::progress_line(rec, cfg_.train.steps, rates, val));
 }
 

@@ -64,9 +64,6 @@ class StepLoop {
   bool lead_;
   StepRecorder recorder_;
   FaultInjector faults_;
-  // The finite losses since rank 0's last metrics line (its loss_mean).
-  double interval_loss_sum_ = 0;
-  int64_t interval_losses_ = 0;
   std::unique_ptr<PhaseProfiler> profiler_;  // logging.profile_steps, rank 0
   std::vector<double> step_times_, sync_waits_;
 };

@@ -29,12 +29,13 @@ grep -qF "warning: a run changed settings when it resumed (tiny (twice): at step
 echo "both resumes and their changes reported; compare warned"
 
 # Another run's checkpoint resumed into this out_dir (--resume from elsewhere): fresh's lines of
-# steps 1-4 are not this run's, so metrics.jsonl and the report's curve start at step 5, said
+# steps 1-4 are not this run's (their first names fresh's run_id, whatever report.json says), so metrics.jsonl and the report's curve start at step 5, said
 # with a warning; the run keeps the checkpoint's run_id, and one resumed in its own out_dir
 # (twice) has the same run_id as that out_dir's earlier report.
 run_single other 4 1 12 "${c[@]}" --set train.stop_after_steps=4 --set checkpoint.dir=ck_other
+: >fresh/report.json  # (lost: the metrics lines themselves name their run)
 run_single fresh 4 1 12 "${c[@]}" --set checkpoint.dir=ck_other --resume ck_other/step_00000004
-grep -q "fresh/metrics.jsonl holds another run's steps" fresh.log || { cat fresh.log; fail "no warning"; }
+grep -q "fresh/metrics.jsonl held another run's steps" fresh.log || { cat fresh.log; fail "no warning"; }
 [ "$(head -1 fresh/metrics.jsonl | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])')" = 5 ] \
   || fail "metrics.jsonl kept another run's steps: $(head -2 fresh/metrics.jsonl)"
 [ "$(json_get fresh/report.json 'd["loss"]["curve"][0][0]')" = 2560 ] \

@@ -22,3 +22,21 @@ for r in lines:
     prev = r["step"]
 print("loss_mean of steps 2-5:", lines[1]["loss_mean"], "; step 5's loss:", lines[1]["loss"])
 PY
+# ... also across a kill right after step 7's checkpoint and a resume: step 10's loss_mean still
+# covers steps 6-10 (the checkpoint carries the losses since the last line).
+TRAINER_TEST_FAULT="rank=0,step=7,kind=kill_after_save" "$bin" train "$src/configs/tiny.yaml" \
+  --set train.steps=20 --set logging.every_steps=5 --set train.eval_every=0 \
+  --set checkpoint.every_steps=7 --out d >d.log 2>&1 && fail "the kill did not happen"
+"$bin" train "$src/configs/tiny.yaml" --set train.steps=20 --set logging.every_steps=5 \
+  --set train.eval_every=0 --set checkpoint.every_steps=7 --out d >d2.log 2>&1 \
+  || { cat d2.log; fail "the resumed run failed"; }
+grep -q "resumed from" d2.log || { cat d2.log; fail "did not resume"; }
+/usr/bin/python3 - <<'PY' || fail "loss_mean after the resume differs from the uninterrupted run's"
+import json
+c = [json.loads(l) for l in open("c/metrics.jsonl")]
+d = [json.loads(l) for l in open("d/metrics.jsonl")]
+assert [r["step"] for r in d] == [r["step"] for r in c], [r["step"] for r in d]
+for a, b in zip(c, d):
+    assert a["loss"] == b["loss"] and a["loss_mean"] == b["loss_mean"], (a, b)
+print("loss_mean across the resume equals the uninterrupted run's at every line")
+PY
