@@ -2,6 +2,7 @@
 // What a run's steps add up to by a step, for its report's stability section: carried in
 // checkpoints (manifest.json's "step_totals") so that a resumed run's report counts every step of
 // the run, not only the steps its own process ran.
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
@@ -15,6 +16,20 @@ struct StepTotals {
   // The finite losses since the last metrics.jsonl line (its next line's loss_mean takes them in).
   double loss_sum_since_line = 0;
   int64_t losses_since_line = 0;
+
+  // One more step: whether it was clipped or skipped (non-finite), its gradient norm and loss
+  // (counted where finite).
+  void add_step(bool clipped, bool nonfinite, double grad_norm, double loss) {
+    ++steps;
+    clipped_steps += clipped ? 1 : 0;
+    nonfinite_steps += nonfinite ? 1 : 0;
+    if (std::isfinite(grad_norm) && (!grad_norm_max || grad_norm > *grad_norm_max))
+      grad_norm_max = grad_norm;
+    if (std::isfinite(loss)) {
+      loss_sum_since_line += loss;
+      ++losses_since_line;
+    }
+  }
 
   // The totals of these steps followed by `later`'s (whose losses since a line are the last).
   StepTotals then(const StepTotals& later) const {

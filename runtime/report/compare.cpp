@@ -156,8 +156,8 @@ std::string hardware_cell(const json& r) {
 
 // The parts of the data a run trained on (val: evaluated on) that decide its losses, "-" where
 // the report does not say (an older report, a run without evals): the source as the config
-// names it, and for token shards what it matched (the digest of their names and token counts:
-// the same files by another path are the same data, other files behind the same glob are not);
+// names it, and for token shards what it matched (data::shards_fingerprint: the same files by
+// another path are the same data, other files behind the same glob are not);
 // data.seed where it draws the tokens (a synthetic source) or orders them (data.shuffle on train
 // shards); the shuffle; an eval's tokens.
 struct DataParts {

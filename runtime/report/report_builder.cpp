@@ -107,24 +107,14 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
   return l;
 }
 
-StepTotals totals_of(const std::vector<StepRecord>& steps) {
-  StepTotals t;
-  t.steps = int64_t(steps.size());
-  for (const StepRecord& r : steps) {
-    t.clipped_steps += r.clipped ? 1 : 0;
-    t.nonfinite_steps += r.nonfinite ? 1 : 0;
-    if (std::isfinite(r.grad_norm) && (!t.grad_norm_max || r.grad_norm > *t.grad_norm_max))
-      t.grad_norm_max = r.grad_norm;
-  }
-  return t;
+StepTotals run_totals(const Observations& obs) {
+  return obs.earlier_totals ? obs.earlier_totals->then(obs.own_totals) : obs.own_totals;
 }
 
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
-                                  const std::vector<LossSpike>& spikes,
-                                  const std::optional<StepTotals>& earlier) {
+                                  const std::vector<LossSpike>& spikes, const StepTotals& t) {
   StabilityInfo s;
   s.loss_spikes = spikes;
-  const StepTotals t = earlier ? earlier->then(totals_of(steps)) : totals_of(steps);
   s.steps_counted = t.steps;
   s.clipped_steps = t.clipped_steps;
   s.nonfinite_steps = t.nonfinite_steps;
@@ -164,7 +154,7 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
   report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
   if (obs.data_passes && std::isfinite(*obs.data_passes)) report.data.passes = obs.data_passes;
-  report.stability = summarize_stability(obs.steps, obs.spikes, obs.earlier_totals);
+  report.stability = summarize_stability(obs.steps, obs.spikes, run_totals(obs));
   report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown, obs.stage_memory);
   // Without the ranks' gathered medians (a failed run) only a single rank's run knows its
   // straggler.
@@ -190,10 +180,7 @@ void ReportBuilder::set_earlier(EarlierPoints points) {
 
 std::optional<LossSpike> ReportBuilder::record_step(const StepRecord& rec) {
   obs_.steps.push_back(rec);
-  if (std::isfinite(rec.loss)) {
-    loss_sum_since_line_ += rec.loss;
-    ++losses_since_line_;
-  }
+  obs_.own_totals.add_step(rec.clipped, rec.nonfinite, rec.grad_norm, rec.loss);
   std::optional<LossSpike> spike = spikes_.observe(rec.step, rec.loss);
   if (spike) obs_.spikes.push_back(*spike);
   return spike;
@@ -201,26 +188,23 @@ std::optional<LossSpike> ReportBuilder::record_step(const StepRecord& rec) {
 
 void ReportBuilder::set_earlier_totals(std::optional<StepTotals> totals) {
   obs_.earlier_totals = totals;
-  if (totals) {
-    loss_sum_since_line_ = totals->loss_sum_since_line;
-    losses_since_line_ = totals->losses_since_line;
+  if (totals) {  // (the losses since the last line before the resume are this line's too)
+    obs_.own_totals.loss_sum_since_line = totals->loss_sum_since_line;
+    obs_.own_totals.losses_since_line = totals->losses_since_line;
   }
 }
 
 StepTotals ReportBuilder::totals() const {
-  StepTotals t = totals_of(obs_.steps);
-  if (obs_.earlier_totals) t = obs_.earlier_totals->then(t);
-  t.loss_sum_since_line = loss_sum_since_line_;
-  t.losses_since_line = losses_since_line_;
-  return t;
+  return run_totals(obs_);
 }
 
 double ReportBuilder::take_loss_mean() {
-  const double mean = losses_since_line_ > 0
-                          ? loss_sum_since_line_ / static_cast<double>(losses_since_line_)
+  StepTotals& t = obs_.own_totals;
+  const double mean = t.losses_since_line > 0
+                          ? t.loss_sum_since_line / static_cast<double>(t.losses_since_line)
                           : std::numeric_limits<double>::quiet_NaN();
-  loss_sum_since_line_ = 0;
-  losses_since_line_ = 0;
+  t.loss_sum_since_line = 0;
+  t.losses_since_line = 0;
   return mean;
 }
 

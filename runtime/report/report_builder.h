@@ -32,6 +32,7 @@ struct Observations {
   std::optional<double> data_passes;  // token shards: the train loader's passes_read()
   EarlierPoints earlier;              // a resumed job's earlier runs' logged points
   std::optional<StepTotals> earlier_totals;  // the steps before the resume (its checkpoint's)
+  StepTotals own_totals;  // this process's steps (its losses since a line: since the last line)
 };
 
 // First steps left out of timing statistics (start-up, allocation): min(3, n_steps - 1).
@@ -61,10 +62,13 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
                         int curve_every, int64_t start_tokens = 0,
                         const EarlierPoints& earlier = {});
 
-// The stability of `steps`, its counts taking in `earlier`'s (the steps before a resume).
+// The stability of `steps`, its counts the run's `totals` (run_totals: a resume's earlier steps
+// too).
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
-                                  const std::vector<LossSpike>& spikes,
-                                  const std::optional<StepTotals>& earlier = std::nullopt);
+                                  const std::vector<LossSpike>& spikes, const StepTotals& totals);
+
+// The earlier steps' totals (a resume's) followed by this process's.
+StepTotals run_totals(const Observations& obs);
 
 MemoryInfo summarize_memory(const std::vector<int64_t>& peak_bytes_per_rank,
                             const MemoryBreakdown& breakdown,
@@ -112,8 +116,6 @@ class ReportBuilder {
   Observations obs_;
   SpikeDetector spikes_;
   int curve_every_;
-  double loss_sum_since_line_ = 0;  // take_loss_mean()'s
-  int64_t losses_since_line_ = 0;
 };
 
 }  // namespace trainer::report

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -26,6 +27,13 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A directory's (device, inode), none where it is not there.
+std::optional<std::pair<uint64_t, uint64_t>> identity_of(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return std::nullopt;
+  return std::make_pair(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
 }
 
 // 16 hex digits from the system's entropy: which run a checkpoint, a report and metrics.jsonl
@@ -403,17 +411,11 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
 }
 
 void Checkpointing::watch_dir() {
-  struct stat st {};
-  if (rank_ == 0 && ::stat(cfg_.checkpoint_dir().c_str(), &st) == 0)
-    dir_identity_ = std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino));
+  if (rank_ == 0) dir_identity_ = identity_of(cfg_.checkpoint_dir());
 }
 
 std::string Checkpointing::dir_changed() const {
-  if (!dir_identity_) return "";
-  struct stat st {};
-  if (::stat(cfg_.checkpoint_dir().c_str(), &st) == 0 &&
-      std::make_pair(uint64_t(st.st_dev), uint64_t(st.st_ino)) == *dir_identity_)
-    return "";
+  if (!dir_identity_ || identity_of(cfg_.checkpoint_dir()) == dir_identity_) return "";
   return "checkpoint.dir = \"" + cfg_.checkpoint_dir() +
          "\" was removed or replaced during the run (it is no longer the directory this run "
          "locked at its start, and the checkpoints it saved there are gone from it): stopped "
