@@ -81,6 +81,12 @@ Batch next(DataLoader& loader) {
   return b;
 }
 
+std::vector<Batch> next_batches(DataLoader& loader, int n) {
+  std::vector<Batch> batches;
+  for (int i = 0; i < n; ++i) batches.push_back(next(loader));
+  return batches;
+}
+
 }  // namespace
 
 TEST_CASE("loader_matches_llmc_reference_for_dp_1_2_4", "[data][loader]") {
@@ -337,16 +343,12 @@ TEST_CASE("shuffle_order_changes_with_the_epoch_and_the_seed", "[data][loader]")
   auto o = file_options(dir, 2, 4, 0, 1);
   o.shuffle = true;
   DataLoader loader(o);
-  std::vector<Batch> epoch0, epoch1;
-  for (int i = 0; i < 60; ++i) epoch0.push_back(next(loader));
-  for (int i = 0; i < 60; ++i) epoch1.push_back(next(loader));
+  const std::vector<Batch> epoch0 = next_batches(loader, 60), epoch1 = next_batches(loader, 60);
   CHECK(loader.state().epoch == 1);
   CHECK(epoch0 != epoch1);
   o.seed = 8;
   DataLoader other_seed(o);
-  std::vector<Batch> seed8;
-  for (int i = 0; i < 60; ++i) seed8.push_back(next(other_seed));
-  CHECK(seed8 != epoch0);
+  CHECK(next_batches(other_seed, 60) != epoch0);
 }
 
 // With one shard the shard order cannot change between passes: the samples within it must.
@@ -356,9 +358,7 @@ TEST_CASE("shuffle_order_within_a_shard_changes_with_the_epoch", "[data][loader]
   auto o = file_options(dir, 2, 4, 0, 1);
   o.shuffle = true;
   DataLoader loader(o);
-  std::vector<Batch> epoch0, epoch1;
-  for (int i = 0; i < 20; ++i) epoch0.push_back(next(loader));
-  for (int i = 0; i < 20; ++i) epoch1.push_back(next(loader));
+  const std::vector<Batch> epoch0 = next_batches(loader, 20), epoch1 = next_batches(loader, 20);
   CHECK(loader.state().epoch == 1);
   CHECK(epoch0 != epoch1);
 }
