@@ -411,22 +411,45 @@ ckpt::SaveRequest Checkpointing::save_request(int done, const ckpt::OwnedRuns& o
 }
 
 void Checkpointing::watch_dir() {
-  if (rank_ == 0) dir_identity_ = identity_of(cfg_.checkpoint_dir());
+  dir_identity_ = identity_of(cfg_.checkpoint_dir());
 }
 
-std::string Checkpointing::dir_changed() const {
+std::string Checkpointing::dir_changed(const std::string& then) const {
   if (!dir_identity_ || identity_of(cfg_.checkpoint_dir()) == dir_identity_) return "";
   return "checkpoint.dir = \"" + cfg_.checkpoint_dir() +
          "\" was removed or replaced during the run (it is no longer the directory this run "
-         "locked at its start, and the checkpoints it saved there are gone from it): stopped "
-         "before saving again, so that no other run's checkpoints mix with this one's";
+         "locked at its start, and the checkpoints it saved there are gone from it): " +
+         then;
+}
+
+void Checkpointing::rethrow_save_error(int step) const {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    // A directory removed while a save writes into it fails the write with ENOENT: say why.
+    const std::string why =
+        dir_changed("the save of step " + std::to_string(step) + " failed (" + e.what() + ")");
+    if (!why.empty()) throw ckpt::CheckpointError(why);
+    throw;
+  }
 }
 
 void Checkpointing::save(int done, bool async) {
   if (done == last_saved_) return;
-  if (const auto [rank, why] = first_rank_saying(world_, rank_, dir_changed()); rank >= 0)
+  const std::string changed = dir_changed(
+      "stopped before saving again, so that no other run's checkpoints mix with this "
+      "one's");
+  if (const auto [rank, why] = first_rank_saying(world_, rank_, changed); rank >= 0)
     throw ckpt::CheckpointError(why);
   commit_pending(/*wait=*/true);  // one save in flight at most
+  try {
+    save_now(done, async);
+  } catch (...) {
+    rethrow_save_error(done);
+  }
+}
+
+void Checkpointing::save_now(int done, bool async) {
   const auto t0 = std::chrono::steady_clock::now();
   // An asynchronous save always writes from a host copy: training changes the weights meanwhile.
   // The copy's buffers are kept from one save to the next (no fresh page faults per save).
@@ -465,15 +488,21 @@ void Checkpointing::commit_pending(bool wait) {
   const bool mine_done =
       pending_->written.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   if (!wait && any_rank(world_, !mine_done)) return;
+  const int step = pending_->req.manifest.step;
   ckpt::ShardFile mine;
+  std::string dir;
   try {
-    mine = pending_->written.get();  // rethrows the writer's error
-  } catch (const std::exception& e) {
-    // (the failure is reported at the step running now: name the checkpoint's own step)
-    throw std::runtime_error("the async checkpoint of step " +
-                             std::to_string(pending_->req.manifest.step) + ": " + e.what());
+    try {
+      mine = pending_->written.get();  // rethrows the writer's error
+    } catch (const std::exception& e) {
+      // (the failure is reported at the step running now: name the checkpoint's own step)
+      throw std::runtime_error("the async checkpoint of step " + std::to_string(step) + ": " +
+                               e.what());
+    }
+    dir = ckpt::finish_save(pending_->req, mine);
+  } catch (...) {
+    rethrow_save_error(step);
   }
-  const std::string dir = ckpt::finish_save(pending_->req, mine);
   if (rank_ == 0)
     spdlog::info(
         "checkpoint saved: {} (async: training blocked {:.3f} s, committed after {:.3f} s)", dir,

@@ -40,10 +40,11 @@ class Checkpointing {
   const std::string& run_id() const { return run_id_; }
   // The restored checkpoint's step totals (none: a fresh start, or a checkpoint without them).
   const std::optional<StepTotals>& restored_totals() const { return restored_totals_; }
-  // Rank 0 notes which directory checkpoint.dir is (device and inode), once it exists and this run
-  // holds its lock: every save first checks that it still is. A directory removed or renamed
+  // Each rank notes which directory checkpoint.dir is (device and inode), once it exists and this
+  // run holds its lock: every save first checks that it still is. A directory removed or renamed
   // during the run (its lock with it) fails the run at that save, on every rank, rather than
-  // recreating it unlocked, where a second run could then save over this run's checkpoints.
+  // recreating it unlocked, where a second run could then save over this run's checkpoints; a
+  // save it was removed under fails naming it too.
   void watch_dir();
   // Where rank 0's saves take the run's step totals from (the report's builder).
   void set_totals_source(std::function<StepTotals()> source) { totals_source_ = std::move(source); }
@@ -79,6 +80,9 @@ class Checkpointing {
     double blocked_s = 0;  // how long the training loop waited for this save
   };
   void save(int done, bool async);
+  void save_now(int done, bool async);
+  // Inside a catch: rethrows the save's error, or where checkpoint.dir changed, one naming it.
+  [[noreturn]] void rethrow_save_error(int step) const;
   void commit_pending(bool wait);
   ckpt::SaveRequest save_request(int done, const ckpt::OwnedRuns& owned) const;  // collective
   std::vector<float> model_fp8_scaling() const;  // every stage's layers', every ep rank's experts'
@@ -106,8 +110,9 @@ class Checkpointing {
   std::string run_id_;
   std::optional<StepTotals> restored_totals_;
   std::function<StepTotals()> totals_source_;
-  std::optional<std::pair<uint64_t, uint64_t>> dir_identity_;  // rank 0's (watch_dir)
-  std::string dir_changed() const;  // rank 0: why checkpoint.dir is no longer the watched one
+  std::optional<std::pair<uint64_t, uint64_t>> dir_identity_;  // watch_dir()'s
+  // Why checkpoint.dir is no longer the watched one, ending with `then`; "" where it still is.
+  std::string dir_changed(const std::string& then) const;
   std::unique_ptr<PendingSave> pending_;
   // What saves write from; an async writer reads it until its commit, which precedes the next save.
   std::unique_ptr<HostShard> staging_;

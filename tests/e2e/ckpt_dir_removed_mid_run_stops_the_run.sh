@@ -1,19 +1,37 @@
-# checkpoint.dir removed while a 2-rank run goes on (an operator's rm -rf, a cleanup job): the next
-# save fails the run on every rank (exit 1) naming the directory, instead of recreating it without
-# the run's lock, where a second run could then save over this one's checkpoints.
+# checkpoint.dir removed while a 2-rank run goes on (an operator's rm -rf, a cleanup job): the run
+# fails on every rank (exit 1) naming the directory, instead of recreating it without the run's
+# lock, where a second run could then save over this one's checkpoints. Removed between two saves,
+# the next save is refused before it writes; removed while a save writes into it (the write held
+# open by TRAINER_TEST_CKPT_DELAY_S), that save's failure names it too.
 source "$2/tests/lib/dist_common.sh"
-"$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" --set model.seq_len=32 \
-  --set train.steps=100000 --set checkpoint.every_steps=5 --set checkpoint.dir=ck --out run \
-  >run.log 2>&1 &
-launcher=$!
-trap 'kill -9 $launcher 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 600); do [ -f ck/step_00000005/manifest.json ] && break; sleep 0.1; done
-[ -f ck/step_00000005/manifest.json ] || { cat run.log; fail "no checkpoint at step 5 in 60 s"; }
-rm -rf ck
-set +e; wait $launcher; rc=$?; set -e
-[ $rc -eq 1 ] || { cat run.log; fail "exit $rc after checkpoint.dir was removed, want 1"; }
-grep -q 'checkpoint.dir = "ck" was removed or replaced during the run' run.log \
-  || { cat run.log; fail "the failure does not name the removed checkpoint.dir"; }
-[ ! -e ck ] || fail "checkpoint.dir was created again: $(ls -a ck)"
-[ "$(json_get run/report.json 'd["run"]["status"]')" = failed ] || fail "report: $(cat run/report.json)"
-echo "the removed checkpoint.dir stopped the run at its next save"
+# remove_during NAME WAIT_FOR [train args]: start a run, rm -rf its ck once WAIT_FOR exists.
+remove_during() {
+  local name=$1 wait_for=$2; shift 2
+  "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" --set model.seq_len=32 \
+    --set train.steps=100000 --set checkpoint.dir=ck --out run_$name "$@" >$name.log 2>&1 &
+  local launcher=$! rc
+  for _ in $(seq 600); do [ -e "$wait_for" ] && break; sleep 0.1; done
+  [ -e "$wait_for" ] || { kill -9 $launcher; cat $name.log; fail "$name: no $wait_for in 60 s"; }
+  # (rm -rf itself fails where a rank creates a file in a directory it is emptying: again)
+  rm -rf ck 2>/dev/null || { sleep 0.2; rm -rf ck; }
+  set +e; wait $launcher; rc=$?; set -e
+  [ $rc -eq 1 ] || { cat $name.log; fail "$name: exit $rc after checkpoint.dir was removed, want 1"; }
+  grep -q 'checkpoint.dir = "ck" was removed or replaced during the run' $name.log \
+    || { cat $name.log; fail "$name: the failure does not name the removed checkpoint.dir"; }
+  [ ! -e ck ] || fail "$name: checkpoint.dir was created again: $(ls -a ck)"
+  [ "$(json_get run_$name/report.json 'd["run"]["status"]')" = failed ] \
+    || fail "$name: report: $(cat run_$name/report.json)"
+  echo "$name: the removed checkpoint.dir stopped the run: $(grep -m1 'was removed' $name.log | cut -c1-160)"
+}
+trap 'rm -rf "$work"' EXIT
+remove_during between_saves ck/step_00000005/manifest.json --set checkpoint.every_steps=5
+# step 10's save: rank 0 made step_00000010.tmp, both ranks wait 2 s before writing into it
+TRAINER_TEST_CKPT_DELAY_S=2,before_write remove_during mid_write ck/step_00000010.tmp \
+  --set checkpoint.every_steps=10
+grep -q 'the save of step 10 failed' mid_write.log || fail "mid_write: not the save of step 10"
+# the same with checkpoint.async: training goes on while step 200's write waits 1 s (some 60
+# steps here), then fails; its commit names the directory, and step 200 is never reported saved
+TRAINER_TEST_CKPT_DELAY_S=1,before_write remove_during async_write ck/step_00000200.tmp \
+  --set checkpoint.every_steps=200 --set checkpoint.async=true
+grep -q 'the save of step 200 failed' async_write.log || fail "async_write: not the save of step 200"
+! grep -q 'checkpoint saved' async_write.log || fail "async_write: $(grep 'checkpoint saved' async_write.log)"
