@@ -18,6 +18,7 @@
 #include "runtime/core/sha256.h"
 #include "runtime/data/shard_summary.h"
 #include "runtime/data/token_source.h"
+#include "runtime/train/checkpoint_space.h"
 #include "runtime/train/host_shard.h"
 #include "runtime/train/rank_agreement.h"
 #include "runtime/train/stop_signals.h"
@@ -420,6 +421,41 @@ std::string Checkpointing::dir_changed(const std::string& then) const {
          "\" was removed or replaced during the run (it is no longer the directory this run "
          "locked at its start, and the checkpoints it saved there are gone from it): " +
          then;
+}
+
+void Checkpointing::prepare_dir(int first_step, int last) const {
+  rank0_decides(world_, rank_, [&] {
+    const std::string root = cfg_.checkpoint_dir();
+    std::vector<std::string> incomplete;
+    const size_t existing = ckpt::list_checkpoints(root, &incomplete).size();
+    // This run holds checkpoint.dir's lock: a step_N.tmp in it is a save that a killed or failed
+    // run left (never reported saved), which would otherwise stay until a save of the same step.
+    for (const std::string& dir : incomplete) {
+      std::error_code ec;
+      if (!dir.ends_with(".tmp")) continue;
+      const auto removed = std::filesystem::remove_all(dir, ec);
+      if (ec)
+        spdlog::warn("checkpoint.dir: cannot remove the interrupted save {}: {}", dir,
+                     ec.message());
+      else
+        spdlog::info("checkpoint.dir: removed an interrupted save, {} ({} files)", dir, removed);
+    }
+    const int every = cfg_.checkpoint.every_steps;
+    const int saves_left =
+        every > 0 ? last / every - first_step / every + (last % every != 0 ? 1 : 0) : 0;
+    const int64_t one = checkpoint_bytes(cfg_);
+    const int64_t needed =
+        checkpoint_space_needed(one, cfg_.checkpoint.keep, static_cast<int>(existing), saves_left);
+    const std::optional<int64_t> free = free_bytes(root);
+    if (!free) return std::string();
+    const SpaceVerdict verdict = judge_checkpoint_space(cfg_, *free, one, needed);
+    if (!verdict.error.empty()) throw config::ConfigError(verdict.error, "checkpoint.dir");
+    if (!verdict.warning.empty()) spdlog::warn("{}", verdict.warning);
+    if (every > 0)
+      spdlog::info("checkpoints: about {} each, {} saves left, keep {}; {} free in {}",
+                   bytes_text(one), saves_left, cfg_.checkpoint.keep, bytes_text(*free), root);
+    return std::string();
+  });
 }
 
 void Checkpointing::rethrow_save_error(int step) const {

@@ -46,6 +46,10 @@ class Checkpointing {
   // recreating it unlocked, where a second run could then save over this run's checkpoints; a
   // save it was removed under fails naming it too.
   void watch_dir();
+  // Before the first of steps first_step+1..last, on rank 0 (a refusal is thrown on every rank):
+  // removes the step_N.tmp that interrupted saves left in checkpoint.dir, and refuses a run that
+  // saves when not even one checkpoint fits on its filesystem (warns when the later ones may not).
+  void prepare_dir(int first_step, int last) const;
   // Where rank 0's saves take the run's step totals from (the report's builder).
   void set_totals_source(std::function<StepTotals()> source) { totals_source_ = std::move(source); }
   // Tokens trained on after `done` steps: the checkpoint's count, then this run's global batch
