@@ -22,6 +22,7 @@
 #include "runtime/plan/layout_search.h"
 #include "runtime/report/flops.h"
 #include "runtime/report/report_from_config.h"
+#include "runtime/train/checkpoint_space.h"
 
 namespace trainer::app {
 
@@ -392,6 +393,13 @@ void register_plan(CLI::App& app) {
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
+    if (cfg.checkpoint.every_steps > 0)
+      std::printf(
+          "checkpoints: about %s each (fp32 weights and AdamW's two moments, 12 bytes a "
+          "parameter, over every rank's file), %d at once in checkpoint.dir at most (keep %d, "
+          "and the save before the prune)\n",
+          train::bytes_text(train::checkpoint_bytes(cfg)).c_str(), cfg.checkpoint.keep + 1,
+          cfg.checkpoint.keep);
     if (!args->search) return;
     if (!print_search({cfg, dp, device, 0.9, flash, args->gpus}, args->config, args->sets))
       g_exit_code = 1;

@@ -438,7 +438,7 @@ void Checkpointing::prepare_dir(int first_step, int last) const {
         spdlog::warn("checkpoint.dir: cannot remove the interrupted save {}: {}", dir,
                      ec.message());
       else
-        spdlog::info("checkpoint.dir: removed an interrupted save, {} ({} files)", dir, removed);
+        spdlog::info("checkpoint.dir: removed an interrupted save, {} ({} entries)", dir, removed);
     }
     const int every = cfg_.checkpoint.every_steps;
     const int saves_left =

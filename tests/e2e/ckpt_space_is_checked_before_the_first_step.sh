@@ -19,6 +19,11 @@ on_disk = sum(os.path.getsize(os.path.join(sys.argv[2], f)) for f in os.listdir(
 print(f"stated {stated:.0f} bytes, on disk {on_disk} bytes, {m[3]} saves")
 assert m[3] == "2" and abs(on_disk - stated) < 0.02 * on_disk
 PY
+# trainer plan states the same size
+"$bin" plan "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" --set train.steps=10 >plan.txt \
+  || { cat plan.txt; fail "plan failed"; }
+size=$(echo "$line" | grep -o 'about [0-9.]* [KMG]*i*B each')
+grep -q "checkpoints: $size (fp32 weights" plan.txt || { cat plan.txt; fail "plan does not say $size"; }
 
 # an interrupted save's step_N.tmp (a killed run's) is removed when the run starts again
 mkdir ck/step_00000012.tmp && echo partial >ck/step_00000012.tmp/rank_00000.safetensors
