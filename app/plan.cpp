@@ -393,13 +393,16 @@ void register_plan(CLI::App& app) {
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
-    if (cfg.checkpoint.every_steps > 0)
+    const int last = cfg.train.stop_after_steps > 0
+                         ? std::min(cfg.train.steps, cfg.train.stop_after_steps)
+                         : cfg.train.steps;
+    if (const int saves = train::certain_saves(cfg, 0, last, false); saves > 0)
       std::printf(
           "checkpoints: about %s each (fp32 weights and AdamW's two moments, 12 bytes a "
-          "parameter, over every rank's file), %d at once in checkpoint.dir at most (keep %d, "
-          "and the save before the prune)\n",
-          train::bytes_text(train::checkpoint_bytes(cfg)).c_str(), cfg.checkpoint.keep + 1,
-          cfg.checkpoint.keep);
+          "parameter, over every rank's file), %d at once in checkpoint.dir at most (%d saves, "
+          "keep %d, and the save before the prune)\n",
+          train::bytes_text(train::checkpoint_bytes(cfg, args->gpus)).c_str(),
+          std::min(cfg.checkpoint.keep + 1, saves), saves, cfg.checkpoint.keep);
     if (!args->search) return;
     if (!print_search({cfg, dp, device, 0.9, flash, args->gpus}, args->config, args->sets))
       g_exit_code = 1;

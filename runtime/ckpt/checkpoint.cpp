@@ -279,7 +279,8 @@ std::vector<std::string> list_checkpoints(const std::string& root,
     // copy such as step_00000020.bak is neither).
     const bool tmp = name.ends_with(".tmp");
     const std::string base = name.substr(0, tmp ? name.size() - 4 : name.size());
-    if (!e.is_directory() || step_of_dir_name(base) < 0) continue;
+    std::error_code not_dir;  // (a symlink loop or a dangling link is not a checkpoint)
+    if (!e.is_directory(not_dir) || step_of_dir_name(base) < 0) continue;
     // A directory without a manifest is never loaded (DESIGN.md): the writer commits the
     // manifest last, so only damage from outside leaves one.
     if (tmp || !fs::exists(e.path() / kManifestName, ec)) {

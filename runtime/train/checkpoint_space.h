@@ -9,10 +9,18 @@
 
 namespace trainer::train {
 
-// The bytes one checkpoint of this model takes: every parameter's fp32 master weight and AdamW's
-// two fp32 moments (12 bytes a parameter, however ZeRO and the grid split them over the ranks'
-// files); the safetensors headers and manifest.json add a few KB.
-int64_t checkpoint_bytes(const config::RunConfig& cfg);
+// The bytes one checkpoint of this model takes on a grid of `world` ranks, never less than it
+// does: every parameter's fp32 master weight and AdamW's two fp32 moments (12 bytes a parameter
+// of the padded model, however ZeRO and the grid split them over the ranks' files), the
+// safetensors headers and manifest.json (a bound per tensor and rank), and each file's last block.
+int64_t checkpoint_bytes(const config::RunConfig& cfg, int world);
+
+// The saves a run of steps first_step+1..last makes for certain: every checkpoint.every_steps,
+// and at `last` where it stops there (train.stop_after_steps), ends with periodic saves, or
+// resumed from a checkpoint in checkpoint.dir (Checkpointing::save_after). A stop signal's are not
+// counted.
+int certain_saves(const config::RunConfig& cfg, int first_step, int last,
+                  bool resumed_in_checkpoint_dir);
 
 // The space the run's saves may need on top of what is free now: with checkpoint.keep = K, at
 // most K + 1 checkpoints are on disk (a save commits before it prunes), `existing` of them there
@@ -20,14 +28,15 @@ int64_t checkpoint_bytes(const config::RunConfig& cfg);
 int64_t checkpoint_space_needed(int64_t one_checkpoint, int keep, int existing, int saves_left);
 
 struct SpaceVerdict {
-  std::string error;    // not even one checkpoint fits, and the run saves (checkpoint.every_steps)
-  std::string warning;  // the first fits, the later ones may not
+  std::string error;    // a save is certain, and not even one checkpoint fits
+  std::string warning;  // the first fits, the later ones may not; or only a stop signal saves
 };
 SpaceVerdict judge_checkpoint_space(const config::RunConfig& cfg, int64_t free_bytes,
-                                    int64_t one_checkpoint, int64_t needed);
+                                    int64_t one_checkpoint, int64_t needed, int saves_left);
 
-// Free bytes for an unprivileged writer on `dir`'s filesystem; none where statvfs fails
-// (TRAINER_TEST_FREE_BYTES stands in for it in tests).
+// The bytes this process may still write on `dir`'s filesystem (the blocks reserved for root
+// count where it is root); none where statvfs fails or the filesystem states no size (some FUSE
+// mounts). TRAINER_TEST_FREE_BYTES stands in for it in tests.
 std::optional<int64_t> free_bytes(const std::string& dir);
 
 // "1.36 MiB", "3.20 GiB" (binary units, as compare and df -h).

@@ -419,7 +419,8 @@ std::string Checkpointing::dir_changed(const std::string& then) const {
   if (!dir_identity_ || identity_of(cfg_.checkpoint_dir()) == dir_identity_) return "";
   return "checkpoint.dir = \"" + cfg_.checkpoint_dir() +
          "\" was removed or replaced during the run (it is no longer the directory this run "
-         "locked at its start, and the checkpoints it saved there are gone from it): " +
+         "locked at its start: removed, renamed, or a symlink pointed elsewhere; the checkpoints "
+         "saved before are not in it): " +
          then;
 }
 
@@ -440,20 +441,19 @@ void Checkpointing::prepare_dir(int first_step, int last) const {
       else
         spdlog::info("checkpoint.dir: removed an interrupted save, {} ({} entries)", dir, removed);
     }
-    const int every = cfg_.checkpoint.every_steps;
-    const int saves_left =
-        every > 0 ? last / every - first_step / every + (last % every != 0 ? 1 : 0) : 0;
-    const int64_t one = checkpoint_bytes(cfg_);
+    const int saves = certain_saves(cfg_, first_step, last, resumed_in_checkpoint_dir_);
+    const int64_t one = checkpoint_bytes(cfg_, world_ ? world_->size() : 1);
     const int64_t needed =
-        checkpoint_space_needed(one, cfg_.checkpoint.keep, static_cast<int>(existing), saves_left);
+        checkpoint_space_needed(one, cfg_.checkpoint.keep, static_cast<int>(existing), saves);
     const std::optional<int64_t> free = free_bytes(root);
+    if (saves > 0)
+      spdlog::info("checkpoints: about {} each, saves to come: {}, keep {}; {} free in {}",
+                   bytes_text(one), saves, cfg_.checkpoint.keep,
+                   free ? bytes_text(*free) : std::string("unknown space"), root);
     if (!free) return std::string();
-    const SpaceVerdict verdict = judge_checkpoint_space(cfg_, *free, one, needed);
+    const SpaceVerdict verdict = judge_checkpoint_space(cfg_, *free, one, needed, saves);
     if (!verdict.error.empty()) throw config::ConfigError(verdict.error, "checkpoint.dir");
     if (!verdict.warning.empty()) spdlog::warn("{}", verdict.warning);
-    if (every > 0)
-      spdlog::info("checkpoints: about {} each, {} saves left, keep {}; {} free in {}",
-                   bytes_text(one), saves_left, cfg_.checkpoint.keep, bytes_text(*free), root);
     return std::string();
   });
 }

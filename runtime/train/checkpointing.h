@@ -48,7 +48,8 @@ class Checkpointing {
   void watch_dir();
   // Before the first of steps first_step+1..last, on rank 0 (a refusal is thrown on every rank):
   // removes the step_N.tmp that interrupted saves left in checkpoint.dir, and refuses a run that
-  // saves when not even one checkpoint fits on its filesystem (warns when the later ones may not).
+  // saves for certain (certain_saves) when not even one checkpoint fits on its filesystem (warns
+  // when the later ones may not, or a stop signal's would not).
   void prepare_dir(int first_step, int last) const;
   // Where rank 0's saves take the run's step totals from (the report's builder).
   void set_totals_source(std::function<StepTotals()> source) { totals_source_ = std::move(source); }
