@@ -105,7 +105,14 @@ std::vector<ShardFile> gather_shards(const SaveRequest& req, const ShardFile& mi
 // removal that fails partway leaves a directory no resume takes for a checkpoint.
 void prune(const std::string& root, int keep) {
   if (keep <= 0) return;
-  const auto all = list_checkpoints(root);
+  std::vector<std::string> all;
+  try {
+    all = list_checkpoints(root);
+  } catch (const fs::filesystem_error& e) {
+    spdlog::warn("checkpoint.keep = {}: cannot list {} to prune it ({}); older checkpoints stay",
+                 keep, root, e.what());
+    return;
+  }
   for (size_t i = static_cast<size_t>(keep); i < all.size(); ++i) {
     std::error_code ec;
     if (!fs::remove(all[i] + "/" + kManifestName, ec) || ec) {
