@@ -9,8 +9,10 @@ c=(--set model.seq_len=32 --set train.steps=100000)
 stop_run() {  # stop_run NAME WHO(launcher|rank|rank_twice|rank_usr1|launcher_hup) [args]
   local name=$1 who=$2
   shift 2
-  "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" "${c[@]}" \
-    --set train.micro_batch=4 --set checkpoint.dir=ck_$name --out $name "$@" >$name.log 2>&1 &
+  # (SIGHUP at its default: a launcher that finds it ignored keeps it so, as under nohup, and a
+  # test run from a job runner that ignores it waited for the hup_launcher case until its timeout)
+  env --default-signal=HUP "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" \
+    "${c[@]}" --set train.micro_batch=4 --set checkpoint.dir=ck_$name --out $name "$@" >$name.log 2>&1 &
   local launcher=$!
   for _ in $(seq 600); do [ "$(cat $name/metrics.jsonl 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
   local rank_pid

@@ -177,7 +177,9 @@ TEST_CASE("a_rank_blocked_on_a_hung_rank_passes_the_name_on", "[comm][fault]") {
     auto group = [&](const std::string& name, std::vector<int> members) {
       CommOptions o;
       o.name = name;
-      o.timeout_s = kTimeoutS;
+      // (rank 0 follows rank 1's "waits for 2" for a grace of timeout / 10: at 2 s, 0.2 s, which
+      // a loaded machine's scheduling outlasted, and rank 0 named rank 1 alone)
+      o.timeout_s = 5 * kTimeoutS;
       o.global_ranks = members;
       const int me = ctx.rank == members[0] ? 0 : 1;
       return make_gloo_comm(make_prefix_store(ctx.group, name), me, 2, o);

@@ -6,9 +6,11 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "launch_test_util.h"
 #include "runtime/launch/supervisor.h"
@@ -46,6 +48,54 @@ std::thread signal_self_later(int sig, double delay_s) {
   return std::thread([sig, delay_s] {
     std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
     ::kill(::getpid(), sig);
+  });
+}
+
+// Where shell children mark that their traps are set (`mark(i)`), so that a signal is sent only
+// then: sent at a fixed delay, it found a child of a loaded machine still starting (the default
+// action, not the trap: "ended by the forwarded stop signal") or, once that ended the run, this
+// process without the launcher's handlers (Catch2's "fatal error condition: SIGTERM").
+class Marks {
+ public:
+  Marks() {
+    std::string t = (std::filesystem::temp_directory_path() / "supervisor_test.XXXXXX").string();
+    REQUIRE(::mkdtemp(t.data()) != nullptr);
+    dir_ = t;
+  }
+  ~Marks() { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string mark(int i) const { return "touch " + path(std::to_string(i)); }
+  // A shell loop that waits for `name` (created by `touch`).
+  std::string wait_for(const std::string& name) const {
+    return "until [ -e " + path(name) + " ]; do sleep 0.02; done";
+  }
+  void touch(const std::string& name) const { std::ofstream(path(name)).put('\n'); }
+  // Up to 60 s for marks 0..n-1.
+  bool wait_for_marks(int n) const {
+    for (auto until = Clock::now() + std::chrono::seconds(60); Clock::now() < until;) {
+      int have = 0;
+      for (int i = 0; i < n; ++i) have += std::filesystem::exists(path(std::to_string(i)));
+      if (have == n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+ private:
+  std::string dir_;
+};
+
+// Sends `sigs` to this process, `gap_s` apart, once `n` children have set their marks; then
+// creates the mark "sent".
+std::thread signal_self_when_marked(const Marks& m, int n, std::vector<int> sigs,
+                                    double gap_s = 0) {
+  return std::thread([&m, n, sigs, gap_s] {
+    if (m.wait_for_marks(n))
+      for (size_t i = 0; i < sigs.size(); ++i) {
+        if (i) std::this_thread::sleep_for(std::chrono::duration<double>(gap_s));
+        ::kill(::getpid(), sigs[i]);
+      }
+    m.touch("sent");
   });
 }
 
@@ -88,8 +138,12 @@ TEST_CASE("a_rank_killed_by_a_signal_exits_128_plus_the_signal", "[launch]") {
 
 TEST_CASE("ranks_ignoring_sigterm_get_sigkill_after_the_grace_period", "[launch]") {
   const double grace = 0.5;
-  // The trap's "ignore" is inherited by sleep across exec.
-  Result r = run({sh("trap '' TERM; sleep 30"), sh("sleep 0.2; exit 5")}, grace);
+  // The trap's "ignore" is inherited by sleep across exec. (Rank 1 fails once rank 0 ignores
+  // SIGTERM: after a fixed delay, rank 0 might not have set its trap yet on a loaded machine.)
+  Marks m;
+  Result r = run({sh("trap '' TERM; " + m.mark(0) + "; sleep 30"),
+                  sh(m.wait_for("0") + "; sleep 0.2; exit 5")},
+                 grace);
   INFO("stderr: " << r.err << " seconds " << r.seconds);
   CHECK(r.code == 5);
   CHECK(r.seconds >= grace);
@@ -97,9 +151,12 @@ TEST_CASE("ranks_ignoring_sigterm_get_sigkill_after_the_grace_period", "[launch]
 }
 
 TEST_CASE("sigterm_to_the_launcher_is_forwarded_and_clean_exits_give_zero", "[launch]") {
-  const std::string graceful = "trap 'echo checkpointed; exit 0' TERM; sleep 30 & wait";
-  std::thread killer = signal_self_later(SIGTERM, 0.5);
-  Result r = run({sh(graceful), sh(graceful)});
+  Marks m;
+  auto graceful = [&](int i) {
+    return sh("trap 'echo checkpointed; exit 0' TERM; " + m.mark(i) + "; sleep 30 & wait");
+  };
+  std::thread killer = signal_self_when_marked(m, 2, {SIGTERM});
+  Result r = run({graceful(0), graceful(1)});
   killer.join();
   INFO("stdout: " << r.out << "stderr: " << r.err << " seconds " << r.seconds);
   CHECK(r.code == 0);
@@ -110,11 +167,11 @@ TEST_CASE("sigterm_to_the_launcher_is_forwarded_and_clean_exits_give_zero", "[la
 
 // Ranks that ignore the forwarded stop (a hung rank, a long save): a second Ctrl-C kills them.
 TEST_CASE("a_second_sigint_kills_ranks_that_ignore_the_first", "[launch]") {
-  std::thread first = signal_self_later(SIGINT, 0.3);
-  std::thread second = signal_self_later(SIGINT, 0.8);
-  Result r = run({sh("trap '' TERM INT; sleep 30"), sh("trap '' TERM INT; sleep 30")});
-  first.join();
-  second.join();
+  Marks m;
+  std::thread killer = signal_self_when_marked(m, 2, {SIGINT, SIGINT}, 0.5);
+  Result r = run({sh("trap '' TERM INT; " + m.mark(0) + "; sleep 30"),
+                  sh("trap '' TERM INT; " + m.mark(1) + "; sleep 30")});
+  killer.join();
   INFO("stderr: " << r.err << " seconds " << r.seconds);
   CHECK(r.code == 128 + SIGKILL);
   CHECK(r.err.find("launch: a second SIGINT (Ctrl-C): killing the ranks") != std::string::npos);
@@ -124,13 +181,15 @@ TEST_CASE("a_second_sigint_kills_ranks_that_ignore_the_first", "[launch]") {
 // Under Slurm the same SIGTERM arrives twice at once (the step's daemon's and srun's): both are
 // forwarded, and the ranks still checkpoint and exit 0.
 TEST_CASE("sigterm_twice_is_forwarded_twice_and_kills_nothing", "[launch]") {
-  // (the save takes 0.5 s: the second SIGTERM comes while it runs)
-  const std::string graceful = "trap 'sleep 0.5; echo saved; exit 0' TERM; sleep 30 & wait";
-  std::thread first = signal_self_later(SIGTERM, 0.3);
-  std::thread second = signal_self_later(SIGTERM, 0.5);
-  Result r = run({sh(graceful), sh(graceful)});
-  first.join();
-  second.join();
+  // (the save lasts until both SIGTERMs were sent: the second comes while it runs)
+  Marks m;
+  auto graceful = [&](int i) {
+    return sh("trap '" + m.wait_for("sent") + "; echo saved; exit 0' TERM; " + m.mark(i) +
+              "; sleep 30 & wait");
+  };
+  std::thread killer = signal_self_when_marked(m, 2, {SIGTERM, SIGTERM}, 0.2);
+  Result r = run({graceful(0), graceful(1)});
+  killer.join();
   INFO("stdout: " << r.out << "stderr: " << r.err);
   CHECK(r.code == 0);
   CHECK(r.out.find("[rank 0] saved\n") != std::string::npos);
@@ -143,8 +202,11 @@ TEST_CASE("a_sighup_ignored_at_start_stays_ignored", "[launch]") {
   }, previous{};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGHUP, &ignore, &previous);
-  std::thread hangup = signal_self_later(SIGHUP, 0.3);
-  Result r = run({sh("trap 'echo stopped; exit 0' TERM; sleep 1 & wait; echo finished")});
+  Marks m;
+  std::thread hangup = signal_self_when_marked(m, 1, {SIGHUP});
+  // (it finishes 0.3 s after the SIGHUP was sent: a forwarded one would have stopped it)
+  Result r = run({sh("trap 'echo stopped; exit 0' TERM; " + m.mark(0) + "; " + m.wait_for("sent") +
+                     "; sleep 0.3 & wait; echo finished")});
   hangup.join();
   ::sigaction(SIGHUP, &previous, nullptr);
   INFO("stdout: " << r.out << "stderr: " << r.err);
@@ -155,9 +217,12 @@ TEST_CASE("a_sighup_ignored_at_start_stays_ignored", "[launch]") {
 // SIGHUP (a closed terminal) and SIGUSR1 (Slurm's --signal) reach the ranks as SIGTERM.
 TEST_CASE("sighup_and_sigusr1_to_the_launcher_are_forwarded_as_sigterm", "[launch]") {
   for (int sig : {SIGHUP, SIGUSR1}) {
-    const std::string graceful = "trap 'echo stopped; exit 0' TERM; sleep 30 & wait";
-    std::thread killer = signal_self_later(sig, 0.3);
-    Result r = run({sh(graceful), sh(graceful)});
+    Marks m;
+    auto graceful = [&](int i) {
+      return sh("trap 'echo stopped; exit 0' TERM; " + m.mark(i) + "; sleep 30 & wait");
+    };
+    std::thread killer = signal_self_when_marked(m, 2, {sig});
+    Result r = run({graceful(0), graceful(1)});
     killer.join();
     INFO("signal " << sig << " stdout: " << r.out << "stderr: " << r.err);
     CHECK(r.code == 0);
@@ -276,17 +341,25 @@ TEST_CASE("ranks_get_default_sigpipe_even_though_the_launcher_ignores_it", "[lau
 // running would fill their output pipes and block mid-step while their peers time out. Each rank
 // prints the time every 50 ms; while the launcher is stopped (1.5 s, until a forked process sends
 // SIGCONT) none prints, so each rank's output has a gap of over a second, and both finish.
+// (SIGTSTP is sent once both have printed 3 times, SIGCONT 1.5 s after it: at fixed times, a
+// rank of a loaded machine might not have printed yet, or the stop come late.)
 TEST_CASE("ctrl_z_stops_the_ranks_with_the_launcher_and_fg_resumes_them", "[launch]") {
-  const std::string ticker = "for i in $(seq 40); do date +%s.%N; sleep 0.05; done";
-  std::thread tstp = signal_self_later(SIGTSTP, 0.5);
+  Marks m;
+  auto ticker = [&](int i) {
+    return sh("for i in $(seq 40); do date +%s.%N; [ $i != 3 ] || " + m.mark(i) +
+              "; sleep 0.05; done");
+  };
+  std::thread tstp = signal_self_when_marked(m, 2, {SIGTSTP});
   const pid_t self = ::getpid();
+  const std::string sent = m.path("sent");
   const pid_t waker = ::fork();
   if (waker == 0) {  // (the whole launcher process stops: SIGCONT must come from outside)
-    ::usleep(2'000'000);
+    for (int i = 0; i < 6000 && ::access(sent.c_str(), F_OK) != 0; ++i) ::usleep(10'000);
+    ::usleep(1'500'000);
     ::kill(self, SIGCONT);
     ::_exit(0);
   }
-  Result r = run({sh(ticker), sh(ticker)});
+  Result r = run({ticker(0), ticker(1)});
   tstp.join();
   ::waitpid(waker, nullptr, 0);
   INFO("stdout: " << r.out << "stderr: " << r.err << " seconds " << r.seconds);
