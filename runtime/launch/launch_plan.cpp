@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <stdexcept>
 
 #include "runtime/config/run_config.h"
@@ -94,20 +96,47 @@ std::vector<ChildSpec> plan_children(const LaunchOptions& opts,
   return children;
 }
 
-int pick_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+namespace {
+
+// Whether `port` (0: any) can be bound now; the bound port in `got`.
+bool bindable(int port, int& got) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error(std::string("launch: socket: ") + std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof addr;
   int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   if (rc == 0) rc = ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const int err = errno;
   ::close(fd);
-  if (rc != 0) throw std::runtime_error(std::string("launch: free port: ") + std::strerror(err));
-  return ntohs(addr.sin_port);
+  errno = err;  // (the bind's, for the caller's message)
+  got = ntohs(addr.sin_port);
+  return rc == 0;
+}
+
+}  // namespace
+
+int ephemeral_ports_start() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return range >> low ? low : 0;
+}
+
+int pick_free_port() {
+  // Below the kernel's ephemeral ports: the kernel never hands one of those to another process's
+  // connection in the time between this check and rank 0's bind (a port from bind(0) it may).
+  if (const int low = ephemeral_ports_start(); low >= kLowestPickedPort + 1000) {
+    std::random_device entropy;
+    std::uniform_int_distribution<int> pick(kLowestPickedPort, low - 1);
+    for (int attempt = 0; attempt < 64; ++attempt)
+      if (int got = 0; bindable(pick(entropy), got)) return got;
+  }
+  int got = 0;
+  if (!bindable(0, got))
+    throw std::runtime_error(std::string("launch: free port: ") + std::strerror(errno));
+  return got;
 }
 
 std::vector<std::string> current_environment() {

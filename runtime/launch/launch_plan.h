@@ -34,8 +34,13 @@ std::vector<std::string> rank_environment(const LaunchOptions& opts, int local_r
                                           const std::vector<std::string>& parent_env,
                                           unsigned cores);
 
-// A TCP port free on this host right now (bound to port 0, read back, released).
+// A TCP port free on this host right now, for rank 0's store: a random one from
+// kLowestPickedPort up to below the kernel's ephemeral ports where there is room (never the
+// source port of another process's connection), else one bound to port 0 and released.
+constexpr int kLowestPickedPort = 24000;  // (tests pick theirs below it)
 int pick_free_port();
+// The first of the kernel's ephemeral ports (ip_local_port_range); 0 where unknown.
+int ephemeral_ports_start();
 
 // The current process environment as "KEY=VALUE" strings.
 std::vector<std::string> current_environment();

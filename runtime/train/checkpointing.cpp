@@ -472,12 +472,12 @@ void Checkpointing::rethrow_save_error(int step) const {
 
 void Checkpointing::save(int done, bool async) {
   if (done == last_saved_) return;
+  commit_pending(/*wait=*/true);  // one save in flight at most (its failure names the dir)
   const std::string changed = dir_changed(
       "stopped before saving again, so that no other run's checkpoints mix with this "
       "one's");
   if (const auto [rank, why] = first_rank_saying(world_, rank_, changed); rank >= 0)
     throw ckpt::CheckpointError(why);
-  commit_pending(/*wait=*/true);  // one save in flight at most
   try {
     save_now(done, async);
   } catch (...) {

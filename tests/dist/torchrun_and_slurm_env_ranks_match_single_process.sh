@@ -19,8 +19,11 @@ kill $agent 2>/dev/null || true
 compare_metrics ref/metrics.jsonl torchrun/metrics.jsonl --rtol 1e-5 --min-steps 12
 
 # srun: SLURM_* only; the master is the first host of the node list, the port derives from the job id.
-# The runtime derives the port 20000 + job % 20000: pick a job whose port is free.
-job=$(( $(free_port 36000 40000) - 20000 ))
+# The runtime derives the port 20000 + job % 20000: pick a job whose port is free, below the
+# kernel's ephemeral ports (32768 up), where another test's outgoing connection may take the
+# port as its own end between this check and rank 0's bind (Address already in use), and below
+# the ports trainer launch picks (from 24000).
+job=$(( $(free_port 20000 24000) - 20000 ))
 pids=()
 for r in 0 1; do
   env -u MASTER_ADDR -u MASTER_PORT SLURM_PROCID=$r SLURM_NTASKS=2 SLURM_LOCALID=$r SLURM_NNODES=1 \

@@ -29,9 +29,10 @@ remove_during between_saves ck/step_00000005/manifest.json --set checkpoint.ever
 TRAINER_TEST_CKPT_DELAY_S=2,before_write remove_during mid_write ck/step_00000010.tmp \
   --set checkpoint.every_steps=10
 grep -q 'the save of step 10 failed' mid_write.log || fail "mid_write: not the save of step 10"
-# the same with checkpoint.async: training goes on while step 200's write waits 1 s (some 60
-# steps here), then fails; its commit names the directory, and step 200 is never reported saved
-TRAINER_TEST_CKPT_DELAY_S=1,before_write remove_during async_write ck/step_00000200.tmp \
+# the same with checkpoint.async: training goes on while step 200's write waits 2 s, then fails;
+# its commit (at a later step, or before step 400's save) names the directory, and step 200 is
+# never reported saved
+TRAINER_TEST_CKPT_DELAY_S=2,before_write remove_during async_write ck/step_00000200.tmp \
   --set checkpoint.every_steps=200 --set checkpoint.async=true
 grep -q 'the save of step 200 failed' async_write.log || fail "async_write: not the save of step 200"
 ! grep -q 'checkpoint saved' async_write.log || fail "async_write: $(grep 'checkpoint saved' async_write.log)"

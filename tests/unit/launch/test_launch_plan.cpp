@@ -94,6 +94,14 @@ TEST_CASE("single_node_without_port_gets_a_free_port", "[launch]") {
   CHECK(e0.master_port > 0);
   CHECK(e0.master_port == e1.master_port);
   CHECK(e0.master_addr == "127.0.0.1");
+  // below the kernel's ephemeral ports, where it has room (Debian's: from 32768)
+  const int low = trainer::launch::ephemeral_ports_start();
+  if (low >= trainer::launch::kLowestPickedPort + 1000)
+    for (int i = 0; i < 20; ++i) {
+      const int port = trainer::launch::pick_free_port();
+      CHECK(port >= trainer::launch::kLowestPickedPort);
+      CHECK(port < low);
+    }
 }
 
 TEST_CASE("inconsistent_launch_options_are_config_errors_naming_the_option", "[launch]") {
