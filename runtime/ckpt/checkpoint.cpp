@@ -221,9 +221,10 @@ std::string commit_checkpoint(const std::string& root, Manifest m, const model::
 
 std::string begin_checkpoint(const std::string& root, int64_t step) {
   const std::string tmp_dir = root + "/" + step_dir_name(step) + ".tmp";
-  fs::create_directories(root);
+  // `root` is not created here: its lock's holder made it (RunDirLock), and one removed since
+  // must fail the save (ENOENT), not come back without the lock.
   fs::remove_all(tmp_dir);
-  fs::create_directories(tmp_dir);
+  fs::create_directory(tmp_dir);
   return tmp_dir;
 }
 

@@ -41,7 +41,8 @@ std::string finish_save(const SaveRequest& req, const ShardFile& mine);
 void test_delay(int rank, bool before_write);
 
 // The steps of save_checkpoint, for writers that hold every rank's state (reshard):
-// begin (a fresh step_N.tmp), one file per rank, commit (manifest, rename, prune old ones).
+// begin (a fresh step_N.tmp in `root`, which must exist), one file per rank, commit (manifest,
+// rename, prune old ones).
 std::string begin_checkpoint(const std::string& root, int64_t step);  // returns the tmp dir
 ShardFile write_shard_file(const std::string& tmp_dir, int rank, const model::ParamLayout& layout,
                            const OwnedRuns& owned, const Manifest& manifest);
