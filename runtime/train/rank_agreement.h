@@ -2,7 +2,9 @@
 // One yes/no all ranks agree on, so that they all take the same branch (throw, or go on) before
 // their next collective; and one text, or one refusal, rank 0 decides for all of them.
 #include <cstdint>
+#include <exception>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -47,17 +49,25 @@ inline std::pair<int, std::string> first_rank_saying(dist::Comm* world, int rank
 }
 
 // Runs `decide` on rank 0 alone (what it returns: rank 0's text, on every rank); a
-// config::ConfigError it throws is thrown on every rank, with rank 0's message.
+// config::ConfigError it throws is thrown on every rank, with rank 0's message, and so is any
+// other exception (rank 0 rethrows its own; the others a runtime_error naming rank 0), so that no
+// rank waits on rank 0 in the broadcast it would otherwise skip.
 template <class Decide>
 std::string rank0_decides(dist::Comm* world, int rank, Decide&& decide) {
-  std::string text, refusal;
+  std::string text, outcome;  // outcome: "" decided, "R" + a refusal, "F" + a failure
+  std::exception_ptr failure;
   if (rank == 0) try {
       text = decide();
     } catch (const config::ConfigError& e) {
-      refusal = e.what();
+      outcome = std::string("R") + e.what();
+    } catch (const std::exception& e) {
+      outcome = std::string("F") + e.what();
+      failure = std::current_exception();
     }
-  from_rank0(world, refusal);
-  if (!refusal.empty()) throw config::ConfigError(refusal);
+  from_rank0(world, outcome);
+  if (!outcome.empty() && outcome[0] == 'R') throw config::ConfigError(outcome.substr(1));
+  if (failure) std::rethrow_exception(failure);
+  if (!outcome.empty()) throw std::runtime_error("rank 0: " + outcome.substr(1));
   from_rank0(world, text);
   return text;
 }
