@@ -402,7 +402,8 @@ void register_plan(CLI::App& app) {
           "parameter, over every rank's file), %d at once in checkpoint.dir at most (%d saves, "
           "keep %d, and the save before the prune)\n",
           train::bytes_text(train::checkpoint_bytes(cfg, args->gpus)).c_str(),
-          std::min(cfg.checkpoint.keep + 1, saves), saves, cfg.checkpoint.keep);
+          static_cast<int>(std::min(int64_t{cfg.checkpoint.keep} + 1, int64_t{saves})), saves,
+          cfg.checkpoint.keep);
     if (!args->search) return;
     if (!print_search({cfg, dp, device, 0.9, flash, args->gpus}, args->config, args->sets))
       g_exit_code = 1;

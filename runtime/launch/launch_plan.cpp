@@ -118,18 +118,29 @@ bool bindable(int port, int& got) {
 
 }  // namespace
 
-int ephemeral_ports_start() {
+std::pair<int, int> ephemeral_ports() {
   std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
-  int low = 0;
-  return range >> low ? low : 0;
+  int low = 0, high = 0;
+  if (range >> low >> high && low > 0 && low <= high && high <= 65535) return {low, high};
+  return {0, 0};
+}
+
+std::pair<int, int> picked_port_range() {
+  const auto [low, high] = ephemeral_ports();
+  if (low == 0) return {0, 0};
+  // below the ephemeral ports, under torchrun's 29500 and Kubernetes' NodePorts (30000-32767)
+  if (const int end = std::min(low, kHighestPickedPort + 1); end - kLowestPickedPort >= 1000)
+    return {kLowestPickedPort, end - 1};
+  if (65535 - high >= 1000) return {high + 1, 65535};  // (a range widened down: above it)
+  return {0, 0};
 }
 
 int pick_free_port() {
-  // Below the kernel's ephemeral ports: the kernel never hands one of those to another process's
-  // connection in the time between this check and rank 0's bind (a port from bind(0) it may).
-  if (const int low = ephemeral_ports_start(); low >= kLowestPickedPort + 1000) {
+  // Not an ephemeral port: the kernel never hands one of those to another process's connection
+  // in the time between this check and rank 0's bind (a port from bind(0) it may).
+  if (const auto [first, last] = picked_port_range(); first > 0) {
     std::random_device entropy;
-    std::uniform_int_distribution<int> pick(kLowestPickedPort, low - 1);
+    std::uniform_int_distribution<int> pick(first, last);
     for (int attempt = 0; attempt < 64; ++attempt)
       if (int got = 0; bindable(pick(entropy), got)) return got;
   }

@@ -8,6 +8,7 @@
 // oversubscribe the cpu. Inherited TORCHELASTIC_* variables are dropped: our children are not
 // under an elastic agent, so the rendezvous store uses MASTER_PORT itself.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/launch/child_process.h"
@@ -35,12 +36,16 @@ std::vector<std::string> rank_environment(const LaunchOptions& opts, int local_r
                                           unsigned cores);
 
 // A TCP port free on this host right now, for rank 0's store: a random one from
-// kLowestPickedPort up to below the kernel's ephemeral ports where there is room (never the
-// source port of another process's connection), else one bound to port 0 and released.
-constexpr int kLowestPickedPort = 24000;  // (tests pick theirs below it)
+// picked_port_range() where it has room, never the source port of another process's connection;
+// else one bound to port 0 and released.
 int pick_free_port();
-// The first of the kernel's ephemeral ports (ip_local_port_range); 0 where unknown.
-int ephemeral_ports_start();
+constexpr int kLowestPickedPort = 24000;   // (tests pick theirs below it)
+constexpr int kHighestPickedPort = 28999;  // (under torchrun's default 29500)
+// The kernel's ephemeral ports (ip_local_port_range), {0, 0} where unknown.
+std::pair<int, int> ephemeral_ports();
+// Where pick_free_port picks: kLowestPickedPort..kHighestPickedPort below the ephemeral ports,
+// else 1000 or more above them; {0, 0}: neither has room.
+std::pair<int, int> picked_port_range();
 
 // The current process environment as "KEY=VALUE" strings.
 std::vector<std::string> current_environment();

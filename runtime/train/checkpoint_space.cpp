@@ -28,13 +28,15 @@ int certain_saves(const config::RunConfig& cfg, int first_step, int last,
                   bool resumed_in_checkpoint_dir) {
   const int every = cfg.checkpoint.every_steps;
   const int periodic = every > 0 ? last / every - first_step / every : 0;
-  const bool at_last = cfg.train.stop_after_steps > 0 || every > 0 || resumed_in_checkpoint_dir;
+  // (a train.stop_after_steps past train.steps stops nothing)
+  const bool at_last = (cfg.train.stop_after_steps > 0 && last == cfg.train.stop_after_steps) ||
+                       (last == cfg.train.steps && (every > 0 || resumed_in_checkpoint_dir));
   const bool counted = every > 0 && last % every == 0;
   return periodic + (at_last && !counted && last > first_step ? 1 : 0);
 }
 
 int64_t checkpoint_space_needed(int64_t one_checkpoint, int keep, int existing, int saves_left) {
-  const int64_t more = std::min(keep + 1 - existing, saves_left);
+  const int64_t more = std::min(int64_t{keep} + 1 - existing, int64_t{saves_left});
   return std::max<int64_t>(more, 1) * one_checkpoint;
 }
 

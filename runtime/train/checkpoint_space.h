@@ -9,16 +9,16 @@
 
 namespace trainer::train {
 
-// The bytes one checkpoint of this model takes on a grid of `world` ranks, never less than it
-// does: every parameter's fp32 master weight and AdamW's two fp32 moments (12 bytes a parameter
-// of the padded model, however ZeRO and the grid split them over the ranks' files), the
-// safetensors headers and manifest.json (a bound per tensor and rank), and each file's last block.
+// The bytes one checkpoint of this model takes on a grid of `world` ranks: every parameter's fp32
+// master weight and AdamW's two fp32 moments (12 bytes a parameter of the padded model, however
+// ZeRO and the grid split them over the ranks' files), and an allowance for the safetensors
+// headers and manifest.json (per tensor and rank) and each file's last block.
 int64_t checkpoint_bytes(const config::RunConfig& cfg, int world);
 
 // The saves a run of steps first_step+1..last makes for certain: every checkpoint.every_steps,
-// and at `last` where it stops there (train.stop_after_steps), ends with periodic saves, or
-// resumed from a checkpoint in checkpoint.dir (Checkpointing::save_after). A stop signal's are not
-// counted.
+// and at `last` where train.stop_after_steps stops it there, or where it is train.steps and the
+// run saves periodically or resumed from a checkpoint in checkpoint.dir (Checkpointing::
+// save_after). A stop signal's are not counted.
 int certain_saves(const config::RunConfig& cfg, int first_step, int last,
                   bool resumed_in_checkpoint_dir);
 

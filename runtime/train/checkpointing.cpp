@@ -416,7 +416,12 @@ void Checkpointing::watch_dir() {
 }
 
 std::string Checkpointing::dir_changed(const std::string& then) const {
-  if (!dir_identity_ || identity_of(cfg_.checkpoint_dir()) == dir_identity_) return "";
+  if (!dir_identity_) return "";
+  // Rank 0 holds the lock's open file there, which keeps an automounted filesystem mounted: its
+  // (device, inode) is the directory's. Another rank's device may change with a remount between
+  // saves, so it only tells a directory that is not there.
+  const auto now = identity_of(cfg_.checkpoint_dir());
+  if (rank_ == 0 ? now == dir_identity_ : now.has_value()) return "";
   return "checkpoint.dir = \"" + cfg_.checkpoint_dir() +
          "\" was removed or replaced during the run (it is no longer the directory this run "
          "locked at its start: removed, renamed, or a symlink pointed elsewhere; the checkpoints "
@@ -424,16 +429,20 @@ std::string Checkpointing::dir_changed(const std::string& then) const {
          then;
 }
 
-void Checkpointing::prepare_dir(int first_step, int last) const {
+void Checkpointing::remove_interrupted_saves(bool holds_lock) {
   rank0_decides(world_, rank_, [&] {
-    const std::string root = cfg_.checkpoint_dir();
     std::vector<std::string> incomplete;
-    const size_t existing = ckpt::list_checkpoints(root, &incomplete).size();
-    // This run holds checkpoint.dir's lock: a step_N.tmp in it is a save that a killed or failed
-    // run left (never reported saved), which would otherwise stay until a save of the same step.
+    ckpt::list_checkpoints(cfg_.checkpoint_dir(), &incomplete);
     for (const std::string& dir : incomplete) {
-      std::error_code ec;
       if (!dir.ends_with(".tmp")) continue;
+      if (!holds_lock) {  // (another run's save may be in progress there)
+        spdlog::info(
+            "checkpoint.dir: {} left in place: without a lock (the filesystem has none) "
+            "it may be another run's save in progress",
+            dir);
+        continue;
+      }
+      std::error_code ec;
       const auto removed = std::filesystem::remove_all(dir, ec);
       if (ec)
         spdlog::warn("checkpoint.dir: cannot remove the interrupted save {}: {}", dir,
@@ -441,6 +450,14 @@ void Checkpointing::prepare_dir(int first_step, int last) const {
       else
         spdlog::info("checkpoint.dir: removed an interrupted save, {} ({} entries)", dir, removed);
     }
+    return std::string();
+  });
+}
+
+void Checkpointing::check_space(int first_step, int last) const {
+  rank0_decides(world_, rank_, [&] {
+    const std::string root = cfg_.checkpoint_dir();
+    const size_t existing = ckpt::list_checkpoints(root).size();
     const int saves = certain_saves(cfg_, first_step, last, resumed_in_checkpoint_dir_);
     const int64_t one = checkpoint_bytes(cfg_, world_ ? world_->size() : 1);
     const int64_t needed =

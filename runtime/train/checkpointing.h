@@ -41,16 +41,20 @@ class Checkpointing {
   // The restored checkpoint's step totals (none: a fresh start, or a checkpoint without them).
   const std::optional<StepTotals>& restored_totals() const { return restored_totals_; }
   // Each rank notes which directory checkpoint.dir is (device and inode), once it exists and this
-  // run holds its lock: every save first checks that it still is. A directory removed or renamed
+  // run holds its lock: every save first checks that it still is (rank 0: the same directory;
+  // the others: a directory there). A directory removed or renamed
   // during the run (its lock with it) fails the run at that save, on every rank, rather than
   // recreating it unlocked, where a second run could then save over this run's checkpoints; a
   // save it was removed under fails naming it too.
   void watch_dir();
+  // Before the first step, on rank 0: removes the step_N.tmp that interrupted saves left in
+  // checkpoint.dir where this run holds its lock (`holds_lock`; else another run's save may be in
+  // progress there).
+  void remove_interrupted_saves(bool holds_lock);
   // Before the first of steps first_step+1..last, on rank 0 (a refusal is thrown on every rank):
-  // removes the step_N.tmp that interrupted saves left in checkpoint.dir, and refuses a run that
-  // saves for certain (certain_saves) when not even one checkpoint fits on its filesystem (warns
-  // when the later ones may not, or a stop signal's would not).
-  void prepare_dir(int first_step, int last) const;
+  // refuses a run that saves for certain (certain_saves) when not even one checkpoint fits on
+  // checkpoint.dir's filesystem; warns when the later ones may not, or a stop signal's would not.
+  void check_space(int first_step, int last) const;
   // Where rank 0's saves take the run's step totals from (the report's builder).
   void set_totals_source(std::function<StepTotals()> source) { totals_source_ = std::move(source); }
   // Tokens trained on after `done` steps: the checkpoint's count, then this run's global batch

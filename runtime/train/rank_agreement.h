@@ -49,23 +49,27 @@ inline std::pair<int, std::string> first_rank_saying(dist::Comm* world, int rank
 }
 
 // Runs `decide` on rank 0 alone (what it returns: rank 0's text, on every rank); a
-// config::ConfigError it throws is thrown on every rank, with rank 0's message, and so is any
-// other exception (rank 0 rethrows its own; the others a runtime_error naming rank 0), so that no
-// rank waits on rank 0 in the broadcast it would otherwise skip.
+// config::ConfigError it throws is thrown on every rank, with rank 0's message and key, and so is
+// any other exception (rank 0 rethrows its own; the others a runtime_error naming rank 0), so that
+// no rank waits on rank 0 in the broadcast it would otherwise skip.
 template <class Decide>
 std::string rank0_decides(dist::Comm* world, int rank, Decide&& decide) {
-  std::string text, outcome;  // outcome: "" decided, "R" + a refusal, "F" + a failure
+  // outcome: "" decided; "R" + the refused key + '\n' + the refusal; "F" + a failure
+  std::string text, outcome;
   std::exception_ptr failure;
   if (rank == 0) try {
       text = decide();
     } catch (const config::ConfigError& e) {
-      outcome = std::string("R") + e.what();
+      outcome = "R" + e.key + "\n" + e.what();
     } catch (const std::exception& e) {
       outcome = std::string("F") + e.what();
       failure = std::current_exception();
     }
   from_rank0(world, outcome);
-  if (!outcome.empty() && outcome[0] == 'R') throw config::ConfigError(outcome.substr(1));
+  if (!outcome.empty() && outcome[0] == 'R') {
+    const size_t end_of_key = outcome.find('\n');
+    throw config::ConfigError(outcome.substr(end_of_key + 1), outcome.substr(1, end_of_key - 1));
+  }
   if (failure) std::rethrow_exception(failure);
   if (!outcome.empty()) throw std::runtime_error("rank 0: " + outcome.substr(1));
   from_rank0(world, text);

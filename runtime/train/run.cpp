@@ -358,7 +358,10 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
           cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
       if (first_step >= last && !should_rewrite_report(cfg, world, lead, first_step, last))
         return 0;
-      if (first_step < last) checkpoints.prepare_dir(first_step, last);
+      if (first_step < last) {
+        checkpoints.remove_interrupted_saves(env.rank == 0 && dir_locks.holds_checkpoint_dir());
+        checkpoints.check_space(first_step, last);
+      }
 
       // 5. Report skeleton (hardware peak, model size, batch).
       const report::RunContext ctx =

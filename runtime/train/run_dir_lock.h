@@ -25,6 +25,7 @@ class RunDirLock {
   RunDirLock& operator=(const RunDirLock&) = delete;
 
   static constexpr const char* kFileName = ".trainer.lock";
+  bool held() const { return fd_ >= 0; }
 
  private:
   int fd_ = -1;
@@ -37,6 +38,12 @@ class RunDirLocks {
   // Locks those not held yet; `existing_only`: only the ones that exist now (one that does not
   // exist cannot be in use; it is created by the call without it).
   void take(const config::RunConfig& cfg, bool existing_only);
+  // Whether this process holds checkpoint.dir's lock (its own, or run.out_dir's where they are
+  // one directory): not where the filesystem has no locks.
+  bool holds_checkpoint_dir() const {
+    return checkpoint_dir_ ? checkpoint_dir_->held()
+                           : checkpoint_dir_done_ && out_dir_ && out_dir_->held();
+  }
 
  private:
   std::optional<RunDirLock> out_dir_, checkpoint_dir_;

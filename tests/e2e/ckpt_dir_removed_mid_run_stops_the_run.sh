@@ -4,14 +4,16 @@
 # the next save is refused before it writes; removed while a save writes into it (the write held
 # open by TRAINER_TEST_CKPT_DELAY_S), that save's failure names it too.
 source "$2/tests/lib/dist_common.sh"
-# remove_during NAME WAIT_FOR [train args]: start a run, rm -rf its ck once WAIT_FOR exists.
+# remove_during NAME WAIT_FOR [train args]: start a run, rm -rf its ck once WAIT_FOR exists (a
+# path, or a line of its log).
 remove_during() {
   local name=$1 wait_for=$2; shift 2
   "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" --set model.seq_len=32 \
     --set train.steps=100000 --set checkpoint.dir=ck --out run_$name "$@" >$name.log 2>&1 &
   local launcher=$! rc
-  for _ in $(seq 600); do [ -e "$wait_for" ] && break; sleep 0.1; done
-  [ -e "$wait_for" ] || { kill -9 $launcher; cat $name.log; fail "$name: no $wait_for in 60 s"; }
+  seen() { [ -e "$wait_for" ] || grep -qF "$wait_for" $name.log; }
+  for _ in $(seq 600); do seen && break; sleep 0.1; done
+  seen || { kill -9 $launcher; cat $name.log; fail "$name: no $wait_for in 60 s"; }
   # (rm -rf itself fails where a rank creates a file in a directory it is emptying: again)
   rm -rf ck 2>/dev/null || { sleep 0.2; rm -rf ck; }
   set +e; wait $launcher; rc=$?; set -e
@@ -24,7 +26,9 @@ remove_during() {
   echo "$name: the removed checkpoint.dir stopped the run: $(grep -m1 'was removed' $name.log | cut -c1-160)"
 }
 trap 'rm -rf "$work"' EXIT
-remove_during between_saves ck/step_00000005/manifest.json --set checkpoint.every_steps=5
+# (the save of step 50 reported, the next is 50 steps away: the next save's check refuses it)
+remove_during between_saves 'checkpoint saved: ck/step_00000050' --set checkpoint.every_steps=50
+grep -q 'stopped before saving again' between_saves.log || fail "between_saves: not refused before the save"
 # step 10's save: rank 0 made step_00000010.tmp, both ranks wait 2 s before writing into it
 TRAINER_TEST_CKPT_DELAY_S=2,before_write remove_during mid_write ck/step_00000010.tmp \
   --set checkpoint.every_steps=10

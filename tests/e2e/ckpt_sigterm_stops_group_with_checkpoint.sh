@@ -10,8 +10,11 @@ stop_run() {  # stop_run NAME WHO(launcher|rank|rank_twice|rank_usr1|launcher_hu
   local name=$1 who=$2
   shift 2
   # (SIGHUP at its default: a launcher that finds it ignored keeps it so, as under nohup, and a
-  # test run from a job runner that ignores it waited for the hup_launcher case until its timeout)
-  env --default-signal=HUP "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" \
+  # test run from a job runner that ignores it waited for the hup_launcher case until its timeout;
+  # python, as env --default-signal needs coreutils 9)
+  /usr/bin/python3 -c 'import os, signal as s, sys
+for sig in (s.SIGHUP, s.SIGPIPE): s.signal(sig, s.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$bin" launch --nproc-per-node 2 "$src/configs/tiny.yaml" "${small[@]}" \
     "${c[@]}" --set train.micro_batch=4 --set checkpoint.dir=ck_$name --out $name "$@" >$name.log 2>&1 &
   local launcher=$!
   for _ in $(seq 600); do [ "$(cat $name/metrics.jsonl 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done

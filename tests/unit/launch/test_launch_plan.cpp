@@ -94,14 +94,17 @@ TEST_CASE("single_node_without_port_gets_a_free_port", "[launch]") {
   CHECK(e0.master_port > 0);
   CHECK(e0.master_port == e1.master_port);
   CHECK(e0.master_addr == "127.0.0.1");
-  // below the kernel's ephemeral ports, where it has room (Debian's: from 32768)
-  const int low = trainer::launch::ephemeral_ports_start();
-  if (low >= trainer::launch::kLowestPickedPort + 1000)
-    for (int i = 0; i < 20; ++i) {
-      const int port = trainer::launch::pick_free_port();
-      CHECK(port >= trainer::launch::kLowestPickedPort);
-      CHECK(port < low);
-    }
+  // outside the kernel's ephemeral ports (Debian's: 32768-60999), below 29000
+  const auto [low, high] = trainer::launch::ephemeral_ports();
+  REQUIRE(low > 0);
+  const auto [first, last] = trainer::launch::picked_port_range();
+  REQUIRE(first > 0);
+  CHECK((last < low || first > high));
+  for (int i = 0; i < 20; ++i) {
+    const int port = trainer::launch::pick_free_port();
+    CHECK(port >= first);
+    CHECK(port <= last);
+  }
 }
 
 TEST_CASE("inconsistent_launch_options_are_config_errors_naming_the_option", "[launch]") {

@@ -1,11 +1,14 @@
 // supervise(): exit codes, group abort, signal forwarding, prefixed output and cleanup, with
 // /bin/sh children standing in for ranks.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -109,6 +112,21 @@ bool process_gone(pid_t pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// Whether `pid` is stopped (state T in /proc/PID/stat). Raw reads: a forked child of this
+// multithreaded process must not allocate.
+bool stopped(pid_t pid) {
+  char path[64], text[512];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY);
+  if (fd < 0) return false;
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  text[n] = 0;
+  const char* close_paren = std::strrchr(text, ')');
+  return close_paren != nullptr && close_paren[1] == ' ' && close_paren[2] == 'T';
 }
 
 }  // namespace
@@ -354,7 +372,9 @@ TEST_CASE("ctrl_z_stops_the_ranks_with_the_launcher_and_fg_resumes_them", "[laun
   const std::string sent = m.path("sent");
   const pid_t waker = ::fork();
   if (waker == 0) {  // (the whole launcher process stops: SIGCONT must come from outside)
-    for (int i = 0; i < 6000 && ::access(sent.c_str(), F_OK) != 0; ++i) ::usleep(10'000);
+    // Until the SIGTSTP was sent, or the launcher stopped before its sender marked it so.
+    for (int i = 0; i < 6000 && ::access(sent.c_str(), F_OK) != 0 && !stopped(self); ++i)
+      ::usleep(10'000);
     ::usleep(1'500'000);
     ::kill(self, SIGCONT);
     ::_exit(0);

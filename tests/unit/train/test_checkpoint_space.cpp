@@ -35,6 +35,8 @@ TEST_CASE("the_saves_counted_are_those_a_run_makes_for_certain", "[train][ckpt]"
   cfg.checkpoint.every_steps = 0;
   CHECK(certain_saves(cfg, 0, 25, false) == 0);  // a stop signal's only
   CHECK(certain_saves(cfg, 5, 25, true) == 1);   // resumed in checkpoint.dir: the last step
+  cfg.train.stop_after_steps = 30;
+  CHECK(certain_saves(cfg, 0, 25, false) == 0);  // a stop past the end stops nothing
   cfg.train.stop_after_steps = 10;
   CHECK(certain_saves(cfg, 0, 10, false) == 1);  // the stop at step 10
 }
@@ -46,6 +48,7 @@ TEST_CASE("the_space_needed_counts_the_checkpoints_on_disk_at_once", "[train][ck
   CHECK(checkpoint_space_needed(100, 2, 5, 10) == 100);  // at least the next one
   CHECK(checkpoint_space_needed(100, 5, 0, 2) == 200);   // only two saves left
   CHECK(checkpoint_space_needed(100, 2, 0, 0) == 100);
+  CHECK(checkpoint_space_needed(100, 2147483647, 0, 3) == 300);  // (no int overflow)
 }
 
 TEST_CASE("a_run_that_saves_is_refused_when_one_checkpoint_does_not_fit", "[train][ckpt]") {

@@ -36,9 +36,22 @@ TEST_CASE("what_rank_0_decides_refuses_or_fails_with_reaches_every_rank", "[trai
   CHECK(decided == std::vector<std::string>{"text: step_00000010", "text: step_00000010"});
 
   const auto refused = decide_on_two_ranks([]() -> std::string {
-    throw trainer::config::ConfigError("checkpoint.dir = \"ck\": 1 B free");
+    throw trainer::config::ConfigError("checkpoint.dir = \"ck\": 1 B free", "checkpoint.dir");
   });
   CHECK(refused == std::vector<std::string>(2, "error: checkpoint.dir = \"ck\": 1 B free"));
+  // the refused key reaches every rank too (the --set naming of app/main.cpp reads it)
+  std::vector<std::string> keys(2);
+  run_ranks(2, [&](RankContext& ctx) {
+    auto world = make_comm(ctx, 10.0);
+    try {
+      rank0_decides(world.get(), ctx.rank, []() -> std::string {
+        throw trainer::config::ConfigError("refused", "checkpoint.dir");
+      });
+    } catch (const trainer::config::ConfigError& e) {
+      keys[ctx.rank] = e.key;
+    }
+  });
+  CHECK(keys == std::vector<std::string>(2, "checkpoint.dir"));
 
   // (before: rank 1 waited in the broadcast rank 0 skipped, until the timeout named rank 0 gone)
   const auto failed = decide_on_two_ranks(
