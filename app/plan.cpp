@@ -393,10 +393,7 @@ void register_plan(CLI::App& app) {
     std::printf("total per rank: %.0f B (%.1f MiB), before communication buffers and workspaces\n",
                 held + static_cast<double>(activations),
                 (held + static_cast<double>(activations)) / (1024.0 * 1024.0));
-    const int last = cfg.train.stop_after_steps > 0
-                         ? std::min(cfg.train.steps, cfg.train.stop_after_steps)
-                         : cfg.train.steps;
-    if (const int saves = train::certain_saves(cfg, 0, last, false); saves > 0)
+    if (const int saves = train::certain_saves(cfg, 0, cfg.train.last_step(), false); saves > 0)
       std::printf(
           "checkpoints: about %s each (fp32 weights and AdamW's two moments, 12 bytes a "
           "parameter, over every rank's file), %d at once in checkpoint.dir at most (%d saves, "

@@ -153,14 +153,27 @@ void check_every_file_is_here(const std::string& tmp_dir, const std::vector<Shar
 
 }  // namespace
 
+namespace {
+
+// What is wrong with a committed checkpoint's file `f` short of its checksum: "" where it is
+// there at the size the manifest lists.
+std::string file_size_problem(const std::string& step_dir, const ShardFile& f) {
+  std::error_code ec;
+  const auto size = fs::file_size(step_dir + "/" + f.file, ec);
+  if (ec) return "missing (listed in the manifest)";
+  if (static_cast<int64_t>(size) != f.bytes)
+    return std::to_string(size) + " bytes, manifest says " + std::to_string(f.bytes) +
+           " (truncated or replaced)";
+  return "";
+}
+
+}  // namespace
+
 bool files_look_complete(const std::string& step_dir) {
   try {
     const Manifest m = read_manifest(step_dir);
-    return std::all_of(m.shards.begin(), m.shards.end(), [&](const ShardFile& f) {
-      std::error_code ec;
-      const auto size = fs::file_size(step_dir + "/" + f.file, ec);
-      return !ec && static_cast<int64_t>(size) == f.bytes;
-    });
+    return std::all_of(m.shards.begin(), m.shards.end(),
+                       [&](const ShardFile& f) { return file_size_problem(step_dir, f).empty(); });
   } catch (const std::exception&) {
     return false;
   }
@@ -386,12 +399,8 @@ Manifest verify_checkpoint(const std::string& step_dir) {
   check_consistent(step_dir, m);
   for (const auto& s : m.shards) {
     const std::string path = step_dir + "/" + s.file;
-    std::error_code ec;
-    const auto size = fs::file_size(path, ec);
-    if (ec) throw CheckpointError(path + ": missing (listed in the manifest)");
-    if (static_cast<int64_t>(size) != s.bytes)
-      throw CheckpointError(path + ": " + std::to_string(size) + " bytes, manifest says " +
-                            std::to_string(s.bytes) + " (truncated or replaced)");
+    if (const std::string problem = file_size_problem(step_dir, s); !problem.empty())
+      throw CheckpointError(path + ": " + problem);
     const std::string got = sha256_file(path);
     if (got != s.sha256)
       throw CheckpointError(path + ": sha256 " + got + " does not match the manifest's " +

@@ -1,6 +1,7 @@
 #pragma once
 // RunConfig: the typed form of one run's YAML file. Field names are the YAML keys (DESIGN.md "Run
 // config"); they are a contract with users, tests and scripts.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -89,6 +90,8 @@ struct TrainConfig {
   int grad_accum = 1;
   int steps = 300;
   int stop_after_steps = 0;  // 0: run all `steps`; N: checkpoint and stop at step N
+  // The step this run ends at: stop_after_steps where it comes before steps.
+  int last_step() const { return stop_after_steps > 0 ? std::min(steps, stop_after_steps) : steps; }
   double lr = 3.0e-3;
   double min_lr_ratio = 0.1;
   int warmup_steps = 30;

@@ -354,8 +354,7 @@ int run_training(config::RunConfig cfg, const RunOptions& opts) {
       // fp8 states no checkpoint set: the whole weights' scales (a tp slice's amax is not)
       if (gpt.fp8_states_new()) trainer.seed_fp8_weight_scales();
       const int total = cfg.train.steps;
-      const int last =
-          cfg.train.stop_after_steps > 0 ? std::min(total, cfg.train.stop_after_steps) : total;
+      const int last = cfg.train.last_step();
       if (first_step >= last && !should_rewrite_report(cfg, world, lead, first_step, last))
         return 0;
       if (first_step < last) {
