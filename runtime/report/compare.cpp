@@ -111,9 +111,12 @@ std::vector<NumericRow> numeric_rows() {
       {"non-finite steps", at("/stability/nonfinite_steps"),
        [](const json& r) {
          const double n = number_at(r, "/stability/nonfinite_steps");
-         const char* of = r.contains("run") && r["run"].contains("steps_run")
-                              ? "/run/steps_run"
-                              : "/run/steps_completed";
+         // stability.nonfinite_steps counts stability.steps_counted steps (the whole run
+         // across resumes), not this process's steps_run
+         const char* of =
+             r.contains(json::json_pointer("/stability/steps_counted")) ? "/stability/steps_counted"
+             : r.contains("run") && r["run"].contains("steps_run")      ? "/run/steps_run"
+                                                                        : "/run/steps_completed";
          return std::isfinite(n) ? printf_cell("%.0f", n) + " of " + string_at(r, of)
                                  : std::string("-");
        }},
@@ -165,6 +168,13 @@ struct DataParts {
   // The source's text, where the report has no digest of its shards (a report with one is
   // compared by it, with the others that have one).
   std::string undigested_source() const { return shards == "-" ? source : "-"; }
+  // What kind of source it is: a synthetic one by its name, token shards as one kind (their
+  // digests or paths tell them apart), so that a synthetic run and a shard run differ even
+  // though neither has the other's digest or undigested path.
+  std::string kind() const {
+    if (source == "-") return "-";
+    return source.starts_with("synthetic:") ? source : "token shards";
+  }
 };
 
 DataParts data_parts(const json& r, bool val) {
@@ -209,7 +219,8 @@ bool same_data(const std::vector<LoadedReport>& reports, bool val) {
   const auto part = [&](std::string (*of)(const DataParts&)) {
     return same_known(reports, [&](const json& r) { return of(data_parts(r, val)); });
   };
-  return part([](const DataParts& d) { return d.shards; }) &&
+  return part([](const DataParts& d) { return d.kind(); }) &&
+         part([](const DataParts& d) { return d.shards; }) &&
          part([](const DataParts& d) { return d.undigested_source(); }) &&
          part([](const DataParts& d) { return d.seed; }) &&
          part([](const DataParts& d) { return d.shuffled; }) &&

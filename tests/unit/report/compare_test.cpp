@@ -215,6 +215,9 @@ TEST_CASE("compare_warns_of_killed_runs_resume_changes_val_data_devices_and_buil
   CHECK(compare_reports({shards, same_files}).find("train on different data") == std::string::npos);
   CHECK_THAT(compare_reports({shards, other_files}), Catch::Contains("train on different data"));
   CHECK_THAT(compare_reports({shards, other_files}), Catch::Contains("(shards bbbb1111)"));
+  // a synthetic source against token shards: neither has the other's digest or seed, yet the
+  // data differ
+  CHECK_THAT(compare_reports({ra, shards}), Catch::Contains("train on different data"));
   auto older = shards;  // a report from before the digest, of the same path: unknown, not other
   older.json["data"].erase("train_shards_sha256");
   CHECK(compare_reports({shards, older}).find("train on different data") == std::string::npos);
@@ -274,6 +277,11 @@ TEST_CASE("compare_shows_the_peak_non_finite_steps_and_small_ratios", "[compare]
   CHECK_THAT(differ, Catch::Contains("warning: the reports' MFU use different peaks"));
   CHECK_THAT(row_of(differ, "peak TFLOP/s/device"), Catch::Contains("(2.00x)"));
   CHECK_THAT(row_of(differ, "non-finite steps"), Catch::Contains("5 of "));
+  // a resumed run's count is of the whole run's steps (steps_counted), not this process's
+  rb.json["stability"]["nonfinite_steps"] = 19;
+  rb.json["stability"]["steps_counted"] = 20;
+  rb.json["run"]["steps_run"] = 10;
+  CHECK_THAT(row_of(compare_reports({ra, rb}), "non-finite steps"), Catch::Contains("19 of 20"));
   CHECK_THAT(row_of(differ, "tokens/s"), Catch::Contains("(0.0033x)"));
   CHECK(format_ratio(0.25) == "0.25x");
   CHECK(format_ratio(0.0) == "0.00x");
