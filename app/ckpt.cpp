@@ -138,7 +138,9 @@ void register_ckpt(CLI::App& app) {
   rs->callback([args] {
     const std::string dir = checkpoint_dir_arg(args->dir);
     // the grid from the manifest alone, before the shards are read and verified
-    const ckpt::Grid grid = ckpt::parse_grid(args->to, ckpt::read_manifest(dir).grid);
+    const ckpt::Manifest source = ckpt::read_manifest(dir);
+    const ckpt::Grid grid = ckpt::parse_grid(args->to, source.grid);
+    ckpt::check_grid_for_model(source.model, grid);  // before --out is created and locked
     config::check_output_dir("ckpt reshard --out", args->out);
     std::error_code ec;
     const ckpt::Manifest m = ckpt::verify_checkpoint(dir);
@@ -147,6 +149,16 @@ void register_ckpt(CLI::App& app) {
     if (fs::exists(target, ec))
       throw config::ConfigError("ckpt reshard --out " + args->out + ": " + target +
                                 " exists already; choose another directory");
+    // Nor below later checkpoints, as train refuses to start below them: --resume auto there
+    // would take the newest (not this one), and a run resumed from this one is a rewind.
+    if (const std::vector<std::string> held = ckpt::list_checkpoints(args->out); !held.empty()) {
+      const std::string newest = fs::path(held.front()).filename().string();
+      if (ckpt::step_of_dir_name(newest) > m.step)
+        throw config::ConfigError("ckpt reshard --out " + args->out + ": it holds " + newest +
+                                  ", past step " + std::to_string(m.step) +
+                                  " of this checkpoint (--resume auto would take that one); "
+                                  "choose another directory");
+    }
     // A run's checkpoint.dir is the run's: one written into while it trains would be pruned by
     // it, or push its own checkpoints out and be resumed by its requeue. (After the checks: a
     // refused reshard creates nothing.)

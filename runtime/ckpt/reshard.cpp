@@ -98,11 +98,7 @@ std::vector<std::pair<int64_t, int64_t>> owned_runs(const model::ParamLayout& la
   return out;
 }
 
-std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
-                               const std::string& out_root) {
-  CheckpointReader reader(step_dir);
-  Manifest m = reader.manifest();
-  const model::GptDims& d = m.model;
+void check_grid_for_model(const model::GptDims& d, const Grid& grid) {
   if (d.n_head % grid.tp != 0 || d.ffn_hidden() % grid.tp != 0 || d.padded_vocab() % grid.tp != 0)
     throw config::ConfigError(
         "--to tp=" + std::to_string(grid.tp) + ": tp must divide the model's n_head (" +
@@ -120,6 +116,14 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
     throw config::ConfigError("--to pp=" + std::to_string(grid.pp) +
                               ": pp must divide the model's n_layer (" + std::to_string(d.n_layer) +
                               ")");
+}
+
+std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
+                               const std::string& out_root) {
+  CheckpointReader reader(step_dir);
+  Manifest m = reader.manifest();
+  const model::GptDims& d = m.model;
+  check_grid_for_model(d, grid);
   m.grid = grid;
   const std::string tmp = begin_checkpoint(out_root, m.step);
   std::vector<ShardFile> shards;

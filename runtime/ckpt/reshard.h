@@ -23,6 +23,8 @@ std::pair<int64_t, int64_t> owned_range(int64_t total, int rank, const Grid& gri
 // one, or with ZeRO under expert parallelism what the runtime owns (parallel::zero_segments).
 std::vector<std::pair<int64_t, int64_t>> owned_runs(const model::ParamLayout& layout, int rank,
                                                     const Grid& grid);
+// Refuses (ConfigError) a grid that does not split the model as a run would (tp, ep, cp, pp).
+void check_grid_for_model(const model::GptDims& d, const Grid& grid);
 // Writes <out_root>/step_N/ from step_dir for `grid`; returns the new step dir.
 std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
                                const std::string& out_root);

@@ -70,6 +70,12 @@ expect_exit_2 "is a directory" "" ckpt export ck --out a_dir
 expect_exit_2 "does not exist" "" ckpt export ck --out no_dir/x.safetensors
 expect_exit_2 "dp is given twice" "" ckpt reshard ck --to dp=2,dp=3 --out rs
 expect_exit_2 "step_00000020 exists already" "" ckpt reshard ck --to dp=2 --out ck
+# a grid the model does not split over: refused before --out is made (no lock file left)
+expect_exit_2 "tp must divide the model's n_head" rs ckpt reshard ck --to tp=3 --out rs
+# nor below a later checkpoint, which --resume auto there would take instead
+mkdir -p later && cp -r ck/step_00000020 later/step_00000030
+expect_exit_2 "it holds step_00000030, past step 20" "" ckpt reshard ck --to dp=2 --out later
+[ "$(ls later)" = step_00000030 ] || fail "a refused reshard wrote into later: $(ls later)"
 expect_exit_2 "is a checkpoint's step directory; write the export elsewhere" "" \
   ckpt export ck --out ck/step_00000020/rank_00000.safetensors
 "$bin" ckpt inspect ck >/dev/null || fail "an export refused over a checkpoint's file damaged it"
