@@ -26,11 +26,18 @@ std::string checkpoint_dir_arg(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw config::ConfigError("ckpt: " + path + ": no such file or directory");
+  std::vector<std::string> skipped;
+  std::string step_dir;
   try {
-    return ckpt::resolve_step_dir(path);
+    step_dir = ckpt::resolve_step_dir(path, &skipped);
   } catch (const std::exception& e) {
     throw config::ConfigError("ckpt: " + std::string(e.what()));
   }
+  for (const std::string& dir : skipped)  // as --resume auto says it
+    std::fprintf(stderr,
+                 "warning: ckpt: ignoring incomplete write %s (no manifest.json); using %s\n",
+                 dir.c_str(), step_dir.c_str());
+  return step_dir;
 }
 
 // --out of export: a file path whose directory exists (the write goes to a temporary beside it,

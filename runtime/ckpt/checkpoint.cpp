@@ -318,11 +318,26 @@ std::vector<std::string> list_checkpoints(const std::string& root,
   return out;
 }
 
-std::string resolve_step_dir(const std::string& path) {
+std::string resolve_step_dir(const std::string& path, std::vector<std::string>* skipped_newer) {
   if (fs::exists(path + "/" + kManifestName)) return path;
-  const auto all = list_checkpoints(path);
-  if (all.empty())
-    throw CheckpointError(path + ": no checkpoint (no manifest.json, no step_* dirs)");
+  std::vector<std::string> incomplete;
+  const auto all = list_checkpoints(path, &incomplete);
+  const auto step = [](const std::string& dir) {
+    const std::string name = fs::path(dir).filename().string();
+    return step_of_dir_name(name.ends_with(".tmp") ? name.substr(0, name.size() - 4) : name);
+  };
+  if (all.empty()) {
+    if (incomplete.empty())
+      throw CheckpointError(path + ": no checkpoint (no manifest.json, no step_* dirs)");
+    throw CheckpointError(path + ": no complete checkpoint: " + incomplete.front() +
+                          (incomplete.size() > 1
+                               ? " (and " + std::to_string(incomplete.size() - 1) + " more)"
+                               : std::string()) +
+                          " has no manifest.json (an incomplete write or a damaged checkpoint)");
+  }
+  if (skipped_newer)
+    for (const std::string& dir : incomplete)
+      if (step(dir) > step(all.front())) skipped_newer->push_back(dir);
   return all.front();
 }
 

@@ -58,8 +58,10 @@ int64_t step_of_dir_name(const std::string& name);
 // without a manifest.json.
 std::vector<std::string> list_checkpoints(const std::string& root,
                                           std::vector<std::string>* incomplete = nullptr);
-// A step dir, or the newest complete one under a root; throws when there is none.
-std::string resolve_step_dir(const std::string& path);
+// A step dir, or the newest complete one under a root; throws when there is none. A root's
+// incomplete step directories newer than the one returned go to skipped_newer.
+std::string resolve_step_dir(const std::string& path,
+                             std::vector<std::string>* skipped_newer = nullptr);
 
 // Reads the manifest and checks every file's size and sha256 (throws CheckpointError).
 Manifest verify_checkpoint(const std::string& step_dir);

@@ -82,11 +82,17 @@ std::string Checkpointing::pick_resume_dir() {
     if (!std::filesystem::is_directory(resume_, ec))
       throw refuse(resume_ + (std::filesystem::exists(resume_, ec) ? ": not a directory"
                                                                    : ": no such directory"));
+    std::vector<std::string> skipped;
+    std::string step_dir;
     try {
-      return ckpt::resolve_step_dir(resume_);
+      step_dir = ckpt::resolve_step_dir(resume_, &skipped);
     } catch (const ckpt::CheckpointError& e) {  // a directory, but no checkpoint: bad input
       throw refuse(e.what());
     }
+    if (rank_ == 0)
+      for (const auto& d : skipped)
+        spdlog::warn("checkpoint: ignoring incomplete write {} (no manifest.json committed)", d);
+    return step_dir;
   }
   std::vector<std::string> incomplete;
   const auto all = ckpt::list_checkpoints(cfg_.checkpoint_dir(), &incomplete);
