@@ -93,6 +93,7 @@ void check_output_dir(const std::string& key, const std::string& dir) {
   // more digits>.safetensors.tmp.<12 hex digits>" (about 65 characters), with room to spare. Found
   // here, not at the first checkpoint after hours of training.
   constexpr size_t kBelow = 128;
+  if (dir.empty()) fail(key + " = \"\": expected a directory path");
   if (dir.size() + kBelow >= PATH_MAX)
     fail(key + " = \"" + dir.substr(0, 60) + "...\": " + std::to_string(dir.size()) +
          " characters; the files a run writes below it take up to " + std::to_string(kBelow) +

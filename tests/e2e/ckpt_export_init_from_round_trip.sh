@@ -70,6 +70,7 @@ expect_exit_2 "is a directory" "" ckpt export ck --out a_dir
 expect_exit_2 "does not exist" "" ckpt export ck --out no_dir/x.safetensors
 expect_exit_2 "dp is given twice" "" ckpt reshard ck --to dp=2,dp=3 --out rs
 expect_exit_2 "step_00000020 exists already" "" ckpt reshard ck --to dp=2 --out ck
+expect_exit_2 'ckpt reshard --out = "": expected a directory path' "" ckpt reshard ck --to dp=2 --out ""
 # a grid the model does not split over: refused before --out is made (no lock file left)
 expect_exit_2 "tp must divide the model's n_head" rs ckpt reshard ck --to tp=3 --out rs
 # nor below a later checkpoint, which --resume auto there would take instead
