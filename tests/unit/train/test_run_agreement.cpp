@@ -26,13 +26,14 @@ RunConfig tiny() {
 // Runs agree_on_the_run for each (rank, world, config) on its own thread; each one's error text
 // ("" when it went on).
 std::vector<std::string> agree(const std::string& dir,
-                               const std::vector<std::tuple<int, int, RunConfig>>& ranks) {
+                               const std::vector<std::tuple<int, int, RunConfig>>& ranks,
+                               std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   std::vector<std::string> errors(ranks.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i)
     threads.emplace_back([&, i] {
       const auto& [rank, world, cfg] = ranks[i];
-      auto store = trainer::dist::make_file_store(dir, std::chrono::seconds(20));
+      auto store = trainer::dist::make_file_store(dir, timeout);
       try {
         agree_on_the_run(*store, rank, world, cfg);
       } catch (const std::exception& e) {
@@ -97,4 +98,17 @@ TEST_CASE("ranks_outside_rank_0s_world_stop_all_at_once_naming_the_world_sizes",
   for (const std::string& e : errors)
     CHECK_THAT(e, Contains("has WORLD_SIZE 4, rank 0 has 2") &&
                       Contains("RANK 1 of WORLD_SIZE 2 has not come"));
+}
+
+// A rank that never comes (killed before the rendezvous): rank 0 names it in the form every
+// other missing-rank error has ("ranks that did not arrive: 2"), with the timeout as configured
+// (0.5 s, not "0 s"); the rank that came fails too, with rank 0's verdict or its own timeout.
+TEST_CASE("a_rank_that_never_comes_is_named_as_not_arrived", "[train][agreement]") {
+  const trainer::testing::TempDir dir("agree_missing");
+  const RunConfig cfg = tiny();
+  const std::vector<std::string> errors =
+      agree(dir.str(), {{0, 3, cfg}, {1, 3, cfg}}, std::chrono::milliseconds(500));
+  CHECK_THAT(errors[0], Contains("ranks that did not arrive: 2 of WORLD_SIZE 3 (not at the "
+                                 "rendezvous within distributed.timeout_s = 0.5 s"));
+  CHECK_FALSE(errors[1].empty());
 }
