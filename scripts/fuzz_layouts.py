@@ -173,9 +173,19 @@ def metrics(path):
 # pp 2, fuzz_layouts seed 27, trial 8, with the losses 2e-8 apart). A token routed differently
 # moves it by a whole token's share, ~1e-5 relative or more.
 AUX_ROUNDING = 1e-6
+# A resumed run starts from weights that already carry the first layout's rounding drift (fuzz
+# seed 7328 trial 1: tp 2 x cp 2 reached 9.6e-7 at step 4 and 1.2e-6 at step 5, the same in a
+# single-process resume of its checkpoint), so its tolerance grows with the drift carried over.
+AUX_CARRIED_GROWTH = 4
 
 
-def routing_flip(ref, cand, steps):
+def aux_drift(ref, cand, step):
+    """The relative balance-loss difference at `step` (0 when either run lacks it)."""
+    a, b = ref.get(step, {}).get("moe_aux_loss"), cand.get(step, {}).get("moe_aux_loss")
+    return 0.0 if a is None or b is None or a == 0 else abs(a - b) / abs(a)
+
+
+def routing_flip(ref, cand, steps, aux_tol=AUX_ROUNDING):
     """The first step at which an fp32 MoE run routed a token differently from the reference, or
     None. Reduction order differs between layouts by a few ulps (the losses agree to ~1e-8), and a
     router score that close to a tie (top-k, or the capacity cut) can go either way: the balance
@@ -185,12 +195,12 @@ def routing_flip(ref, cand, steps):
         if "moe_aux_loss" not in a or "moe_aux_loss" not in b:
             return None
         if a.get("moe_dropped_fraction") != b.get("moe_dropped_fraction") or \
-                abs(a["moe_aux_loss"] - b["moe_aux_loss"]) > AUX_ROUNDING * abs(a["moe_aux_loss"]):
+                abs(a["moe_aux_loss"] - b["moe_aux_loss"]) > aux_tol * abs(a["moe_aux_loss"]):
             return s
     return None
 
 
-def compare(ref, cand, steps, bf16):
+def compare(ref, cand, steps, bf16, aux_tol=AUX_ROUNDING):
     """(the first mismatch as text or None, the step a routing flip ended the comparison at or
     None). A flip is told from a bug by its signature: the runs agree to rounding on the loss
     (1e-7) and the balance loss (AUX_ROUNDING) at every step before it, the flip step's loss still
@@ -198,7 +208,7 @@ def compare(ref, cand, steps, bf16):
     and it is not among the first two compared steps (a drift that a bug starts shows there: the
     same weights on the same tokens, then one update). After it the two runs follow different,
     equally right trajectories: the later steps are not compared."""
-    flip = None if bf16 else routing_flip(ref, cand, steps)
+    flip = None if bf16 else routing_flip(ref, cand, steps, aux_tol)
     if flip is not None and flip in steps[:2]:
         return f"step {flip}: routed differently within the first two compared steps", flip
     for s in steps:
@@ -208,7 +218,7 @@ def compare(ref, cand, steps, bf16):
             [("loss", 1e-4), ("grad_norm", 1e-4), ("val_loss", 1e-4)]
         if flip is not None:
             fields = [("loss", 1e-4)] if s == flip else \
-                fields + [("loss", 1e-7), ("moe_aux_loss", AUX_ROUNDING)]
+                fields + [("loss", 1e-7), ("moe_aux_loss", aux_tol)]
         for field, rtol in fields:
             if field not in ref[s] and field not in cand[s]:
                 continue  # val_loss off the eval steps
@@ -324,9 +334,11 @@ def main():
         why = None if rc == 0 else f"rc {rc}"
         bf16 = train["precision.compute"] == "bf16"
         first = range(1, (RESUME_AT if resume else STEPS) + 1)
-        flip = None
+        flip, carried = None, 0.0
         if why is None:
-            why, flip = compare(ref, metrics(os.path.join(out, "metrics.jsonl")), first, bf16)
+            first_run = metrics(os.path.join(out, "metrics.jsonl"))
+            why, flip = compare(ref, first_run, first, bf16)
+            carried = aux_drift(ref, first_run, RESUME_AT)
             if flip is not None:
                 flips.append(t)
                 desc += f" (routing flipped at step {flip}: later steps not compared)"
@@ -358,7 +370,8 @@ def main():
                 if min(resumed, default=0) != RESUME_AT + 1:
                     why = f"the resumed run logged steps {sorted(resumed)}, not from {RESUME_AT + 1}"
                 else:
-                    why, flip = compare(ref, resumed, range(RESUME_AT + 1, STEPS + 1), bf16)
+                    why, flip = compare(ref, resumed, range(RESUME_AT + 1, STEPS + 1), bf16,
+                                        max(AUX_ROUNDING, AUX_CARRIED_GROWTH * carried))
                     if flip is not None:
                         flips.append(t)
                         desc += f" (routing flipped at step {flip}: later steps not compared)"
