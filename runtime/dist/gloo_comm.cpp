@@ -3,6 +3,8 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 #include "runtime/core/host_name.h"
 #include "runtime/dist/failure_report.h"
 #include "runtime/dist/gloo_store_adapter.h"
+#include "runtime/dist/launch_env.h"
 #include "runtime/dist/prefix_store.h"
 
 namespace trainer::dist {
@@ -51,6 +54,31 @@ gloo::transport::tcp::attr device_attr() {
     attr.hostname = "127.0.0.1";
   } else {
     attr.hostname = host_name();
+  }
+  // Gloo's CreateDevice dereferences an uninitialized addrinfo when getaddrinfo fails with
+  // anything but -1 (EAI_NONAME is -2: SIGSEGV), and reports a missing interface as a connect
+  // failure: check both here, as bad launch variables (exit 2).
+  if (!attr.iface.empty()) {
+    if (::if_nametoindex(attr.iface.c_str()) == 0)
+      throw LaunchEnvError("GLOO_SOCKET_IFNAME = \"" + attr.iface +
+                           "\": no such network interface on this machine");
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* result = nullptr;
+    const int rv = ::getaddrinfo(attr.hostname.c_str(), nullptr, &hints, &result);
+    if (rv != 0) {
+      const std::string what = (host && *host) ? "TRAINER_GLOO_HOST = \"" + attr.hostname + "\""
+                                               : "this machine's host name \"" + attr.hostname +
+                                                     "\" (where Gloo listens when MASTER_ADDR = " +
+                                                     std::string(master ? master : "") +
+                                                     " is not a loopback address)";
+      throw LaunchEnvError(what + ": does not resolve (" + ::gai_strerror(rv) +
+                           "); set GLOO_SOCKET_IFNAME (an interface) or TRAINER_GLOO_HOST (an "
+                           "address) to where this node's ranks listen");
+    }
+    ::freeaddrinfo(result);
   }
   return attr;
 }
@@ -99,8 +127,10 @@ std::chrono::milliseconds GlooComm::timeout() const {
 
 void GlooComm::connect() {
   ignore_sigpipe_from_peers();
+  const gloo::transport::tcp::attr attr =
+      device_attr();  // bad variables: exit 2, not a peer's fault
   try {
-    auto dev = gloo::transport::tcp::CreateDevice(device_attr());
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
     // Gloo waits 5 x the context's timeout for a pair's first connect (tcp/pair.h), and gives
     // each pair that timeout for good. A peer hung (alive, silent) while the group connects

@@ -33,3 +33,25 @@ for r in 0 1; do
 done
 for p in "${pids[@]}"; do wait $p || { cat slurm.*.log; fail "slurm-style rank failed"; }; done
 compare_metrics ref/metrics.jsonl slurm/metrics.jsonl --rtol 1e-5 --min-steps 12
+
+# Where Gloo listens, set to what this machine lacks: every rank exits 2 naming the variable and
+# its value before any step (Gloo itself dereferences an unfilled address for a host name that
+# does not resolve: every rank died of SIGSEGV without a word).
+for bad in TRAINER_GLOO_HOST=no.such.host.invalid GLOO_SOCKET_IFNAME=no_such_if0; do
+  port=$(free_port)
+  pids=()
+  for r in 0 1; do
+    env "$bad" RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      "$bin" train "${args[@]}" --out bad_gloo >gloo.$r.log 2>&1 &
+    pids+=($!)
+  done
+  for r in 0 1; do
+    rc=0
+    wait "${pids[$r]}" || rc=$?
+    [ "$rc" = 2 ] || { cat gloo.$r.log; fail "$bad: rank $r exited $rc, not 2"; }
+    grep -qF "${bad%%=*} = \"${bad#*=}\"" gloo.$r.log \
+      || { cat gloo.$r.log; fail "$bad: rank $r did not name the variable and its value"; }
+  done
+  [ ! -e bad_gloo/metrics.jsonl ] || fail "$bad: a step ran"
+  echo "ok: $bad -> $(grep -m1 error gloo.0.log)"
+done
