@@ -127,7 +127,19 @@ void StepLoop::record(const report::StepRecord& rec, const StepResult& r,
     return;
   const report::StepRates rates =
       report::step_rates(recorder_.tokens_per_step, rec.step_time_s, recorder_.flops_per_token,
-                         recorder_.peak_tflops, world_size_);
+                         recorder_.peak.tflops, world_size_);
+  if (rates.mfu > 1 && !warned_mfu_above_peak_) {  // (NaN: the peak is unknown)
+    warned_mfu_above_peak_ = true;
+    const double reached = rates.mfu * recorder_.peak.tflops;
+    spdlog::warn(
+        "step {}: MFU {:.0f}%: this step reached {:.3g} TFLOP/s per device, above the peak MFU "
+        "divides by, {:.3g} ({}); {}",
+        rec.step, 100 * rates.mfu, reached, recorder_.peak.tflops, recorder_.peak.source,
+        recorder_.peak.source == "measured-sgemm"
+            ? "the sgemm timed at the start ran slower than the run does (the machine was busier "
+              "then): set hardware.peak_tflops for MFU against a fixed peak"
+            : "hardware.peak_tflops (or the device table) is below what the device does");
+  }
   recorder_.metrics->write(rec, rates, val, builder.take_loss_mean());
   spdlog::info("{}", report::progress_line(rec, cfg_.train.steps, rates, val));
 }

@@ -13,6 +13,7 @@
 #include "runtime/core/phase_profiler.h"
 #include "runtime/data/loader.h"
 #include "runtime/report/metrics.h"
+#include "runtime/report/peak.h"
 #include "runtime/report/profile.h"
 #include "runtime/report/report_builder.h"
 #include "runtime/train/checkpointing.h"
@@ -26,7 +27,7 @@ namespace trainer::train {
 struct StepRecorder {
   report::ReportBuilder* builder = nullptr;
   report::MetricsWriter* metrics = nullptr;
-  double peak_tflops = 0;  // for the console line's MFU
+  report::PeakRate peak;  // for the console line's MFU
   int64_t tokens_per_step = 0;
   double flops_per_token = 0;
   std::function<report::MemoryBreakdown()> memory;  // the state and activations as allocated
@@ -66,6 +67,7 @@ class StepLoop {
   FaultInjector faults_;
   std::unique_ptr<PhaseProfiler> profiler_;  // logging.profile_steps, rank 0
   std::vector<double> step_times_, sync_waits_;
+  bool warned_mfu_above_peak_ = false;  // (once a run)
 };
 
 }  // namespace trainer::train

@@ -68,3 +68,8 @@ if git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
 else
   [ "$built" = unknown ] || fail "report git_rev '$built' outside a git checkout"
 fi
+# An MFU above 100% (a peak below what the steps reach) is said once, naming the peak's source.
+"$bin" train "$src/configs/tiny.yaml" --set model.n_layer=1 --set train.steps=12 \
+  --set hardware.peak_tflops=0.0001 --out low_peak >low_peak.log 2>&1 || { cat low_peak.log; fail "low-peak run failed"; }
+[ "$(grep -c 'above the peak MFU divides by, 0.0001 (config)' low_peak.log)" = 1 ] \
+  || { cat low_peak.log; fail "an MFU above 100% is not warned of once"; }
