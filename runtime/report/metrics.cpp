@@ -52,7 +52,8 @@ void MetricsWriter::keep_points(const nlohmann::json& j) {
   if (!tokens || !std::isfinite(*tokens)) return;
   const auto t = static_cast<int64_t>(*tokens);
   const int64_t step = j["step"].get<int64_t>();
-  if (const auto loss = value("loss")) earlier_.curve.push_back({step, t, *loss});
+  if (const auto loss = value("loss"))
+    earlier_.curve.push_back({step, t, *loss, value("grad_norm").value_or(std::nan(""))});
   if (const auto val = value("val_loss")) earlier_.evals.push_back({step, t, *val});
 }
 

@@ -2,6 +2,7 @@
 // Raw observations the training loop records on rank 0 (global values), one per step or eval.
 // Everything in report.json's throughput/loss/stability sections is derived from these.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -34,6 +35,7 @@ struct EarlierPoints {
   struct Point {
     int64_t step = 0, tokens = 0;
     double loss = 0;
+    double grad_norm = std::numeric_limits<double>::quiet_NaN();  // (NaN also when not logged)
   };
   std::vector<Point> curve;
   std::vector<EvalRecord> evals;

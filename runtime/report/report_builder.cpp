@@ -112,14 +112,18 @@ StepTotals run_totals(const Observations& obs) {
 }
 
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
-                                  const std::vector<LossSpike>& spikes, const StepTotals& t) {
+                                  const std::vector<LossSpike>& spikes, const StepTotals& t,
+                                  int64_t start_tokens, const EarlierPoints& earlier) {
   StabilityInfo s;
   s.loss_spikes = spikes;
   s.steps_counted = t.steps;
   s.clipped_steps = t.clipped_steps;
   s.nonfinite_steps = t.nonfinite_steps;
   s.grad_norm_max = t.grad_norm_max.value_or(kUnknown);
-  if (!steps.empty()) s.grad_norm_last = steps.back().grad_norm;
+  if (!steps.empty())
+    s.grad_norm_last = steps.back().grad_norm;
+  else if (!earlier.curve.empty() && earlier.curve.back().tokens == start_tokens)
+    s.grad_norm_last = earlier.curve.back().grad_norm;  // (a requeue rewriting a lost report)
   double dropped_sum = 0;
   int64_t moe_steps = 0;
   for (const StepRecord& r : steps) {
@@ -154,7 +158,8 @@ void fill_derived(RunReport& report, const Observations& obs, int curve_every) {
   report.throughput = compute_throughput(obs.steps, report.batch, report.model, report.hardware);
   report.loss = summarize_loss(obs.steps, obs.evals, curve_every, obs.start_tokens, obs.earlier);
   if (obs.data_passes && std::isfinite(*obs.data_passes)) report.data.passes = obs.data_passes;
-  report.stability = summarize_stability(obs.steps, obs.spikes, run_totals(obs));
+  report.stability =
+      summarize_stability(obs.steps, obs.spikes, run_totals(obs), obs.start_tokens, obs.earlier);
   report.memory = summarize_memory(obs.peak_bytes_per_rank, obs.memory_breakdown, obs.stage_memory);
   // Without the ranks' gathered medians (a failed run) only a single rank's run knows its
   // straggler.

@@ -63,9 +63,11 @@ LossInfo summarize_loss(const std::vector<StepRecord>& steps, const std::vector<
                         const EarlierPoints& earlier = {});
 
 // The stability of `steps`, its counts the run's `totals` (run_totals: a resume's earlier steps
-// too).
+// too); with no step, the last grad norm is the one metrics.jsonl logged at the checkpoint
+// (`earlier`'s point at start_tokens), where it has that line.
 StabilityInfo summarize_stability(const std::vector<StepRecord>& steps,
-                                  const std::vector<LossSpike>& spikes, const StepTotals& totals);
+                                  const std::vector<LossSpike>& spikes, const StepTotals& totals,
+                                  int64_t start_tokens = 0, const EarlierPoints& earlier = {});
 
 // The earlier steps' totals (a resume's) followed by this process's.
 StepTotals run_totals(const Observations& obs);

@@ -229,21 +229,25 @@ TEST_CASE("a_resumed_run_that_ran_no_step_reports_the_checkpoint_tokens", "[repo
 }
 
 TEST_CASE("a_resume_that_ran_no_step_takes_the_loss_logged_at_its_checkpoint", "[report]") {
-  // A requeue writing a lost report again: the loss metrics.jsonl logged at the checkpoint's
-  // step, and none when metrics.jsonl has no line at that step (logged every 10, saved at 25).
+  // A requeue writing a lost report again: the loss and grad norm metrics.jsonl logged at the
+  // checkpoint's step, and none when metrics.jsonl has no line at that step (logged every 10,
+  // saved at 25).
   for (const bool logged_at_checkpoint : {true, false}) {
     ReportBuilder b(testing::sample_base(SampleRun{}), 3.0);
     b.set_start_tokens(40960);
-    EarlierPoints earlier{{{1, 1024, 4.0}, {20, 20480, 2.5}}, {}};
-    if (logged_at_checkpoint) earlier.curve.push_back({40, 40960, 2.25});
+    EarlierPoints earlier{{{1, 1024, 4.0, 1.5}, {20, 20480, 2.5, 0.75}}, {}};
+    if (logged_at_checkpoint) earlier.curve.push_back({40, 40960, 2.25, 0.5});
     b.set_earlier(earlier);
     const RunReport r = b.finish("completed");
     CHECK(r.loss.tokens_seen == 40960);
     CHECK(r.loss.curve.size() == earlier.curve.size());
-    if (logged_at_checkpoint)
+    if (logged_at_checkpoint) {
       CHECK(r.loss.final_train_loss == 2.25);
-    else
+      CHECK(r.stability.grad_norm_last == 0.5);
+    } else {
       CHECK(std::isnan(r.loss.final_train_loss));
+      CHECK(std::isnan(r.stability.grad_norm_last));
+    }
   }
 }
 
