@@ -88,6 +88,7 @@ nlohmann::json to_json(const Manifest& m) {
   j["grid"] = {{"world", m.grid.world}, {"dp", m.grid.dp}, {"tp", m.grid.tp},
                {"pp", m.grid.pp},       {"cp", m.grid.cp}, {"zero", m.grid.zero}};
   if (m.grid.ep > 1) j["grid"]["ep"] = m.grid.ep;
+  if (m.world_that_trained() != m.grid.world) j["trained_world"] = m.world_that_trained();
   j["loader"] = {{"shard", m.loader.shard},
                  {"offset", m.loader.offset},
                  {"epoch", m.loader.epoch},
@@ -137,6 +138,7 @@ Manifest manifest_from_json(const nlohmann::json& j) {
     const auto& g = j.at("grid");
     m.grid = {g.at("world"), g.at("dp"),   g.at("tp"),      g.at("pp"),
               g.at("cp"),    g.at("zero"), g.value("ep", 1)};
+    m.trained_world = j.value("trained_world", 0);  // written by ckpt reshard since 2026-12-08
     const auto& l = j.at("loader");
     m.loader = {l.at("shard"), l.at("offset"), l.at("epoch")};
     if (l.contains("global_batch_tokens"))

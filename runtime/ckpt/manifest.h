@@ -55,6 +55,10 @@ struct Manifest {
   std::string config_yaml;  // the run's config (config::to_yaml): a resume names what it changes
   model::GptDims model;
   Grid grid;
+  // The world size of the run that trained up to it: grid.world, except after `ckpt reshard`,
+  // which rewrites the grid (0 in an older manifest: grid.world then).
+  int trained_world = 0;
+  int world_that_trained() const { return trained_world > 0 ? trained_world : grid.world; }
   data::LoaderState loader;
   int64_t loader_global_batch_tokens = 0;  // tokens per step of the saving run (0: not recorded)
   std::vector<data::ShardSummary>

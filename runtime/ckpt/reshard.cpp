@@ -124,6 +124,7 @@ std::string reshard_checkpoint(const std::string& step_dir, const Grid& grid,
   Manifest m = reader.manifest();
   const model::GptDims& d = m.model;
   check_grid_for_model(d, grid);
+  m.trained_world = m.world_that_trained();  // (a resume names the world that trained)
   m.grid = grid;
   const std::string tmp = begin_checkpoint(out_root, m.step);
   std::vector<ShardFile> shards;

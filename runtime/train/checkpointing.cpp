@@ -322,8 +322,9 @@ void Checkpointing::load(const std::string& step_dir) {
   restored_totals_ = m.step_totals;
   RunResume& resume = resumes_.emplace_back(RunResume{m.step, world_ ? world_->size() : 1, {}});
   if (then) resume.changes = config::training_changes(*then, cfg_);
-  if (m.grid.world != resume.world_size)
-    resume.changes.push_back("world: " + std::to_string(m.grid.world) + " -> " +
+  // (against the world that trained, not a grid `ckpt reshard` wrote)
+  if (m.world_that_trained() != resume.world_size)
+    resume.changes.push_back("world: " + std::to_string(m.world_that_trained()) + " -> " +
                              std::to_string(resume.world_size));
   last_saved_ = static_cast<int>(m.step);
   restored_step_ = last_saved_;

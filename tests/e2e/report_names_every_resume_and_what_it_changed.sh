@@ -23,6 +23,15 @@ expected="4 1 train.lr: 0.003 -> 0.001; 8 2 parallel.dp: 1 -> 2,train.micro_batc
 [ "$(json_get twice/report.json 'd["data"]["val_tokens_per_eval"]')" = 1024 ] \
   || fail "val_tokens_per_eval at dp 2: $(json_get twice/report.json 'd["data"]')"
 
+# A checkpoint resharded for 2 ranks (`ckpt reshard` rewrites its grid) still names the world
+# that trained it: the resume on 2 processes changed the world from 1.
+run_single one 4 1 12 "${c[@]}" --set train.stop_after_steps=4 --set checkpoint.dir=ck_one
+"$bin" ckpt reshard ck_one --to dp=2 --out ck_rs >/dev/null || fail "reshard to dp=2 failed"
+run_launch one 2 2 1 12 "${c[@]}" --set checkpoint.dir=ck_rs --resume ck_rs
+resumed=$(json_get one/report.json '",".join(d["run"]["resumes"][0]["changes"])')
+[ "$resumed" = "parallel.dp: 1 -> 2,train.micro_batch: 4 -> 2,world: 1 -> 2" ] \
+  || fail "the resume of a resharded checkpoint named: '$resumed'"
+
 "$bin" compare fresh twice >compare.txt 2>&1 || { cat compare.txt; fail "compare failed"; }
 grep -qF "warning: a run changed settings when it resumed (tiny (twice): at step 4 train.lr: 0.003 -> 0.001; tiny (twice): at step 8 parallel.dp: 1 -> 2, train.micro_batch: 4 -> 2, world: 1 -> 2)" compare.txt \
   || { cat compare.txt; fail "compare did not warn of the changes at the resumes"; }
