@@ -125,7 +125,9 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   if (!in_.read(reinterpret_cast<char*>(len), 8)) throw CheckpointError(path + ": truncated");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len[i]) << (8 * i);
-  if (n > static_cast<uint64_t>(file_size - 8)) throw CheckpointError(path + ": bad header size");
+  // (file_size < 8 where a file states no size, as /proc's: file_size - 8 would wrap to 2^64 - 8)
+  if (file_size < 8 || n > static_cast<uint64_t>(file_size - 8))
+    throw CheckpointError(path + ": bad header size");
   std::string header(n, '\0');
   in_.read(header.data(), static_cast<std::streamsize>(n));
   data_start_ = 8 + static_cast<int64_t>(n);

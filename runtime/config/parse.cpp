@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -54,6 +55,8 @@ void apply_node(RunConfig& cfg, const std::string& path, const YAML::Node& node,
     if (!entry.first.IsScalar())
       fail((path.empty() ? "top level" : path) + ": keys must be plain names");
     const std::string key = entry.first.Scalar();
+    if (key.empty())  // join_path("", "") is "", the document itself: it would apply silently
+      fail((path.empty() ? "top level" : path) + ": an empty key (\"\") is not a config key");
     const std::string child = join_path(path, key);
     if (!find_field(child) && !is_section(child)) unknown_key(path, key);
     if (!seen.insert(key).second)
@@ -94,7 +97,8 @@ std::string set_prefix(const std::string& assignment) {
   return kSetMark + assignment + "': ";
 }
 
-void apply_override(RunConfig& cfg, const std::string& assignment) {
+// `fields` receives the fields this override assigned (one, or a section's several).
+void apply_override(RunConfig& cfg, const std::string& assignment, std::set<std::string>* fields) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos)
     fail("--set '" + assignment + "': expected key.path=value (e.g. train.lr=1e-3)");
@@ -108,21 +112,21 @@ void apply_override(RunConfig& cfg, const std::string& assignment) {
     fail(msg);
   }
   try {
-    apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)), nullptr);
+    apply_node(cfg, key, parse_override_value(assignment.substr(eq + 1)), fields);
   } catch (const ConfigError& e) {
     fail_key(e.key, set_prefix(assignment) + without_prefix(e));
   }
 }
 
-// check_fields on a field an override set: the message names the --set, not the file.
+// check_fields on a field an override set (also through a section: --set 'train={lr: -1}'):
+// the message names the --set, not the file. `set_by`: each such field's last --set.
 void check_fields_naming_overrides(const RunConfig& cfg,
-                                   const std::vector<std::string>& overrides) {
+                                   const std::map<std::string, std::string>& set_by) {
   try {
     check_fields(cfg);
   } catch (const ConfigError& e) {
-    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it)  // (the last one holds)
-      if (it->substr(0, it->find('=')) == e.key)
-        fail_key(e.key, set_prefix(*it) + without_prefix(e));
+    if (auto it = set_by.find(e.key); it != set_by.end())
+      fail_key(e.key, set_prefix(it->second) + without_prefix(e));
     throw;
   }
 }
@@ -148,8 +152,13 @@ RunConfig parse_config(const std::string& yaml_text, const std::vector<std::stri
   RunConfig cfg;
   std::set<std::string> assigned;
   apply_node(cfg, "", load_document(yaml_text), &assigned);
-  for (const std::string& assignment : overrides) apply_override(cfg, assignment);
-  check_fields_naming_overrides(cfg, overrides);
+  std::map<std::string, std::string> set_by;  // field -> the last --set that assigned it
+  for (const std::string& assignment : overrides) {
+    std::set<std::string> fields;
+    apply_override(cfg, assignment, &fields);
+    for (const std::string& f : fields) set_by[f] = assignment;
+  }
+  check_fields_naming_overrides(cfg, set_by);
   return cfg;
 }
 

@@ -32,7 +32,9 @@ std::vector<Field> build_fields() {
       // (at most 65536: llm.c token shards hold uint16 tokens)
       {"model.vocab_size", FIELD(model.vocab_size), {}, {2, 65536}},
       {"model.seq_len", FIELD(model.seq_len), {}, kPositive},
-      {"model.n_layer", FIELD(model.n_layer), {}, kPositive},
+      // (each block costs the runtime and `trainer plan` its own tensors, buffers and ops: an
+      // n_layer of 2^31 passed the 2^40 parameter cap at d_model 1 and then ran out of memory)
+      {"model.n_layer", FIELD(model.n_layer), {}, {1, 65536}},
       {"model.d_model", FIELD(model.d_model), {}, kPositive},
       {"model.n_head", FIELD(model.n_head), {}, kPositive},
       {"model.ffn_mult", FIELD(model.ffn_mult), {}, kPositive},

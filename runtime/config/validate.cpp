@@ -65,12 +65,17 @@ void check_sizes(const RunConfig& c) {
   constexpr double kMax = 1LL << 40;
   const ModelConfig& m = c.model;
   const double C = m.d_model, ffn = 1.0 * m.d_model * m.ffn_mult;
-  const double params =
-      1.0 * m.n_layer * (4 * C * C + 2 * C * ffn) + (1.0 * m.vocab_size + m.seq_len) * C;
+  // A block's MLP is num_experts MLPs (and a router [E, C]) with experts, one without.
+  const double experts = std::max(1, m.moe.num_experts);
+  const double router = m.moe.num_experts > 0 ? experts * C : 0;
+  const double params = 1.0 * m.n_layer * (4 * C * C + experts * 2 * C * ffn + router) +
+                        (1.0 * m.vocab_size + m.seq_len) * C;
   const double rows = 1.0 * c.train.micro_batch * m.seq_len;
   const double tokens = rows * c.train.grad_accum * std::max(1, c.parallel.dp);
+  // (the experts' buffers hold up to top_k rows a token)
+  const double choices = m.moe.num_experts > 0 ? std::max(1, m.moe.top_k) : 1;
   const double activation = rows * std::max({1.0 * m.vocab_size + m.make_vocab_size_divisible_by,
-                                             ffn, 1.0 * m.n_head * m.seq_len});
+                                             choices * ffn, 1.0 * m.n_head * m.seq_len});
   auto cap = [&](double v, const std::string& what) {
     if (v > kMax) {
       std::ostringstream os;
@@ -78,11 +83,13 @@ void check_sizes(const RunConfig& c) {
       fail(os.str());
     }
   };
-  cap(params, "the parameter count (from model.n_layer, d_model, ffn_mult, vocab_size, seq_len)");
+  cap(params,
+      "the parameter count (from model.n_layer, d_model, ffn_mult, moe.num_experts, vocab_size, "
+      "seq_len)");
   cap(tokens, "the tokens per step train.micro_batch * grad_accum * dp * model.seq_len");
   cap(activation,
-      "the largest activation train.micro_batch * model.seq_len * max(vocab, ffn width, "
-      "n_head * seq_len)");
+      "the largest activation train.micro_batch * model.seq_len * max(vocab, ffn width (times "
+      "moe.top_k with experts), n_head * seq_len)");
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ void check_model_split(const RunConfig& c) {
                     p.tp, kv("parallel.tp", p.tp),
                     "wte's rows and the logits' columns split over the tp ranks: set "
                     "model.make_vocab_size_divisible_by to a multiple of parallel.tp");
-  const int stages = p.pp * p.pipeline.virtual_stages;
+  const long long stages = 1LL * p.pp * p.pipeline.virtual_stages;  // (int would overflow)
   require_divisible(m.n_layer, kv("model.n_layer", m.n_layer), stages,
                     "parallel.pp * parallel.pipeline.virtual_stages = " + std::to_string(stages));
 }
@@ -68,7 +68,7 @@ void check_sequence_split(const RunConfig& c) {
   require_divisible(m.seq_len, kv("model.seq_len", m.seq_len), p.cp, kv("parallel.cp", p.cp));
   if (p.cp > 1)
     require_divisible(m.seq_len, kv("model.seq_len", m.seq_len), 2LL * p.cp,
-                      "2 * parallel.cp = " + std::to_string(2 * p.cp),
+                      "2 * parallel.cp = " + std::to_string(2LL * p.cp),
                       "context parallelism splits the sequence into 2 * cp load-balanced chunks");
   if (p.tp > 1 && p.sequence_parallel)
     require_divisible(

@@ -119,4 +119,20 @@ expect_exit_2 "data.val = \"nowhere_*.bin\": no file matches" "" train run.yaml 
   --set data.val='nowhere_*.bin' --out noval
 "$bin" train run.yaml --set data.val='nowhere_*.bin' --set train.eval_every=0 --set train.steps=1 \
   --set model.n_layer=1 --out noval >noval.log 2>&1 || { cat noval.log; fail "data.val refused with evals off"; }
+# Input that once passed or ran away: an empty key (it named the document itself), a bad value
+# set through a section (blamed on the file), pp x virtual_stages past an int (it wrapped to a
+# divisor), a huge n_layer (plan grew to GBs), experts left out of the size cap (the count
+# wrapped), and a file that states no size as weights (a wrapped header size).
+printf '"": {run: {name: zz}}\n' >empty_key.yaml
+expect_exit_2 'an empty key ("") is not a config key' "" plan empty_key.yaml
+expect_error "--set 'train={lr: -1}': train.lr = -1.0: must be > 0" --set 'train={lr: -1}'
+expect_exit_2 "virtual_stages = 4294967294" "" plan run.yaml --gpus 2 --set model.n_layer=2 \
+  --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved \
+  --set parallel.pipeline.virtual_stages=2147483647
+expect_error "model.n_layer = 2147483647: must be in [1, 65536]" --set model.n_layer=2147483647 \
+  --set model.d_model=1 --set model.n_head=1 --set model.ffn_mult=1
+expect_error "the parameter count (from model.n_layer, d_model, ffn_mult, moe.num_experts" \
+  --set model.n_layer=1 --set model.d_model=65536 --set model.n_head=1 --set model.ffn_mult=1 \
+  --set model.moe.num_experts=2147483647 --set model.moe.top_k=1
+expect_error "bad header size" --set model.init_from=/proc/self/status
 echo "bad configs refused"

@@ -34,9 +34,9 @@ TEST_CASE("wrong_types_name_key_value_and_expected_type", "[config][errors]") {
                       Contains("train.lr = \"abc\"") && Contains("expected a finite number"));
   REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 4.5}"),
                       Contains("model.n_layer = \"4.5\"") && Contains("expected an integer"));
-  // too large for an int: the key's own range (n_layer >= 1; a per-mille key has a top)
-  REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 99999999999}"),
-                      Contains("model.n_layer = \"99999999999\"") &&
+  // too large for an int: the key's own range (seq_len >= 1; a per-mille key has a top)
+  REQUIRE_THROWS_WITH(parse_config("model: {seq_len: 99999999999}"),
+                      Contains("model.seq_len = \"99999999999\"") &&
                           EndsWith("expected an integer > 0, up to 2147483647"));
   REQUIRE_THROWS_WITH(parse_config("run: {seed: 99999999999999999999}"),
                       Contains("a non-negative integer up to 18446744073709551615"));
