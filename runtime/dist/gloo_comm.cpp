@@ -3,6 +3,7 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <signal.h>
@@ -39,6 +40,30 @@ bool is_loopback(const std::string& host) {
   return host.empty() || host == "localhost" || host.rfind("127.", 0) == 0;
 }
 
+// Whether `iface` holds an IPv4 or IPv6 address: Gloo's lookupAddrForIface needs one.
+bool has_ip_address(const std::string& iface) {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return true;  // (let Gloo report it)
+  bool found = false;
+  for (const ifaddrs* a = all; a != nullptr && !found; a = a->ifa_next)
+    found = a->ifa_addr != nullptr && iface == a->ifa_name &&
+            (a->ifa_addr->sa_family == AF_INET || a->ifa_addr->sa_family == AF_INET6);
+  ::freeifaddrs(all);
+  return found;
+}
+
+// Whether one of `addrs` can be bound here, as Gloo's lookupAddrForHostname requires.
+bool binds_any(const addrinfo* addrs) {
+  for (const addrinfo* a = addrs; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd == -1) continue;
+    const bool bound = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    ::close(fd);
+    if (bound) return true;
+  }
+  return false;
+}
+
 // The interface gloo listens on: GLOO_SOCKET_IFNAME or TRAINER_GLOO_HOST when set; loopback for
 // a single-node run (MASTER_ADDR local or unset); otherwise this machine's hostname.
 gloo::transport::tcp::attr device_attr() {
@@ -62,6 +87,9 @@ gloo::transport::tcp::attr device_attr() {
     if (::if_nametoindex(attr.iface.c_str()) == 0)
       throw LaunchEnvError("GLOO_SOCKET_IFNAME = \"" + attr.iface +
                            "\": no such network interface on this machine");
+    if (!has_ip_address(attr.iface))
+      throw LaunchEnvError("GLOO_SOCKET_IFNAME = \"" + attr.iface +
+                           "\": the interface has no IPv4 or IPv6 address (down or unconfigured)");
   } else {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -78,7 +106,14 @@ gloo::transport::tcp::attr device_attr() {
                            "); set GLOO_SOCKET_IFNAME (an interface) or TRAINER_GLOO_HOST (an "
                            "address) to where this node's ranks listen");
     }
+    const bool local = binds_any(result);
     ::freeaddrinfo(result);
+    if (!local)
+      throw LaunchEnvError(
+          ((host && *host) ? "TRAINER_GLOO_HOST = \"" + attr.hostname + "\""
+                           : "this machine's host name \"" + attr.hostname + "\"") +
+          ": resolves to no address of this machine (Gloo cannot listen there); set "
+          "GLOO_SOCKET_IFNAME or TRAINER_GLOO_HOST to this node's address");
   }
   return attr;
 }

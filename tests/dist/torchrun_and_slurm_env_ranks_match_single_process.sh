@@ -37,7 +37,9 @@ compare_metrics ref/metrics.jsonl slurm/metrics.jsonl --rtol 1e-5 --min-steps 12
 # Where Gloo listens, set to what this machine lacks: every rank exits 2 naming the variable and
 # its value before any step (Gloo itself dereferences an unfilled address for a host name that
 # does not resolve: every rank died of SIGSEGV without a word).
-for bad in TRAINER_GLOO_HOST=no.such.host.invalid GLOO_SOCKET_IFNAME=no_such_if0; do
+# (198.51.100.1, TEST-NET-2: resolves, but no address of this machine)
+for bad in TRAINER_GLOO_HOST=no.such.host.invalid TRAINER_GLOO_HOST=198.51.100.1 \
+  GLOO_SOCKET_IFNAME=no_such_if0; do
   port=$(free_port)
   pids=()
   for r in 0 1; do
