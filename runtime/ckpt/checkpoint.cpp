@@ -289,6 +289,22 @@ std::string save_checkpoint(const SaveRequest& req) {
   return finish_save(req, mine);
 }
 
+namespace {
+
+// The step of a checkpoint directory's path, complete or .tmp (-1 for any other name).
+int64_t step_of_path(const std::string& dir) {
+  const std::string name = fs::path(dir).filename().string();
+  return step_of_dir_name(name.ends_with(".tmp") ? name.substr(0, name.size() - 4) : name);
+}
+
+void sort_newest_first(std::vector<std::string>& dirs) {
+  std::sort(dirs.begin(), dirs.end(), [](const std::string& a, const std::string& b) {
+    return step_of_path(a) > step_of_path(b);
+  });
+}
+
+}  // namespace
+
 std::vector<std::string> list_checkpoints(const std::string& root,
                                           std::vector<std::string>* incomplete) {
   std::vector<std::string> out;
@@ -310,11 +326,8 @@ std::vector<std::string> list_checkpoints(const std::string& root,
     }
     out.push_back(e.path().string());
   }
-  auto step = [](const std::string& dir) {
-    return step_of_dir_name(fs::path(dir).filename().string());
-  };
-  std::sort(out.begin(), out.end(),
-            [&](const std::string& a, const std::string& b) { return step(a) > step(b); });
+  sort_newest_first(out);
+  if (incomplete) sort_newest_first(*incomplete);
   return out;
 }
 
@@ -322,10 +335,6 @@ std::string resolve_step_dir(const std::string& path, std::vector<std::string>* 
   if (fs::exists(path + "/" + kManifestName)) return path;
   std::vector<std::string> incomplete;
   const auto all = list_checkpoints(path, &incomplete);
-  const auto step = [](const std::string& dir) {
-    const std::string name = fs::path(dir).filename().string();
-    return step_of_dir_name(name.ends_with(".tmp") ? name.substr(0, name.size() - 4) : name);
-  };
   if (all.empty()) {
     if (incomplete.empty())
       throw CheckpointError(path + ": no checkpoint (no manifest.json, no step_* dirs)");
@@ -337,7 +346,7 @@ std::string resolve_step_dir(const std::string& path, std::vector<std::string>* 
   }
   if (skipped_newer)
     for (const std::string& dir : incomplete)
-      if (step(dir) > step(all.front())) skipped_newer->push_back(dir);
+      if (step_of_path(dir) > step_of_path(all.front())) skipped_newer->push_back(dir);
   return all.front();
 }
 

@@ -55,7 +55,7 @@ std::string shape_text(const std::vector<int64_t>& shape);
 // The step of a name step_dir_name() made ("step_00000100" -> 100), -1 for any other name.
 int64_t step_of_dir_name(const std::string& name);
 // Complete step directories under root, newest first; `incomplete` gets the *.tmp ones and those
-// without a manifest.json.
+// without a manifest.json, newest first too.
 std::vector<std::string> list_checkpoints(const std::string& root,
                                           std::vector<std::string>* incomplete = nullptr);
 // A step dir, or the newest complete one under a root; throws when there is none. A root's

@@ -79,12 +79,13 @@ expect_exit_2 "it holds step_00000030, past step 20" "" ckpt reshard ck --to dp=
 [ "$(ls later)" = step_00000030 ] || fail "a refused reshard wrote into later: $(ls later)"
 # A root whose newest step is an incomplete write: the verbs use the newest complete one and say
 # what they skipped; a root with only incomplete ones says that, not "no step_* dirs".
-mkdir -p partial/step_00000040 only_partial/step_00000040
+mkdir -p partial/step_00000040 only_partial/step_00000010.tmp only_partial/step_00000040 \
+  only_partial/step_00000030
 cp -r ck/step_00000020 partial/
 "$bin" ckpt inspect partial >inspect.log 2>&1 || { cat inspect.log; fail "inspect of partial"; }
 grep -q "ignoring incomplete write partial/step_00000040" inspect.log \
   || { cat inspect.log; fail "inspect did not name the incomplete step it skipped"; }
-expect_exit_2 "no complete checkpoint: only_partial/step_00000040 has no manifest.json" "" \
+expect_exit_2 "no complete checkpoint: only_partial/step_00000040 (and 2 more) has no manifest.json" "" \
   ckpt inspect only_partial
 expect_exit_2 "is a checkpoint's step directory; write the export elsewhere" "" \
   ckpt export ck --out ck/step_00000020/rank_00000.safetensors
