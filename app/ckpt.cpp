@@ -60,7 +60,10 @@ void inspect(const std::string& path) {
   std::printf("checkpoint %s\n", dir.c_str());
   std::printf("step %lld, tokens %lld, adam_step %lld\n", static_cast<long long>(m.step),
               static_cast<long long>(m.tokens), static_cast<long long>(m.adam_step));
-  std::printf("grid %s\nconfig_sha256 %s\n", m.grid.describe().c_str(), m.config_sha256.c_str());
+  std::printf("grid %s", m.grid.describe().c_str());
+  if (m.world_that_trained() != m.grid.world)  // (rewritten by ckpt reshard)
+    std::printf(", resharded from a run of world %d", m.world_that_trained());
+  std::printf("\nconfig_sha256 %s\n", m.config_sha256.c_str());
   std::printf("data position %s", data::describe_position(m.loader).c_str());
   if (m.loader_shuffle) {  // recorded since 2026-12-07
     std::printf(", data.shuffle %s, ", *m.loader_shuffle ? "true" : "false");

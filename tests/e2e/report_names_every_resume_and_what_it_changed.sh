@@ -27,6 +27,8 @@ expected="4 1 train.lr: 0.003 -> 0.001; 8 2 parallel.dp: 1 -> 2,train.micro_batc
 # that trained it: the resume on 2 processes changed the world from 1.
 run_single one 4 1 12 "${c[@]}" --set train.stop_after_steps=4 --set checkpoint.dir=ck_one
 "$bin" ckpt reshard ck_one --to dp=2 --out ck_rs >/dev/null || fail "reshard to dp=2 failed"
+"$bin" ckpt inspect ck_rs | grep -q "resharded from a run of world 1" \
+  || fail "inspect does not say the resharded checkpoint was trained by world 1"
 run_launch one 2 2 1 12 "${c[@]}" --set checkpoint.dir=ck_rs --resume ck_rs
 resumed=$(json_get one/report.json '",".join(d["run"]["resumes"][0]["changes"])')
 [ "$resumed" = "parallel.dp: 1 -> 2,train.micro_batch: 4 -> 2,world: 1 -> 2" ] \
