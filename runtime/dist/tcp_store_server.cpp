@@ -47,7 +47,10 @@ TcpStoreServer::~TcpStoreServer() {
 
 void TcpStoreServer::run() {
   while (!stop_) {
-    std::vector<pollfd> fds = {{wake_pipe_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    // (not the listening socket for a while after accept ran out of fds: it stays readable)
+    const bool accepting = Clock::now() >= accept_paused_until_;
+    std::vector<pollfd> fds = {{wake_pipe_[0], POLLIN, 0},
+                               {listen_fd_, static_cast<short>(accepting ? POLLIN : 0), 0}};
     for (auto& c : conns_) {
       short events = c->parked ? 0 : POLLIN;  // a parked request is answered before the next
       if (!c->out.empty()) events |= POLLOUT;
@@ -65,7 +68,7 @@ void TcpStoreServer::run() {
       if (!c.dead && (re & POLLOUT)) write_to(c);
     }
     for (auto& c : conns_)
-      if (c->parked && !c->dead) try_finish(*c, Clock::now() >= c->parked->deadline);
+      if (c->parked && !c->dead && Clock::now() >= c->parked->deadline) try_finish(*c, true);
     for (size_t i = 0; i < conns_.size(); ++i) {  // requests queued behind a finished one
       Conn& c = *conns_[i];
       if (c.resume && !c.dead && !c.parked) process_input(c);
@@ -85,6 +88,10 @@ void TcpStoreServer::run() {
 int TcpStoreServer::poll_timeout_ms() const {
   auto now = Clock::now();
   int64_t best = 1000;
+  if (now < accept_paused_until_)  // (the listening socket is polled again when the pause ends)
+    best =
+        std::chrono::duration_cast<std::chrono::milliseconds>(accept_paused_until_ - now).count() +
+        1;
   for (auto& c : conns_) {
     if (c->resume && !c->parked) return 0;
     if (!c->parked) continue;
@@ -97,7 +104,13 @@ int TcpStoreServer::poll_timeout_ms() const {
 void TcpStoreServer::accept_all() {
   while (true) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      // Out of fds (or memory): the connection waits in the backlog; polling the listening
+      // socket again at once would spin a core until an fd frees.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+        accept_paused_until_ = Clock::now() + std::chrono::milliseconds(100);
+      return;
+    }
     net::set_nodelay(fd);
     auto c = std::make_unique<Conn>();
     c->fd = fd;
@@ -111,6 +124,20 @@ void TcpStoreServer::read_from(Conn& c) {
     ssize_t k = ::recv(c.fd, buf, sizeof(buf), 0);
     if (k > 0) {
       c.in.insert(c.in.end(), buf, buf + k);
+      // Refuse a bad length as soon as it arrives (not after reading all the peer sent), and bound
+      // what all connections together may hold unprocessed: kMaxFrameBytes is per frame, and each
+      // connection could otherwise park a 512 MiB partial frame.
+      if (c.in.size() >= 4) {
+        const uint32_t len = wire::decode_u32(c.in.data());
+        if (len == 0 || len > wire::kMaxFrameBytes) {
+          c.dead = true;
+          return;
+        }
+      }
+      if (buffered_in() > kMaxBufferedInBytes) {
+        c.dead = true;  // the connection that pushes the total over the budget is dropped
+        return;
+      }
       continue;
     }
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -121,17 +148,26 @@ void TcpStoreServer::read_from(Conn& c) {
   process_input(c);
 }
 
+size_t TcpStoreServer::buffered_in() const {
+  size_t n = 0;
+  for (const auto& c : conns_)
+    if (!c->dead) n += c->in.size();
+  return n;
+}
+
 void TcpStoreServer::write_to(Conn& c) {
-  while (!c.out.empty()) {
-    ssize_t k = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+  while (c.out_off < c.out.size()) {
+    ssize_t k = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       c.dead = true;
       return;
     }
-    c.out.erase(c.out.begin(), c.out.begin() + k);
+    c.out_off += static_cast<size_t>(k);  // (erasing the front each send is quadratic)
   }
+  c.out.clear();
+  c.out_off = 0;
 }
 
 // Handles every complete frame in c.in, stopping at a parked request.
@@ -165,7 +201,7 @@ void TcpStoreServer::handle(Conn& c, wire::Reader& r) {
       std::string key = r.str();
       data_[key] = r.bytes();
       reply(c, wire::Writer().u8(static_cast<uint8_t>(wire::Status::ok)));
-      wake_parked();
+      wake_parked(key);
       return;
     }
     case wire::Cmd::add: {
@@ -176,7 +212,7 @@ void TcpStoreServer::handle(Conn& c, wire::Reader& r) {
       std::string s = std::to_string(v + delta);
       data_[key] = std::vector<uint8_t>(s.begin(), s.end());
       reply(c, wire::Writer().u8(static_cast<uint8_t>(wire::Status::ok)).i64(v + delta));
-      wake_parked();
+      wake_parked(key);
       return;
     }
     case wire::Cmd::check: {
@@ -208,7 +244,10 @@ void TcpStoreServer::handle(Conn& c, wire::Reader& r) {
     case wire::Cmd::wait: {
       auto keys = cmd == wire::Cmd::get ? std::vector<std::string>{r.str()} : r.strs();
       int64_t timeout_ms = std::max<int64_t>(0, r.i64());
-      c.parked = Parked{cmd, std::move(keys), Clock::now() + std::chrono::milliseconds(timeout_ms)};
+      c.parked =
+          Parked{cmd, std::move(keys), Clock::now() + std::chrono::milliseconds(timeout_ms), {}};
+      for (const auto& k : c.parked->keys)
+        if (!data_.count(k)) c.parked->pending.insert(k);
       try_finish(c, false);
       return;
     }
@@ -218,8 +257,8 @@ void TcpStoreServer::handle(Conn& c, wire::Reader& r) {
 
 // Answers a parked get/wait when its keys exist, or with a timeout when `expired`.
 bool TcpStoreServer::try_finish(Conn& c, bool expired) {
+  if (!c.parked->pending.empty() && !expired) return false;
   auto miss = missing(c.parked->keys);
-  if (!miss.empty() && !expired) return false;
   wire::Writer w;
   if (!miss.empty()) {
     w.u8(static_cast<uint8_t>(wire::Status::timeout)).strs(miss);
@@ -236,9 +275,11 @@ bool TcpStoreServer::try_finish(Conn& c, bool expired) {
   return true;
 }
 
-void TcpStoreServer::wake_parked() {
+// O(log keys) per parked request, not a scan of every parked key list on every set/add.
+void TcpStoreServer::wake_parked(const std::string& key) {
   for (auto& c : conns_)
-    if (c->parked && !c->dead) try_finish(*c, false);
+    if (c->parked && !c->dead && c->parked->pending.erase(key) && c->parked->pending.empty())
+      try_finish(*c, false);
 }
 
 std::vector<std::string> TcpStoreServer::missing(const std::vector<std::string>& keys) const {
@@ -250,6 +291,15 @@ std::vector<std::string> TcpStoreServer::missing(const std::vector<std::string>&
 
 void TcpStoreServer::reply(Conn& c, const wire::Writer& w) {
   auto f = w.frame();
+  // A peer that pipelines requests without reading the replies (an 18-byte get can ask for a
+  // 512 MiB value) is dropped once the replies all connections hold exceed the budget.
+  size_t pending = f.size();
+  for (const auto& o : conns_)
+    if (!o->dead) pending += o->out.size() - o->out_off;
+  if (pending > kMaxPendingOutBytes) {
+    c.dead = true;
+    return;
+  }
   c.out.insert(c.out.end(), f.begin(), f.end());
 }
 

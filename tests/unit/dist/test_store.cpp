@@ -84,6 +84,19 @@ void check_store_semantics(const Fixture& f) {
     CHECK(a->check({"k1", "k2"}));
     a->wait({"k1", "k2"});
   }
+  SECTION("a parked wait returns when its last missing key arrives, by set or add") {
+    a->set("w/present", bytes("p"));
+    std::thread setter([&] {
+      auto c = f.client();
+      std::this_thread::sleep_for(50ms);
+      c->set("w/1", bytes("1"));
+      std::this_thread::sleep_for(50ms);
+      c->add("w/2", 1);
+    });
+    b->wait({"w/present", "w/1", "w/2", "w/1"});  // (a key twice: waited for once)
+    setter.join();
+    CHECK(b->get("w/2") == bytes("1"));
+  }
   SECTION("get and wait time out naming the missing keys only") {
     a->set("present", bytes("p"));
     b->set_timeout(200ms);

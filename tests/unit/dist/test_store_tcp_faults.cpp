@@ -2,7 +2,9 @@
 // use gives an error naming host:port, and an absent server makes clients give up at the timeout.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -84,6 +86,59 @@ TEST_CASE("tcp_store_server_survives_a_client_that_closes_while_blocked", "[stor
   }
   server.set("never_set", bytes("now"));  // wakes the parked requests of dead connections
   require_server_alive(server.port());
+}
+
+// Rank 0's fds run out (a large job under `ulimit -n 1024`, or a flood of connections): the
+// connections wait in the listen backlog while the server polls the rest, rather than spinning
+// a core on a listening socket that stays readable; once fds free, it accepts and serves again.
+// In a child process, whose fd limit is lowered to 64 (its exit code says what failed).
+TEST_CASE("tcp_store_server_out_of_fds_waits_without_spinning_then_serves", "[store]") {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = 64;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) ::_exit(10);
+    const auto cpu_s = [] {
+      rusage u{};
+      ::getrusage(RUSAGE_SELF, &u);
+      return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+             static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+    };
+    int code = 0;
+    try {
+      TcpStore server("127.0.0.1", 0, true, 2000ms);
+      std::vector<int> clients;
+      for (int i = 0; i < 200; ++i) {  // until this process has no fd left
+        std::string err;
+        const int fd = net::connect_tcp("127.0.0.1", server.port(), &err, nullptr, 2000ms);
+        if (fd < 0) break;
+        clients.push_back(fd);
+      }
+      std::this_thread::sleep_for(200ms);
+      const double before = cpu_s();
+      std::this_thread::sleep_for(1000ms);
+      if (clients.size() >= 200)
+        code = 11;  // the limit did not bite
+      else if (cpu_s() - before > 0.25)
+        code = 12;  // the server spun
+      for (const int fd : clients) net::close_fd(fd);
+      if (code == 0) {
+        auto c = make_tcp_store("127.0.0.1", server.port(), false, 5000ms);
+        c->set("after", bytes("yes"));
+        if (c->get("after") != bytes("yes")) code = 13;
+      }
+    } catch (const std::exception&) {
+      code = 14;  // it did not serve again
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  // 11: no fd ran out, 12: the server spun (CPU while idle), 13/14: it did not serve again
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("tcp_store_port_in_use_names_host_and_port", "[store]") {
