@@ -1,13 +1,29 @@
 #include "runtime/dist/rendezvous.h"
 
+#include <sys/resource.h>
+
 #include <string>
 
 #include "runtime/config/run_config.h"
 
 namespace trainer::dist {
 
+uint64_t raise_open_files_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  // (an unlimited hard limit still stops at the kernel's fs.nr_open, 2^20 by default)
+  const rlim_t target = limit.rlim_max == RLIM_INFINITY ? rlim_t{1} << 20 : limit.rlim_max;
+  if (limit.rlim_cur < target) {
+    rlimit raised = limit;
+    raised.rlim_cur = target;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return raised.rlim_cur;
+  }
+  return limit.rlim_cur;
+}
+
 std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,
                                              std::chrono::milliseconds timeout) {
+  raise_open_files_limit();
   if (!env.store_dir.empty()) return make_file_store(env.store_dir, timeout);
   const int port = rendezvous_port(env);
   const std::string where = env.master_addr + ":" + std::to_string(port);

@@ -10,6 +10,7 @@
 // File: TRAINER_STORE_DIR=/shared/dir selects a FileStore there instead (a directory every rank
 // sees, e.g. on a shared filesystem; use a fresh one per run).
 #include <chrono>
+#include <cstdint>
 #include <memory>
 
 #include "runtime/dist/launch_env.h"
@@ -23,7 +24,14 @@ inline int rendezvous_port(const LaunchEnv& env) {
   return env.master_port < 65535 ? env.master_port + 1 : env.master_port - 1;  // 65536 is no port
 }
 
+// Also raises this process's soft open-files limit to its hard one (raise_open_files_limit).
 std::shared_ptr<Store> make_rendezvous_store(const LaunchEnv& env,
                                              std::chrono::milliseconds timeout);
+
+// A rank holds a socket per peer (Gloo's full mesh of the world) and rank 0 one per rank at its
+// store: the usual soft limit of 1024 open files stops a job of a thousand ranks that the hard
+// limit allows. Raises the soft limit to the hard one (as torchrun's users do with ulimit -n);
+// returns the soft limit now.
+uint64_t raise_open_files_limit();
 
 }  // namespace trainer::dist

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
@@ -138,6 +139,28 @@ TEST_CASE("tcp_store_server_out_of_fds_waits_without_spinning_then_serves", "[st
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   REQUIRE(WIFEXITED(status));
   // 11: no fd ran out, 12: the server spun (CPU while idle), 13/14: it did not serve again
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+// The rendezvous raises the soft open-files limit to the hard one (in a child whose soft limit is
+// lowered first, to half the hard one at most).
+TEST_CASE("the_rendezvous_raises_the_open_files_limit_to_the_hard_one", "[store]") {
+  rlimit limit{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    rlimit low = limit;
+    low.rlim_cur = std::min<rlim_t>(64, limit.rlim_max / 2);
+    if (::setrlimit(RLIMIT_NOFILE, &low) != 0) ::_exit(10);
+    const uint64_t now = raise_open_files_limit();
+    rlimit after{};
+    ::getrlimit(RLIMIT_NOFILE, &after);
+    ::_exit(now > low.rlim_cur && after.rlim_cur == now ? 0 : 11);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
 
