@@ -1,7 +1,9 @@
 #include "runtime/config/assign.h"
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 
@@ -62,8 +64,24 @@ std::optional<std::string> integer_range_of(const Field& f, const YAML::Node& no
   return std::nullopt;
 }
 
+// A number past a double's range (1e400, or 1e-400 below its smallest): from_chars says out of
+// range, which "a finite number" would misname for the small ones.
+std::optional<std::string> double_range_of(const Field& f, const YAML::Node& node) {
+  if (!std::holds_alternative<DoubleField>(f.ref) || !node.IsScalar()) return std::nullopt;
+  const std::string& text = node.Scalar();
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno != ERANGE) return std::nullopt;
+  if (std::abs(v) <= std::numeric_limits<double>::min())
+    return "a number within a double's range: this one is below its smallest, about 2.2e-308 "
+           "(write 0)";
+  return "a number within a double's range: this one is past its largest, about 1.8e308";
+}
+
 [[noreturn]] void type_error(const Field& f, const YAML::Node& node) {
-  const std::optional<std::string> range = integer_range_of(f, node);
+  std::optional<std::string> range = integer_range_of(f, node);
+  if (!range) range = double_range_of(f, node);
   fail_key(f.key, f.key + " = " + describe_node(node) + ": expected " +
                       (range ? *range : expected_type(f)));
 }

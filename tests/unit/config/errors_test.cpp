@@ -34,6 +34,12 @@ TEST_CASE("wrong_types_name_key_value_and_expected_type", "[config][errors]") {
                       Contains("train.lr = \"abc\"") && Contains("expected a finite number"));
   REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 4.5}"),
                       Contains("model.n_layer = \"4.5\"") && Contains("expected an integer"));
+  // past a double's range either way: said as such, not as "not a finite number"
+  REQUIRE_THROWS_WITH(parse_config("train: {min_lr_ratio: 1e-400}"),
+                      Contains("train.min_lr_ratio = \"1e-400\"") &&
+                          Contains("below its smallest, about 2.2e-308 (write 0)"));
+  REQUIRE_THROWS_WITH(parse_config("train: {lr: 1e400}"),
+                      Contains("train.lr = \"1e400\"") && Contains("past its largest"));
   // too large for an int: the key's own range (seq_len >= 1; a per-mille key has a top)
   REQUIRE_THROWS_WITH(parse_config("model: {seq_len: 99999999999}"),
                       Contains("model.seq_len = \"99999999999\"") &&
