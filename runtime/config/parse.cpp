@@ -26,6 +26,8 @@ std::string join_path(const std::string& section, const std::string& key) {
 [[noreturn]] void unknown_key(const std::string& section, const std::string& key) {
   const std::vector<std::string> known = section_children(section);
   std::string msg = "unknown key '" + join_path(section, key) + "'";
+  if (key == "<<")  // (yaml-cpp leaves YAML 1.1's merge key as a plain key)
+    fail(msg + ": YAML merge keys (<<: *anchor) are not read; write the keys out");
   if (auto hint = closest_match(key, known))
     msg += " (did you mean '" + join_path(section, *hint) + "'?)";
   else

@@ -34,6 +34,10 @@ TEST_CASE("wrong_types_name_key_value_and_expected_type", "[config][errors]") {
                       Contains("train.lr = \"abc\"") && Contains("expected a finite number"));
   REQUIRE_THROWS_WITH(parse_config("model: {n_layer: 4.5}"),
                       Contains("model.n_layer = \"4.5\"") && Contains("expected an integer"));
+  REQUIRE_THROWS_WITH(parse_config("base: &b {lr: 0.1}\ntrain: {<<: *b}"),
+                      Contains("unknown key 'base'"));
+  REQUIRE_THROWS_WITH(parse_config("train: {<<: {lr: 0.1}}"),
+                      Contains("unknown key 'train.<<': YAML merge keys"));
   // past a double's range either way: said as such, not as "not a finite number"
   REQUIRE_THROWS_WITH(parse_config("train: {min_lr_ratio: 1e-400}"),
                       Contains("train.min_lr_ratio = \"1e-400\"") &&
