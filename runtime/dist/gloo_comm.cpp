@@ -96,24 +96,23 @@ gloo::transport::tcp::attr device_attr() {
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* result = nullptr;
     const int rv = ::getaddrinfo(attr.hostname.c_str(), nullptr, &hints, &result);
-    if (rv != 0) {
-      const std::string what = (host && *host) ? "TRAINER_GLOO_HOST = \"" + attr.hostname + "\""
-                                               : "this machine's host name \"" + attr.hostname +
-                                                     "\" (where Gloo listens when MASTER_ADDR = " +
-                                                     std::string(master ? master : "") +
-                                                     " is not a loopback address)";
+    // (the variable, or where the host name came from)
+    const std::string what =
+        (host && *host)
+            ? "TRAINER_GLOO_HOST = \"" + attr.hostname + "\""
+            : "this machine's host name \"" + attr.hostname +
+                  "\" (where Gloo listens when MASTER_ADDR = " + std::string(master ? master : "") +
+                  " is not a loopback address)";
+    if (rv != 0)
       throw LaunchEnvError(what + ": does not resolve (" + ::gai_strerror(rv) +
                            "); set GLOO_SOCKET_IFNAME (an interface) or TRAINER_GLOO_HOST (an "
                            "address) to where this node's ranks listen");
-    }
     const bool local = binds_any(result);
     ::freeaddrinfo(result);
     if (!local)
-      throw LaunchEnvError(
-          ((host && *host) ? "TRAINER_GLOO_HOST = \"" + attr.hostname + "\""
-                           : "this machine's host name \"" + attr.hostname + "\"") +
-          ": resolves to no address of this machine (Gloo cannot listen there); set "
-          "GLOO_SOCKET_IFNAME or TRAINER_GLOO_HOST to this node's address");
+      throw LaunchEnvError(what +
+                           ": resolves to no address of this machine (Gloo cannot listen there); "
+                           "set GLOO_SOCKET_IFNAME or TRAINER_GLOO_HOST to this node's address");
   }
   return attr;
 }
